@@ -1,0 +1,366 @@
+"""Build braid's kernel: Debian's linux-source-6.12 + kernel/patches + config.
+
+The build is cached under ``$BRAID_CACHE`` (default ``~/.cache/braid``) keyed by
+a hash of everything that changes the result: the source package version, the
+patch series, the config fragments and this file's build recipe. A second build
+with the same inputs is a no-op. The source tree is a git repository so that
+switching patch series only touches the files the patches change, and the
+out-of-tree object directory is reused: rebuilding after a patch edit only
+recompiles what the patch touched.
+
+Usage::
+
+    from kbuild import ensure_kernel
+    image = ensure_kernel()        # builds if needed, returns the cached image
+    print(image.bzimage, image.marker)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+KERNEL_DIR = Path(__file__).resolve().parent
+PATCH_DIR = KERNEL_DIR / "patches"
+SERIES_FILE = PATCH_DIR / "series"
+BRAID_FRAGMENT = KERNEL_DIR / "config" / "braid.config"
+VIRTME_EXCLUDE = KERNEL_DIR / "config" / "virtme-exclude.txt"
+KERNEL_ENV = KERNEL_DIR / "kernel.env"
+# Bump when the recipe below changes in a way that changes the image.
+RECIPE_VERSION = "1"
+LOCALVERSION = "-braid"
+
+# Host tools the build needs, and the Debian package that provides each.
+REQUIRED_TOOLS = {
+    "make": "make",
+    "gcc": "gcc",
+    "flex": "flex",
+    "bison": "bison",
+    "bc": "bc",
+    "xz": "xz-utils",
+    "git": "git",
+    "virtme-configkernel": "virtme-ng (pip install -r requirements.txt)",
+}
+REQUIRED_HEADERS = {
+    "/usr/include/libelf.h": "libelf-dev",
+    "/usr/include/openssl/ssl.h": "libssl-dev",
+}
+
+
+class BuildError(RuntimeError):
+    """A kernel build step failed; the message says which and why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelImage:
+    """A built kernel in the cache."""
+
+    bzimage: Path
+    config: Path
+    build_hash: str
+
+    @property
+    def marker(self) -> str:
+        """String that appears in the booted kernel's /proc/version."""
+        return marker_for(self.build_hash)
+
+
+def marker_for(build_hash: str) -> str:
+    return f"braid-{build_hash[:16]}"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BRAID_CACHE", Path.home() / ".cache" / "braid"))
+
+
+def read_kernel_env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in KERNEL_ENV.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env[key] = value
+    return env
+
+
+def log(msg: str) -> None:
+    print(f"kernel: {msg}", file=sys.stderr, flush=True)
+
+
+def check_dependencies() -> None:
+    """Fail with the package to install when a build dependency is missing."""
+    missing = [pkg for tool, pkg in REQUIRED_TOOLS.items() if not shutil.which(tool)]
+    missing += [pkg for hdr, pkg in REQUIRED_HEADERS.items() if not Path(hdr).exists()]
+    env = read_kernel_env()
+    if not Path(env["LINUX_SOURCE_TARBALL"]).exists():
+        missing.append(env["LINUX_SOURCE_PACKAGE"])
+    if missing:
+        raise BuildError(
+            "missing build dependencies; install: "
+            + " ".join(sorted(set(missing)))
+            + " (scripts/install-deps installs all of them)"
+        )
+
+
+def installed_source_version(package: str) -> str:
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", package],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def read_series() -> list[Path]:
+    """The patch series in order; every listed patch must exist."""
+    if not SERIES_FILE.exists():
+        return []
+    patches = []
+    for n, line in enumerate(SERIES_FILE.read_text().splitlines(), 1):
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        path = PATCH_DIR / name
+        if not path.is_file():
+            raise BuildError(f"{SERIES_FILE}:{n}: patch {name!r} is listed but missing")
+        patches.append(path)
+    return patches
+
+
+def virtme_options(source: Path) -> list[str]:
+    """The config lines virtme-ng needs, minus those a headless VM can skip."""
+    out = subprocess.run(
+        ["virtme-configkernel", "--dry-run"],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    excluded = {
+        line.strip()
+        for line in VIRTME_EXCLUDE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    keep = []
+    for line in out.splitlines():
+        line = line.strip()
+        if not line.startswith("CONFIG_"):
+            continue
+        if line.split("=", 1)[0] not in excluded:
+            keep.append(line)
+    return keep
+
+
+def build_hash(version: str, patches: list[Path], virtme: list[str]) -> str:
+    h = hashlib.sha256()
+    h.update(f"recipe {RECIPE_VERSION}\nsource {version}\n".encode())
+    for patch in patches:
+        h.update(f"patch {patch.name}\n".encode())
+        h.update(patch.read_bytes())
+    h.update(BRAID_FRAGMENT.read_bytes())
+    h.update("\n".join(virtme).encode())
+    return h.hexdigest()
+
+
+@contextmanager
+def build_lock(root: Path) -> Iterator[None]:
+    """Only one kernel build at a time: two on 2 cores starve each other."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "build.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("another kernel build is running; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def run(cmd: list[str], cwd: Path, what: str) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def prepare_source(root: Path, version: str, tarball: Path) -> Path:
+    """A git tree of the pristine source, unpacked once per source version."""
+    src = root / "src"
+    stamp = src / ".braid-source-version"
+    if stamp.exists() and stamp.read_text() == version:
+        return src
+    log(f"unpacking {tarball.name} ({version}); once per source version")
+    shutil.rmtree(src, ignore_errors=True)
+    tmp = root / "src.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    run(["tar", "-xf", str(tarball), "-C", str(tmp), "--strip-components=1"], tmp, "unpack")
+    git = ["git", "-c", "user.name=braid", "-c", "user.email=braid@localhost"]
+    run(["git", "init", "-q"], tmp, "git init")
+    # Debian's tarball ships a .gitignore that ignores everything: force.
+    run(["git", "add", "-A", "-f"], tmp, "git add")
+    run([*git, "commit", "-q", "-m", f"pristine {version}"], tmp, "git commit")
+    run(["git", "tag", "pristine"], tmp, "git tag")
+    (tmp / ".git" / "info" / "exclude").write_text(".braid-source-version\n")
+    tmp.rename(src)
+    stamp.write_text(version)
+    return src
+
+
+def apply_series(src: Path, patches: list[Path]) -> None:
+    """Reset the tree to pristine and apply the series, naming a broken patch."""
+    run(["git", "checkout", "-q", "-f", "pristine"], src, "reset source tree")
+    run(["git", "clean", "-q", "-f", "-d", "-x", "-e", ".braid-source-version"], src, "clean")
+    for patch in patches:
+        proc = subprocess.run(
+            ["git", "apply", "--index", str(patch)],
+            cwd=src,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise BuildError(
+                f"patch {patch.relative_to(KERNEL_DIR)} does not apply:\n{proc.stderr.strip()}"
+            )
+    if patches:
+        log(f"applied {len(patches)} patch(es): " + ", ".join(p.name for p in patches))
+
+
+def configure(src: Path, obj: Path, virtme: list[str], marker: str) -> None:
+    obj.mkdir(parents=True, exist_ok=True)
+    virtme_frag = obj / "virtme.config"
+    virtme_frag.write_text("\n".join(virtme) + "\n")
+    marker_frag = obj / "marker.config"
+    marker_frag.write_text(f'CONFIG_LOCALVERSION="{LOCALVERSION}"\nCONFIG_LOCALVERSION_AUTO=n\n')
+    make = ["make", "-s", f"O={obj}", "ARCH=x86_64"]
+    run([*make, "tinyconfig"], src, "make tinyconfig")
+    run(
+        [
+            "scripts/kconfig/merge_config.sh",
+            "-m",
+            "-O",
+            str(obj),
+            str(obj / ".config"),
+            str(virtme_frag),
+            str(BRAID_FRAGMENT),
+            str(marker_frag),
+        ],
+        src,
+        "merge config fragments",
+    )
+    run([*make, "olddefconfig"], src, "make olddefconfig")
+    verify_config(obj / ".config", [BRAID_FRAGMENT])
+
+
+def verify_config(config: Path, fragments: list[Path]) -> None:
+    """Every option a fragment sets must survive olddefconfig."""
+    final: dict[str, str] = {}
+    for line in config.read_text().splitlines():
+        if m := re.match(r"(CONFIG_\w+)=(.*)", line):
+            final[m[1]] = m[2]
+        elif m := re.match(r"# (CONFIG_\w+) is not set", line):
+            final[m[1]] = "n"
+    dropped = []
+    for frag in fragments:
+        for line in frag.read_text().splitlines():
+            if m := re.match(r"(CONFIG_\w+)=(.*)", line.strip()):
+                if final.get(m[1], "n") != m[2]:
+                    dropped.append(f"{m[1]}={m[2]} (got {final.get(m[1], 'unset')})")
+    if dropped:
+        raise BuildError(
+            "config options were dropped by Kconfig (unmet dependencies?):\n  "
+            + "\n  ".join(dropped)
+        )
+
+
+def compile_kernel(src: Path, obj: Path, marker: str, jobs: int) -> None:
+    """make bzImage, printing progress while the ~5-minute build runs."""
+    cmd = [
+        "make",
+        f"O={obj}",
+        "ARCH=x86_64",
+        f"-j{jobs}",
+        f"KBUILD_BUILD_HOST={marker}",
+        "KBUILD_BUILD_USER=braid",
+        "bzImage",
+    ]
+    estimate_file = obj / ".braid-object-count"
+    estimate = int(estimate_file.read_text()) if estimate_file.exists() else 0
+    start = time.monotonic()
+    last_report = 0.0
+    compiled = 0
+    tail: list[str] = []
+    proc = subprocess.Popen(
+        cmd, cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        tail = (tail + [line])[-60:]
+        if line.startswith("  CC "):
+            compiled += 1
+        now = time.monotonic()
+        if now - last_report >= 15:
+            last_report = now
+            pct = f" ~{min(99, 100 * compiled // estimate)}%" if estimate else ""
+            log(f"compiling: {compiled} files{pct}, {int(now - start)}s elapsed")
+    if proc.wait() != 0:
+        raise BuildError("kernel compile failed:\n" + "".join(tail))
+    if compiled > 200:
+        estimate_file.write_text(str(compiled))
+    log(f"compiled {compiled} files in {int(time.monotonic() - start)}s")
+
+
+def ensure_kernel(jobs: int | None = None, force: bool = False) -> KernelImage:
+    """Return the cached kernel for the current inputs, building it if needed."""
+    check_dependencies()
+    env = read_kernel_env()
+    package = env["LINUX_SOURCE_PACKAGE"]
+    version = installed_source_version(package)
+    if version != env["LINUX_SOURCE_VERSION"]:
+        log(
+            f"warning: {package} {version} is installed but braid is tested with "
+            f"{env['LINUX_SOURCE_VERSION']}; building anyway"
+        )
+    root = cache_dir() / "kernel"
+    patches = read_series()
+    with build_lock(root):
+        src = prepare_source(root, version, Path(env["LINUX_SOURCE_TARBALL"]))
+        virtme = virtme_options(src)
+        digest = build_hash(version, patches, virtme)
+        out = root / "images" / digest[:16]
+        image = KernelImage(out / "bzImage", out / "config", digest)
+        if image.bzimage.exists() and not force:
+            return image
+        log(f"building kernel {image.marker} ({len(patches)} patches)")
+        apply_series(src, patches)
+        obj = root / "obj"
+        configure(src, obj, virtme, image.marker)
+        compile_kernel(src, obj, image.marker, jobs or os.cpu_count() or 1)
+        tmp = out.with_suffix(".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        shutil.copy2(obj / "arch" / "x86" / "boot" / "bzImage", tmp / "bzImage")
+        shutil.copy2(obj / ".config", tmp / "config")
+        manifest = {"hash": digest, "source": version, "patches": [p.name for p in patches]}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        log(f"kernel ready: {image.bzimage}")
+        return image
+
+
+def current_source_tree() -> Path:
+    """The patched source tree of the last build (for checkpatch and reading)."""
+    return cache_dir() / "kernel" / "src"
