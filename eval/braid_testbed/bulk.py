@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Checksummed bulk transfers over MPTCP (or TCP) for tests and benchmarks.
+
+Standalone on purpose (no package imports): it runs inside namespaces and the
+VM as ``python3 eval/braid_testbed/bulk.py``.
+
+Protocol: the client sends a header ``BRD1 | mode | nbytes | seed``. In
+``upload`` mode it then streams ``nbytes`` of a seeded pseudo-random stream and
+half-closes; the server answers with the SHA-256 of what it received and the
+receive duration. In ``download`` mode the server streams the same kind of data
+and the client checks the digest itself. The client prints one JSON line::
+
+    {"mode": "upload", "bytes": 10485760, "seconds": 4.2, "goodput_mbit": 19.9,
+     "digest_ok": true}
+
+and exits 0 only if every byte arrived intact.
+
+Usage::
+
+    bulk.py serve --port 5201 &
+    bulk.py send --host 10.9.0.2 --port 5201 --bytes 10M --mode upload
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import socket
+import struct
+import sys
+import threading
+import time
+
+IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
+HEADER = struct.Struct("!4sBQQ")
+REPLY = struct.Struct("!32sQd")
+MAGIC = b"BRD1"
+MODE_UPLOAD, MODE_DOWNLOAD = 1, 2
+CHUNK = 64 * 1024
+IDLE_TIMEOUT_S = 60.0
+
+
+def parse_size(text: str) -> int:
+    """'10M' -> 10485760; plain integers are bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper()
+    try:
+        if text and text[-1] in units:
+            value = int(float(text[:-1]) * units[text[-1]])
+        else:
+            value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 512K, 10M, 1G)")
+    if value <= 0:
+        raise argparse.ArgumentTypeError("size must be positive")
+    return value
+
+
+def stream(seed: int, nbytes: int):  # type: ignore[no-untyped-def]
+    """The deterministic data both ends agree on, in chunks."""
+    rng = random.Random(seed)
+    left = nbytes
+    while left:
+        n = min(CHUNK, left)
+        yield rng.randbytes(n)
+        left -= n
+
+
+def make_socket(mptcp: bool) -> socket.socket:
+    proto = IPPROTO_MPTCP if mptcp else socket.IPPROTO_TCP
+    return socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"peer closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def receive_stream(sock: socket.socket, nbytes: int) -> tuple[bytes, int, float]:
+    """Read until EOF or nbytes; return (sha256, bytes, first-to-last seconds)."""
+    digest = hashlib.sha256()
+    got = 0
+    first = last = 0.0
+    while got < nbytes:
+        chunk = sock.recv(min(CHUNK * 4, nbytes - got))
+        if not chunk:
+            break
+        now = time.monotonic()
+        if not got:
+            first = now
+        last = now
+        got += len(chunk)
+        digest.update(chunk)
+    return digest.digest(), got, last - first
+
+
+def send_stream(sock: socket.socket, seed: int, nbytes: int) -> bytes:
+    digest = hashlib.sha256()
+    for chunk in stream(seed, nbytes):
+        digest.update(chunk)
+        sock.sendall(chunk)
+    sock.shutdown(socket.SHUT_WR)
+    return digest.digest()
+
+
+def handle(conn: socket.socket) -> None:
+    with conn:
+        conn.settimeout(IDLE_TIMEOUT_S)
+        magic, mode, nbytes, seed = HEADER.unpack(recv_exact(conn, HEADER.size))
+        if magic != MAGIC:
+            return
+        if mode == MODE_UPLOAD:
+            digest, got, secs = receive_stream(conn, nbytes)
+            conn.sendall(REPLY.pack(digest, got, secs))
+        elif mode == MODE_DOWNLOAD:
+            send_stream(conn, seed, nbytes)
+            conn.recv(1)  # wait for the client's close so nothing is cut short
+
+
+def serve(args: argparse.Namespace) -> int:
+    srv = make_socket(args.mptcp)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((args.bind, args.port))
+    srv.listen(128)
+    print(f"listening on {args.bind}:{args.port}", flush=True)
+    served = 0
+    while args.count == 0 or served < args.count:
+        conn, _ = srv.accept()
+        served += 1
+        t = threading.Thread(target=handle, args=(conn,), daemon=True)
+        t.start()
+        if args.count and served >= args.count:
+            t.join()
+    return 0
+
+
+def send(args: argparse.Namespace) -> int:
+    sock = make_socket(args.mptcp)
+    sock.settimeout(IDLE_TIMEOUT_S)
+    if args.source:
+        sock.bind((args.source, 0))
+    sock.connect((args.host, args.port))
+    mode = MODE_UPLOAD if args.mode == "upload" else MODE_DOWNLOAD
+    sock.sendall(HEADER.pack(MAGIC, mode, args.bytes, args.seed))
+    if mode == MODE_UPLOAD:
+        start = time.monotonic()
+        sent_digest = send_stream(sock, args.seed, args.bytes)
+        digest, got, secs = REPLY.unpack(recv_exact(sock, REPLY.size))
+        secs = secs or time.monotonic() - start
+        ok = digest == sent_digest and got == args.bytes
+    else:
+        digest, got, secs = receive_stream(sock, args.bytes)
+        expected = hashlib.sha256()
+        for chunk in stream(args.seed, args.bytes):
+            expected.update(chunk)
+        ok = digest == expected.digest() and got == args.bytes
+    sock.close()
+    result = {
+        "mode": args.mode,
+        "bytes": got,
+        "seconds": round(secs, 4),
+        "goodput_mbit": round(got * 8 / secs / 1e6, 3) if secs > 0 else 0.0,
+        "digest_ok": ok,
+    }
+    print(json.dumps(result), flush=True)
+    return 0 if ok else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Checksummed MPTCP bulk transfers.")
+    parser.add_argument("--tcp", dest="mptcp", action="store_false",
+                        help="use plain TCP instead of MPTCP")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="accept transfers")
+    s.add_argument("--bind", default="0.0.0.0")
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--count", type=int, default=0, help="exit after N connections (0: never)")
+    c = sub.add_parser("send", help="run one transfer and print a JSON result")
+    c.add_argument("--host", required=True)
+    c.add_argument("--port", type=int, required=True)
+    c.add_argument("--bytes", type=parse_size, default=parse_size("10M"))
+    c.add_argument("--mode", choices=["upload", "download"], default="upload")
+    c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--source", help="local address to bind the first subflow to")
+    args = parser.parse_args()
+    try:
+        return serve(args) if args.cmd == "serve" else send(args)
+    except (OSError, ConnectionError) as err:
+        print(f"bulk: {args.cmd} failed: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Network namespaces that always clean up after themselves.
+
+A :class:`Namespace` owns a named netns and every process started in it. Its
+``close()`` kills those processes (and any stray one still inside the
+namespace) before deleting the namespace, so a failing test leaves nothing
+behind.
+
+Usage::
+
+    with Namespace("braid-t1-client") as ns:
+        ns.run(["ip", "addr"])
+        server = ns.popen(["python3", "-m", "http.server"])
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+from pyroute2 import NetNS, netns
+
+
+class CommandError(RuntimeError):
+    """A command run in a namespace failed."""
+
+
+class Namespace:
+    """A named network namespace and the processes running in it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._procs: list[subprocess.Popen[bytes]] = []
+        if name in netns.listnetns():
+            netns.remove(name)
+        netns.create(name)
+        self.ipr = NetNS(name)
+        self.run(["ip", "link", "set", "lo", "up"])
+
+    def __enter__(self) -> Namespace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _wrap(self, cmd: Sequence[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.name, *cmd]
+
+    def run(
+        self, cmd: Sequence[str], *, check: bool = True, timeout: float = 60, input: bytes | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``cmd`` in the namespace and wait; raise CommandError on failure."""
+        proc = subprocess.run(
+            self._wrap(cmd),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            input=input.decode() if input is not None else None,
+        )
+        if check and proc.returncode != 0:
+            raise CommandError(
+                f"[{self.name}] {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}"
+            )
+        return proc
+
+    def popen(self, cmd: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        """Start ``cmd`` in the namespace; it is killed when the namespace closes."""
+        proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+            self._wrap(cmd), start_new_session=True, **kwargs
+        )
+        self._procs.append(proc)
+        return proc
+
+    def sysctl(self, key: str, value: str | int) -> None:
+        self.run(["sysctl", "-q", "-w", f"{key}={value}"])
+
+    def pids(self) -> list[int]:
+        out = subprocess.run(
+            ["ip", "netns", "pids", self.name], capture_output=True, text=True, check=False
+        )
+        return [int(p) for p in out.stdout.split()]
+
+    def stop_processes(self, grace_s: float = 2.0) -> None:
+        """Terminate our processes, then kill whatever is left in the namespace."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace_s
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self._procs.clear()
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def close(self) -> None:
+        """Stop every process inside, then delete the namespace."""
+        self.stop_processes()
+        self.ipr.close()
+        if self.name in netns.listnetns():
+            netns.remove(self.name)
+
+
+def leftover_namespaces(prefix: str) -> list[str]:
+    """Namespaces whose name starts with ``prefix`` (for leak checks)."""
+    return sorted(n for n in netns.listnetns() if n.startswith(prefix))

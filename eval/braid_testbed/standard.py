@@ -1,0 +1,135 @@
+"""braid's standard topology, used by every experiment and VM test::
+
+              wan1 (shaped)          gw1
+    client ==================== gw1 ---- \\
+           ==================== gw2 ---- router ---- proxy ---- server
+              wan2 (shaped)          gw2
+
+The client reaches the proxy over two separately shaped WANs, each through
+its own gateway; the proxy is the far MPTCP end and forwards to the server
+(the Internet). Source-based policy routing on the client sends each source
+address out of its own WAN, as a multihomed box does. Addresses live in
+:data:`ADDRESSES`, the one place that names them.
+
+Usage::
+
+    with StandardTestbed("demo", wan1=LinkSpec(rate_mbit=20, delay_ms=10)) as tb:
+        tb.enable_kernel_pm()
+        with tb.capture_wan(1) as cap:
+            ...
+        print(cap.summary())
+"""
+
+from __future__ import annotations
+
+from .capture import WanCapture
+from .link import LinkSpec
+from .netns import Namespace
+from .topology import Topology
+
+# node -> interface -> CIDR. One source of truth for the standard addresses.
+ADDRESSES: dict[str, dict[str, str]] = {
+    "client": {"wan1": "10.1.0.2/24", "wan2": "10.2.0.2/24"},
+    "gw1": {"lan": "10.1.0.1/24", "up": "10.11.0.2/24"},
+    "gw2": {"lan": "10.2.0.1/24", "up": "10.12.0.2/24"},
+    "router": {"gw1": "10.11.0.1/24", "gw2": "10.12.0.1/24", "core": "10.9.0.1/24"},
+    "proxy": {"core": "10.9.0.2/24", "inet": "10.10.0.1/24"},
+    "server": {"inet": "10.10.0.2/24"},
+}
+WAN_TABLE_BASE = 100  # client routing table for WAN i is 100 + i
+
+DEFAULT_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
+
+
+def ip(node: str, ifname: str) -> str:
+    """Address of ``node``'s interface, e.g. ``ip("proxy", "core")``."""
+    return ADDRESSES[node][ifname].split("/")[0]
+
+
+class StandardTestbed(Topology):
+    """client -- wan1/wan2 -- gw1/gw2 -- router -- proxy -- server."""
+
+    def __init__(
+        self,
+        tag: str,
+        wan1: LinkSpec = DEFAULT_WAN,
+        wan2: LinkSpec = DEFAULT_WAN,
+        wan1_down: LinkSpec | None = None,
+        wan2_down: LinkSpec | None = None,
+    ) -> None:
+        """``wanN`` shapes upstream (client -> gw); ``wanN_down`` downstream (default same)."""
+        super().__init__(tag)
+        self.wan_specs = {1: (wan1, wan1_down or wan1), 2: (wan2, wan2_down or wan2)}
+        self.node("client", forward=False)
+        for name in ("gw1", "gw2", "router", "proxy"):
+            self.node(name)
+        self.node("server", forward=False)
+        a = ADDRESSES
+        for i in (1, 2):
+            up, down = self.wan_specs[i]
+            self.link("client", f"wan{i}", a["client"][f"wan{i}"],
+                      f"gw{i}", "lan", a[f"gw{i}"]["lan"], up, down)
+            self.link(f"gw{i}", "up", a[f"gw{i}"]["up"], "router", f"gw{i}", a["router"][f"gw{i}"])
+            self.route(f"gw{i}", "default", ip("router", f"gw{i}"))
+            self.route("router", f"10.{i}.0.0/24", ip(f"gw{i}", "up"))
+            table = WAN_TABLE_BASE + i
+            self.rule("client", ip("client", f"wan{i}"), table)
+            self.route("client", "default", ip(f"gw{i}", "lan"), table=table)
+        self.link("router", "core", a["router"]["core"], "proxy", "core", a["proxy"]["core"])
+        self.link("proxy", "inet", a["proxy"]["inet"], "server", "inet", a["server"]["inet"])
+        self.route("client", "default", ip("gw1", "lan"))
+        self.route("router", "10.10.0.0/24", ip("proxy", "core"))
+        self.route("proxy", "default", ip("router", "core"))
+        self.route("server", "default", ip("proxy", "inet"))
+
+    @property
+    def client(self) -> Namespace:
+        return self["client"]
+
+    @property
+    def proxy(self) -> Namespace:
+        return self["proxy"]
+
+    @property
+    def proxy_ip(self) -> str:
+        return ip("proxy", "core")
+
+    def wan_capacity_mbit(self, direction: str = "up") -> float:
+        """Sum of the shaped WAN rates in one direction ("up" or "down")."""
+        k = 0 if direction == "up" else 1
+        rates = [self.wan_specs[i][k].rate_mbit for i in (1, 2)]
+        if any(r is None for r in rates):
+            raise ValueError("capacity is undefined for an unshaped WAN")
+        return float(sum(r for r in rates if r is not None))
+
+    def enable_kernel_pm(self, subflows: int = 2) -> None:
+        """In-kernel path manager: the client adds a subflow from wan2's address."""
+        for node in ("client", "proxy"):
+            self[node].sysctl("net.mptcp.enabled", 1)
+            self[node].sysctl("net.mptcp.pm_type", 0)
+            self[node].run(["ip", "mptcp", "endpoint", "flush"])
+            self[node].run(["ip", "mptcp", "limits", "set", "subflow", str(subflows),
+                            "add_addr_accepted", str(subflows)])
+        self.client.run(["ip", "mptcp", "endpoint", "add", ip("client", "wan2"),
+                         "dev", "wan2", "subflow"])
+
+    def set_scheduler(self, name: str) -> None:
+        """Select the MPTCP packet scheduler on both ends (both send data)."""
+        for node in ("client", "proxy"):
+            self[node].sysctl("net.mptcp.scheduler", name)
+
+    def cut_wan(self, i: int) -> None:
+        """Take WAN i down on the client side (cable pulled)."""
+        self.set_link_state("client", f"wan{i}", up=False)
+
+    def restore_wan(self, i: int) -> None:
+        self.set_link_state("client", f"wan{i}", up=True)
+        table = WAN_TABLE_BASE + i
+        self.client.run(["ip", "route", "replace", "default", "via", ip(f"gw{i}", "lan"),
+                         "table", str(table)])
+        if i == 1:
+            self.client.run(["ip", "route", "replace", "default", "via", ip("gw1", "lan")])
+
+    def capture_wan(self, i: int, snaplen: int = 128) -> WanCapture:
+        """Capture what network i's operator sees: gw i's client-facing side."""
+        return WanCapture(self[f"gw{i}"], "lan", f"wan{i}", snaplen=snaplen)

@@ -1,0 +1,235 @@
+"""Declare a topology of namespaces and veth links; bring it up and down.
+
+A :class:`Topology` is a plain declaration (nodes, links with addresses and
+shaping, routes, sysctls). ``up()`` creates it, removing any leftover from an
+earlier run with the same tag first, so it is idempotent; ``down()`` and the
+context manager remove every namespace (which also destroys its veths) and
+kill every process started in them, even when the body raised.
+
+Usage::
+
+    topo = Topology("t1")
+    topo.node("a", forward=False)
+    topo.node("b")
+    topo.link("a", "eth0", "10.0.0.1/24", "b", "eth0", "10.0.0.2/24",
+              LinkSpec(rate_mbit=10, delay_ms=5))
+    with topo:
+        topo["a"].run(["ping", "-c1", "10.0.0.2"])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from types import TracebackType
+
+from pyroute2 import IPRoute
+
+from .link import LinkSpec, netem_args
+from .netns import Namespace, leftover_namespaces
+
+NS_PREFIX = "braid-"
+
+
+@dataclasses.dataclass
+class Endpoint:
+    """One end of a link: node, interface name in that node, CIDR address."""
+
+    node: str
+    ifname: str
+    cidr: str
+
+    @property
+    def ip(self) -> str:
+        return self.cidr.split("/")[0]
+
+
+@dataclasses.dataclass
+class Link:
+    """A veth pair; ``a_to_b`` shapes traffic leaving a, ``b_to_a`` leaving b."""
+
+    a: Endpoint
+    b: Endpoint
+    a_to_b: LinkSpec
+    b_to_a: LinkSpec
+
+
+@dataclasses.dataclass
+class Route:
+    node: str
+    dst: str
+    via: str
+    table: int | None = None
+
+
+@dataclasses.dataclass
+class Rule:
+    """Policy rule: traffic from ``src`` looks up ``table``."""
+
+    node: str
+    src: str
+    table: int
+
+
+class Topology:
+    """Namespaces + veth links + routes, created and destroyed as one unit."""
+
+    def __init__(self, tag: str) -> None:
+        if not tag.replace("-", "").isalnum() or len(tag) > 20:
+            raise ValueError(f"topology tag must be short and alphanumeric, got {tag!r}")
+        self.tag = tag
+        self.nodes: dict[str, bool] = {}
+        self.links: list[Link] = []
+        self.routes: list[Route] = []
+        self.rules: list[Rule] = []
+        self.sysctls: list[tuple[str, str, str]] = []
+        self.ns: dict[str, Namespace] = {}
+
+    # ---- declaration -------------------------------------------------------
+    def node(self, name: str, forward: bool = True) -> None:
+        self.nodes[name] = forward
+
+    def link(
+        self,
+        a: str,
+        a_if: str,
+        a_cidr: str,
+        b: str,
+        b_if: str,
+        b_cidr: str,
+        spec: LinkSpec | None = None,
+        reverse: LinkSpec | None = None,
+    ) -> Link:
+        """Declare a veth link; ``spec`` shapes a->b, ``reverse`` b->a (default: same)."""
+        for node in (a, b):
+            if node not in self.nodes:
+                raise ValueError(f"link references unknown node {node!r}")
+        for cidr in (a_cidr, b_cidr):
+            ipaddress.ip_interface(cidr)
+        fwd = spec or LinkSpec()
+        rev = reverse or fwd
+        fwd.validate()
+        rev.validate()
+        link = Link(Endpoint(a, a_if, a_cidr), Endpoint(b, b_if, b_cidr), fwd, rev)
+        self.links.append(link)
+        return link
+
+    def route(self, node: str, dst: str, via: str, table: int | None = None) -> None:
+        self.routes.append(Route(node, dst, via, table))
+
+    def rule(self, node: str, src: str, table: int) -> None:
+        self.rules.append(Rule(node, src, table))
+
+    def sysctl(self, node: str, key: str, value: str | int) -> None:
+        self.sysctls.append((node, key, str(value)))
+
+    def ns_name(self, node: str) -> str:
+        return f"{NS_PREFIX}{self.tag}-{node}"
+
+    def __getitem__(self, node: str) -> Namespace:
+        return self.ns[node]
+
+    def endpoint(self, node: str, ifname: str) -> Endpoint:
+        for link in self.links:
+            for end in (link.a, link.b):
+                if end.node == node and end.ifname == ifname:
+                    return end
+        raise KeyError(f"{node}:{ifname}")
+
+    # ---- lifecycle ---------------------------------------------------------
+    def up(self) -> Topology:
+        """Create everything; a leftover from a crashed run is removed first."""
+        self.down()
+        try:
+            for name, forward in self.nodes.items():
+                ns = Namespace(self.ns_name(name))
+                self.ns[name] = ns
+                ns.sysctl("net.ipv4.ip_forward", int(forward))
+                ns.sysctl("net.ipv6.conf.all.forwarding", int(forward))
+                # Forwarding nodes must not drop replies that come back on a
+                # different interface than the route would choose.
+                ns.sysctl("net.ipv4.conf.all.rp_filter", 0)
+                ns.sysctl("net.ipv4.conf.default.rp_filter", 0)
+            for i, link in enumerate(self.links):
+                self._create_link(i, link)
+            for rule in self.rules:
+                self.ns[rule.node].run(
+                    ["ip", "rule", "add", "from", rule.src, "table", str(rule.table)]
+                )
+            for route in self.routes:
+                cmd = ["ip", "route", "replace", route.dst, "via", route.via]
+                if route.table is not None:
+                    cmd += ["table", str(route.table)]
+                self.ns[route.node].run(cmd)
+            for node, key, value in self.sysctls:
+                self.ns[node].sysctl(key, value)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def _create_link(self, index: int, link: Link) -> None:
+        tmp_a, tmp_b = f"bt{index}a{id(self) % 10000}", f"bt{index}b{id(self) % 10000}"
+        with IPRoute() as ipr:
+            ipr.link("add", ifname=tmp_a, kind="veth", peer={"ifname": tmp_b})
+            for tmp, end in ((tmp_a, link.a), (tmp_b, link.b)):
+                idx = ipr.link_lookup(ifname=tmp)[0]
+                ipr.link("set", index=idx, net_ns_fd=self.ns_name(end.node))
+        for tmp, end, spec in ((tmp_a, link.a, link.a_to_b), (tmp_b, link.b, link.b_to_a)):
+            ns = self.ns[end.node]
+            idx = ns.ipr.link_lookup(ifname=tmp)[0]
+            ns.ipr.link("set", index=idx, ifname=end.ifname)
+            iface = ipaddress.ip_interface(end.cidr)
+            ns.ipr.addr("add", index=idx, address=str(iface.ip), prefixlen=iface.network.prefixlen)
+            ns.ipr.link("set", index=idx, state="up")
+            self.shape(end.node, end.ifname, spec)
+
+    def shape(self, node: str, ifname: str, spec: LinkSpec) -> None:
+        """(Re)apply ``spec`` to traffic leaving ``node``'s ``ifname``."""
+        spec.validate()
+        ns = self.ns[node]
+        if spec.emulated:
+            # Segmentation offloads hand netem 64 KB super-packets, which
+            # defeats per-packet rate and loss emulation: send real MTU frames.
+            ns.run(["ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off"], check=False)
+            ns.run(["tc", "qdisc", "replace", "dev", ifname, "root", "netem", *netem_args(spec)])
+        else:
+            ns.run(["tc", "qdisc", "del", "dev", ifname, "root"], check=False)
+
+    def set_link_state(self, node: str, ifname: str, up: bool) -> None:
+        """Cut (``up=False``) or restore one side of a link."""
+        self.ns[node].run(["ip", "link", "set", "dev", ifname, "up" if up else "down"])
+
+    def down(self) -> None:
+        """Remove every namespace of this topology and every process in them."""
+        for ns in self.ns.values():
+            ns.close()
+        self.ns.clear()
+        for name in leftover_namespaces(f"{NS_PREFIX}{self.tag}-"):
+            Namespace(name).close()
+
+    def __enter__(self) -> Topology:
+        return self.up()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.down()
+
+
+def interface_counters(ns: Namespace, ifname: str) -> tuple[int, int]:
+    """(tx_bytes, rx_bytes) of an interface, from the kernel's link stats."""
+    out = ns.run(["cat", f"/sys/class/net/{ifname}/statistics/tx_bytes",
+                  f"/sys/class/net/{ifname}/statistics/rx_bytes"]).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def kernel_has_netem() -> bool:
+    """Whether this kernel can emulate links (false on the 6.18 host here)."""
+    with Namespace(f"{NS_PREFIX}netem-probe") as ns:
+        probe = ns.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+                       check=False)
+        return probe.returncode == 0

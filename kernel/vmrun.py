@@ -1,0 +1,115 @@
+"""Boot braid's kernel under virtme-ng and run one command inside it.
+
+The guest sees the host's root filesystem (read-only, with virtme-ng's
+overlays) plus the braid checkout and an output directory read-write, so a
+test writes its captures and reports where the host can read them. KVM hangs on
+our machines, so the VM always runs under TCG (``--disable-kvm``).
+
+Before the command runs, the guest checks that /proc/version carries the
+marker of the kernel we meant to boot; if virtme-ng fell back to another
+kernel the run fails loudly with exit status ``WRONG_KERNEL_STATUS``.
+
+Usage::
+
+    from vmrun import run_in_vm
+    status = run_in_vm(["python3", "-m", "pytest", "eval/tests"], timeout_s=900)
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from kbuild import KernelImage, ensure_kernel
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+WRONG_KERNEL_STATUS = 97
+TIMEOUT_STATUS = 124
+DEFAULT_MEMORY = "2G"
+
+
+class VmError(RuntimeError):
+    """The VM could not be started or did not finish in time."""
+
+
+def guest_script(command: list[str], image: KernelImage, cwd: Path) -> str:
+    """Shell run inside the guest: verify the kernel, then exec the command."""
+    marker = image.marker
+    env_exports = "".join(
+        f"export {k}={shlex.quote(v)}; "
+        for k, v in os.environ.items()
+        if k.startswith("BRAID_") or k in ("PATH", "PYTHONPATH", "HOME", "GOPATH", "GOCACHE")
+    )
+    return (
+        f"if ! grep -q {shlex.quote(marker)} /proc/version; then "
+        f"echo 'vm: booted kernel is not braid {marker}:' \"$(cat /proc/version)\" >&2; "
+        f"exit {WRONG_KERNEL_STATUS}; fi; "
+        f"{env_exports}export BRAID_IN_VM=1; "
+        f"cd {shlex.quote(str(cwd))} && exec {shlex.join(command)}"
+    )
+
+
+def vng_command(image: KernelImage, script: str, cpus: int, memory: str,
+                rwdirs: list[Path]) -> list[str]:
+    cmd = [
+        "vng",
+        "--run",
+        str(image.bzimage),
+        "--disable-kvm",
+        "--cpus",
+        str(cpus),
+        "--memory",
+        memory,
+        "--user",
+        "root",
+    ]
+    for d in rwdirs:
+        cmd += ["--rwdir", str(d)]
+    cmd += ["--exec", script]
+    return cmd
+
+
+def run_in_vm(
+    command: list[str],
+    *,
+    timeout_s: float = 1800,
+    cpus: int | None = None,
+    memory: str = DEFAULT_MEMORY,
+    cwd: Path | None = None,
+    rwdirs: list[Path] | None = None,
+) -> int:
+    """Boot the cached braid kernel, run ``command``, return its exit status.
+
+    Output streams straight to our stdout/stderr. A run longer than
+    ``timeout_s`` is killed (with qemu) and returns ``TIMEOUT_STATUS``.
+    """
+    image = ensure_kernel()
+    work = cwd or Path.cwd()
+    dirs = [REPO_DIR, *(rwdirs or [])]
+    if not any(work == d or d in work.parents for d in dirs):
+        dirs.append(work)
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    script = guest_script(command, image, work)
+    vng = vng_command(image, script, cpus or min(2, os.cpu_count() or 1), memory, dirs)
+    print(f"vm: booting {image.marker} (TCG) to run: {shlex.join(command)}",
+          file=sys.stderr, flush=True)
+    proc = subprocess.Popen(vng, start_new_session=True, stdin=subprocess.DEVNULL)
+    try:
+        status = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        print(f"vm: timed out after {timeout_s:.0f}s; killed", file=sys.stderr)
+        return TIMEOUT_STATUS
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    if status == WRONG_KERNEL_STATUS:
+        print(f"vm: error: the VM did not boot braid kernel {image.marker}", file=sys.stderr)
+    return status
