@@ -38,7 +38,7 @@ BRAID_FRAGMENT = KERNEL_DIR / "config" / "braid.config"
 VIRTME_EXCLUDE = KERNEL_DIR / "config" / "virtme-exclude.txt"
 KERNEL_ENV = KERNEL_DIR / "kernel.env"
 # Bump when the recipe below changes in a way that changes the image.
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 LOCALVERSION = "-braid"
 
 # Host tools the build needs, and the Debian package that provides each.
@@ -293,6 +293,9 @@ def compile_kernel(src: Path, obj: Path, marker: str, jobs: int) -> None:
         "ARCH=x86_64",
         f"-j{jobs}",
         f"KBUILD_BUILD_HOST={marker}",
+        # An empty LOCALVERSION stops setlocalversion from appending "+"
+        # for our git-managed source tree: uname -r ends in "-braid".
+        "LOCALVERSION=",
         "KBUILD_BUILD_USER=braid",
         "bzImage",
     ]

@@ -22,6 +22,8 @@ Usage::
 
 from __future__ import annotations
 
+import math
+
 from .capture import WanCapture
 from .link import LinkSpec
 from .netns import Namespace
@@ -87,6 +89,10 @@ class StandardTestbed(Topology):
         return self["client"]
 
     @property
+    def server(self) -> Namespace:
+        return self["server"]
+
+    @property
     def proxy(self) -> Namespace:
         return self["proxy"]
 
@@ -95,12 +101,11 @@ class StandardTestbed(Topology):
         return ip("proxy", "core")
 
     def wan_capacity_mbit(self, direction: str = "up") -> float:
-        """Sum of the shaped WAN rates in one direction ("up" or "down")."""
+        """Sum of the shaped WAN rates in one direction ("up" or "down");
+        NaN when a WAN is not rate-limited (its capacity is undefined)."""
         k = 0 if direction == "up" else 1
         rates = [self.wan_specs[i][k].rate_mbit for i in (1, 2)]
-        if any(r is None for r in rates):
-            raise ValueError("capacity is undefined for an unshaped WAN")
-        return float(sum(r for r in rates if r is not None))
+        return math.nan if None in rates else float(sum(r for r in rates if r))
 
     def enable_kernel_pm(self, subflows: int = 2) -> None:
         """In-kernel path manager: the client adds a subflow from wan2's address."""

@@ -1,0 +1,25 @@
+# braid: the two commands in README.md are `make demo` and `make test`.
+# Every target installs what is missing first (scripts/install-deps).
+
+PYTHON ?= python3
+export PYTHONPATH := $(CURDIR)/eval:$(CURDIR)/kernel
+
+.PHONY: deps kernel demo test lint help
+
+help:
+	@echo "make demo   - build braid's kernel (cached), boot it, aggregate two emulated"
+	@echo "              WANs with MPTCP and print a report (out/demo/)"
+	@echo "make test   - the whole test suite: lint, host tests, VM tests"
+	@echo "make kernel - only build (or reuse) the kernel"
+
+deps:
+	@./scripts/install-deps
+
+kernel: deps
+	@kernel/build
+
+demo: kernel
+	@kernel/vm run --timeout 900 -- $(PYTHON) -m braid_eval.demo --out out/demo
+
+test: deps
+	@./scripts/test

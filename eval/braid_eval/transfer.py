@@ -1,0 +1,126 @@
+"""One checksummed MPTCP transfer over the standard testbed, measured on the wire.
+
+Usage::
+
+    with StandardTestbed("t") as tb:
+        tb.enable_kernel_pm()
+        with BulkServer(tb) as server:
+            result = measured_transfer(tb, server, nbytes=8 << 20, mode="upload")
+        print(result.wan_share(1), result.goodput_mbit)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+from types import TracebackType
+
+from braid_testbed import StandardTestbed, ip
+from braid_testbed.capture import WanCapture
+from braid_testbed.pcap import TcpPacket
+
+BULK_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "bulk.py"
+BULK_PORT = 5201
+
+
+class BulkServer:
+    """bulk.py serving on the proxy for the lifetime of a with-block."""
+
+    def __init__(self, tb: StandardTestbed, port: int = BULK_PORT, mptcp: bool = True) -> None:
+        self.tb = tb
+        self.port = port
+        self.mptcp = mptcp
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> BulkServer:
+        cmd = ["python3", str(BULK_TOOL)] + ([] if self.mptcp else ["--tcp"])
+        cmd += ["serve", "--port", str(self.port)]
+        self.proc = self.tb.proxy.popen(cmd, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        if not self.proc.stdout.readline().startswith(b"listening"):
+            raise RuntimeError("bulk server did not start")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=5)
+
+
+@dataclasses.dataclass
+class TransferResult:
+    """What one transfer achieved, and what each WAN carried on the wire."""
+
+    mode: str
+    nbytes: int
+    seconds: float
+    goodput_mbit: float
+    digest_ok: bool
+    capacity_mbit: float
+    wan_payload: dict[int, int]  # WAN -> data bytes in the transfer direction
+    wan_packets: dict[int, list[TcpPacket]]
+
+    @property
+    def capacity_ratio(self) -> float:
+        return self.goodput_mbit / self.capacity_mbit
+
+    def wan_share(self, wan: int) -> float:
+        total = sum(self.wan_payload.values())
+        return self.wan_payload[wan] / total if total else 0.0
+
+
+def measured_transfer(
+    tb: StandardTestbed,
+    server: BulkServer,
+    nbytes: int,
+    mode: str = "upload",
+    seed: int = 1,
+    timeout_s: float = 300,
+) -> TransferResult:
+    """Run one transfer client -> proxy while capturing both WANs."""
+    cmd = ["python3", str(BULK_TOOL)] + ([] if server.mptcp else ["--tcp"])
+    cmd += ["send", "--host", ip("proxy", "core"), "--port", str(server.port),
+            "--bytes", str(nbytes), "--mode", mode, "--seed", str(seed)]
+    with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
+        proc = tb.client.run(cmd, check=False, timeout=timeout_s)
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+        raise RuntimeError(f"transfer failed ({proc.returncode}): {proc.stderr.strip()}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    caps: dict[int, WanCapture] = {1: cap1, 2: cap2}
+    payload = {}
+    for wan, cap in caps.items():
+        counts = cap.bytes_for_port(server.port)
+        payload[wan] = counts.to_port if mode == "upload" else counts.from_port
+    result = TransferResult(
+        mode=mode,
+        nbytes=out["bytes"],
+        seconds=out["seconds"],
+        goodput_mbit=out["goodput_mbit"],
+        digest_ok=out["digest_ok"],
+        capacity_mbit=tb.wan_capacity_mbit("up" if mode == "upload" else "down"),
+        wan_payload=payload,
+        wan_packets={wan: cap.packets for wan, cap in caps.items()},
+    )
+    for cap in caps.values():
+        cap.cleanup()
+    return result
+
+
+def ping_rtt_ms(tb: StandardTestbed, wan: int, count: int = 5) -> float:
+    """Median RTT from the client to the proxy over one WAN (idle link)."""
+    out = tb.client.run(
+        ["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2",
+         "-I", ip("client", f"wan{wan}"), ip("proxy", "core")],
+        check=False,
+    ).stdout
+    for line in out.splitlines():
+        if "min/avg/max" in line:
+            return float(line.split("=")[1].split("/")[1])
+    return float("nan")

@@ -1,0 +1,67 @@
+"""Foundation, in braid's kernel: one MPTCP connection aggregates two shaped
+WANs, byte-exact, with both WANs carrying data counted from packet captures."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+
+import pytest
+
+from braid_eval.report import format_transfer
+from braid_eval.transfer import BulkServer, measured_transfer, ping_rtt_ms
+from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
+
+WAN1 = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
+WAN2 = LinkSpec(rate_mbit=10, delay_ms=20, queue_pkts=100)
+NBYTES = 6 << 20
+# Each WAN must carry a real part of the data: with 20 + 10 Mbit/s a working
+# aggregate puts about a third on wan2; 10% rules out a backup-only subflow.
+MIN_SHARE = 0.10
+
+
+def test_booted_kernel_is_braid_with_netem() -> None:
+    assert platform.release().endswith("-braid"), platform.release()
+    assert kernel_has_netem()
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_one_connection_uses_both_wans(tag: str, mode: str) -> None:
+    with StandardTestbed(tag, wan1=WAN1, wan2=WAN2) as tb:
+        tb.enable_kernel_pm()
+        rtt = {wan: ping_rtt_ms(tb, wan) for wan in (1, 2)}
+        assert rtt[1] == pytest.approx(20, abs=8) and rtt[2] == pytest.approx(40, abs=10)
+        with BulkServer(tb) as server:
+            r = measured_transfer(tb, server, NBYTES, mode=mode)
+        print("\n" + format_transfer(r))
+        assert r.digest_ok and r.nbytes == NBYTES
+        for wan in (1, 2):
+            assert r.wan_share(wan) >= MIN_SHARE, f"wan{wan} carried too little"
+        # Both WANs' data on the wire adds up to at least the payload.
+        assert sum(r.wan_payload.values()) >= NBYTES
+        # One MPTCP connection: a single MP_CAPABLE SYN overall, an MP_JOIN on wan2.
+        syns = {w: [p for p in r.wan_packets[w] if p.syn and not p.flags & 0x10]
+                for w in (1, 2)}
+        assert [p.mptcp_subtype for p in syns[1]] == [0]  # MP_CAPABLE
+        assert [p.mptcp_subtype for p in syns[2]] == [1]  # MP_JOIN
+        # The aggregate beats the faster WAN alone (20 Mbit/s).
+        assert r.goodput_mbit > WAN1.rate_mbit * 1.05
+
+
+def user_processes() -> set[tuple[str, str]]:
+    """(pid, command) of every process except kernel threads (children of 2)."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,comm="],
+                         capture_output=True, text=True, check=True).stdout
+    rows = [line.split(None, 2) for line in out.splitlines()]
+    return {(pid, comm) for pid, ppid, comm in rows if ppid != "2" and pid != "2"}
+
+
+def test_teardown_leaves_no_namespaces_links_or_processes(tag: str) -> None:
+    """The leak fixture checks namespaces and links; this checks processes."""
+    before = user_processes()
+    with StandardTestbed(tag, wan1=WAN1, wan2=WAN2) as tb, BulkServer(tb):
+        with tb.capture_wan(1):
+            pass
+        assert len(user_processes() - before) >= 2  # server and tcpdump ran
+    leaked = {(pid, comm) for pid, comm in user_processes() - before if comm != "ps"}
+    assert leaked == set()

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Userspace build of braid's scheduler policy cores, for statistical tests.
+ *
+ * The kernel includes the same headers (kernel/src/net/mptcp/<name>_policy.h);
+ * here they get stdint types and a seeded xorshift64* generator in place of
+ * get_random_u32(), and are exported for Python (ctypes) to drive.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef uint8_t u8;
+typedef uint32_t u32;
+typedef uint64_t u64;
+
+#include "hywf_policy.h"
+
+static u64 rng_state = 1;
+
+static u32 xorshift_next(void *ctx)
+{
+	(void)ctx;
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return (u32)((rng_state * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+static struct hywf_rand rnd = { .next = xorshift_next };
+
+void harness_seed(u64 seed)
+{
+	rng_state = seed ? seed : 1;
+}
+
+u32 harness_hywf_draw_burst(u32 ncons)
+{
+	return hywf_draw_burst(ncons, &rnd);
+}
+
+void harness_hywf_draw_weights(u32 ps_permille, u32 n, u32 *weight)
+{
+	struct hywf_params p = { .ps_permille = ps_permille, .ncons = 1 };
+
+	hywf_draw_weights(&p, n, &rnd, weight);
+}
+
+u32 harness_hywf_pick_path(const u32 *weight, u32 n)
+{
+	return hywf_pick_path(weight, n, xorshift_next(NULL));
+}
+
+bool harness_hywf_idle_expired(u32 now_ms, u32 last_ms, u32 idle_ms)
+{
+	return hywf_idle_expired(now_ms, last_ms, idle_ms);
+}
+
+u32 harness_hywf_next_burst(struct hywf_conn *c, u32 ps_permille, u32 ncons,
+			    u32 n, u32 now_ms, u32 idle_ms, u32 *burst_pkts)
+{
+	struct hywf_params p = { .ps_permille = ps_permille, .ncons = ncons };
+
+	return hywf_next_burst(c, &p, n, now_ms, idle_ms, &rnd, burst_pkts);
+}
+
+u32 harness_hywf_conn_size(void)
+{
+	return sizeof(struct hywf_conn);
+}

@@ -1,0 +1,68 @@
+"""Build kernel/policy/harness.c against the kernel's policy headers and load
+it with ctypes, so tests drive the exact decision code the kernel runs.
+
+Usage::
+
+    lib = load_harness()
+    lib.harness_seed(42)
+    lengths = [lib.harness_hywf_draw_burst(20) for _ in range(1000)]
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import tempfile
+from functools import cache
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+POLICY_INCLUDE = HERE.parent / "src" / "net" / "mptcp"
+HYWF_ONE = 1 << 16
+HYWF_MAX_PATHS = 8
+
+
+class HywfConn(ctypes.Structure):
+    """Mirror of struct hywf_conn (checked against sizeof at load)."""
+
+    _fields_ = (
+        ("weight", ctypes.c_uint32 * HYWF_MAX_PATHS),
+        ("last_ms", ctypes.c_uint32),
+        ("draws", ctypes.c_uint32),
+        ("nr_paths", ctypes.c_uint8),
+    )
+
+
+@cache
+def load_harness() -> ctypes.CDLL:
+    """Compile (warnings are errors) and load the harness library."""
+    out = Path(tempfile.mkdtemp(prefix="braid-policy-")) / "libpolicy.so"
+    subprocess.run(
+        ["gcc", "-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+         f"-I{POLICY_INCLUDE}", "-o", str(out), str(HERE / "harness.c")],
+        check=True,
+    )
+    lib = ctypes.CDLL(str(out))
+    u32, p_u32 = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32)
+    lib.harness_seed.argtypes = [ctypes.c_uint64]
+    lib.harness_hywf_draw_burst.argtypes = [u32]
+    lib.harness_hywf_draw_burst.restype = u32
+    lib.harness_hywf_draw_weights.argtypes = [u32, u32, p_u32]
+    lib.harness_hywf_pick_path.argtypes = [p_u32, u32]
+    lib.harness_hywf_pick_path.restype = u32
+    lib.harness_hywf_idle_expired.argtypes = [u32, u32, u32]
+    lib.harness_hywf_idle_expired.restype = ctypes.c_bool
+    lib.harness_hywf_next_burst.argtypes = [
+        ctypes.POINTER(HywfConn), u32, u32, u32, u32, u32, p_u32]
+    lib.harness_hywf_next_burst.restype = u32
+    lib.harness_hywf_conn_size.restype = u32
+    if lib.harness_hywf_conn_size() != ctypes.sizeof(HywfConn):
+        raise RuntimeError("HywfConn mirror does not match struct hywf_conn")
+    return lib
+
+
+def draw_weights(ps_permille: int, n: int) -> list[int]:
+    lib = load_harness()
+    buf = (ctypes.c_uint32 * HYWF_MAX_PATHS)()
+    lib.harness_hywf_draw_weights(ps_permille, n, buf)
+    return list(buf[:n])

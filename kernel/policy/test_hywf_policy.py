@@ -1,0 +1,124 @@
+"""Statistical tests of the HyWF policy core (the code the kernel runs),
+with fixed seeds so that results are reproducible."""
+
+from __future__ import annotations
+
+import ctypes
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from policy_harness import HYWF_MAX_PATHS, HYWF_ONE, HywfConn, draw_weights, load_harness
+
+ALPHA = 0.01
+
+
+@pytest.fixture(autouse=True)
+def seeded() -> None:
+    load_harness().harness_seed(20261122)
+
+
+@pytest.mark.parametrize("ncons", [1, 5, 20, 50])
+def test_burst_lengths_are_geometric_with_mean_ncons(ncons: int) -> None:
+    lib = load_harness()
+    n = 20000
+    lengths = np.array([lib.harness_hywf_draw_burst(ncons) for _ in range(n)])
+    assert lengths.min() >= 1
+    assert lengths.mean() == pytest.approx(ncons, rel=0.05)
+    if ncons == 1:
+        assert (lengths == 1).all()
+        return
+    # Chi-square goodness of fit against Geometric(1/ncons) on [1, inf),
+    # bins with >= 5 expected counts and one tail bin.
+    q = 1 / ncons
+    counts = Counter(lengths.tolist())
+    edges = [k for k in range(1, 10 * ncons) if n * stats.geom.pmf(k, q) >= 5]
+    observed = [counts.get(k, 0) for k in edges]
+    expected = [n * stats.geom.pmf(k, q) for k in edges]
+    observed.append(n - sum(observed))
+    expected.append(n - sum(expected))
+    _, p = stats.chisquare(observed, expected)
+    assert p > ALPHA, f"burst lengths are not geometric (p={p:.4g})"
+
+
+def test_split_is_uniform_on_unit_interval() -> None:
+    draws = [draw_weights(500, 2)[0] / HYWF_ONE for _ in range(5000)]
+    assert stats.kstest(draws, "uniform").pvalue > ALPHA
+
+
+@pytest.mark.parametrize("ps", [100, 250, 400])
+def test_biased_split_stays_in_zero_to_twice_ps(ps: int) -> None:
+    draws = np.array([draw_weights(ps, 2)[0] / HYWF_ONE for _ in range(5000)])
+    hi = 2 * ps / 1000
+    assert draws.min() >= 0 and draws.max() <= hi + 1 / HYWF_ONE
+    assert stats.kstest(draws, "uniform", args=(0, hi)).pvalue > ALPHA
+
+
+def test_ps_above_half_mirrors_the_range() -> None:
+    draws = np.array([draw_weights(800, 2)[0] / HYWF_ONE for _ in range(5000)])
+    assert draws.min() >= 0.6 - 1 / HYWF_ONE
+    assert stats.kstest(draws, "uniform", args=(0.6, 0.4)).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("n", [3, 4, 8])
+def test_weights_for_many_paths_are_uniform_on_the_simplex(n: int) -> None:
+    samples = np.array([draw_weights(500, n) for _ in range(4000)]) / HYWF_ONE
+    assert np.allclose(samples.sum(axis=1), 1.0)
+    # Each coordinate of a uniform point on the (n-1)-simplex is Beta(1, n-1).
+    for i in range(n):
+        assert stats.kstest(samples[:, i], "beta", args=(1, n - 1)).pvalue > ALPHA
+
+
+def test_long_run_fraction_equals_drawn_split() -> None:
+    lib = load_harness()
+    burst = ctypes.c_uint32()
+    for _ in range(20):
+        conn = HywfConn()
+        packets = [0, 0]
+        while sum(packets) < 200_000:
+            path = lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 2, 1, 1000,
+                                               ctypes.byref(burst))
+            packets[path] += burst.value
+        p = conn.weight[0] / HYWF_ONE
+        assert packets[0] / sum(packets) == pytest.approx(p, abs=0.03)
+        assert conn.draws == 1
+
+
+def test_idle_gap_redraws_split_and_activity_does_not() -> None:
+    lib = load_harness()
+    burst = ctypes.c_uint32()
+    conn = HywfConn()
+    idle_ms = 500
+
+    def step(now: int) -> None:
+        lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 2, now, idle_ms,
+                                    ctypes.byref(burst))
+
+    step(1000)
+    first = list(conn.weight[:2])
+    for now in range(1100, 5000, 100):  # busy: gaps of 100 ms
+        step(now)
+    assert conn.draws == 1 and list(conn.weight[:2]) == first
+    step(5000 + idle_ms + 1)  # a pause longer than idle_ms: new page load
+    assert conn.draws == 2
+
+
+def test_idle_detection_survives_clock_wrap() -> None:
+    lib = load_harness()
+    assert not lib.harness_hywf_idle_expired(5, 0xFFFFFFF0, 100)
+    assert lib.harness_hywf_idle_expired(200, 0xFFFFFFF0, 100)
+
+
+def test_path_count_change_redraws() -> None:
+    lib = load_harness()
+    burst = ctypes.c_uint32()
+    conn = HywfConn()
+    lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 1, 10, 500, ctypes.byref(burst))
+    assert conn.nr_paths == 1 and conn.weight[0] == HYWF_ONE
+    path = lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 2, 20, 500,
+                                       ctypes.byref(burst))
+    assert conn.nr_paths == 2 and conn.draws == 2 and path in (0, 1)
+    lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 99, 30, 500, ctypes.byref(burst))
+    assert conn.nr_paths == HYWF_MAX_PATHS

@@ -1,0 +1,73 @@
+"""The build machinery: broken patches and missing tools fail with names;
+dropped config options are caught. These use the real source tree and build
+lock but never compile (a broken series fails before that)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import kbuild
+
+
+@pytest.fixture
+def patch_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the real series that a test may break."""
+    d = tmp_path / "patches"
+    shutil.copytree(kbuild.PATCH_DIR, d)
+    monkeypatch.setattr(kbuild, "PATCH_DIR", d)
+    monkeypatch.setattr(kbuild, "SERIES_FILE", d / "series")
+    return d
+
+
+BROKEN = """\
+From: braid test <test@localhost>
+Subject: [PATCH] deliberately broken
+
+--- a/net/mptcp/sched.c
++++ b/net/mptcp/sched.c
+@@ -1,3 +1,3 @@
+-this line is not in sched.c
++so the patch cannot apply
+ nor is this one
+"""
+
+
+def test_broken_patch_fails_naming_the_patch(patch_dir: Path) -> None:
+    (patch_dir / "9999-broken-on-purpose.patch").write_text(BROKEN)
+    with (patch_dir / "series").open("a") as series:
+        series.write("9999-broken-on-purpose.patch\n")
+    with pytest.raises(kbuild.BuildError, match="9999-broken-on-purpose.patch does not apply"):
+        kbuild.ensure_kernel()
+
+
+def test_series_entry_without_file_is_named(patch_dir: Path) -> None:
+    (patch_dir / "series").write_text("0001-not-there.patch\n")
+    with pytest.raises(kbuild.BuildError, match="0001-not-there.patch.*missing"):
+        kbuild.read_series()
+
+
+def test_missing_tool_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(kbuild.REQUIRED_TOOLS, "braid-no-such-tool", "braid-tool-package")
+    with pytest.raises(kbuild.BuildError, match="install: .*braid-tool-package"):
+        kbuild.check_dependencies()
+
+
+def test_dropped_config_option_is_reported(tmp_path: Path) -> None:
+    config = tmp_path / ".config"
+    config.write_text("CONFIG_MPTCP=y\n# CONFIG_NET_SCH_NETEM is not set\n")
+    frag = tmp_path / "frag.config"
+    frag.write_text("CONFIG_MPTCP=y\nCONFIG_NET_SCH_NETEM=y\n")
+    with pytest.raises(kbuild.BuildError, match="CONFIG_NET_SCH_NETEM=y"):
+        kbuild.verify_config(config, [frag])
+
+
+def test_build_hash_changes_with_patches(tmp_path: Path) -> None:
+    p = tmp_path / "0001-x.patch"
+    p.write_text("a")
+    h1 = kbuild.build_hash("v", [p], ["CONFIG_X=y"])
+    p.write_text("b")
+    assert kbuild.build_hash("v", [p], ["CONFIG_X=y"]) != h1
+    assert kbuild.build_hash("v", [p], ["CONFIG_X=y"]) == kbuild.build_hash("v", [p], ["CONFIG_X=y"])
