@@ -46,6 +46,9 @@
 /// Delay used to coalesce status file writes after bursts of events.
 #define STATUS_COALESCE_MS 20
 
+/// Longest back-off before re-opening a subflow that keeps closing.
+#define MAX_RETRY_BACKOFF_MS 30000
+
 /**
  * @struct gwsteer_subflow
  *
@@ -90,6 +93,19 @@ struct gwsteer_connection
 
         /// Monotonic time of each request in flight, microseconds.
         uint64_t pending_since_us[GWSTEER_MAX_GATEWAYS];
+
+        /**
+         * @brief Per gateway: no new subflow before this time.
+         *
+         * Set when a subflow closes without us asking (a peer that
+         * refuses joins, a path that resets): retrying at once would
+         * churn.  Cleared when the gateway changes state, so a
+         * recovered gateway is re-used immediately.
+         */
+        uint64_t retry_after_us[GWSTEER_MAX_GATEWAYS];
+
+        /// Per gateway: current retry back-off, milliseconds.
+        unsigned int backoff_ms[GWSTEER_MAX_GATEWAYS];
 };
 
 /**
@@ -437,7 +453,8 @@ static void reconcile_client(struct gwsteer_connection *conn)
                         + (unsigned int) __builtin_popcount(conn->pending);
 
                 if (subflows_on(conn, gw) == 0 && !(conn->pending & bit)
-                    && total < c->max_subflows)
+                    && total < c->max_subflows
+                    && now >= conn->retry_after_us[gw->index])
                         open_subflow(conn, gw);
         }
 
@@ -488,12 +505,28 @@ static void reconcile_all(void)
 }
 
 /**
+ * @brief l_hashmap_foreach() helper: forget back-off for a gateway.
+ */
+static void clear_backoff(void const *key, void *value, void *user_data)
+{
+        struct gwsteer_connection *const conn = value;
+        struct gateway const *const gw = user_data;
+
+        (void) key;
+
+        conn->retry_after_us[gw->index] = 0;
+        conn->backoff_ms[gw->index] = 0;
+}
+
+/**
  * @brief Health tracker callback: a gateway or the preference changed.
  */
 static void on_gateway_change(struct gateway *gw, void *user_data)
 {
-        (void) gw;
         (void) user_data;
+
+        if (gw != NULL)
+                l_hashmap_foreach(gwsteer->connections, clear_backoff, gw);
 
         reconcile_all();
         // Gateway state is what readers poll for: publish it at once.
@@ -717,19 +750,32 @@ static void gwsteer_subflow_closed(mptcpd_token_t token,
                                                        laddr);
         struct gwsteer_subflow *const sf = find_subflow(conn, laddr, raddr);
 
+        bool const was_pending =
+                gw != NULL && (conn->pending & (1u << gw->index));
+
         if (gw != NULL)
                 conn->pending &= ~(1u << gw->index);
 
-        if (sf == NULL && gw == NULL)
-                return;
-
         /*
-         * A subflow we did not close (reset, timeout, failed join) is a
-         * hint that its gateway may be failing: probe it now.
+         * A subflow we did not close (reset, timeout, refused or failed
+         * join) is a hint that its gateway may be failing: probe it
+         * now, and back off before opening another one.  Subflows we
+         * closed ourselves are no longer tracked and land nowhere here.
          */
-        if (gw != NULL && gwsteer->config->role == GWSTEER_ROLE_CLIENT) {
-                l_debug("token %08x: subflow via %s closed", token,
-                        gw->spec->id);
+        if (gw != NULL && gwsteer->config->role == GWSTEER_ROLE_CLIENT
+            && (sf != NULL || was_pending)) {
+                unsigned int *const backoff = &conn->backoff_ms[gw->index];
+
+                *backoff = *backoff == 0
+                        ? gwsteer->config->probe_interval_ms
+                        : *backoff * 2;
+                if (*backoff > MAX_RETRY_BACKOFF_MS)
+                        *backoff = MAX_RETRY_BACKOFF_MS;
+                conn->retry_after_us[gw->index] =
+                        l_time_now() + (uint64_t) *backoff * 1000;
+
+                l_debug("token %08x: subflow via %s closed, retry in %u ms",
+                        token, gw->spec->id, *backoff);
                 gateway_health_suspect(gwsteer->health, gw);
         }
 
