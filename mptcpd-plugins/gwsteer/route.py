@@ -111,8 +111,11 @@ def _route_args(cfg: Config, gw: Gateway, local: LocalAddress) -> dict[str, Any]
     if gw.steering == "onlink":
         args["gateway"] = str(gw.hops[0])
     else:
+        # pyroute2 0.9 writes "segs" into the SRH as given, i.e. in
+        # Segments[] order (last segment first, RFC 8754), while the
+        # config lists hops in travel order like iproute2 does: reverse.
         args["encap"] = {"type": "seg6", "mode": "encap",
-                         "segs": ",".join(str(h) for h in gw.hops)}
+                         "segs": ",".join(str(h) for h in reversed(gw.hops))}
     return args
 
 

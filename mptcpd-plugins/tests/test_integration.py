@@ -112,6 +112,9 @@ def test_status_file_format(lab: Lab, tmp: Path) -> None:
 def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     topo = twohop(lab, tmp)
     topo.route("install")
+    # Make gw1 the narrower path so the scheduler must use gw2 as well.
+    topo.gws["r1"].run("tc", "qdisc", "replace", "dev", "g1", "root", "tbf",
+                       "rate", "8mbit", "burst", "32kb", "latency", "50ms")
     gw1, gw2 = topo.gws["gw1"], topo.gws["gw2"]
     caps = {}
     for name, ns in (("gw1", gw1), ("gw2", gw2)):
@@ -122,7 +125,7 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     wait_for(lambda: _all_up(topo), 5, what="both gateways up")
     server = topo.server()
     time.sleep(0.2)
-    client = topo.client(4_000_000)
+    client = topo.client(4_000_000, rate=2_000_000)
     wait_for(lambda: all(_per_source(topo).values()), 5, what="gw2 subflow")
     _finish(topo, client, server)
     time.sleep(0.5)
@@ -133,10 +136,11 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     gw1_dump = subprocess.run(["tcpdump", "-n", "-r", str(caps["gw1"][0])],
                               capture_output=True, text=True).stdout
     # The gw2 subflow arrives at gw2 inside SRv6 (outer IPv6 to its SID).
-    steered = [line for line in gw2_dump.splitlines()
-               if "10.1.0.3" in line and f"{SERVER}.{PORT}" in line]
-    assert len(steered) > 100, gw2_dump[:2000]
-    assert "fc00:2::d4" in gw2_dump
+    steered = re.compile(r"IP6 \S+ > fc00:2::d4: RT6 .*segleft=0.* IP 10\.1\.0\.3\.\d+ > "
+                         + re.escape(f"{SERVER}.{PORT}") + r":.* length (\d+)$")
+    steered_bytes = sum(int(m.group(1)) for line in gw2_dump.splitlines()
+                        if (m := steered.search(line)))
+    assert steered_bytes > 200_000, gw2_dump[:2000]
     # ... and never takes the default route through gw1.
     assert not [line for line in gw1_dump.splitlines() if "10.1.0.3." in line]
     # Without steering, 10.1.0.3 would leave through gw1 (r1's default):

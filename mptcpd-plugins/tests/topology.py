@@ -11,7 +11,7 @@ gw1; gw2 is reached only through an SRv6 segment list r1 -> gw2)::
 
     cli e0 10.1.0.2, 10.1.0.3, fc00:1::2 --- r1 --- gw1 --- srv
                                               \\--- gw2 --/
-    r1 End SID fc00:1::e, gw2 End.DX4 SID fc00:2::d4
+    r1 End SID fc00:e::1, gw2 End.DX4 SID fc00:2::d4
 """
 
 from __future__ import annotations
@@ -146,10 +146,10 @@ def twohop(lab: Lab, tmp: Path) -> Topo:
     gw2.ip("route", "add", "10.1.0.0/24", "via", "10.2.2.1")
     srv.ip("route", "add", "10.1.0.2/32", "via", "10.9.1.1")
     srv.ip("route", "add", "10.1.0.3/32", "via", "10.9.2.1")   # return via gw2
-    r1.run(ROUTE, "transit", "--sid", "fc00:1::e", "--dev", "c")
+    r1.run(ROUTE, "transit", "--sid", "fc00:e::1", "--dev", "c")
     gw2.run(ROUTE, "decap", "--sid", "fc00:2::d4", "--nexthop", "10.9.2.2", "--dev", "s")
     topo = Topo(lab, tmp, cli, srv, {"gw1": gw1, "gw2": gw2, "r1": r1},
                 {"gw1": "10.1.0.2", "gw2": "10.1.0.3"}, {"gw1": "e0", "gw2": "e0"})
     topo.write_config("[gateway gw1]\nsource = 10.1.0.2\nhops = 10.1.0.1\n"
-                      "[gateway gw2]\nsource = 10.1.0.3\nhops = fc00:1::e, fc00:2::d4\n")
+                      "[gateway gw2]\nsource = 10.1.0.3\nhops = fc00:e::1, fc00:2::d4\n")
     return topo
