@@ -170,7 +170,7 @@ static void set_state(struct gateway_health *h,
                  */
                 uint64_t const uptime = now_us - gw->last_change_us;
 
-                if (gw->ever_up && uptime < 4 * hold_us(h, gw)) {
+                if (gw->recovered && uptime < 4 * hold_us(h, gw)) {
                         if (gw->flaps < MAX_FLAPS)
                                 ++gw->flaps;
                 } else if (uptime > 16 * hold_us(h, gw)) {
@@ -178,6 +178,7 @@ static void set_state(struct gateway_health *h,
                 }
         }
 
+        gw->recovered |= up && gw->ever_up;
         gw->up = up;
         gw->ever_up |= up;
         gw->last_change_us = now_us;

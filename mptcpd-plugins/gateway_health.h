@@ -40,6 +40,9 @@ struct gateway
         /// Whether the gateway was ever up (first answer: no hysteresis).
         bool ever_up;
 
+        /// Whether it came back after a failure (flaps can be counted).
+        bool recovered;
+
         /// Whether at least one probe was answered (RTT fields valid).
         bool has_rtt;
 

@@ -57,6 +57,16 @@ class Topo:
             f"{extra}\n{gateways}")
         return self.config
 
+    def cut(self, gw: str) -> None:
+        """Make gateway ``gw`` stop forwarding (nftables drop, invisible to the client)."""
+        ns = self.gws[gw]
+        ns.run("nft", "add table inet braidcut")
+        ns.run("nft", "add chain inet braidcut forward_drop { type filter hook forward priority 0; policy drop; }")
+
+    def restore(self, gw: str) -> None:
+        """Undo :meth:`cut`."""
+        self.gws[gw].run("nft", "delete table inet braidcut")
+
     def route(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run gwsteer-route in the client namespace."""
         return self.cli.run(ROUTE, "--config", str(self.config), *args, check=check)
