@@ -22,7 +22,8 @@ from typing import Any
 
 from .config import ConfigError, load_config
 
-_TOKEN_RE = re.compile(r"token:(\w+)")
+# ss prints "token:<join token>(id:N)/<connection token>(id:M)".
+_TOKEN_RE = re.compile(r"token:\w+\(id:\d+\)/(\w+)")
 
 
 @dataclass(frozen=True)

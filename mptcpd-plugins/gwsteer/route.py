@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from pyroute2 import IPRoute
 
-from .config import Config, ConfigError, Gateway, IPAddress
+from .config import MAX_GATEWAYS, Config, ConfigError, Gateway, IPAddress, read_defaults
 
 #: rtnetlink protocol number marking braid's rules and routes (shown as "180" by ip).
 BRAID_RTPROT = 0xb4  # 180: unused by iproute2 rt_protos
@@ -210,16 +210,25 @@ def _remove(ipr: IPRoute, cfg: Config | None, gateways: list[Gateway] | None) ->
                      src_len=rule["src_len"], table=table,
                      priority=rule.get("FRA_PRIORITY"))
             removed += 1
-        for route in ipr.get_routes(family=family, table=0):
-            if route["proto"] != BRAID_RTPROT:
-                continue
-            table = route.get("RTA_TABLE") or route["table"]
-            if tables is not None and table not in tables:
-                continue
-            ipr.route("del", family=family, dst=_route_dst(route),
-                      table=table, proto=BRAID_RTPROT)
-            removed += 1
+        # pyroute2 0.9 dumps one table at a time (table=0 matches
+        # nothing), so walk braid's tables and main (decap/transit SIDs).
+        for table in sorted(tables if tables is not None else _all_braid_tables(cfg)):
+            for route in ipr.get_routes(family=family, table=table):
+                if route["proto"] != BRAID_RTPROT:
+                    continue
+                ipr.route("del", family=family, dst=_route_dst(route),
+                          table=table, proto=BRAID_RTPROT)
+                removed += 1
     return removed
+
+
+def _all_braid_tables(cfg: Config | None) -> set[int]:
+    """Every table braid may have used: the gateway tables and main."""
+    if cfg is not None:
+        base = cfg.get_int("route_table_base")
+    else:
+        base = int(read_defaults()["route_table_base"].default)
+    return set(range(base, base + MAX_GATEWAYS)) | {254}
 
 
 def _route_dst(route: Any) -> str:

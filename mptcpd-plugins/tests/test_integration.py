@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from netlab import Lab, wait_for
+from netlab import PLUGIN_DIR, Lab, wait_for
 from topology import PORT, SERVER, Topo, onlink, onlink_gateways, twohop
 
 
@@ -69,8 +69,12 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
         time.sleep(0.5)  # no extra subflows appear later either
         counts = _per_source(topo)
         assert counts == {"gw1": 1, "gw2": 1}, counts
-        status = _status(topo)
-        assert status["gw1"]["subflows"] == 1 and status["gw2"]["subflows"] == 1
+        status = wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1
+                          and st["gw2"]["subflows"] == 1 and st, 2, what="status subflows")
+        cli = topo.cli.run(str(PLUGIN_DIR / "gwsteer-cli"), "--config", str(topo.config), "--json")
+        shown = {g["id"]: g["subflow_list"] for g in json.loads(cli.stdout)["gateways"]}
+        assert [len(shown["gw1"]), len(shown["gw2"])] == [1, 1], shown
+        assert shown["gw1"][0]["token"] == shown["gw2"][0]["token"] != "?"
         _finish(topo, client, server)
         sent = {gw: topo.cli.counters(dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
         # 10 MB over two 40 Mbit/s paths: each must carry a real share.
@@ -200,3 +204,48 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     assert max(seen) <= 2 and seen[-1] == 2, seen
     _finish(topo, client, server)
     assert "over max_subflows" in (tmp / "proxy.log").read_text()
+
+
+def _nothing_installed(topo: Topo) -> None:
+    rules = topo.cli.run("ip", "rule").stdout + topo.cli.run("ip", "-6", "rule").stdout
+    assert "proto 180" not in rules, rules
+    routes = topo.cli.run("ip", "route", "show", "table", "all").stdout
+    assert "proto 180" not in routes, routes
+
+
+def test_bad_input_clear_error_nothing_installed(lab: Lab, tmp: Path) -> None:
+    topo = onlink(lab, tmp)
+    good = onlink_gateways(topo)
+    cases = [
+        (good.replace("source = 10.1.2.2", "source = 10.1.2.77"), (),
+         "[gateway gw2] source: 10.1.2.77 is not an address of this host"),
+        (good.replace("hops = 10.1.2.1", "hops = 10.1.1.1"), (),
+         "[gateway gw2] hops: 10.1.1.1 is not on-link for 10.1.2.2"),
+        (good, ("--gateway", "gw9"), "unknown gateway 'gw9' (known: gw1, gw2)"),
+        (good + "[gateway gw1]\nsource = 10.1.3.2\nhops = 10.1.3.1\n", (),
+         "[gateway gw1]: duplicate gateway id"),
+        (good.replace("hops = 10.1.2.1", "hops = fc00:99::1"), (),
+         "[gateway gw2] hops: first segment fc00:99::1 is not reachable"),
+    ]
+    for text, extra, message in cases:
+        topo.write_config(text)
+        p = topo.route("install", *extra, check=False)
+        assert p.returncode == 2, (message, p.stdout, p.stderr)
+        assert message in p.stderr, p.stderr
+        _nothing_installed(topo)
+
+    # The plugin refuses a bad file too, and mptcpd does not start with it.
+    topo.write_config(good.replace("source = 10.1.2.2", "source = 10.1.2.300"))
+    topo.cli.sysctl("net.mptcp.pm_type", "1")
+    from netlab import start_mptcpd
+    mptcpd = start_mptcpd(topo.cli, topo.config, tmp / "bad.log")
+    assert mptcpd.wait(timeout=10) != 0
+    assert "[gateway gw2] source: '10.1.2.300' is not an IP address" in (tmp / "bad.log").read_text()
+    assert not (tmp / "gateways.json").exists()
+
+    # A good install followed by uninstall leaves nothing behind either.
+    topo.write_config(good)
+    topo.route("install")
+    assert "proto 180" in topo.cli.run("ip", "rule").stdout
+    topo.route("uninstall")
+    _nothing_installed(topo)
