@@ -7,4 +7,4 @@ plugin is doing.  Both read the same configuration file and the same
 defaults (../gwsteer_defaults.h).
 """
 
-__all__ = ["config", "route", "status", "cli"]
+__all__ = ["cli", "config", "route", "status"]

@@ -93,8 +93,8 @@ def _ms(value: float | None) -> str:
 def render(status: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """Human-readable table."""
     out = [f"gateways (status updated {status.get('updated', '?')})",
-           f"{'ID':<10} {'SOURCE':<16} {'STATE':<5} {'BACKUP':<6} {'EWMA ms':>8} "
-           f"{'RTT ms':>7} {'SUBFLOWS':>8}  LAST CHANGE"]
+           (f"{'ID':<10} {'SOURCE':<16} {'STATE':<5} {'BACKUP':<6} {'EWMA ms':>8} "
+            f"{'RTT ms':>7} {'SUBFLOWS':>8}  LAST CHANGE")]
     for g in rows:
         out.append(f"{g['id']:<10} {g['source']:<16} {'up' if g['up'] else 'DOWN':<5} "
                    f"{'yes' if g['backup'] else 'no':<6} {_ms(g['ewma_ms']):>8} "

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import configparser
 import ipaddress
+import math
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 DEFAULT_CONFIG_PATH = "/etc/braid/gateways.conf"
 CONFIG_ENV = "BRAID_GWSTEER_CONFIG"
@@ -37,7 +37,7 @@ GLOBAL_SECTION = "gwsteer"
 GATEWAY_KEYS = ("source", "hops", "backup", "probe")
 MAX_GATEWAYS = 32
 MAX_ID_LEN = 31
-_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,%d}$" % MAX_ID_LEN)
+_ID_RE = re.compile(rf"^[A-Za-z0-9_.-]{{1,{MAX_ID_LEN}}}$")
 _DEFAULT_RE = re.compile(
     r'^GWSTEER_DEFAULT\((\w+),\s*(\w+),\s*"([^"]*)",\s*"([^"]*)"\)'
 )
@@ -162,7 +162,7 @@ def _global_value(path: str, key: DefaultKey, text: str) -> object:
             value = float(text)
         except ValueError:
             raise ConfigError(f"{path}: [{where}] {key.name}: '{text}' is not a valid number") from None
-        if value != value:
+        if math.isnan(value):
             raise ConfigError(f"{path}: [{where}] {key.name}: '{text}' is not a valid number")
         return value
     if key.type == "bool":
@@ -264,9 +264,9 @@ def load_config_text(text: str, path: str = "<string>") -> Config:
         for key in given:
             if key not in defaults:
                 raise ConfigError(f"{path}: [{GLOBAL_SECTION}] {key}: unknown key")
-    for name, key in defaults.items():
-        raw = given.get(name, key.default) if given is not None else key.default
-        cfg.settings[name] = _global_value(path, key, raw)
+    for name, spec in defaults.items():
+        raw = given.get(name, spec.default) if given is not None else spec.default
+        cfg.settings[name] = _global_value(path, spec, raw or "")
     _check_ranges(path, cfg.settings)
 
     probe_target = cfg.settings["probe_target"]

@@ -28,13 +28,17 @@ Example (as root, in the client's network namespace)::
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
 
 from .config import MAX_GATEWAYS, Config, ConfigError, Gateway, IPAddress, read_defaults
 
@@ -146,7 +150,7 @@ def validate_host(ipr: IPRoute, cfg: Config, gateways: list[Gateway]) -> dict[st
         else:
             try:
                 ipr.route("get", dst=str(gw.hops[0]), family=socket.AF_INET6)
-            except Exception:
+            except NetlinkError:
                 raise ConfigError(f"{section} hops: first segment {gw.hops[0]} "
                                   "is not reachable (no IPv6 route)") from None
         where[gw.id] = local
@@ -158,12 +162,11 @@ def _apply(ipr: IPRoute, steps: list[Step]) -> None:
     for step in steps:
         try:
             step.do()
-        except Exception as e:
+        except (NetlinkError, OSError) as e:
             for prev in reversed(done):
-                try:
+                # Best effort: an undo that fails leaves nothing worse.
+                with contextlib.suppress(NetlinkError, OSError):
                     prev.undo()
-                except Exception:
-                    pass
             raise RouteError(f"{step.description}: kernel refused: {e}; "
                              "rolled back, nothing installed") from None
         done.append(step)
@@ -184,11 +187,11 @@ def install(cfg: Config, only: list[str] | None = None) -> list[str]:
             rule = _rule_args(cfg, gw)
             route = _route_args(cfg, gw, where[gw.id])
             steps.append(Step(f"gateway {gw.id}: route",
-                              lambda r=route: ipr.route("add", **r),
-                              lambda r=route: ipr.route("del", **r)))
+                              functools.partial(ipr.route, "add", **route),
+                              functools.partial(ipr.route, "del", **route)))
             steps.append(Step(f"gateway {gw.id}: rule",
-                              lambda r=rule: ipr.rule("add", **r),
-                              lambda r=rule: ipr.rule("del", **r)))
+                              functools.partial(ipr.rule, "add", **rule),
+                              functools.partial(ipr.rule, "del", **rule)))
         _apply(ipr, steps)
         return [describe(cfg, gw, where[gw.id]) for gw in gateways]
 
@@ -269,7 +272,7 @@ def _seg6local(sid: str, dev: str | None, encap: dict[str, Any]) -> str:
                 "proto": BRAID_RTPROT, "encap": encap}
         try:
             ipr.route("replace", **args)
-        except Exception as e:
+        except NetlinkError as e:
             raise RouteError(f"sid {sid_addr}: kernel refused seg6local route: {e}") from None
     return f"sid {sid_addr}: seg6local {encap['action']}"
 

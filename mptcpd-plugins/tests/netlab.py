@@ -20,8 +20,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PLUGIN_DIR = HERE.parent
@@ -31,7 +32,7 @@ _counter = itertools.count()
 
 def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """Run a command, capture its output, raise with stderr on failure."""
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
     if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
     return p
@@ -40,7 +41,7 @@ def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.Comple
 class Netns:
     """One network namespace."""
 
-    def __init__(self, lab: "Lab", name: str) -> None:
+    def __init__(self, lab: Lab, name: str) -> None:
         self.lab = lab
         self.name = name
         sh("ip", "netns", "add", name)
@@ -99,7 +100,7 @@ class Lab:
         self.namespaces: list[Netns] = []
         self.processes: list[subprocess.Popen[str]] = []
 
-    def __enter__(self) -> "Lab":
+    def __enter__(self) -> Lab:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -33,7 +33,7 @@ def _finish(topo: Topo, client: subprocess.Popen[str], server: subprocess.Popen[
     server.wait(timeout=10)
     result = json.loads(out)
     assert result["ok"] is True
-    recv = json.loads((topo.tmp / "recv.json").read_text())
+    recv: dict[str, object] = json.loads((topo.tmp / "recv.json").read_text())
     assert recv["bytes"] == result["bytes"]
     assert recv["sha256"] == result["sha256"]
     return recv
@@ -43,8 +43,8 @@ def _status(topo: Topo) -> dict[str, dict[str, object]]:
     path = topo.tmp / "gateways.json"
     if not path.exists():
         return {}
-    data = json.loads(path.read_text())
-    return {g["id"]: g for g in data["gateways"]}
+    data: dict[str, list[dict[str, object]]] = json.loads(path.read_text())
+    return {str(g["id"]): g for g in data["gateways"]}
 
 
 def _all_up(topo: Topo) -> bool:
@@ -69,8 +69,8 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
         time.sleep(0.5)  # no extra subflows appear later either
         counts = _per_source(topo)
         assert counts == {"gw1": 1, "gw2": 1}, counts
-        status = wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1
-                          and st["gw2"]["subflows"] == 1 and st, 2, what="status subflows")
+        wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1
+                 and st["gw2"]["subflows"] == 1, 2, what="status subflows")
         cli = topo.cli.run(str(PLUGIN_DIR / "gwsteer-cli"), "--config", str(topo.config), "--json")
         shown = {g["id"]: g["subflow_list"] for g in json.loads(cli.stdout)["gateways"]}
         assert [len(shown["gw1"]), len(shown["gw2"])] == [1, 1], shown
@@ -136,9 +136,9 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     for _pcap, proc in caps.values():
         lab.stop(proc, wait=5)
     gw2_dump = subprocess.run(["tcpdump", "-n", "-r", str(caps["gw2"][0])],
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, check=False).stdout
     gw1_dump = subprocess.run(["tcpdump", "-n", "-r", str(caps["gw1"][0])],
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, check=False).stdout
     # The gw2 subflow arrives at gw2 inside SRv6 (outer IPv6 to its SID).
     steered = re.compile(r"IP6 \S+ > fc00:2::d4: RT6 .*segleft=0.* IP 10\.1\.0\.3\.\d+ > "
                          + re.escape(f"{SERVER}.{PORT}") + r":.* length (\d+)$")
