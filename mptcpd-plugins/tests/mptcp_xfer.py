@@ -81,7 +81,7 @@ def client(args: argparse.Namespace) -> int:
     sent = 0
     start = time.monotonic()
     seq = 0
-    while sent < args.bytes:
+    while sent < args.bytes and not (args.seconds and time.monotonic() - start > args.seconds):
         block[0:8] = seq.to_bytes(8, "big")  # every chunk is distinct
         seq += 1
         piece = bytes(block[: min(CHUNK, args.bytes - sent)])
@@ -123,6 +123,7 @@ def main() -> int:
     c.add_argument("--source")
     c.add_argument("--bytes", type=int, default=8_000_000)
     c.add_argument("--rate", type=float, default=0, help="bytes/s, 0 = unpaced")
+    c.add_argument("--seconds", type=float, default=0, help="stop sending after this long")
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--timeout", type=float, default=60)
     args = p.parse_args()
