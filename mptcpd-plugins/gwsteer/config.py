@@ -298,3 +298,15 @@ def load_config(path: str | None = None) -> Config:
     except OSError as e:
         raise ConfigError(f"{path}: cannot read the configuration file: {e.strerror}") from None
     return load_config_text(text, path)
+
+
+def defaults_table() -> str:
+    """Markdown table of the [gwsteer] keys (README.md embeds it verbatim)."""
+    rows = ["| key | type | default | why |", "|---|---|---|---|"]
+    for key in read_defaults().values():
+        rows.append(f"| `{key.name}` | {key.type} | `{key.default}` | {key.doc} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(defaults_table())

@@ -100,3 +100,9 @@ def test_bad_config_c_plugin(text: str, message: str, tmp_path: Path) -> None:
 def test_missing_file() -> None:
     with pytest.raises(ConfigError, match="cannot read the configuration file"):
         load_config("/nonexistent/gateways.conf")
+
+
+def test_readme_defaults_table_is_current() -> None:
+    from gwsteer.config import defaults_table
+    readme = (HERE.parent / "README.md").read_text()
+    assert defaults_table() in readme, "regenerate: python3 -m gwsteer.config"
