@@ -1,0 +1,772 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/**
+ * @file gateway_config.c
+ *
+ * @brief Read and validate the gwsteer gateway configuration.
+ *
+ * Validation is strict on purpose: a typo in a key or an address that
+ * is not an address must stop mptcpd with a message naming the field,
+ * not silently run a path manager that steers nothing.  The Python
+ * routing helper applies the same rules (gwsteer/config.py), and the
+ * test suite feeds both the same bad files.
+ */
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ell/ell.h>
+
+#include "gateway_config.h"
+
+/// Prefix of gateway section names, e.g. @c [gateway gw1].
+#define GATEWAY_GROUP_PREFIX "gateway "
+
+/// Name of the global section.
+#define GLOBAL_GROUP "gwsteer"
+
+/**
+ * @brief Kind of value a @c [gwsteer] key holds.
+ *
+ * Names match the second column of GWSTEER_DEFAULTS().
+ */
+enum key_type {
+        KEY_str,
+        KEY_uint,
+        KEY_double,
+        KEY_bool,
+        KEY_role,
+        KEY_addr,
+        KEY_addrlist
+};
+
+/**
+ * @struct global_key
+ *
+ * @brief One known key of the @c [gwsteer] section.
+ */
+struct global_key
+{
+        /// Key name.
+        char const *name;
+
+        /// Value kind.
+        enum key_type type;
+
+        /// Default value, as text, from gwsteer_defaults.h.
+        char const *default_value;
+};
+
+/// Expand one GWSTEER_DEFAULT() entry into a global_key initializer.
+#define GWSTEER_KEY_ENTRY(key, type, def, doc) { #key, KEY_##type, def },
+
+/// All keys of @c [gwsteer], generated from gwsteer_defaults.h.
+static struct global_key const global_keys[] = {
+        GWSTEER_DEFAULTS(GWSTEER_KEY_ENTRY)
+};
+
+/// Keys allowed in a @c [gateway <id>] section.
+static char const *const gateway_keys[] = {
+        "source", "hops", "backup", "probe", NULL
+};
+
+bool gwsteer_parse_addr(char const *text, struct sockaddr_storage *ss)
+{
+        memset(ss, 0, sizeof(*ss));
+
+        struct sockaddr_in *const in = (struct sockaddr_in *) ss;
+        struct sockaddr_in6 *const in6 = (struct sockaddr_in6 *) ss;
+
+        if (inet_pton(AF_INET, text, &in->sin_addr) == 1) {
+                in->sin_family = AF_INET;
+                return true;
+        }
+
+        memset(ss, 0, sizeof(*ss));
+        if (inet_pton(AF_INET6, text, &in6->sin6_addr) == 1) {
+                in6->sin6_family = AF_INET6;
+                return true;
+        }
+
+        return false;
+}
+
+bool gwsteer_same_ip(struct sockaddr const *a, struct sockaddr const *b)
+{
+        if (a == NULL || b == NULL || a->sa_family != b->sa_family)
+                return false;
+
+        if (a->sa_family == AF_INET)
+                return ((struct sockaddr_in const *) a)->sin_addr.s_addr
+                        == ((struct sockaddr_in const *) b)->sin_addr.s_addr;
+
+        if (a->sa_family == AF_INET6)
+                return memcmp(&((struct sockaddr_in6 const *) a)->sin6_addr,
+                              &((struct sockaddr_in6 const *) b)->sin6_addr,
+                              sizeof(struct in6_addr)) == 0;
+
+        return false;
+}
+
+char const *gwsteer_ntop(struct sockaddr const *sa, char *buf, size_t len)
+{
+        void const *src = NULL;
+
+        if (sa->sa_family == AF_INET)
+                src = &((struct sockaddr_in const *) sa)->sin_addr;
+        else if (sa->sa_family == AF_INET6)
+                src = &((struct sockaddr_in6 const *) sa)->sin6_addr;
+
+        if (src == NULL || inet_ntop(sa->sa_family, src, buf, len) == NULL)
+                return "?";
+
+        return buf;
+}
+
+/**
+ * @brief Strip leading and trailing white space in place.
+ *
+ * @return Pointer into @a s at the first non-space character.
+ */
+static char *trim(char *s)
+{
+        while (isspace((unsigned char) *s))
+                ++s;
+
+        char *end = s + strlen(s);
+        while (end > s && isspace((unsigned char) end[-1]))
+                *--end = '\0';
+
+        return s;
+}
+
+/**
+ * @brief Parse a non-negative decimal integer that fits an unsigned int.
+ */
+static bool parse_uint(char const *text, unsigned int *out)
+{
+        char *end = NULL;
+
+        if (*text == '\0' || *text == '-')
+                return false;
+
+        errno = 0;
+        unsigned long const v = strtoul(text, &end, 10);
+        if (errno != 0 || *end != '\0' || v > 0x7fffffffUL)
+                return false;
+
+        *out = (unsigned int) v;
+        return true;
+}
+
+/**
+ * @brief Parse a finite decimal number.
+ */
+static bool parse_double(char const *text, double *out)
+{
+        char *end = NULL;
+
+        if (*text == '\0')
+                return false;
+
+        errno = 0;
+        double const v = strtod(text, &end);
+        if (errno != 0 || *end != '\0' || v != v)
+                return false;
+
+        *out = v;
+        return true;
+}
+
+/**
+ * @brief Parse a boolean the way configparser does.
+ */
+static bool parse_bool(char const *text, bool *out)
+{
+        static char const *const yes[] = { "1", "yes", "true", "on", NULL };
+        static char const *const no[] = { "0", "no", "false", "off", NULL };
+
+        for (char const *const *w = yes; *w; ++w)
+                if (strcasecmp(text, *w) == 0) {
+                        *out = true;
+                        return true;
+                }
+
+        for (char const *const *w = no; *w; ++w)
+                if (strcasecmp(text, *w) == 0) {
+                        *out = false;
+                        return true;
+                }
+
+        return false;
+}
+
+/**
+ * @brief Split a comma-separated list of addresses.
+ *
+ * @param[in]  text  The list, e.g. "fc00:1::e, fc00:2::d4".
+ * @param[out] count Number of addresses parsed.
+ * @param[out] bad   Set to the first entry that is not an address.
+ *
+ * @return A queue of struct sockaddr_storage, or @c NULL with @a bad
+ *         set (caller frees @a bad with l_free()).
+ */
+static struct l_queue *parse_addr_list(char const *text,
+                                       unsigned int *count,
+                                       char **bad)
+{
+        struct l_queue *const list = l_queue_new();
+        char **parts = l_strsplit(text, ',');
+
+        *count = 0;
+        *bad = NULL;
+
+        for (char **p = parts; p && *p; ++p) {
+                char *const item = trim(*p);
+
+                if (*item == '\0' && p == parts && p[1] == NULL)
+                        break;  // An empty list.
+
+                struct sockaddr_storage *const ss =
+                        l_new(struct sockaddr_storage, 1);
+
+                if (*item == '\0' || !gwsteer_parse_addr(item, ss)) {
+                        l_free(ss);
+                        *bad = l_strdup(item);
+                        l_queue_destroy(list, l_free);
+                        l_strfreev(parts);
+                        return NULL;
+                }
+
+                l_queue_push_tail(list, ss);
+                ++*count;
+        }
+
+        l_strfreev(parts);
+        return list;
+}
+
+/**
+ * @brief Is @a name a known key of @a keys (a NULL-terminated list)?
+ */
+static bool key_known(char const *const *keys, char const *name)
+{
+        for (; *keys; ++keys)
+                if (strcmp(*keys, name) == 0)
+                        return true;
+
+        return false;
+}
+
+/**
+ * @brief Get the trimmed value of a key, or @c NULL if absent.
+ *
+ * @return A string to free with l_free().
+ */
+static char *get_trimmed(struct l_settings const *s,
+                         char const *group,
+                         char const *key)
+{
+        char const *const raw = l_settings_get_value(s, group, key);
+
+        if (raw == NULL)
+                return NULL;
+
+        char *const copy = l_strdup(raw);
+        char *const t = trim(copy);
+        memmove(copy, t, strlen(t) + 1);
+
+        return copy;
+}
+
+/**
+ * @brief Store one @c [gwsteer] value into @a config.
+ *
+ * @return @c false after logging an error naming the key.
+ */
+static bool apply_global(struct gwsteer_config *config,
+                         char const *path,
+                         struct global_key const *key,
+                         char const *value)
+{
+        bool ok = true;
+        unsigned int u = 0;
+        double d = 0;
+        bool b = false;
+
+        switch (key->type) {
+        case KEY_uint:
+                ok = parse_uint(value, &u);
+                break;
+        case KEY_double:
+                ok = parse_double(value, &d);
+                break;
+        case KEY_bool:
+                ok = parse_bool(value, &b);
+                break;
+        default:
+                break;
+        }
+
+        if (!ok) {
+                l_error("%s: [%s] %s: '%s' is not a valid %s",
+                        path, GLOBAL_GROUP, key->name, value,
+                        key->type == KEY_uint ? "non-negative integer"
+                        : key->type == KEY_double ? "number" : "boolean");
+                return false;
+        }
+
+        char const *const n = key->name;
+
+        if (strcmp(n, "role") == 0) {
+                if (strcmp(value, "client") == 0)
+                        config->role = GWSTEER_ROLE_CLIENT;
+                else if (strcmp(value, "proxy") == 0)
+                        config->role = GWSTEER_ROLE_PROXY;
+                else {
+                        l_error("%s: [%s] role: '%s' is not client or proxy",
+                                path, GLOBAL_GROUP, value);
+                        return false;
+                }
+        } else if (strcmp(n, "status_file") == 0) {
+                if (value[0] != '/') {
+                        l_error("%s: [%s] status_file: '%s' is not an "
+                                "absolute path", path, GLOBAL_GROUP, value);
+                        return false;
+                }
+                l_free(config->status_file);
+                config->status_file = l_strdup(value);
+        } else if (strcmp(n, "probe_target") == 0) {
+                memset(&config->probe_target, 0,
+                       sizeof(config->probe_target));
+                if (*value != '\0'
+                    && !gwsteer_parse_addr(value, &config->probe_target)) {
+                        l_error("%s: [%s] probe_target: '%s' is not an IP "
+                                "address", path, GLOBAL_GROUP, value);
+                        return false;
+                }
+        } else if (strcmp(n, "announce") == 0) {
+                unsigned int count = 0;
+                char *bad = NULL;
+                struct l_queue *const list =
+                        parse_addr_list(value, &count, &bad);
+
+                if (list == NULL) {
+                        l_error("%s: [%s] announce: '%s' is not an IP "
+                                "address", path, GLOBAL_GROUP, bad);
+                        l_free(bad);
+                        return false;
+                }
+                l_queue_destroy(config->announce, l_free);
+                config->announce = list;
+        } else if (strcmp(n, "status_interval_ms") == 0)
+                config->status_interval_ms = u;
+        else if (strcmp(n, "probe_interval_ms") == 0)
+                config->probe_interval_ms = u;
+        else if (strcmp(n, "probe_timeout_ms") == 0)
+                config->probe_timeout_ms = u;
+        else if (strcmp(n, "fail_after") == 0)
+                config->fail_after = u;
+        else if (strcmp(n, "recover_after") == 0)
+                config->recover_after = u;
+        else if (strcmp(n, "hold_ms") == 0)
+                config->hold_ms = u;
+        else if (strcmp(n, "max_subflows") == 0)
+                config->max_subflows = u;
+        else if (strcmp(n, "subflow_timeout_ms") == 0)
+                config->subflow_timeout_ms = u;
+        else if (strcmp(n, "ewma_alpha") == 0)
+                config->ewma_alpha = d;
+        else if (strcmp(n, "switch_margin") == 0)
+                config->switch_margin = d;
+        else if (strcmp(n, "prefer_best") == 0)
+                config->prefer_best = b;
+
+        return true;
+}
+
+/**
+ * @brief Check ranges that a single value cannot express.
+ */
+static bool check_global_ranges(struct gwsteer_config const *c,
+                                char const *path)
+{
+        struct {
+                char const *name;
+                unsigned int value;
+        } const positive[] = {
+                { "status_interval_ms", c->status_interval_ms },
+                { "probe_interval_ms",  c->probe_interval_ms },
+                { "probe_timeout_ms",   c->probe_timeout_ms },
+                { "fail_after",         c->fail_after },
+                { "recover_after",      c->recover_after },
+                { "max_subflows",       c->max_subflows },
+                { "subflow_timeout_ms", c->subflow_timeout_ms },
+        };
+
+        for (size_t i = 0; i < L_ARRAY_SIZE(positive); ++i)
+                if (positive[i].value == 0) {
+                        l_error("%s: [%s] %s: must be greater than 0",
+                                path, GLOBAL_GROUP, positive[i].name);
+                        return false;
+                }
+
+        if (!(c->ewma_alpha >= 0 && c->ewma_alpha < 1)) {
+                l_error("%s: [%s] ewma_alpha: must be in [0, 1)",
+                        path, GLOBAL_GROUP);
+                return false;
+        }
+
+        if (!(c->switch_margin >= 0 && c->switch_margin <= 1)) {
+                l_error("%s: [%s] switch_margin: must be in [0, 1]",
+                        path, GLOBAL_GROUP);
+                return false;
+        }
+
+        if (c->max_subflows > GWSTEER_MAX_GATEWAYS) {
+                l_error("%s: [%s] max_subflows: must be at most %d",
+                        path, GLOBAL_GROUP, GWSTEER_MAX_GATEWAYS);
+                return false;
+        }
+
+        return true;
+}
+
+/**
+ * @brief Read the @c [gwsteer] section, falling back to the defaults.
+ */
+static bool load_global(struct gwsteer_config *config,
+                        struct l_settings const *s,
+                        char const *path)
+{
+        if (l_settings_has_group(s, GLOBAL_GROUP)) {
+                char **const keys = l_settings_get_keys(s, GLOBAL_GROUP);
+                bool ok = true;
+
+                for (char **k = keys; ok && k && *k; ++k) {
+                        bool known = false;
+
+                        for (size_t i = 0; i < L_ARRAY_SIZE(global_keys); ++i)
+                                known |= strcmp(global_keys[i].name, *k) == 0;
+
+                        if (!known) {
+                                l_error("%s: [%s] %s: unknown key",
+                                        path, GLOBAL_GROUP, *k);
+                                ok = false;
+                        }
+                }
+
+                l_strfreev(keys);
+                if (!ok)
+                        return false;
+        }
+
+        for (size_t i = 0; i < L_ARRAY_SIZE(global_keys); ++i) {
+                struct global_key const *const key = &global_keys[i];
+                char *const given = get_trimmed(s, GLOBAL_GROUP, key->name);
+                bool const ok = apply_global(config, path, key,
+                                             given ? given
+                                                   : key->default_value);
+
+                l_free(given);
+                if (!ok)
+                        return false;
+        }
+
+        return check_global_ranges(config, path);
+}
+
+/**
+ * @brief Is @a id a usable gateway identifier?
+ *
+ * Identifiers end up in JSON, in log lines and in routing table
+ * names, so they are restricted to a safe character set.
+ */
+static bool valid_gateway_id(char const *id)
+{
+        size_t const len = strlen(id);
+
+        if (len == 0 || len > GWSTEER_MAX_ID_LEN)
+                return false;
+
+        for (char const *p = id; *p; ++p)
+                if (!isalnum((unsigned char) *p)
+                    && *p != '-' && *p != '_' && *p != '.')
+                        return false;
+
+        return true;
+}
+
+/**
+ * @brief Validate the hop list of a gateway against its source.
+ *
+ * One hop of the source's family is an on-link next hop (policy
+ * routing); anything else is an SRv6 segment list, whose segments
+ * must all be IPv6.
+ */
+static bool check_hops(struct gateway_spec const *g,
+                       struct l_queue *hops,
+                       char const *path)
+{
+        struct sockaddr_storage const *const first = l_queue_peek_head(hops);
+
+        if (l_queue_length(hops) == 1
+            && first->ss_family == g->source.ss_family)
+                return true;
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(hops);
+             e;
+             e = e->next) {
+                struct sockaddr_storage const *const hop = e->data;
+                char buf[INET6_ADDRSTRLEN];
+
+                if (hop->ss_family != AF_INET6) {
+                        l_error("%s: [gateway %s] hops: '%s' is not an IPv6 "
+                                "SRv6 segment (a multi-hop or cross-family "
+                                "list is an SRv6 segment list)",
+                                path, g->id,
+                                gwsteer_ntop((struct sockaddr const *) hop,
+                                             buf, sizeof(buf)));
+                        return false;
+                }
+        }
+
+        return true;
+}
+
+/**
+ * @brief Read one @c [gateway <id>] section.
+ *
+ * @return The gateway, or @c NULL after logging which field is bad.
+ */
+static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
+                                         struct l_settings const *s,
+                                         char const *group,
+                                         char const *path)
+{
+        char const *const id = group + strlen(GATEWAY_GROUP_PREFIX);
+
+        if (!valid_gateway_id(id)) {
+                l_error("%s: [%s]: gateway id '%s' must be 1-%d characters "
+                        "of A-Z a-z 0-9 - _ .", path, group, id,
+                        GWSTEER_MAX_ID_LEN);
+                return NULL;
+        }
+
+        char **const keys = l_settings_get_keys(s, group);
+        bool ok = true;
+
+        for (char **k = keys; ok && k && *k; ++k)
+                if (!key_known(gateway_keys, *k)) {
+                        l_error("%s: [%s] %s: unknown key", path, group, *k);
+                        ok = false;
+                }
+
+        l_strfreev(keys);
+        if (!ok)
+                return NULL;
+
+        struct gateway_spec *const g = l_new(struct gateway_spec, 1);
+        l_strlcpy(g->id, id, sizeof(g->id));
+
+        char *const source = get_trimmed(s, group, "source");
+        char *const hops = get_trimmed(s, group, "hops");
+        char *const backup = get_trimmed(s, group, "backup");
+        char *const probe = get_trimmed(s, group, "probe");
+        struct l_queue *hop_list = NULL;
+        char *bad = NULL;
+
+        ok = false;
+
+        if (source == NULL || *source == '\0')
+                l_error("%s: [%s] source: missing", path, group);
+        else if (!gwsteer_parse_addr(source, &g->source))
+                l_error("%s: [%s] source: '%s' is not an IP address",
+                        path, group, source);
+        else if (hops == NULL || *hops == '\0')
+                l_error("%s: [%s] hops: missing (a next hop, or an SRv6 "
+                        "segment list ending at the gateway)", path, group);
+        else if ((hop_list = parse_addr_list(hops, &g->hop_count, &bad))
+                 == NULL)
+                l_error("%s: [%s] hops: '%s' is not an IP address",
+                        path, group, bad);
+        else if (!check_hops(g, hop_list, path))
+                ;  // Already logged.
+        else if (backup != NULL && !parse_bool(backup, &g->backup))
+                l_error("%s: [%s] backup: '%s' is not a boolean",
+                        path, group, backup);
+        else if (probe != NULL && *probe != '\0'
+                 && !gwsteer_parse_addr(probe, &g->probe))
+                l_error("%s: [%s] probe: '%s' is not an IP address",
+                        path, group, probe);
+        else
+                ok = true;
+
+        if (ok && g->probe.ss_family == AF_UNSPEC) {
+                struct sockaddr_storage const *const hop =
+                        l_queue_peek_head(hop_list);
+
+                /*
+                 * Without an explicit target, probe the default target
+                 * if it has the right family, else the on-link next
+                 * hop, which at least proves the gateway is alive.
+                 */
+                if (config->probe_target.ss_family == g->source.ss_family)
+                        g->probe = config->probe_target;
+                else if (g->hop_count == 1
+                         && hop->ss_family == g->source.ss_family)
+                        g->probe = *hop;
+        }
+
+        if (ok && g->probe.ss_family != g->source.ss_family) {
+                l_error("%s: [%s] probe: missing or not of the family of "
+                        "source (set probe= or [%s] probe_target=)",
+                        path, group, GLOBAL_GROUP);
+                ok = false;
+        }
+
+        l_free(source);
+        l_free(hops);
+        l_free(backup);
+        l_free(probe);
+        l_free(bad);
+        l_queue_destroy(hop_list, l_free);
+
+        if (!ok) {
+                l_free(g);
+                return NULL;
+        }
+
+        return g;
+}
+
+/**
+ * @brief Read every section; reject unknown and duplicate ones.
+ */
+static bool load_gateways(struct gwsteer_config *config,
+                          struct l_settings const *s,
+                          char const *path)
+{
+        char **const groups = l_settings_get_groups(s);
+        bool ok = true;
+
+        for (char **g = groups; ok && g && *g; ++g) {
+                if (strcmp(*g, GLOBAL_GROUP) == 0)
+                        continue;
+
+                if (strncmp(*g, GATEWAY_GROUP_PREFIX,
+                            strlen(GATEWAY_GROUP_PREFIX)) != 0) {
+                        l_error("%s: [%s]: unknown section (expected "
+                                "[%s] or [gateway <id>])", path, *g,
+                                GLOBAL_GROUP);
+                        ok = false;
+                        break;
+                }
+
+                // ELL keeps duplicate groups; reject them here.
+                for (char **prev = groups; prev != g; ++prev)
+                        if (strcmp(*prev, *g) == 0) {
+                                l_error("%s: [%s]: duplicate gateway id",
+                                        path, *g);
+                                ok = false;
+                        }
+
+                if (!ok)
+                        break;
+
+                struct gateway_spec *const gw =
+                        load_gateway(config, s, *g, path);
+
+                if (gw == NULL) {
+                        ok = false;
+                        break;
+                }
+
+                for (struct l_queue_entry const *e =
+                             l_queue_get_entries(config->gateways);
+                     e;
+                     e = e->next) {
+                        struct gateway_spec const *const other = e->data;
+                        char buf[INET6_ADDRSTRLEN];
+
+                        if (gwsteer_same_ip(
+                                    (struct sockaddr const *) &other->source,
+                                    (struct sockaddr const *) &gw->source)) {
+                                l_error("%s: [%s] source: %s is already the "
+                                        "source of gateway %s", path, *g,
+                                        gwsteer_ntop((struct sockaddr const *)
+                                                     &gw->source,
+                                                     buf, sizeof(buf)),
+                                        other->id);
+                                ok = false;
+                        }
+                }
+
+                if (!ok) {
+                        l_free(gw);
+                        break;
+                }
+
+                l_queue_push_tail(config->gateways, gw);
+        }
+
+        l_strfreev(groups);
+
+        if (ok && l_queue_length(config->gateways) > GWSTEER_MAX_GATEWAYS) {
+                l_error("%s: at most %d gateways are supported",
+                        path, GWSTEER_MAX_GATEWAYS);
+                ok = false;
+        }
+
+        if (ok && config->role == GWSTEER_ROLE_CLIENT
+            && l_queue_isempty(config->gateways)) {
+                l_error("%s: role client needs at least one "
+                        "[gateway <id>] section", path);
+                ok = false;
+        }
+
+        return ok;
+}
+
+struct gwsteer_config *gwsteer_config_load(char const *path)
+{
+        struct l_settings *const s = l_settings_new();
+
+        if (!l_settings_load_from_file(s, path)) {
+                l_error("%s: cannot read or parse the configuration file",
+                        path);
+                l_settings_free(s);
+                return NULL;
+        }
+
+        struct gwsteer_config *const config = l_new(struct gwsteer_config, 1);
+        config->announce = l_queue_new();
+        config->gateways = l_queue_new();
+
+        bool const ok = load_global(config, s, path)
+                && load_gateways(config, s, path);
+
+        l_settings_free(s);
+
+        if (!ok) {
+                gwsteer_config_free(config);
+                return NULL;
+        }
+
+        return config;
+}
+
+void gwsteer_config_free(struct gwsteer_config *config)
+{
+        if (config == NULL)
+                return;
+
+        l_free(config->status_file);
+        l_queue_destroy(config->announce, l_free);
+        l_queue_destroy(config->gateways, l_free);
+        l_free(config);
+}

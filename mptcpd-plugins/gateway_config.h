@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/**
+ * @file gateway_config.h
+ *
+ * @brief gwsteer configuration: gateways and path manager parameters.
+ *
+ * The file is INI style (ELL l_settings here, configparser in the
+ * Python helper): one @c [gwsteer] section and one
+ * @c [gateway <id>] section per gateway.  See README.md.
+ */
+
+#ifndef GWSTEER_GATEWAY_CONFIG_H
+#define GWSTEER_GATEWAY_CONFIG_H
+
+#include <stdbool.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "gwsteer_defaults.h"
+
+struct l_queue;
+
+/**
+ * @brief What this mptcpd instance does for MPTCP connections.
+ */
+enum gwsteer_role {
+        /// Open one subflow per healthy gateway on every connection.
+        GWSTEER_ROLE_CLIENT,
+        /// Announce extra addresses, accept a bounded number of joins.
+        GWSTEER_ROLE_PROXY
+};
+
+/**
+ * @struct gateway_spec
+ *
+ * @brief One configured gateway, as validated from its section.
+ *
+ * The hop list itself is only needed by the routing helper, which
+ * installs the routes that make it true; the plugin keeps the count
+ * for the log and checks the list for consistency so that both
+ * readers of the file accept exactly the same files.
+ */
+struct gateway_spec
+{
+        /// Gateway identifier, the @c <id> of @c [gateway <id>].
+        char id[GWSTEER_MAX_ID_LEN + 1];
+
+        /// Local source address whose traffic leaves via this gateway.
+        struct sockaddr_storage source;
+
+        /// ICMP echo target used to probe the path via this gateway.
+        struct sockaddr_storage probe;
+
+        /// Subflows through this gateway carry the MPTCP backup flag.
+        bool backup;
+
+        /// Number of entries in the hop list.
+        unsigned int hop_count;
+};
+
+/**
+ * @struct gwsteer_config
+ *
+ * @brief The whole validated configuration.
+ *
+ * Field defaults come from gwsteer_defaults.h.
+ */
+struct gwsteer_config
+{
+        /// Client or proxy behaviour.
+        enum gwsteer_role role;
+
+        /// Path of the JSON status file.
+        char *status_file;
+
+        /// Longest time between two status file writes.
+        unsigned int status_interval_ms;
+
+        /// Default probe target (@c AF_UNSPEC if none).
+        struct sockaddr_storage probe_target;
+
+        /// Time between two probes of one gateway.
+        unsigned int probe_interval_ms;
+
+        /// Time after which an unanswered probe counts as lost.
+        unsigned int probe_timeout_ms;
+
+        /// Consecutive losses that take a gateway down.
+        unsigned int fail_after;
+
+        /// Consecutive answers that bring a gateway back up.
+        unsigned int recover_after;
+
+        /// Minimum time a gateway stays down (before flap damping).
+        unsigned int hold_ms;
+
+        /// Weight of history in the RTT and AvMet EWMAs.
+        double ewma_alpha;
+
+        /// Only the best gateway is non-backup.
+        bool prefer_best;
+
+        /// AvMet score margin a challenger needs to become best.
+        double switch_margin;
+
+        /// Per-connection subflow cap (created or accepted).
+        unsigned int max_subflows;
+
+        /// Time after which a requested subflow is given up.
+        unsigned int subflow_timeout_ms;
+
+        /// Proxy: addresses to announce (struct sockaddr_storage *).
+        struct l_queue *announce;
+
+        /// Gateways in file order (struct gateway_spec *).
+        struct l_queue *gateways;
+};
+
+/**
+ * @brief Load and validate a gateway configuration file.
+ *
+ * @param[in] path Configuration file path.
+ *
+ * @return The configuration, or @c NULL after logging an error that
+ *         names the file, the section and the field at fault.
+ */
+struct gwsteer_config *gwsteer_config_load(char const *path);
+
+/**
+ * @brief Free a configuration returned by gwsteer_config_load().
+ *
+ * @param[in] config Configuration, may be @c NULL.
+ */
+void gwsteer_config_free(struct gwsteer_config *config);
+
+/**
+ * @brief Parse a textual IPv4 or IPv6 address.
+ *
+ * @param[in]  text Address, e.g. "10.1.1.2" or "fc00::1".
+ * @param[out] ss   Filled with the address and port 0.
+ *
+ * @return @c true on success.
+ */
+bool gwsteer_parse_addr(char const *text, struct sockaddr_storage *ss);
+
+/**
+ * @brief Compare the IP addresses (not ports) of two socket addresses.
+ *
+ * @return @c true if both have the same family and address.
+ */
+bool gwsteer_same_ip(struct sockaddr const *a, struct sockaddr const *b);
+
+/**
+ * @brief Format the IP address of @a sa into @a buf (no port).
+ *
+ * @return @a buf, or "?" if the family is unknown.
+ */
+char const *gwsteer_ntop(struct sockaddr const *sa, char *buf, size_t len);
+
+#endif  // GWSTEER_GATEWAY_CONFIG_H

@@ -1,0 +1,894 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/**
+ * @file gwsteer.c
+ *
+ * @brief braid gateway-steering path manager plugin for mptcpd.
+ *
+ * Binder (LCDNet'13) spread one MPTCP connection over several
+ * community-network gateways by giving subflow k an IPv4 loose source
+ * route through gateway k.  gwsteer does the same job on upstream
+ * Linux with the kernel's userspace path manager:
+ *
+ * - Steering is routing, installed once by the routing helper
+ *   (gwsteer-route): traffic from a gateway's source address follows a
+ *   policy route via an on-link gateway, or an SRv6 segment list for a
+ *   gateway several hops away.  So "one subflow through gateway k" is
+ *   simply "one subflow from source address k".
+ * - Client role: when a connection is established, open one subflow
+ *   per healthy gateway (source_k -> the peer), backup flag per
+ *   gateway; when a gateway fails, remove its subflows at once; when
+ *   it recovers, give every live connection a subflow through it again
+ *   (Binder never did).
+ * - Proxy role: announce extra addresses and accept at most
+ *   max_subflows subflows per connection; the kernel's userspace PM
+ *   accepts every MP_JOIN while mptcpd runs, so excess joins are
+ *   closed as soon as they are reported.
+ *
+ * Gateway health and preference live in gateway_health.c, the status
+ * file in status_file.c, the configuration in gateway_config.c.
+ */
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ell/ell.h>
+
+#include <mptcpd/id_manager.h>
+#include <mptcpd/path_manager.h>
+#include <mptcpd/plugin.h>
+
+#include "gateway_config.h"
+#include "gateway_health.h"
+#include "status_file.h"
+
+/// Delay used to coalesce status file writes after bursts of events.
+#define STATUS_COALESCE_MS 20
+
+/// Longest back-off before re-opening a subflow that keeps closing.
+#define MAX_RETRY_BACKOFF_MS 30000
+
+/**
+ * @struct gwsteer_subflow
+ *
+ * @brief One subflow of a tracked connection.
+ */
+struct gwsteer_subflow
+{
+        /// Local address and port.
+        struct sockaddr_storage laddr;
+
+        /// Remote address and port.
+        struct sockaddr_storage raddr;
+
+        /// Gateway the local address belongs to, or @c NULL.
+        struct gateway *gw;
+
+        /// Backup flag as last set or reported.
+        bool backup;
+};
+
+/**
+ * @struct gwsteer_connection
+ *
+ * @brief One MPTCP connection this instance manages.
+ */
+struct gwsteer_connection
+{
+        /// MPTCP connection token.
+        mptcpd_token_t token;
+
+        /// Whether the connection reached the established state.
+        bool established;
+
+        /// Peer address and port of the initial subflow.
+        struct sockaddr_storage remote;
+
+        /// Live subflows (struct gwsteer_subflow *).
+        struct l_queue *subflows;
+
+        /// Gateways (bit = index) with a subflow request in flight.
+        uint32_t pending;
+
+        /// Monotonic time of each request in flight, microseconds.
+        uint64_t pending_since_us[GWSTEER_MAX_GATEWAYS];
+
+        /**
+         * @brief Per gateway: no new subflow before this time.
+         *
+         * Set when a subflow closes without us asking (a peer that
+         * refuses joins, a path that resets): retrying at once would
+         * churn.  Cleared when the gateway changes state, so a
+         * recovered gateway is re-used immediately.
+         */
+        uint64_t retry_after_us[GWSTEER_MAX_GATEWAYS];
+
+        /// Per gateway: current retry back-off, milliseconds.
+        unsigned int backoff_ms[GWSTEER_MAX_GATEWAYS];
+};
+
+/**
+ * @struct gwsteer_state
+ *
+ * @brief Everything the plugin owns; created in init, freed in exit.
+ */
+struct gwsteer_state
+{
+        /// Validated configuration.
+        struct gwsteer_config *config;
+
+        /// Gateway health tracker.
+        struct gateway_health *health;
+
+        /// Tracked connections, keyed by token.
+        struct l_hashmap *connections;
+
+        /// mptcpd path manager, for commands issued from timers.
+        struct mptcpd_pm *pm;
+
+        /// Periodic status rewrite and maintenance timer.
+        struct l_timeout *maintenance;
+
+        /// One-shot coalesced status write, @c NULL if none pending.
+        struct l_timeout *status_write;
+};
+
+/// Plugin state (single instance per mptcpd process).
+static struct gwsteer_state *gwsteer;
+
+/**
+ * @brief Size of the sockaddr in @a ss for its family.
+ */
+static size_t sockaddr_len(struct sockaddr const *sa)
+{
+        return sa->sa_family == AF_INET
+                ? sizeof(struct sockaddr_in)
+                : sizeof(struct sockaddr_in6);
+}
+
+/**
+ * @brief Copy a sockaddr of either family into storage.
+ */
+static void copy_sockaddr(struct sockaddr_storage *dst,
+                          struct sockaddr const *src)
+{
+        memset(dst, 0, sizeof(*dst));
+        if (src != NULL)
+                memcpy(dst, src, sockaddr_len(src));
+}
+
+/**
+ * @brief Do two socket addresses have the same IP and port?
+ */
+static bool same_endpoint(struct sockaddr const *a, struct sockaddr const *b)
+{
+        if (!gwsteer_same_ip(a, b))
+                return false;
+
+        if (a->sa_family == AF_INET)
+                return ((struct sockaddr_in const *) a)->sin_port
+                        == ((struct sockaddr_in const *) b)->sin_port;
+
+        return ((struct sockaddr_in6 const *) a)->sin6_port
+                == ((struct sockaddr_in6 const *) b)->sin6_port;
+}
+
+/**
+ * @brief Log-friendly "addr" text of a sockaddr.
+ */
+static char const *addr_text(struct sockaddr const *sa, char *buf, size_t len)
+{
+        return gwsteer_ntop(sa, buf, len);
+}
+
+// ----------------------------------------------------------------
+//                     Status file scheduling
+// ----------------------------------------------------------------
+
+/**
+ * @brief l_hashmap_foreach() helper for recount_subflows().
+ */
+static void count_connection(void const *key, void *value, void *user_data)
+{
+        struct gwsteer_connection const *const conn = value;
+
+        (void) key;
+        (void) user_data;
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
+             e = e->next) {
+                struct gwsteer_subflow const *const sf = e->data;
+
+                if (sf->gw != NULL)
+                        ++sf->gw->subflows;
+        }
+}
+
+/**
+ * @brief Recount live subflows per gateway over all connections.
+ */
+static void recount_subflows(void)
+{
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next)
+                ((struct gateway *) e->data)->subflows = 0;
+
+        l_hashmap_foreach(gwsteer->connections, count_connection, NULL);
+}
+
+/**
+ * @brief Write the status file now, with fresh subflow counts.
+ */
+static void write_status(void)
+{
+        recount_subflows();
+        status_file_write(gwsteer->config->status_file, gwsteer->health);
+}
+
+/**
+ * @brief One-shot timer: coalesced status write.
+ */
+static void on_status_write(struct l_timeout *timeout, void *user_data)
+{
+        (void) user_data;
+
+        l_timeout_remove(timeout);
+        gwsteer->status_write = NULL;
+        write_status();
+}
+
+/**
+ * @brief Ask for a status write soon, coalescing bursts of events.
+ */
+static void status_changed(void)
+{
+        if (gwsteer->status_write == NULL)
+                gwsteer->status_write =
+                        l_timeout_create_ms(STATUS_COALESCE_MS,
+                                            on_status_write, NULL, NULL);
+}
+
+// ----------------------------------------------------------------
+//                     Connection bookkeeping
+// ----------------------------------------------------------------
+
+/**
+ * @brief Free a tracked connection.
+ */
+static void connection_destroy(void *data)
+{
+        struct gwsteer_connection *const conn = data;
+
+        l_queue_destroy(conn->subflows, l_free);
+        l_free(conn);
+}
+
+/**
+ * @brief Find a tracked connection by token.
+ */
+static struct gwsteer_connection *find_connection(mptcpd_token_t token)
+{
+        return l_hashmap_lookup(gwsteer->connections, L_UINT_TO_PTR(token));
+}
+
+/**
+ * @brief Find a subflow of @a conn by its exact endpoints.
+ */
+static struct gwsteer_subflow *find_subflow(struct gwsteer_connection *conn,
+                                            struct sockaddr const *laddr,
+                                            struct sockaddr const *raddr)
+{
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
+             e = e->next) {
+                struct gwsteer_subflow *const sf = e->data;
+
+                if (same_endpoint((struct sockaddr *) &sf->laddr, laddr)
+                    && same_endpoint((struct sockaddr *) &sf->raddr, raddr))
+                        return sf;
+        }
+
+        return NULL;
+}
+
+/**
+ * @brief Number of subflows of @a conn through @a gw.
+ */
+static unsigned int subflows_on(struct gwsteer_connection const *conn,
+                                struct gateway const *gw)
+{
+        unsigned int n = 0;
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
+             e = e->next)
+                n += ((struct gwsteer_subflow *) e->data)->gw == gw;
+
+        return n;
+}
+
+/**
+ * @brief Track a subflow of @a conn.
+ */
+static struct gwsteer_subflow *add_tracked_subflow(
+        struct gwsteer_connection *conn,
+        struct sockaddr const *laddr,
+        struct sockaddr const *raddr,
+        bool backup)
+{
+        struct gwsteer_subflow *const sf = l_new(struct gwsteer_subflow, 1);
+
+        copy_sockaddr(&sf->laddr, laddr);
+        copy_sockaddr(&sf->raddr, raddr);
+        sf->gw = gateway_health_find(gwsteer->health, laddr);
+        sf->backup = backup;
+        l_queue_push_tail(conn->subflows, sf);
+
+        return sf;
+}
+
+/**
+ * @brief Close a subflow and stop tracking it.
+ *
+ * It is forgotten immediately, so its later @c subflow_closed event is
+ * recognised as our own doing rather than a failure hint.
+ */
+static void close_subflow(struct gwsteer_connection *conn,
+                          struct gwsteer_subflow *sf,
+                          char const *why)
+{
+        char l[INET6_ADDRSTRLEN];
+        char r[INET6_ADDRSTRLEN];
+        int const err = mptcpd_pm_remove_subflow(
+                gwsteer->pm, conn->token,
+                (struct sockaddr *) &sf->laddr,
+                (struct sockaddr *) &sf->raddr);
+
+        l_info("token %08x: closing subflow %s -> %s (%s)%s",
+               conn->token,
+               addr_text((struct sockaddr *) &sf->laddr, l, sizeof(l)),
+               addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r)),
+               why, err ? ": request failed" : "");
+
+        l_queue_remove(conn->subflows, sf);
+        l_free(sf);
+        status_changed();
+}
+
+/**
+ * @brief Ask the kernel for a subflow of @a conn through @a gw.
+ */
+static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
+{
+        struct mptcpd_idm *const idm = mptcpd_pm_get_idm(gwsteer->pm);
+        struct sockaddr const *const source =
+                (struct sockaddr const *) &gw->spec->source;
+        mptcpd_aid_t const id = mptcpd_idm_get_id(idm, source);
+        char r[INET6_ADDRSTRLEN];
+
+        if (id == 0) {
+                l_error("gateway %s: no MPTCP address id for its source",
+                        gw->spec->id);
+                return;
+        }
+
+        /*
+         * Remote id 0: the peer's address of the initial subflow.  The
+         * backup flag is applied once the subflow exists (new_subflow),
+         * because the kernel ignores flags on SUBFLOW_CREATE.
+         */
+        int const err = mptcpd_pm_add_subflow(gwsteer->pm, conn->token,
+                                              id, 0, source,
+                                              (struct sockaddr *)
+                                              &conn->remote,
+                                              false);
+        if (err != 0) {
+                l_error("token %08x: subflow via %s: request failed (%d)",
+                        conn->token, gw->spec->id, err);
+                return;
+        }
+
+        l_info("token %08x: opening subflow via %s -> %s", conn->token,
+               gw->spec->id,
+               addr_text((struct sockaddr *) &conn->remote, r, sizeof(r)));
+
+        conn->pending |= 1u << gw->index;
+        conn->pending_since_us[gw->index] = l_time_now();
+}
+
+/**
+ * @brief Make a client connection match the gateways' state.
+ *
+ * One subflow per up gateway, none on down gateways (but never remove
+ * the last subflow: with no subflow left the connection could not be
+ * revived), backup flags as the health tracker wants them.
+ */
+static void reconcile_client(struct gwsteer_connection *conn)
+{
+        struct gwsteer_config const *const c = gwsteer->config;
+        uint64_t const now = l_time_now();
+
+        if (!conn->established)
+                return;
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next) {
+                struct gateway *const gw = e->data;
+                uint32_t const bit = 1u << gw->index;
+
+                // A request that never produced a subflow: a hint.
+                if ((conn->pending & bit)
+                    && now - conn->pending_since_us[gw->index]
+                       > (uint64_t) c->subflow_timeout_ms * 1000) {
+                        conn->pending &= ~bit;
+                        gateway_health_suspect(gwsteer->health, gw);
+                }
+
+                if (!gw->up) {
+                        struct l_queue_entry const *s =
+                                l_queue_get_entries(conn->subflows);
+
+                        while (s != NULL) {
+                                struct gwsteer_subflow *const sf = s->data;
+                                s = s->next;
+
+                                if (sf->gw == gw
+                                    && l_queue_length(conn->subflows) > 1)
+                                        close_subflow(conn, sf,
+                                                      "gateway down");
+                        }
+                        continue;
+                }
+
+                unsigned int const total =
+                        l_queue_length(conn->subflows)
+                        + (unsigned int) __builtin_popcount(conn->pending);
+
+                if (subflows_on(conn, gw) == 0 && !(conn->pending & bit)
+                    && total < c->max_subflows
+                    && now >= conn->retry_after_us[gw->index])
+                        open_subflow(conn, gw);
+        }
+
+        // Backup flags follow configuration and preference.
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
+             e = e->next) {
+                struct gwsteer_subflow *const sf = e->data;
+
+                if (sf->gw == NULL)
+                        continue;
+
+                bool const want = gateway_health_is_backup(gwsteer->health,
+                                                           sf->gw);
+                if (want == sf->backup)
+                        continue;
+
+                if (mptcpd_pm_set_backup(gwsteer->pm, conn->token,
+                                         (struct sockaddr *) &sf->laddr,
+                                         (struct sockaddr *) &sf->raddr,
+                                         want) == 0)
+                        sf->backup = want;
+                else
+                        l_error("token %08x: cannot set backup flag on "
+                                "subflow via %s", conn->token,
+                                sf->gw->spec->id);
+        }
+}
+
+/**
+ * @brief l_hashmap_foreach() adapter for reconcile_client().
+ */
+static void reconcile_one(void const *key, void *value, void *user_data)
+{
+        (void) key;
+        (void) user_data;
+
+        reconcile_client(value);
+}
+
+/**
+ * @brief Reconcile every client connection.
+ */
+static void reconcile_all(void)
+{
+        if (gwsteer->config->role == GWSTEER_ROLE_CLIENT)
+                l_hashmap_foreach(gwsteer->connections, reconcile_one, NULL);
+}
+
+/**
+ * @brief l_hashmap_foreach() helper: forget back-off for a gateway.
+ */
+static void clear_backoff(void const *key, void *value, void *user_data)
+{
+        struct gwsteer_connection *const conn = value;
+        struct gateway const *const gw = user_data;
+
+        (void) key;
+
+        conn->retry_after_us[gw->index] = 0;
+        conn->backoff_ms[gw->index] = 0;
+}
+
+/**
+ * @brief Health tracker callback: a gateway or the preference changed.
+ */
+static void on_gateway_change(struct gateway *gw, void *user_data)
+{
+        (void) user_data;
+
+        if (gw != NULL)
+                l_hashmap_foreach(gwsteer->connections, clear_backoff, gw);
+
+        reconcile_all();
+        // Gateway state is what readers poll for: publish it at once.
+        write_status();
+}
+
+/**
+ * @brief Maintenance timer: retries, timeouts, fresh EWMAs on disk.
+ */
+static void on_maintenance(struct l_timeout *timeout, void *user_data)
+{
+        (void) user_data;
+
+        reconcile_all();
+        write_status();
+        l_timeout_modify_ms(timeout, gwsteer->config->status_interval_ms);
+}
+
+/**
+ * @brief Proxy: announce the configured extra addresses.
+ */
+static void announce_addresses(struct gwsteer_connection *conn)
+{
+        struct mptcpd_idm *const idm = mptcpd_pm_get_idm(gwsteer->pm);
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(gwsteer->config->announce);
+             e;
+             e = e->next) {
+                struct sockaddr_storage addr = *(struct sockaddr_storage *)
+                        e->data;
+                struct sockaddr *const sa = (struct sockaddr *) &addr;
+                char a[INET6_ADDRSTRLEN];
+
+                if (sa->sa_family != conn->remote.ss_family)
+                        continue;  // A v4 peer cannot join a v6 address.
+
+                mptcpd_aid_t const id = mptcpd_idm_get_id(idm, sa);
+                int const err = id == 0
+                        ? EINVAL
+                        : mptcpd_pm_add_addr(gwsteer->pm, sa, id,
+                                             conn->token);
+
+                if (err != 0)
+                        l_error("token %08x: cannot announce %s (%d)",
+                                conn->token, addr_text(sa, a, sizeof(a)),
+                                err);
+        }
+}
+
+// ----------------------------------------------------------------
+//                     Path manager event handlers
+// ----------------------------------------------------------------
+
+/**
+ * @brief Is a connection on this side ours to manage?
+ *
+ * A client manages the connections it initiates, a proxy the ones it
+ * accepted; anything else (e.g. a local service) is left alone.
+ */
+static bool is_managed(bool server_side)
+{
+        return server_side == (gwsteer->config->role == GWSTEER_ROLE_PROXY);
+}
+
+/**
+ * @brief New MPTCP connection: start tracking it.
+ */
+static void gwsteer_new_connection(mptcpd_token_t token,
+                                   struct sockaddr const *laddr,
+                                   struct sockaddr const *raddr,
+                                   bool server_side,
+                                   struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        if (!is_managed(server_side) || find_connection(token) != NULL)
+                return;
+
+        struct gwsteer_connection *const conn =
+                l_new(struct gwsteer_connection, 1);
+
+        conn->token = token;
+        conn->subflows = l_queue_new();
+        copy_sockaddr(&conn->remote, raddr);
+        add_tracked_subflow(conn, laddr, raddr, false);
+
+        l_hashmap_insert(gwsteer->connections, L_UINT_TO_PTR(token), conn);
+        l_debug("token %08x: new connection", token);
+        status_changed();
+}
+
+/**
+ * @brief Connection established: open the gateways' subflows.
+ */
+static void gwsteer_connection_established(mptcpd_token_t token,
+                                           struct sockaddr const *laddr,
+                                           struct sockaddr const *raddr,
+                                           bool server_side,
+                                           struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        struct gwsteer_connection *conn = find_connection(token);
+
+        if (conn == NULL) {
+                // Missed the creation event (mptcpd restarted): adopt.
+                gwsteer_new_connection(token, laddr, raddr, server_side, pm);
+                conn = find_connection(token);
+                if (conn == NULL)
+                        return;
+        }
+
+        conn->established = true;
+
+        if (gwsteer->config->role == GWSTEER_ROLE_CLIENT)
+                reconcile_client(conn);
+        else
+                announce_addresses(conn);
+}
+
+/**
+ * @brief Connection closed: forget it.
+ */
+static void gwsteer_connection_closed(mptcpd_token_t token,
+                                      struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        struct gwsteer_connection *const conn =
+                l_hashmap_remove(gwsteer->connections, L_UINT_TO_PTR(token));
+
+        if (conn == NULL)
+                return;
+
+        l_debug("token %08x: closed", token);
+        connection_destroy(conn);
+        status_changed();
+}
+
+/**
+ * @brief Peer announced an address.
+ *
+ * Clients steer by local source address, one subflow per gateway to
+ * the proxy's main address; extra proxy addresses would multiply
+ * subflows without adding a gateway, so they are only logged.
+ */
+static void gwsteer_new_address(mptcpd_token_t token,
+                                mptcpd_aid_t id,
+                                struct sockaddr const *addr,
+                                struct mptcpd_pm *pm)
+{
+        char a[INET6_ADDRSTRLEN];
+
+        (void) pm;
+
+        l_debug("token %08x: peer announced %s (id %u)", token,
+                addr_text(addr, a, sizeof(a)), id);
+}
+
+/**
+ * @brief New subflow reported by the kernel.
+ */
+static void gwsteer_new_subflow(mptcpd_token_t token,
+                                struct sockaddr const *laddr,
+                                struct sockaddr const *raddr,
+                                bool backup,
+                                struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        struct gwsteer_connection *const conn = find_connection(token);
+
+        if (conn == NULL || find_subflow(conn, laddr, raddr) != NULL)
+                return;
+
+        struct gwsteer_subflow *const sf =
+                add_tracked_subflow(conn, laddr, raddr, backup);
+
+        status_changed();
+
+        if (gwsteer->config->role == GWSTEER_ROLE_PROXY) {
+                // Userspace PM accepts every join: enforce the limit.
+                if (l_queue_length(conn->subflows)
+                    > gwsteer->config->max_subflows)
+                        close_subflow(conn, sf, "over max_subflows");
+                return;
+        }
+
+        if (sf->gw == NULL)
+                return;
+
+        conn->pending &= ~(1u << sf->gw->index);
+
+        if (!sf->gw->up)
+                close_subflow(conn, sf, "gateway went down meanwhile");
+        else if (subflows_on(conn, sf->gw) > 1)
+                close_subflow(conn, sf, "duplicate for this gateway");
+        else
+                reconcile_client(conn);  // Applies the backup flag.
+}
+
+/**
+ * @brief Subflow closed by the kernel or the peer.
+ */
+static void gwsteer_subflow_closed(mptcpd_token_t token,
+                                   struct sockaddr const *laddr,
+                                   struct sockaddr const *raddr,
+                                   bool backup,
+                                   struct mptcpd_pm *pm)
+{
+        (void) backup;
+        (void) pm;
+
+        struct gwsteer_connection *const conn = find_connection(token);
+
+        if (conn == NULL)
+                return;
+
+        struct gateway *const gw = gateway_health_find(gwsteer->health,
+                                                       laddr);
+        struct gwsteer_subflow *const sf = find_subflow(conn, laddr, raddr);
+
+        bool const was_pending =
+                gw != NULL && (conn->pending & (1u << gw->index));
+
+        if (gw != NULL)
+                conn->pending &= ~(1u << gw->index);
+
+        /*
+         * A subflow we did not close (reset, timeout, refused or failed
+         * join) is a hint that its gateway may be failing: probe it
+         * now, and back off before opening another one.  Subflows we
+         * closed ourselves are no longer tracked and land nowhere here.
+         */
+        if (gw != NULL && gwsteer->config->role == GWSTEER_ROLE_CLIENT
+            && (sf != NULL || was_pending)) {
+                unsigned int *const backoff = &conn->backoff_ms[gw->index];
+
+                *backoff = *backoff == 0
+                        ? gwsteer->config->probe_interval_ms
+                        : *backoff * 2;
+                if (*backoff > MAX_RETRY_BACKOFF_MS)
+                        *backoff = MAX_RETRY_BACKOFF_MS;
+                conn->retry_after_us[gw->index] =
+                        l_time_now() + (uint64_t) *backoff * 1000;
+
+                l_debug("token %08x: subflow via %s closed, retry in %u ms",
+                        token, gw->spec->id, *backoff);
+                gateway_health_suspect(gwsteer->health, gw);
+        }
+
+        if (sf != NULL) {
+                l_queue_remove(conn->subflows, sf);
+                l_free(sf);
+                status_changed();
+        }
+}
+
+/**
+ * @brief Subflow priority changed (e.g. by the peer): remember it.
+ */
+static void gwsteer_subflow_priority(mptcpd_token_t token,
+                                     struct sockaddr const *laddr,
+                                     struct sockaddr const *raddr,
+                                     bool backup,
+                                     struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        struct gwsteer_connection *const conn = find_connection(token);
+        struct gwsteer_subflow *const sf =
+                conn ? find_subflow(conn, laddr, raddr) : NULL;
+
+        if (sf != NULL)
+                sf->backup = backup;
+}
+
+/// Path manager event handlers, in the order events happen.
+static struct mptcpd_plugin_ops const pm_ops = {
+        .new_connection         = gwsteer_new_connection,
+        .connection_established = gwsteer_connection_established,
+        .connection_closed      = gwsteer_connection_closed,
+        .new_address            = gwsteer_new_address,
+        .new_subflow            = gwsteer_new_subflow,
+        .subflow_closed         = gwsteer_subflow_closed,
+        .subflow_priority       = gwsteer_subflow_priority,
+};
+
+/**
+ * @brief Free everything the plugin owns.
+ */
+static void gwsteer_state_free(struct gwsteer_state *s)
+{
+        if (s == NULL)
+                return;
+
+        l_timeout_remove(s->maintenance);
+        l_timeout_remove(s->status_write);
+        l_hashmap_destroy(s->connections, connection_destroy);
+        gateway_health_destroy(s->health);
+        gwsteer_config_free(s->config);
+        l_free(s);
+}
+
+/**
+ * @brief Plugin init: load the configuration, start probing.
+ */
+static int gwsteer_init(struct mptcpd_pm *pm)
+{
+        static char const name[] = "gwsteer";
+        char const *path = getenv(GWSTEER_CONFIG_ENV);
+
+        if (path == NULL || *path == '\0')
+                path = GWSTEER_DEFAULT_CONFIG_PATH;
+
+        struct gwsteer_config *const config = gwsteer_config_load(path);
+        if (config == NULL) {
+                l_error("gwsteer: not started, fix %s", path);
+                return -1;
+        }
+
+        gwsteer = l_new(struct gwsteer_state, 1);
+        gwsteer->config = config;
+        gwsteer->pm = pm;
+        gwsteer->connections = l_hashmap_new();
+        gwsteer->health = gateway_health_new(config, on_gateway_change, NULL);
+
+        if (!mptcpd_plugin_register_ops(name, &pm_ops)) {
+                l_error("gwsteer: failed to register path manager ops");
+                gwsteer_state_free(gwsteer);
+                gwsteer = NULL;
+                return -1;
+        }
+
+        gwsteer->maintenance = l_timeout_create_ms(config->status_interval_ms,
+                                                   on_maintenance, NULL,
+                                                   NULL);
+        write_status();
+
+        l_info("gwsteer: %s role, %u gateways, config %s, status %s",
+               config->role == GWSTEER_ROLE_CLIENT ? "client" : "proxy",
+               l_queue_length(config->gateways), path, config->status_file);
+
+        return 0;
+}
+
+/**
+ * @brief Plugin exit: stop probing, free all state.
+ */
+static void gwsteer_exit(struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        gwsteer_state_free(gwsteer);
+        gwsteer = NULL;
+
+        l_info("gwsteer: exited");
+}
+
+MPTCPD_PLUGIN_DEFINE(gwsteer,
+                     "braid gateway-steering path manager",
+                     MPTCPD_PLUGIN_PRIORITY_DEFAULT,
+                     gwsteer_init,
+                     gwsteer_exit)

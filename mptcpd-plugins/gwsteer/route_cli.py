@@ -1,0 +1,75 @@
+"""``gwsteer-route``: install or remove gateway steering routes.
+
+Examples::
+
+    gwsteer-route check                      # validate config and host only
+    gwsteer-route install                    # all gateways of the config
+    gwsteer-route install --gateway gw2
+    gwsteer-route uninstall                  # every braid route and rule
+    gwsteer-route decap --sid fc00:2::d4 --nexthop 10.9.2.2   # on the gateway
+    gwsteer-route transit --sid fc00:1::e                     # on a transit node
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyroute2 import IPRoute
+
+from . import route
+from .config import ConfigError, load_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for bad input)."""
+    p = argparse.ArgumentParser(prog="gwsteer-route", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", help="gateway config (default $BRAID_GWSTEER_CONFIG "
+                   "or /etc/braid/gateways.conf)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("check", "install", "uninstall"):
+        s = sub.add_parser(name)
+        s.add_argument("--gateway", action="append", help="only this gateway (repeatable)")
+    sub.choices["uninstall"].add_argument(
+        "--all", action="store_true", help="remove every braid-marked entry, no config needed")
+    d = sub.add_parser("decap", help="gateway node: End.DX4/End.DX6 for a SID")
+    d.add_argument("--sid", required=True)
+    d.add_argument("--nexthop", required=True)
+    d.add_argument("--dev")
+    t = sub.add_parser("transit", help="transit node: End for a SID")
+    t.add_argument("--sid", required=True)
+    t.add_argument("--dev")
+    args = p.parse_args(argv)
+
+    try:
+        if args.cmd == "decap":
+            print(route.install_decap(args.sid, args.nexthop, args.dev))
+        elif args.cmd == "transit":
+            print(route.install_transit(args.sid, args.dev))
+        elif args.cmd == "uninstall" and args.all:
+            print(f"removed {route.uninstall()} entries")
+        else:
+            cfg = load_config(args.config)
+            if args.cmd == "check":
+                gws = [cfg.gateway(g) for g in args.gateway] if args.gateway else cfg.gateways
+                with IPRoute() as ipr:
+                    where = route.validate_host(ipr, cfg, gws)
+                for gw in gws:
+                    print(route.describe(cfg, gw, where[gw.id]))
+            elif args.cmd == "install":
+                for line in route.install(cfg, args.gateway):
+                    print(line)
+            else:
+                print(f"removed {route.uninstall(cfg, args.gateway)} entries")
+    except ConfigError as e:
+        print(f"gwsteer-route: error: {e}", file=sys.stderr)
+        return 2
+    except route.RouteError as e:
+        print(f"gwsteer-route: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

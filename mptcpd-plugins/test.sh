@@ -1,0 +1,29 @@
+#!/bin/sh
+# Build gwsteer, run the C and Python unit tests, lint/type-check the
+# Python, then the host network-namespace integration tests (root).
+# Exits non-zero on any failure.  Takes about a minute.
+set -eu
+cd "$(dirname "$0")"
+
+echo "== build (-Wall -Wextra -Werror)"
+make -s clean
+make -s all
+
+echo "== C unit tests"
+./test_gwsteer
+
+echo "== ruff"
+ruff check gwsteer tests bench.py gwsteer-route gwsteer-cli
+
+echo "== mypy --strict"
+mypy --strict --ignore-missing-imports gwsteer tests bench.py
+
+echo "== doctests"
+python3 -m doctest gwsteer/config.py
+
+echo "== pytest (config parity + host-netns integration)"
+if [ "$(id -u)" -ne 0 ]; then
+        echo "integration tests need root (network namespaces)" >&2
+        exit 1
+fi
+timeout 420 python3 -m pytest -q -p no:cacheprovider tests

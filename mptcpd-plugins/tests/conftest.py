@@ -1,0 +1,31 @@
+"""pytest fixtures: a fresh namespace lab per test, always torn down."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from netlab import Lab
+
+
+@pytest.fixture
+def lab() -> Iterator[Lab]:
+    """A namespace lab that is cleaned up even if the test fails."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for network namespaces")
+    with Lab() as the_lab:
+        yield the_lab
+
+
+@pytest.fixture
+def tmp(tmp_path: Path) -> Path:
+    """A per-test directory readable by mptcpd."""
+    tmp_path.chmod(0o755)
+    return tmp_path

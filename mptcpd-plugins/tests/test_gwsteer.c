@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/**
+ * @file test_gwsteer.c
+ *
+ * @brief Unit tests of the gwsteer core: configuration, health state
+ *        machine, AvMet preference and the status file.
+ *
+ * The health tracker is driven with synthetic probe outcomes
+ * (gateway_health_new_passive()), so the tests need no network.
+ *
+ * Usage: test_gwsteer            run the tests
+ *        test_gwsteer check FILE  validate FILE like the plugin does
+ *                                 (exit 2 and an error naming the field)
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ell/ell.h>
+
+#include "gateway_config.h"
+#include "gateway_health.h"
+#include "status_file.h"
+
+/// Number of failed checks.
+static int failures;
+
+/// Record a failed check with its location.
+#define CHECK(cond)                                                     \
+        do {                                                            \
+                if (!(cond)) {                                          \
+                        fprintf(stderr, "%s:%d: CHECK failed: %s\n",    \
+                                __FILE__, __LINE__, #cond);             \
+                        ++failures;                                     \
+                }                                                       \
+        } while (0)
+
+/// Milliseconds to microseconds.
+#define MS(x) ((uint64_t) (x) * 1000)
+
+/// Directory for temporary files.
+static char tmpdir[] = "/tmp/gwsteer-test-XXXXXX";
+
+/**
+ * @brief Write @a text to a temporary config file and load it.
+ */
+static struct gwsteer_config *load_text(char const *text)
+{
+        char *const path = l_strdup_printf("%s/gw.conf", tmpdir);
+        FILE *const f = fopen(path, "w");
+
+        fputs(text, f);
+        fclose(f);
+
+        struct gwsteer_config *const c = gwsteer_config_load(path);
+        l_free(path);
+
+        return c;
+}
+
+/// A valid two-gateway configuration.
+static char const good_conf[] =
+        "[gwsteer]\n"
+        "probe_target = 10.99.0.1\n"
+        "fail_after = 2\n"
+        "recover_after = 2\n"
+        "hold_ms = 100\n"
+        "ewma_alpha = 0.5\n"
+        "switch_margin = 0.2\n"
+        "[gateway gw1]\n"
+        "source = 10.1.1.2\n"
+        "hops = 10.1.1.1\n"
+        "[gateway gw2]\n"
+        "source = 10.1.0.3\n"
+        "hops = fc00:e::1, fc00:2::d4\n"
+        "backup = no\n";
+
+/**
+ * @brief Good file: values, defaults, derived probe targets.
+ */
+static void test_config_good(void)
+{
+        struct gwsteer_config *const c = load_text(good_conf);
+
+        CHECK(c != NULL);
+        if (c == NULL)
+                return;
+
+        CHECK(c->role == GWSTEER_ROLE_CLIENT);
+        CHECK(c->fail_after == 2);
+        CHECK(c->probe_interval_ms == 200);  // default from the header
+        CHECK(strcmp(c->status_file, "/run/braid/gateways.json") == 0);
+        CHECK(l_queue_length(c->gateways) == 2);
+
+        struct gateway_spec const *const gw2 =
+                l_queue_peek_tail(c->gateways);
+        CHECK(strcmp(gw2->id, "gw2") == 0);
+        CHECK(gw2->hop_count == 2);
+        CHECK(gw2->probe.ss_family == AF_INET);  // probe_target
+
+        gwsteer_config_free(c);
+}
+
+/**
+ * @brief Bad files are refused.
+ */
+static void test_config_bad(void)
+{
+        static char const *const bad[] = {
+                "[gateway gw1]\nsource=10.1.1.300\nhops=10.1.1.1\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "[gateway gw1]\nsource=10.1.2.2\nhops=10.1.2.1\n",
+                "[gwsteer]\nprobe_intervl_ms=5\n"
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n",
+                "[gwsteer]\nprobe_interval_ms=fast\n"
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n",
+                "[gwsteer]\newma_alpha=1.5\n"
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1,10.0.0.9\n",
+                "[gateway gw1]\nsource=10.1.1.2\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "[gateway gw2]\nsource=10.1.1.2\nhops=10.1.1.1\n",
+                "[gateway g w]\nsource=10.1.1.2\nhops=10.1.1.1\n",
+                "[gateways]\n",
+                "[gwsteer]\nrole=client\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=fc00::1\n",
+        };
+
+        for (size_t i = 0; i < L_ARRAY_SIZE(bad); ++i) {
+                struct gwsteer_config *const c = load_text(bad[i]);
+
+                if (c != NULL)
+                        fprintf(stderr, "accepted bad config #%zu\n", i);
+                CHECK(c == NULL);
+                gwsteer_config_free(c);
+        }
+}
+
+/// Number of change callbacks seen.
+static int changes;
+
+/// Change callback for the health tests.
+static void on_change(struct gateway *gw, void *user_data)
+{
+        (void) gw;
+        (void) user_data;
+        ++changes;
+}
+
+/**
+ * @brief Up/down hysteresis and flap damping.
+ */
+static void test_health_hysteresis(void)
+{
+        struct gwsteer_config *const c = load_text(good_conf);
+        struct gateway_health *const h =
+                gateway_health_new_passive(c, on_change, NULL);
+        struct gateway *const gw1 = l_queue_peek_head(
+                (struct l_queue *) gateway_health_gateways(h));
+        uint64_t t = MS(1000);
+
+        CHECK(!gw1->up);
+
+        // First answer: up immediately (discovery, not a flap).
+        gateway_health_record(h, gw1, true, MS(10), 1, t);
+        CHECK(gw1->up);
+        CHECK(gw1->has_rtt && gw1->ewma_ms == 10.0);
+
+        // One loss is noise; fail_after = 2 losses take it down.
+        gateway_health_record(h, gw1, false, 0, 2, t += MS(100));
+        CHECK(gw1->up);
+        gateway_health_record(h, gw1, false, 0, 3, t += MS(100));
+        CHECK(!gw1->up);
+
+        // Two answers, but hold_ms (100) not yet elapsed: stays down.
+        gateway_health_record(h, gw1, true, MS(20), 4, t += MS(10));
+        gateway_health_record(h, gw1, true, MS(20), 5, t += MS(10));
+        CHECK(!gw1->up);
+        gateway_health_record(h, gw1, true, MS(20), 6, t += MS(100));
+        CHECK(gw1->up);
+        CHECK(gw1->ewma_ms > 10.0 && gw1->ewma_ms < 20.0);
+
+        // Flap soon after recovery: the hold doubles.
+        gateway_health_record(h, gw1, false, 0, 7, t += MS(10));
+        gateway_health_record(h, gw1, false, 0, 8, t += MS(10));
+        CHECK(!gw1->up);
+        CHECK(gw1->flaps == 1);
+        gateway_health_record(h, gw1, true, MS(20), 9, t += MS(50));
+        gateway_health_record(h, gw1, true, MS(20), 10, t += MS(60));
+        CHECK(!gw1->up);  // 110 ms < 200 ms hold
+        gateway_health_record(h, gw1, true, MS(20), 11, t += MS(100));
+        CHECK(gw1->up);
+
+        gateway_health_destroy(h);
+        gwsteer_config_free(c);
+}
+
+/**
+ * @brief AvMet preference with switch margin and prefer_best backups.
+ */
+static void test_health_avmet(void)
+{
+        struct gwsteer_config *const c = load_text(good_conf);
+        c->prefer_best = true;
+        c->ewma_alpha = 0.8;  // One win must not beat the margin.
+
+        struct gateway_health *const h =
+                gateway_health_new_passive(c, on_change, NULL);
+        struct l_queue *const q =
+                (struct l_queue *) gateway_health_gateways(h);
+        struct gateway *const gw1 = l_queue_peek_head(q);
+        struct gateway *const gw2 = l_queue_peek_tail(q);
+        uint64_t t = MS(1000);
+        int64_t round = 0;
+
+        // gw1 answers first in round 0; gw2 second.
+        gateway_health_record(h, gw1, true, MS(5), round, t);
+        gateway_health_record(h, gw2, true, MS(9), round, t);
+        CHECK(gateway_health_best(h) == gw1);
+        CHECK(!gateway_health_is_backup(h, gw1));
+        CHECK(gateway_health_is_backup(h, gw2));
+
+        // gw2 wins one round: within the margin, gw1 stays best.
+        ++round;
+        gateway_health_record(h, gw2, true, MS(4), round, t += MS(100));
+        gateway_health_record(h, gw1, true, MS(6), round, t);
+        CHECK(gateway_health_best(h) == gw1);
+
+        // gw2 keeps winning: it takes over once ahead by the margin.
+        for (int i = 0; i < 6; ++i) {
+                ++round;
+                gateway_health_record(h, gw2, true, MS(4), round,
+                                      t += MS(100));
+                gateway_health_record(h, gw1, true, MS(6), round, t);
+        }
+        CHECK(gateway_health_best(h) == gw2);
+        CHECK(gw2->avmet > gw1->avmet + c->switch_margin);
+        CHECK(gateway_health_is_backup(h, gw1));
+
+        // Best goes down: the other one takes over at once.
+        for (int i = 0; i < 2; ++i)
+                gateway_health_record(h, gw2, false, 0, ++round,
+                                      t += MS(100));
+        CHECK(!gw2->up);
+        CHECK(gateway_health_best(h) == gw1);
+
+        gateway_health_destroy(h);
+        gwsteer_config_free(c);
+}
+
+/**
+ * @brief Status file: atomic write, mode 0644, exact field order.
+ */
+static void test_status_file(void)
+{
+        struct gwsteer_config *const c = load_text(good_conf);
+        struct gateway_health *const h =
+                gateway_health_new_passive(c, on_change, NULL);
+        struct gateway *const gw1 = l_queue_peek_head(
+                (struct l_queue *) gateway_health_gateways(h));
+        char *const path = l_strdup_printf("%s/sub/gateways.json", tmpdir);
+
+        gateway_health_record(h, gw1, true, MS(12), 1, MS(1000));
+        gw1->subflows = 3;
+
+        umask(077);  // The file must still be world-readable.
+        CHECK(status_file_write(path, h));
+
+        struct stat st;
+        CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644);
+
+        char buf[2048] = { 0 };
+        FILE *const f = fopen(path, "r");
+        CHECK(f != NULL);
+        if (f) {
+                CHECK(fread(buf, 1, sizeof(buf) - 1, f) > 0);
+                fclose(f);
+        }
+
+        CHECK(strncmp(buf, "{\"version\":1,\"updated\":\"", 24) == 0);
+        CHECK(strstr(buf, "{\"id\":\"gw1\",\"source\":\"10.1.1.2\","
+                          "\"up\":true,\"backup\":false,\"ewma_ms\":12.000,"
+                          "\"rtt_ms\":12.000,\"last_change\":\"") != NULL);
+        CHECK(strstr(buf, "\"subflows\":3}") != NULL);
+        CHECK(strstr(buf, "{\"id\":\"gw2\",\"source\":\"10.1.0.3\","
+                          "\"up\":false,\"backup\":false,\"ewma_ms\":null,"
+                          "\"rtt_ms\":null,") != NULL);
+
+        char *const tmp = l_strdup_printf("%s.tmp", path);
+        CHECK(access(tmp, F_OK) != 0);  // Renamed, not left behind.
+
+        l_free(tmp);
+        l_free(path);
+        gateway_health_destroy(h);
+        gwsteer_config_free(c);
+}
+
+/**
+ * @brief Run all tests, or validate one file.
+ */
+int main(int argc, char **argv)
+{
+        l_log_set_stderr();
+
+        if (argc == 3 && strcmp(argv[1], "check") == 0) {
+                struct gwsteer_config *const c = gwsteer_config_load(argv[2]);
+                int const status = c ? 0 : 2;
+
+                gwsteer_config_free(c);
+                return status;
+        }
+
+        if (mkdtemp(tmpdir) == NULL)
+                return 1;
+
+        test_config_good();
+        test_config_bad();
+        test_health_hysteresis();
+        test_health_avmet();
+        test_status_file();
+
+        char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
+        if (system(cmd) != 0)
+                ++failures;
+        l_free(cmd);
+
+        printf("test_gwsteer: %s (%d failed checks)\n",
+               failures ? "FAIL" : "ok", failures);
+
+        return failures ? 1 : 0;
+}

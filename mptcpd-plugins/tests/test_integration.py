@@ -1,0 +1,251 @@
+"""Host network-namespace tests of the gwsteer plugin and routing helper.
+
+These run the real mptcpd 0.12 with the freshly built gwsteer.so against
+the host kernel's userspace path manager, move real bytes and count them
+on the wire (interface counters, tcpdump).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from netlab import PLUGIN_DIR, Lab, wait_for
+from topology import PORT, SERVER, Topo, onlink, onlink_gateways, twohop
+
+
+def _per_source(topo: Topo) -> dict[str, int]:
+    counts = {gw: 0 for gw in topo.sources}
+    for local, _remote in topo.cli.subflows(PORT):
+        for gw, src in topo.sources.items():
+            if local == src:
+                counts[gw] += 1
+    return counts
+
+
+def _finish(topo: Topo, client: subprocess.Popen[str], server: subprocess.Popen[str],
+            timeout: float = 60) -> dict[str, object]:
+    out, err = client.communicate(timeout=timeout)
+    assert client.returncode == 0, f"transfer failed: {out} {err}"
+    server.wait(timeout=10)
+    result = json.loads(out)
+    assert result["ok"] is True
+    recv: dict[str, object] = json.loads((topo.tmp / "recv.json").read_text())
+    assert recv["bytes"] == result["bytes"]
+    assert recv["sha256"] == result["sha256"]
+    return recv
+
+
+def _status(topo: Topo) -> dict[str, dict[str, object]]:
+    path = topo.tmp / "gateways.json"
+    if not path.exists():
+        return {}
+    data: dict[str, list[dict[str, object]]] = json.loads(path.read_text())
+    return {str(g["id"]): g for g in data["gateways"]}
+
+
+def _all_up(topo: Topo) -> bool:
+    status = _status(topo)
+    return bool(status) and all(g["up"] for g in status.values())
+
+
+def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> None:
+    topo = onlink(lab, tmp, shape_mbit=40)
+    topo.write_config(onlink_gateways(topo))
+    topo.route("install")
+    monitor = topo.cli.popen("ip", "mptcp", "monitor", stdout=subprocess.PIPE)
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+
+    for round_ in range(3):  # every connection, not just the first
+        before = {gw: topo.cli.counters(dev)[0] for gw, dev in topo.client_dev.items()}
+        server = topo.server()
+        time.sleep(0.2)
+        client = topo.client(10_000_000)
+        wait_for(lambda: all(_per_source(topo).values()), 5, what="one subflow per gateway")
+        time.sleep(0.5)  # no extra subflows appear later either
+        counts = _per_source(topo)
+        assert counts == {"gw1": 1, "gw2": 1}, counts
+        wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1
+                 and st["gw2"]["subflows"] == 1, 2, what="status subflows")
+        cli = topo.cli.run(str(PLUGIN_DIR / "gwsteer-cli"), "--config", str(topo.config), "--json")
+        shown = {g["id"]: g["subflow_list"] for g in json.loads(cli.stdout)["gateways"]}
+        assert [len(shown["gw1"]), len(shown["gw2"])] == [1, 1], shown
+        assert shown["gw1"][0]["token"] == shown["gw2"][0]["token"] != "?"
+        _finish(topo, client, server)
+        sent = {gw: topo.cli.counters(dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
+        # 10 MB over two 40 Mbit/s paths: each must carry a real share.
+        assert sent["gw1"] > 2_000_000 and sent["gw2"] > 2_000_000, (round_, sent)
+
+    lab.stop(monitor)
+    events = monitor.stdout.read() if monitor.stdout else ""
+    established = re.findall(r"SF_ESTABLISHED.*?token=(\w+).*?saddr4=([\d.]+)", events)
+    per_token: dict[str, list[str]] = {}
+    for token, saddr in established:
+        per_token.setdefault(token, []).append(saddr)
+    assert len(per_token) == 3, events
+    for saddrs in per_token.values():
+        # The initial subflow is not an SF_ event: one join per other gateway.
+        assert len(saddrs) == 1 and saddrs[0] in topo.sources.values(), events
+
+
+def test_status_file_format(lab: Lab, tmp: Path) -> None:
+    topo = onlink(lab, tmp)
+    topo.write_config(onlink_gateways(topo, backup=("gw2",)))
+    topo.route("install")
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="status")
+    path = tmp / "gateways.json"
+    assert path.stat().st_mode & 0o777 == 0o644
+    data = json.loads(path.read_text())
+    assert list(data) == ["version", "updated", "gateways"] and data["version"] == 1
+    rfc3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+    assert rfc3339.match(data["updated"])
+    for g in data["gateways"]:
+        assert list(g) == ["id", "source", "up", "backup", "ewma_ms", "rtt_ms",
+                           "last_change", "subflows"]
+        assert rfc3339.match(g["last_change"])
+        assert isinstance(g["ewma_ms"], float) and isinstance(g["rtt_ms"], float)
+    assert [g["backup"] for g in data["gateways"]] == [False, True]
+    assert [g["source"] for g in data["gateways"]] == ["10.1.1.2", "10.1.2.2"]
+
+
+def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
+    topo = twohop(lab, tmp)
+    topo.route("install")
+    # Make gw1 the narrower path so the scheduler must use gw2 as well.
+    topo.gws["r1"].run("tc", "qdisc", "replace", "dev", "g1", "root", "tbf",
+                       "rate", "8mbit", "burst", "32kb", "latency", "50ms")
+    gw1, gw2 = topo.gws["gw1"], topo.gws["gw2"]
+    caps = {}
+    for name, ns in (("gw1", gw1), ("gw2", gw2)):
+        pcap = tmp / f"{name}.pcap"
+        caps[name] = (pcap, ns.popen("tcpdump", "-i", "r", "-n", "-U", "-w", str(pcap)))
+    time.sleep(1)
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="both gateways up")
+    server = topo.server()
+    time.sleep(0.2)
+    client = topo.client(4_000_000, rate=2_000_000)
+    wait_for(lambda: all(_per_source(topo).values()), 5, what="gw2 subflow")
+    _finish(topo, client, server)
+    time.sleep(0.5)
+    for _pcap, proc in caps.values():
+        lab.stop(proc, wait=5)
+    gw2_dump = subprocess.run(["tcpdump", "-n", "-r", str(caps["gw2"][0])],
+                              capture_output=True, text=True, check=False).stdout
+    gw1_dump = subprocess.run(["tcpdump", "-n", "-r", str(caps["gw1"][0])],
+                              capture_output=True, text=True, check=False).stdout
+    # The gw2 subflow arrives at gw2 inside SRv6 (outer IPv6 to its SID).
+    steered = re.compile(r"IP6 \S+ > fc00:2::d4: RT6 .*segleft=0.* IP 10\.1\.0\.3\.\d+ > "
+                         + re.escape(f"{SERVER}.{PORT}") + r":.* length (\d+)$")
+    steered_bytes = sum(int(m.group(1)) for line in gw2_dump.splitlines()
+                        if (m := steered.search(line)))
+    assert steered_bytes > 200_000, gw2_dump[:2000]
+    # ... and never takes the default route through gw1.
+    assert not [line for line in gw1_dump.splitlines() if "10.1.0.3." in line]
+    # Without steering, 10.1.0.3 would leave through gw1 (r1's default):
+    topo.route("uninstall")
+    probe = topo.cli.run("ip", "route", "get", SERVER, "from", "10.1.0.3").stdout
+    assert "via 10.1.0.1" in probe and "seg6" not in probe
+
+
+def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
+    topo = onlink(lab, tmp, shape_mbit=12)  # 2 MB/s needs both paths
+    topo.write_config(onlink_gateways(topo))
+    topo.route("install")
+    monitor = topo.cli.popen("ip", "mptcp", "monitor", stdout=subprocess.PIPE)
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    server = topo.server()
+    time.sleep(0.2)
+    client = topo.client(12_000_000, rate=2_000_000)  # ~6-8 s
+    wait_for(lambda: all(_per_source(topo).values()), 5, what="both subflows")
+    time.sleep(1)
+    topo.cut("gw1")  # gw1 stops forwarding; the client's link stays up
+    cut = time.monotonic()
+    wait_for(lambda: _per_source(topo)["gw1"] == 0, 5, what="gw1 subflow removed")
+    removed_after = time.monotonic() - cut
+    assert not _status(topo)["gw1"]["up"]
+    time.sleep(1)
+    topo.restore("gw1")
+    restored = time.monotonic()
+    wait_for(lambda: _per_source(topo)["gw1"] == 1, 6, what="gw1 subflow back")
+    back_after = time.monotonic() - restored
+    before = topo.cli.counters("e1")[0]
+    time.sleep(1)
+    assert topo.cli.counters("e1")[0] - before > 50_000, "no data on recovered gw1"
+    assert client.poll() is None, "transfer should still be running (same connection)"
+    _finish(topo, client, server)
+    lab.stop(monitor)
+    events = monitor.stdout.read() if monitor.stdout else ""
+    tokens = set(re.findall(r"ESTABLISHED.*?token=(\w+)", events))
+    assert len(tokens) == 1, "recovery must reuse the existing connection"
+    print(f"gw1 subflow removed {removed_after:.2f}s after cut, back {back_after:.2f}s after restore")
+
+
+def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
+    topo = onlink(lab, tmp, gateways=3)
+    topo.write_config(onlink_gateways(topo))
+    topo.route("install")
+    topo.start_pm(proxy_extra="max_subflows = 2")
+    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    server = topo.server()
+    time.sleep(0.2)
+    client = topo.client(6_000_000, rate=2_000_000)
+    time.sleep(1.5)
+    seen = []
+    for _ in range(10):
+        seen.append(len(topo.srv.subflows(PORT)))
+        time.sleep(0.1)
+    assert max(seen) <= 2 and seen[-1] == 2, seen
+    _finish(topo, client, server)
+    assert "over max_subflows" in (tmp / "proxy.log").read_text()
+
+
+def _nothing_installed(topo: Topo) -> None:
+    rules = topo.cli.run("ip", "rule").stdout + topo.cli.run("ip", "-6", "rule").stdout
+    assert "proto 180" not in rules, rules
+    routes = topo.cli.run("ip", "route", "show", "table", "all").stdout
+    assert "proto 180" not in routes, routes
+
+
+def test_bad_input_clear_error_nothing_installed(lab: Lab, tmp: Path) -> None:
+    topo = onlink(lab, tmp)
+    good = onlink_gateways(topo)
+    cases = [
+        (good.replace("source = 10.1.2.2", "source = 10.1.2.77"), (),
+         "[gateway gw2] source: 10.1.2.77 is not an address of this host"),
+        (good.replace("hops = 10.1.2.1", "hops = 10.1.1.1"), (),
+         "[gateway gw2] hops: 10.1.1.1 is not on-link for 10.1.2.2"),
+        (good, ("--gateway", "gw9"), "unknown gateway 'gw9' (known: gw1, gw2)"),
+        (good + "[gateway gw1]\nsource = 10.1.3.2\nhops = 10.1.3.1\n", (),
+         "[gateway gw1]: duplicate gateway id"),
+        (good.replace("hops = 10.1.2.1", "hops = fc00:99::1"), (),
+         "[gateway gw2] hops: first segment fc00:99::1 is not reachable"),
+    ]
+    for text, extra, message in cases:
+        topo.write_config(text)
+        p = topo.route("install", *extra, check=False)
+        assert p.returncode == 2, (message, p.stdout, p.stderr)
+        assert message in p.stderr, p.stderr
+        _nothing_installed(topo)
+
+    # The plugin refuses a bad file too, and mptcpd does not start with it.
+    topo.write_config(good.replace("source = 10.1.2.2", "source = 10.1.2.300"))
+    topo.cli.sysctl("net.mptcp.pm_type", "1")
+    from netlab import start_mptcpd
+    mptcpd = start_mptcpd(topo.cli, topo.config, tmp / "bad.log")
+    assert mptcpd.wait(timeout=10) != 0
+    assert "[gateway gw2] source: '10.1.2.300' is not an IP address" in (tmp / "bad.log").read_text()
+    assert not (tmp / "gateways.json").exists()
+
+    # A good install followed by uninstall leaves nothing behind either.
+    topo.write_config(good)
+    topo.route("install")
+    assert "proto 180" in topo.cli.run("ip", "rule").stdout
+    topo.route("uninstall")
+    _nothing_installed(topo)
