@@ -310,7 +310,7 @@ def compile_kernel(src: Path, obj: Path, marker: str, jobs: int) -> None:
     )
     assert proc.stdout is not None
     for line in proc.stdout:
-        tail = (tail + [line])[-60:]
+        tail = [*tail[-59:], line]
         if line.startswith("  CC "):
             compiled += 1
         now = time.monotonic()

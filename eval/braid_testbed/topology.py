@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from types import TracebackType
+from typing import Self
 
 from pyroute2 import IPRoute
 
@@ -137,7 +138,7 @@ class Topology:
         raise KeyError(f"{node}:{ifname}")
 
     # ---- lifecycle ---------------------------------------------------------
-    def up(self) -> Topology:
+    def up(self) -> Self:
         """Create everything; a leftover from a crashed run is removed first."""
         self.down()
         try:
@@ -208,7 +209,7 @@ class Topology:
         for name in leftover_namespaces(f"{NS_PREFIX}{self.tag}-"):
             Namespace(name).close()
 
-    def __enter__(self) -> Topology:
+    def __enter__(self) -> Self:
         return self.up()
 
     def __exit__(

@@ -100,7 +100,7 @@ class Lab:
         self.namespaces: list[Netns] = []
         self.processes: list[subprocess.Popen[str]] = []
 
-    def __enter__(self) -> Lab:  # noqa: PYI034
+    def __enter__(self) -> Lab:
         return self
 
     def __exit__(self, *exc: object) -> None:
