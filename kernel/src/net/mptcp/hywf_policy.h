@@ -21,7 +21,7 @@
 #define __MPTCP_HYWF_POLICY_H
 
 #define HYWF_ONE_SHIFT		16
-#define HYWF_ONE		(1U << HYWF_ONE_SHIFT)
+#define HYWF_ONE		0x10000U	/* 1.0, i.e. 1 << HYWF_ONE_SHIFT */
 #define HYWF_PERMILLE		1000U
 #define HYWF_MAX_PATHS		8
 /* Truncate the geometric tail: P(L > 64 * ncons) = e^-64, never in practice. */

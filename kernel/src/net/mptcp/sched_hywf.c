@@ -57,6 +57,7 @@
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/random.h>
+#include <linux/sizes.h>
 #include <linux/sysctl.h>
 #include <net/net_namespace.h>
 #include <net/netns/generic.h>
@@ -74,6 +75,8 @@
 #define HYWF_STALL_RTTS			4
 #define HYWF_STALL_MIN_MS		50
 #define HYWF_STALL_MAX_MS		1000
+/* a backup subflow sends in bursts as large as the default scheduler's */
+#define HYWF_BACKUP_BURST_BYTES		SZ_64K
 
 /**
  * struct hywf_sock - per-connection scheduler state, in msk's private area
@@ -208,7 +211,7 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	if (!n) {
 		if (!backup || !sk_stream_memory_free(backup))
 			return -EINVAL;
-		return hywf_schedule(msk, backup, MPTCP_SEND_BURST_SIZE);
+		return hywf_schedule(msk, backup, HYWF_BACKUP_BURST_BYTES);
 	}
 
 	/* A subflow that left or joined changes n: the core then redraws. */
@@ -296,7 +299,9 @@ static int __net_init hywf_net_init(struct net *net)
 	pn->ctl_hdr = mptcp_sched_register_sysctl(net, hywf_sysctl_table,
 						  ARRAY_SIZE(hywf_sysctl_table),
 						  &hywf_defaults, pn);
-	return pn->ctl_hdr ? 0 : -ENOMEM;
+	if (IS_ENABLED(CONFIG_SYSCTL) && !pn->ctl_hdr)
+		return -ENOMEM;
+	return 0;
 }
 
 static void __net_exit hywf_net_exit(struct net *net)
