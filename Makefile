@@ -4,13 +4,14 @@
 PYTHON ?= python3
 export PYTHONPATH := $(CURDIR)/eval:$(CURDIR)/kernel
 
-.PHONY: deps kernel demo test lint help
+.PHONY: deps kernel demo test bench help
 
 help:
 	@echo "make demo   - build braid's kernel (cached), boot it, aggregate two emulated"
 	@echo "              WANs with MPTCP and print a report (out/demo/)"
 	@echo "make test   - the whole test suite: lint, host tests, VM tests"
 	@echo "make kernel - only build (or reuse) the kernel"
+	@echo "make bench  - scheduler benchmark: braid schedulers vs default"
 
 deps:
 	@./scripts/install-deps
@@ -23,3 +24,6 @@ demo: kernel
 
 test: deps
 	@./scripts/test
+
+bench: kernel
+	@kernel/vm run --timeout 2400 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf

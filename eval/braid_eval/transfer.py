@@ -124,3 +124,58 @@ def ping_rtt_ms(tb: StandardTestbed, wan: int, count: int = 5) -> float:
         if "min/avg/max" in line:
             return float(line.split("=")[1].split("/")[1])
     return float("nan")
+
+
+@dataclasses.dataclass
+class ConnectionTrace:
+    """One connection of a series: the client's result and its packets per WAN."""
+
+    result: dict[str, object]
+    packets: dict[int, list[TcpPacket]]
+
+    def payload(self, wan: int, port: int, upload: bool) -> int:
+        return sum(p.payload_len for p in self.packets[wan]
+                   if (p.dport == port if upload else p.sport == port))
+
+    def share(self, wan: int, port: int, upload: bool) -> float:
+        total = sum(self.payload(w, port, upload) for w in self.packets)
+        return self.payload(wan, port, upload) / total if total else float("nan")
+
+
+def traced_series(
+    tb: StandardTestbed,
+    server: BulkServer,
+    count: int,
+    nbytes: int,
+    mode: str = "upload",
+    extra: list[str] | None = None,
+    timeout_s: float = 900,
+) -> list[ConnectionTrace]:
+    """Run ``count`` connections one after another while capturing both WANs;
+    split the captures per connection by the client's wall-clock windows."""
+    cmd = ["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
+           "--port", str(server.port), "--bytes", str(nbytes), "--mode", mode,
+           "--count", str(count), *(extra or [])]
+    with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
+        proc = tb.client.run(cmd, check=False, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"series failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    captured = {1: cap1.packets, 2: cap2.packets}
+    traces = []
+    for r in results:
+        start, end = float(r["start"]), float(r["end"])
+        traces.append(ConnectionTrace(
+            r, {w: [p for p in pkts if start <= p.ts <= end] for w, pkts in captured.items()}))
+    cap1.cleanup()
+    cap2.cleanup()
+    return traces
+
+
+def read_mib(ns_run: subprocess.CompletedProcess[str], name: str) -> int:
+    """A counter from `nstat -az` output, e.g. MPTcpExtSchedFallback."""
+    for line in ns_run.stdout.splitlines():
+        fields = line.split()
+        if fields and fields[0] == name:
+            return int(fields[1])
+    raise KeyError(name)

@@ -15,6 +15,14 @@ and the client checks the digest itself. The client prints one JSON line::
 
 and exits 0 only if every byte arrived intact.
 
+``phased`` mode uploads ``--phases`` chunks of ``nbytes``, waiting for the
+server to confirm each and pausing ``--pause-ms`` between them (a connection
+that goes idle and resumes, as a browser's does between page loads). ``rr``
+mode sends ``--requests`` request/response exchanges of ``nbytes`` each way
+and reports latency percentiles. ``--count`` runs that many connections one
+after another; every result line carries wall-clock ``start``/``end`` times
+(and per-phase windows) so that captures can be split per connection.
+
 Usage::
 
     bulk.py serve --port 5201 &
@@ -37,7 +45,8 @@ IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 HEADER = struct.Struct("!4sBQQ")
 REPLY = struct.Struct("!32sQd")
 MAGIC = b"BRD1"
-MODE_UPLOAD, MODE_DOWNLOAD = 1, 2
+MODE_UPLOAD, MODE_DOWNLOAD, MODE_PHASED, MODE_RR = 1, 2, 3, 4
+MODES = {"upload": MODE_UPLOAD, "download": MODE_DOWNLOAD, "phased": MODE_PHASED, "rr": MODE_RR}
 CHUNK = 64 * 1024
 IDLE_TIMEOUT_S = 60.0
 
@@ -122,6 +131,24 @@ def handle(conn: socket.socket) -> None:
         elif mode == MODE_DOWNLOAD:
             send_stream(conn, seed, nbytes)
             conn.recv(1)  # wait for the client's close so nothing is cut short
+        elif mode == MODE_PHASED:
+            combined = hashlib.sha256()
+            total = 0
+            while True:
+                phase_digest, got, _ = receive_stream(conn, nbytes)
+                if not got:
+                    break
+                combined.update(phase_digest)
+                total += got
+                conn.sendall(b"k")
+            conn.sendall(REPLY.pack(combined.digest(), total, 0.0))
+        elif mode == MODE_RR:
+            while True:
+                try:
+                    request = recv_exact(conn, nbytes)
+                except ConnectionError:
+                    break
+                conn.sendall(request)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -141,35 +168,85 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def send(args: argparse.Namespace) -> int:
+def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
+    """One connection in the requested mode; returns its JSON-able result."""
     sock = make_socket(args.mptcp)
     sock.settimeout(IDLE_TIMEOUT_S)
     if args.source:
         sock.bind((args.source, 0))
+    start_wall = time.time()
     sock.connect((args.host, args.port))
-    mode = MODE_UPLOAD if args.mode == "upload" else MODE_DOWNLOAD
-    sock.sendall(HEADER.pack(MAGIC, mode, args.bytes, args.seed))
+    mode = MODES[args.mode]
+    sock.sendall(HEADER.pack(MAGIC, mode, args.bytes, seed))
+    result: dict[str, object] = {"mode": args.mode, "seed": seed, "start": start_wall}
     if mode == MODE_UPLOAD:
         start = time.monotonic()
-        sent_digest = send_stream(sock, args.seed, args.bytes)
+        sent_digest = send_stream(sock, seed, args.bytes)
         digest, got, secs = REPLY.unpack(recv_exact(sock, REPLY.size))
         secs = secs or time.monotonic() - start
         ok = digest == sent_digest and got == args.bytes
-    else:
+    elif mode == MODE_DOWNLOAD:
         digest, got, secs = receive_stream(sock, args.bytes)
         expected = hashlib.sha256()
-        for chunk in stream(args.seed, args.bytes):
+        for chunk in stream(seed, args.bytes):
             expected.update(chunk)
         ok = digest == expected.digest() and got == args.bytes
+    elif mode == MODE_PHASED:
+        combined = hashlib.sha256()
+        windows = []
+        start = time.monotonic()
+        for phase in range(args.phases):
+            if phase:
+                time.sleep(args.pause_ms / 1000)
+            t0 = time.time()
+            phase_digest = hashlib.sha256()
+            for chunk in stream(seed + phase, args.bytes):
+                phase_digest.update(chunk)
+                sock.sendall(chunk)
+            recv_exact(sock, 1)  # the server has every byte of this phase
+            windows.append([t0, time.time()])
+            combined.update(phase_digest.digest())
+        sock.shutdown(socket.SHUT_WR)
+        digest, got, _ = REPLY.unpack(recv_exact(sock, REPLY.size))
+        secs = time.monotonic() - start
+        ok = digest == combined.digest() and got == args.bytes * args.phases
+        result["phases"] = windows
+    else:
+        payload = bytes(args.bytes)
+        latencies = []
+        for _ in range(args.requests):
+            t0 = time.monotonic()
+            sock.sendall(payload)
+            recv_exact(sock, args.bytes)
+            latencies.append((time.monotonic() - t0) * 1000)
+        latencies.sort()
+        got = args.bytes * args.requests
+        secs = sum(latencies) / 1000
+        ok = True
+        result["latency_ms"] = {
+            "p50": round(latencies[len(latencies) // 2], 3),
+            "p90": round(latencies[int(len(latencies) * 0.9)], 3),
+            "mean": round(sum(latencies) / len(latencies), 3),
+        }
     sock.close()
-    result = {
-        "mode": args.mode,
+    result |= {
+        "end": time.time(),
         "bytes": got,
         "seconds": round(secs, 4),
         "goodput_mbit": round(got * 8 / secs / 1e6, 3) if secs > 0 else 0.0,
         "digest_ok": ok,
     }
-    print(json.dumps(result), flush=True)
+    return result
+
+
+def send(args: argparse.Namespace) -> int:
+    ok = True
+    for i in range(args.count):
+        if i and args.gap_ms:
+            time.sleep(args.gap_ms / 1000)
+        result = transfer(args, args.seed + 1000 * i)
+        ok = ok and bool(result["digest_ok"])
+        print(json.dumps(result), flush=True)
     return 0 if ok else 1
 
 
@@ -186,8 +263,13 @@ def main() -> int:
     c.add_argument("--host", required=True)
     c.add_argument("--port", type=int, required=True)
     c.add_argument("--bytes", type=parse_size, default=parse_size("10M"))
-    c.add_argument("--mode", choices=["upload", "download"], default="upload")
+    c.add_argument("--mode", choices=list(MODES), default="upload")
     c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--count", type=int, default=1, help="connections, one after another")
+    c.add_argument("--gap-ms", type=int, default=100, help="pause between connections")
+    c.add_argument("--phases", type=int, default=2, help="phased mode: chunks per connection")
+    c.add_argument("--pause-ms", type=int, default=1000, help="phased mode: idle time between chunks")
+    c.add_argument("--requests", type=int, default=100, help="rr mode: exchanges per connection")
     c.add_argument("--source", help="local address to bind the first subflow to")
     args = parser.parse_args()
     try:

@@ -25,6 +25,20 @@ IPPROTO_TCP = 6
 TCPOPT_MPTCP = 30
 
 
+MPTCP_SUB_DSS = 2
+DSS_DATA_ACK, DSS_ACK64, DSS_MAPPING, DSS_DSN64 = 0x01, 0x02, 0x04, 0x08
+
+
+@dataclasses.dataclass(frozen=True)
+class DssMapping:
+    """A DSS option's mapping: ``length`` data bytes starting at data
+    sequence ``dsn`` sit at relative subflow sequence ``ssn``."""
+
+    dsn: int
+    ssn: int
+    length: int
+
+
 @dataclasses.dataclass(frozen=True)
 class TcpPacket:
     ts: float
@@ -33,15 +47,40 @@ class TcpPacket:
     sport: int
     dport: int
     flags: int
+    seq: int
     payload_len: int
     mptcp_subtype: int | None  # first MPTCP option's subtype, if any
+    dss: DssMapping | None = None
 
     @property
     def syn(self) -> bool:
         return bool(self.flags & 0x02)
 
+    @property
+    def flow(self) -> tuple[str, int, str, int]:
+        return (self.src, self.sport, self.dst, self.dport)
 
-def _mptcp_subtype(options: bytes) -> int | None:
+
+def _parse_dss(opt: bytes) -> DssMapping | None:
+    """The mapping in a DSS option (RFC 8684, 3.3), if it carries one."""
+    flags = opt[3]
+    if not flags & DSS_MAPPING:
+        return None
+    off = 4
+    if flags & DSS_DATA_ACK:
+        off += 8 if flags & DSS_ACK64 else 4
+    dsn_len = 8 if flags & DSS_DSN64 else 4
+    if len(opt) < off + dsn_len + 6:
+        return None
+    dsn = int.from_bytes(opt[off : off + dsn_len], "big")
+    ssn, length = struct.unpack_from("!IH", opt, off + dsn_len)
+    return DssMapping(dsn, ssn, length)
+
+
+def _mptcp_options(options: bytes) -> tuple[int | None, DssMapping | None]:
+    """First MPTCP option's subtype and the DSS mapping, if any."""
+    subtype: int | None = None
+    dss = None
     i = 0
     while i < len(options):
         kind = options[i]
@@ -55,10 +94,14 @@ def _mptcp_subtype(options: bytes) -> int | None:
         length = options[i + 1]
         if length < 2:
             break
-        if kind == TCPOPT_MPTCP and i + 2 < len(options):
-            return options[i + 2] >> 4
+        if kind == TCPOPT_MPTCP and i + 3 < len(options):
+            sub = options[i + 2] >> 4
+            if subtype is None:
+                subtype = sub
+            if sub == MPTCP_SUB_DSS:
+                dss = _parse_dss(options[i : i + length])
         i += length
-    return None
+    return subtype, dss
 
 
 def read_tcp_packets(path: Path) -> Iterator[TcpPacket]:
@@ -113,9 +156,10 @@ def _parse_frame(ts: float, frame: bytes) -> TcpPacket | None:
         return None
     if len(tcp) < 20:
         return None
-    sport, dport = struct.unpack_from("!HH", tcp, 0)
+    sport, dport, seq = struct.unpack_from("!HHI", tcp, 0)
     doff = (tcp[12] >> 4) * 4
     flags = tcp[13]
+    subtype, dss = _mptcp_options(tcp[20:doff])
     return TcpPacket(
         ts=ts,
         src=src,
@@ -123,6 +167,8 @@ def _parse_frame(ts: float, frame: bytes) -> TcpPacket | None:
         sport=sport,
         dport=dport,
         flags=flags,
+        seq=seq,
         payload_len=max(0, l4_len - doff),
-        mptcp_subtype=_mptcp_subtype(tcp[20:doff]),
+        mptcp_subtype=subtype,
+        dss=dss,
     )

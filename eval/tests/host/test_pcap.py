@@ -12,7 +12,7 @@ from braid_testbed.pcap import read_tcp_packets
 
 def frame_v4(src: bytes, dst: bytes, sport: int, dport: int, payload: int, mptcp: bool) -> bytes:
     opts = bytes([30, 4, 0x20, 0]) if mptcp else b""  # MPTCP option, subtype 2 (DSS)
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, 1, 0, (5 + len(opts) // 4) << 4, 0x18,
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 7, 0, (5 + len(opts) // 4) << 4, 0x18,
                       65535, 0, 0) + opts
     total = 20 + len(tcp) + payload
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0, 64, 6, 0, src, dst)

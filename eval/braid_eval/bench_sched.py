@@ -1,0 +1,117 @@
+"""Benchmark: braid schedulers vs the kernel's ``default``, side by side.
+
+On the standard topology (both ends running the scheduler under test) it
+measures, in one run:
+
+* bulk goodput upstream and downstream (median of ``--runs`` transfers),
+  also as a fraction of the sum of the WAN capacities;
+* 1 KiB request/response latency while a bulk upload loads the WANs.
+
+and prints each braid scheduler's ratio to ``default``. Numbers are whatever
+this machine measures; nothing here asserts a target.
+
+Run inside braid's kernel::
+
+    kernel/vm run -- python3 -m braid_eval.bench_sched --schedulers default hywf
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
+
+from .transfer import BULK_TOOL, BulkServer, measured_transfer
+
+EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
+
+
+def rr_under_load(tb: StandardTestbed, server: BulkServer, requests: int) -> dict[str, float]:
+    """1 KiB request/response latency while a bulk upload runs alongside."""
+    base = ["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
+            "--port", str(server.port)]
+    load = tb.client.popen([*base, "--bytes", "1G", "--mode", "upload"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(2)  # let the load reach steady state
+        out = tb.client.run([*base, "--bytes", "1K", "--mode", "rr",
+                             "--requests", str(requests)], timeout=300).stdout
+    finally:
+        load.kill()
+        load.wait()
+    latency: dict[str, float] = json.loads(out.strip().splitlines()[-1])["latency_ms"]
+    return latency
+
+
+def bench_scheduler(name: str, runs: int, nbytes: int, requests: int) -> dict[str, float]:
+    with StandardTestbed(f"bench-{name}"[:20], wan1=EQUAL_WAN, wan2=EQUAL_WAN) as tb:
+        tb.enable_kernel_pm()
+        tb.set_scheduler(name)
+        out: dict[str, float] = {}
+        with BulkServer(tb) as server:
+            for mode in ("upload", "download"):
+                goodputs = []
+                for i in range(runs):
+                    r = measured_transfer(tb, server, nbytes, mode=mode, seed=i + 1)
+                    if not r.digest_ok:
+                        raise RuntimeError(f"{name} {mode}: checksum mismatch")
+                    goodputs.append(r.goodput_mbit)
+                    print(f"  {name:8} {mode:8} run {i + 1}: {r.goodput_mbit:6.2f} Mbit/s",
+                          flush=True)
+                out[f"{mode}_mbit"] = statistics.median(goodputs)
+                out[f"{mode}_capacity"] = out[f"{mode}_mbit"] / tb.wan_capacity_mbit()
+            lat = rr_under_load(tb, server, requests)
+            out["rr_p50_ms"], out["rr_p90_ms"] = lat["p50"], lat["p90"]
+            print(f"  {name:8} 1 KiB rr under load: p50 {lat['p50']:.1f} ms, "
+                  f"p90 {lat['p90']:.1f} ms", flush=True)
+        return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--schedulers", nargs="+", default=["default", "hywf"],
+                   help="first one is the baseline (default: default hywf)")
+    p.add_argument("--runs", type=int, default=3, help="bulk transfers per direction")
+    p.add_argument("--size", default="8M", help="bytes per bulk transfer")
+    p.add_argument("--requests", type=int, default=200, help="request/response exchanges")
+    p.add_argument("--out", type=Path, default=Path("out/bench-sched.json"))
+    args = p.parse_args()
+    from braid_testbed.bulk import parse_size
+
+    if not kernel_has_netem():
+        print("bench: needs braid's kernel (run through kernel/vm)", file=sys.stderr)
+        return 2
+    results = {}
+    for name in args.schedulers:
+        print(f"bench: scheduler {name}", flush=True)
+        results[name] = bench_scheduler(name, args.runs, parse_size(args.size), args.requests)
+    base = args.schedulers[0]
+    print(f"\nscheduler benchmark: 2 x {EQUAL_WAN.rate_mbit:g} Mbit/s, "
+          f"{EQUAL_WAN.delay_ms:g} ms WANs; both ends run the scheduler")
+    header = f"{'metric':28}" + "".join(f"{n:>10}" for n in args.schedulers)
+    header += "".join(f"{n + '/' + base:>16}" for n in args.schedulers[1:])
+    print(header)
+    rows = [("upload goodput (Mbit/s)", "upload_mbit"),
+            ("  of WAN capacity", "upload_capacity"),
+            ("download goodput (Mbit/s)", "download_mbit"),
+            ("  of WAN capacity", "download_capacity"),
+            ("1 KiB rr p50 under load (ms)", "rr_p50_ms"),
+            ("1 KiB rr p90 under load (ms)", "rr_p90_ms")]
+    for label, key in rows:
+        line = f"{label:28}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers)
+        line += "".join(f"{results[n][key] / results[base][key]:16.2f}"
+                        for n in args.schedulers[1:])
+        print(line)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

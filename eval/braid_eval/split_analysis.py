@@ -1,0 +1,97 @@
+"""What an observer of one WAN can reconstruct of a split MPTCP connection.
+
+MPTCP's DSS option maps every subflow segment to its place in the
+connection's data stream (its data sequence number, DSN). In one WAN's
+capture, segments whose DSNs follow each other without a gap were sent as
+one run on that WAN; a gap means other WANs carried the data in between.
+
+Under HyWF each packet ends its burst with probability 1/ncons and the next
+burst picks this WAN with probability p, so runs seen on the WAN are
+geometric with mean ncons / (1 - p): consecutive bursts on the same WAN
+merge. :func:`pooled_burst_mean` undoes that with the WAN's share f ~ p.
+
+Usage::
+
+    segs = data_segments(packets, port=5201, upload=True)
+    runs = run_lengths(segs)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from braid_testbed.pcap import DssMapping, TcpPacket
+
+SEQ_MOD = 1 << 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    dsn: int
+    length: int
+
+
+def in_window(packets: Iterable[TcpPacket], start: float, end: float) -> list[TcpPacket]:
+    return [p for p in packets if start <= p.ts <= end]
+
+
+def data_segments(packets: Iterable[TcpPacket], port: int, upload: bool) -> list[Segment]:
+    """Data segments towards (upload) or from the server ``port``, with DSNs.
+
+    A segment's DSN comes from the latest DSS mapping of its subflow that
+    covers it; the subflow's initial sequence number comes from its SYN.
+    Segments that cannot be placed (capture started mid-flow) are skipped.
+    """
+    isn: dict[tuple[str, int, str, int], int] = {}
+    mapping: dict[tuple[str, int, str, int], DssMapping] = {}
+    out: list[Segment] = []
+    for p in packets:
+        towards = p.dport == port if upload else p.sport == port
+        if not towards:
+            continue
+        if p.syn:
+            isn[p.flow] = p.seq
+            continue
+        if not p.payload_len:
+            continue
+        if p.dss is not None:
+            mapping[p.flow] = p.dss
+        m, base = mapping.get(p.flow), isn.get(p.flow)
+        if m is None or base is None:
+            continue
+        rel = (p.seq - base) % SEQ_MOD
+        offset = (rel - m.ssn) % SEQ_MOD
+        if offset >= m.length:
+            continue
+        out.append(Segment(m.dsn + offset, p.payload_len))
+    return out
+
+
+def run_lengths(segments: list[Segment]) -> list[int]:
+    """Lengths, in segments, of runs of DSN-contiguous data on one WAN.
+
+    Retransmissions (segments at or below data already seen) are dropped.
+    The first and last runs are left out: the first is sent before the
+    other subflows join, the last is cut short by the end of the transfer.
+    """
+    runs: list[int] = []
+    end = None
+    for seg in sorted(segments, key=lambda s: s.dsn):
+        if end is not None and seg.dsn < end:
+            continue
+        if end is not None and seg.dsn == end:
+            runs[-1] += 1
+        else:
+            runs.append(1)
+        end = seg.dsn + seg.length
+    return runs[1:-1]
+
+
+def pooled_burst_mean(connections: list[tuple[list[int], float]]) -> float:
+    """Estimate HyWF's mean burst length from (runs on one WAN, that WAN's
+    share of the bytes) of several connections: sum (1 - f) * packets / runs.
+    """
+    weighted = sum((1 - share) * sum(runs) for runs, share in connections)
+    count = sum(len(runs) for runs, _ in connections)
+    return weighted / count if count else float("nan")

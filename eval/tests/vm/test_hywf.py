@@ -1,0 +1,172 @@
+"""The hywf scheduler in braid's kernel, on the standard topology with both
+ends (client and proxy) running hywf. Everything is measured from packets
+captured on the WANs."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from scipy import stats
+
+from braid_eval.split_analysis import data_segments, pooled_burst_mean, run_lengths
+from braid_eval.transfer import (
+    BULK_PORT,
+    BulkServer,
+    ConnectionTrace,
+    measured_transfer,
+    read_mib,
+    traced_series,
+)
+from braid_testbed import LinkSpec, StandardTestbed
+
+EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
+CONNECTIONS = 30
+CONN_BYTES = 2 << 20
+NCONS = 20
+ALPHA = 0.01
+
+
+def hywf_testbed(tag: str, **sysctls: int) -> StandardTestbed:
+    tb = StandardTestbed(tag, wan1=EQUAL_WAN, wan2=EQUAL_WAN)
+    tb.up()
+    tb.enable_kernel_pm()
+    tb.set_scheduler("hywf")
+    for node in ("client", "proxy"):
+        for key, value in sysctls.items():
+            tb[node].sysctl(f"net.mptcp.{key}", value)
+    return tb
+
+
+@pytest.fixture(scope="module")
+def series() -> dict[str, list[ConnectionTrace]]:
+    """30 uploads and 30 downloads, each a new connection with its own split."""
+    tb = hywf_testbed(f"hs{os.getpid() % 1000}")
+    try:
+        with BulkServer(tb) as server:
+            return {mode: traced_series(tb, server, CONNECTIONS, CONN_BYTES, mode)
+                    for mode in ("upload", "download")}
+    finally:
+        tb.down()
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_per_connection_split_is_uniform(series: dict[str, list[ConnectionTrace]],
+                                         mode: str) -> None:
+    traces = series[mode]
+    assert len(traces) == CONNECTIONS
+    assert all(t.result["digest_ok"] for t in traces)
+    shares = sorted(t.share(1, BULK_PORT, mode == "upload") for t in traces)
+    print(f"\n{mode}: wan1 share per connection: " + " ".join(f"{s:.2f}" for s in shares))
+    ks = stats.kstest(shares, "uniform")
+    print(f"{mode}: KS against U[0,1]: D={ks.statistic:.3f} p={ks.pvalue:.3f}")
+    assert ks.pvalue > ALPHA
+    # The default scheduler would put ~50% on each equal WAN every time.
+    assert shares[0] < 0.2 and shares[-1] > 0.8
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_burst_length_seen_on_one_wan_has_mean_ncons(series: dict[str, list[ConnectionTrace]],
+                                                      mode: str) -> None:
+    upload = mode == "upload"
+    per_conn = []
+    for t in series[mode]:
+        runs = run_lengths(data_segments(t.packets[1], BULK_PORT, upload))
+        per_conn.append((runs, t.share(1, BULK_PORT, upload)))
+    estimate = pooled_burst_mean(per_conn)
+    nruns = sum(len(r) for r, _ in per_conn)
+    print(f"\n{mode}: {nruns} runs on wan1, burst mean estimate {estimate:.1f} (ncons {NCONS})")
+    assert nruns >= 100
+    assert estimate == pytest.approx(NCONS, rel=0.15)
+
+
+def phase_share_differences(tag: str, idle_ms: int, count: int) -> list[float]:
+    """|wan1 share of phase 1 - of phase 2| for connections that pause 800 ms."""
+    tb = hywf_testbed(tag, hywf_idle_ms=idle_ms)
+    try:
+        with BulkServer(tb) as server:
+            traces = traced_series(tb, server, count, CONN_BYTES, "phased",
+                                   ["--phases", "2", "--pause-ms", "800"])
+    finally:
+        tb.down()
+    diffs = []
+    for t in traces:
+        assert t.result["digest_ok"]
+        shares = []
+        for start, end in t.result["phases"]:  # type: ignore[union-attr]
+            window = ConnectionTrace(t.result, {w: [p for p in pk if start <= p.ts <= end]
+                                                for w, pk in t.packets.items()})
+            shares.append(window.share(1, BULK_PORT, True))
+        diffs.append(abs(shares[0] - shares[1]))
+    return diffs
+
+
+def test_idle_connection_draws_a_new_split(tag: str) -> None:
+    """Pausing longer than hywf_idle_ms changes the split; with a huge
+    hywf_idle_ms the same pause keeps it (the control)."""
+    count = 12
+    redrawn = phase_share_differences(tag, idle_ms=200, count=count)
+    kept = phase_share_differences(tag, idle_ms=60_000, count=count)
+    print(f"\n|share change| after idle, redraw: {sorted(round(d, 2) for d in redrawn)}")
+    print(f"|share change| after idle, control: {sorted(round(d, 2) for d in kept)}")
+    assert max(kept) < 0.25
+    assert stats.mannwhitneyu(redrawn, kept, alternative="greater").pvalue < ALPHA
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
+    tb = hywf_testbed(tag)
+    try:
+        with BulkServer(tb) as server:
+            result: list[object] = []
+            worker = threading.Thread(target=lambda: result.append(
+                measured_transfer(tb, server, 12 << 20, mode=mode, timeout_s=240)))
+            worker.start()
+            time.sleep(1.5)
+            tb.cut_wan(1)
+            worker.join(timeout=300)
+            assert not worker.is_alive(), "transfer did not finish after the cut"
+            fallbacks = {n: read_mib(tb[n].run(["nstat", "-az"]), "MPTcpExtSchedFallback")
+                         for n in ("client", "proxy")}
+        r = result[0]
+        print(f"\n{mode} with wan1 cut at 1.5 s: digest_ok={r.digest_ok} "  # type: ignore[attr-defined]
+              f"wan bytes={r.wan_payload} fallbacks={fallbacks}")  # type: ignore[attr-defined]
+        assert r.digest_ok  # type: ignore[attr-defined]
+        assert r.wan_payload[2] > 0  # type: ignore[attr-defined]
+    finally:
+        tb.down()
+
+
+@pytest.fixture
+def two_namespaces(tag: str) -> Iterator[StandardTestbed]:
+    tb = StandardTestbed(tag, wan1=EQUAL_WAN, wan2=EQUAL_WAN)
+    with tb:
+        yield tb
+
+
+@pytest.mark.parametrize(
+    ("key", "bad"),
+    [("hywf_ncons", "0"), ("hywf_ncons", "10001"), ("hywf_ncons", "-1"), ("hywf_ncons", "abc"),
+     ("hywf_ps_permille", "1001"), ("hywf_idle_ms", "0"), ("hywf_idle_ms", "3600001")],
+)
+def test_invalid_sysctl_is_rejected_and_keeps_old_value(
+        two_namespaces: StandardTestbed, key: str, bad: str) -> None:
+    ns = two_namespaces.client
+    before = ns.run(["sysctl", "-n", f"net.mptcp.{key}"]).stdout.strip()
+    proc = ns.run(["sysctl", "-w", f"net.mptcp.{key}={bad}"], check=False)
+    assert proc.returncode != 0 and "Invalid argument" in proc.stderr
+    assert ns.run(["sysctl", "-n", f"net.mptcp.{key}"]).stdout.strip() == before
+
+
+def test_namespaces_keep_independent_settings(two_namespaces: StandardTestbed) -> None:
+    client, proxy = two_namespaces.client, two_namespaces.proxy
+    client.sysctl("net.mptcp.hywf_ncons", 7)
+    client.sysctl("net.mptcp.hywf_ps_permille", 250)
+    client.sysctl("net.mptcp.scheduler", "hywf")
+    assert client.run(["sysctl", "-n", "net.mptcp.hywf_ncons"]).stdout.strip() == "7"
+    assert proxy.run(["sysctl", "-n", "net.mptcp.hywf_ncons"]).stdout.strip() == "20"
+    assert proxy.run(["sysctl", "-n", "net.mptcp.hywf_ps_permille"]).stdout.strip() == "500"
+    assert proxy.run(["sysctl", "-n", "net.mptcp.scheduler"]).stdout.strip() == "default"
