@@ -3,6 +3,9 @@
 
 PYTHON ?= python3
 export PYTHONPATH := $(CURDIR)/eval:$(CURDIR)/kernel
+# matplotlib's font cache is built once on the host (fast) and reused by the
+# VM, where building it under TCG takes minutes.
+export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 
 .PHONY: deps kernel demo test bench help
 
@@ -20,6 +23,7 @@ kernel: deps
 	@kernel/build
 
 demo: kernel
+	@$(PYTHON) -c 'import matplotlib.pyplot'
 	@kernel/vm run --timeout 900 -- $(PYTHON) -m braid_eval.demo --out out/demo
 
 test: deps

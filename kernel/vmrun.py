@@ -42,7 +42,8 @@ def guest_script(command: list[str], image: KernelImage, cwd: Path) -> str:
     env_exports = "".join(
         f"export {k}={shlex.quote(v)}; "
         for k, v in os.environ.items()
-        if k.startswith("BRAID_") or k in ("PATH", "PYTHONPATH", "HOME", "GOPATH", "GOCACHE")
+        if k.startswith("BRAID_")
+        or k in ("PATH", "PYTHONPATH", "HOME", "GOPATH", "GOCACHE", "MPLCONFIGDIR")
     )
     return (
         f"if ! grep -q {shlex.quote(marker)} /proc/version; then "

@@ -64,6 +64,12 @@ u32 harness_hywf_next_burst(struct hywf_conn *c, u32 ps_permille, u32 ncons,
 	return hywf_next_burst(c, &p, n, now_ms, idle_ms, &rnd, burst_pkts);
 }
 
+bool harness_hywf_keep_burst(struct hywf_conn *c, u32 n, u32 path,
+			     int bytes_left, u32 now_ms, u32 idle_ms)
+{
+	return hywf_keep_burst(c, n, path, bytes_left, now_ms, idle_ms);
+}
+
 u32 harness_hywf_conn_size(void)
 {
 	return sizeof(struct hywf_conn);

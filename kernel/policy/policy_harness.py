@@ -55,6 +55,9 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_hywf_next_burst.argtypes = [
         ctypes.POINTER(HywfConn), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst.restype = u32
+    lib.harness_hywf_keep_burst.argtypes = [
+        ctypes.POINTER(HywfConn), u32, u32, ctypes.c_int, u32, u32]
+    lib.harness_hywf_keep_burst.restype = ctypes.c_bool
     lib.harness_hywf_conn_size.restype = u32
     if lib.harness_hywf_conn_size() != ctypes.sizeof(HywfConn):
         raise RuntimeError("HywfConn mirror does not match struct hywf_conn")

@@ -122,3 +122,19 @@ def test_path_count_change_redraws() -> None:
     assert conn.nr_paths == 2 and conn.draws == 2 and path in (0, 1)
     lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 99, 30, 500, ctypes.byref(burst))
     assert conn.nr_paths == HYWF_MAX_PATHS
+
+
+def test_burst_goes_on_only_while_busy_and_paths_unchanged() -> None:
+    lib = load_harness()
+    burst = ctypes.c_uint32()
+    conn = HywfConn()
+    lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 2, 1000, 500, ctypes.byref(burst))
+    keep = lib.harness_hywf_keep_burst
+    assert keep(ctypes.byref(conn), 2, 0, 1448, 1100, 500)
+    assert conn.last_ms == 1100  # activity recorded
+    assert not keep(ctypes.byref(conn), 2, 0, 0, 1200, 500)  # burst spent
+    assert not keep(ctypes.byref(conn), 3, 0, 1448, 1200, 500)  # a subflow joined
+    assert not keep(ctypes.byref(conn), 2, 2, 1448, 1200, 500)  # its path is gone
+    # Bytes left, but the connection was idle: the next page load must not
+    # inherit the previous burst (and with it the previous split).
+    assert not keep(ctypes.byref(conn), 2, 0, 1448, 1100 + 501, 500)

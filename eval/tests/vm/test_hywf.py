@@ -22,6 +22,7 @@ from braid_eval.transfer import (
     traced_series,
 )
 from braid_testbed import LinkSpec, StandardTestbed
+from braid_testbed.topology import interface_counters
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 CONNECTIONS = 30
@@ -116,6 +117,11 @@ def test_idle_connection_draws_a_new_split(tag: str) -> None:
     assert stats.mannwhitneyu(redrawn, kept, alternative="greater").pvalue < ALPHA
 
 
+def wan1_bytes(tb: StandardTestbed, mode: str) -> int:
+    tx, rx = interface_counters(tb.client, "wan1")
+    return tx if mode == "upload" else rx
+
+
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
     tb = hywf_testbed(tag)
@@ -125,14 +131,17 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
             worker = threading.Thread(target=lambda: result.append(
                 measured_transfer(tb, server, 12 << 20, mode=mode, timeout_s=240)))
             worker.start()
-            time.sleep(1.5)
+            # Cut once the transfer is well under way: 2 MB through wan1.
+            deadline = time.monotonic() + 120
+            while wan1_bytes(tb, mode) < (2 << 20) and time.monotonic() < deadline:
+                time.sleep(0.1)
             tb.cut_wan(1)
             worker.join(timeout=300)
             assert not worker.is_alive(), "transfer did not finish after the cut"
             fallbacks = {n: read_mib(tb[n].run(["nstat", "-az"]), "MPTcpExtSchedFallback")
                          for n in ("client", "proxy")}
         r = result[0]
-        print(f"\n{mode} with wan1 cut at 1.5 s: digest_ok={r.digest_ok} "  # type: ignore[attr-defined]
+        print(f"\n{mode} with wan1 cut after 2 MB: digest_ok={r.digest_ok} "  # type: ignore[attr-defined]
               f"wan bytes={r.wan_payload} fallbacks={fallbacks}")  # type: ignore[attr-defined]
         assert r.digest_ok  # type: ignore[attr-defined]
         assert r.wan_payload[2] > 0  # type: ignore[attr-defined]

@@ -183,6 +183,31 @@ static inline void hywf_note_activity(struct hywf_conn *c, u32 now_ms)
 }
 
 /**
+ * hywf_keep_burst - may the current burst go on?
+ * @c: connection state
+ * @n: number of usable paths now
+ * @path: the burst's path
+ * @bytes_left: what is left of the burst
+ * @now_ms: current time, wrapping milliseconds
+ * @idle_ms: idle gap that starts a new page load
+ *
+ * A burst goes on while it has bytes left and its path is still there;
+ * an idle gap ends it even with bytes left, so that the next page load
+ * starts with a new split rather than the tail of the previous one.
+ *
+ * Return: true if the burst goes on (the activity is then recorded).
+ */
+static inline bool hywf_keep_burst(struct hywf_conn *c, u32 n, u32 path,
+				   int bytes_left, u32 now_ms, u32 idle_ms)
+{
+	if (bytes_left <= 0 || path >= n || n != c->nr_paths ||
+	    hywf_idle_expired(now_ms, c->last_ms, idle_ms))
+		return false;
+	hywf_note_activity(c, now_ms);
+	return true;
+}
+
+/**
  * hywf_next_burst - decide the path and length of the next burst
  * @c: connection state
  * @p: parameters

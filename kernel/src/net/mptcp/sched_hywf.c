@@ -190,7 +190,7 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	struct sock *paths[HYWF_MAX_PATHS];
 	struct sock *backup = NULL;
 	struct hywf_params params;
-	u32 n = 0, pkts;
+	u32 n = 0, now, idle_ms, pkts;
 
 	if (data->reinject)
 		return hywf_schedule(msk, mptcp_subflow_get_retrans(msk), 0);
@@ -215,14 +215,14 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	}
 
 	/* A subflow that left or joined changes n: the core then redraws. */
-	if (msk->snd_burst > 0 && hs->path < n && n == hs->conn.nr_paths) {
-		hywf_note_activity(&hs->conn, hywf_now_ms());
-	} else {
+	now = hywf_now_ms();
+	idle_ms = READ_ONCE(pn->idle_ms);
+	if (!hywf_keep_burst(&hs->conn, n, hs->path, msk->snd_burst, now,
+			     idle_ms)) {
 		params.ps_permille = READ_ONCE(pn->params.ps_permille);
 		params.ncons = READ_ONCE(pn->params.ncons);
-		hs->path = hywf_next_burst(&hs->conn, &params, n, hywf_now_ms(),
-					   READ_ONCE(pn->idle_ms), &hywf_rand,
-					   &pkts);
+		hs->path = hywf_next_burst(&hs->conn, &params, n, now, idle_ms,
+					   &hywf_rand, &pkts);
 		msk->snd_burst = hywf_burst_bytes(paths[hs->path], pkts);
 		hs->waiting = 0;
 	}
