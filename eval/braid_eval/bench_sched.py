@@ -32,6 +32,20 @@ from .transfer import BULK_TOOL, BulkServer, measured_transfer
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 
 
+def split_limited_capacity(share1: float) -> float:
+    """Most a connection can get when a fraction share1 of its bytes must take
+    wan1: min(C1 / s, C2 / (1 - s)), at most C1 + C2. A random split (hywf)
+    gives up capacity by design: for s ~ U[0, 1] on equal WANs the mean is
+    2 ln 2 / 2 = 0.69 of C1 + C2."""
+    c1 = c2 = EQUAL_WAN.rate_mbit or 0.0
+    limits = [c1 + c2]
+    if share1 > 0:
+        limits.append(c1 / share1)
+    if share1 < 1:
+        limits.append(c2 / (1 - share1))
+    return min(limits)
+
+
 def rr_under_load(tb: StandardTestbed, server: BulkServer, requests: int) -> dict[str, float]:
     """1 KiB request/response latency while a bulk upload runs alongside."""
     base = ["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
@@ -56,15 +70,20 @@ def bench_scheduler(name: str, runs: int, nbytes: int, requests: int) -> dict[st
         out: dict[str, float] = {}
         with BulkServer(tb) as server:
             for mode in ("upload", "download"):
-                goodputs = []
+                goodputs, efficiency = [], []
                 for i in range(runs):
                     r = measured_transfer(tb, server, nbytes, mode=mode, seed=i + 1)
                     if not r.digest_ok:
                         raise RuntimeError(f"{name} {mode}: checksum mismatch")
                     goodputs.append(r.goodput_mbit)
-                    print(f"  {name:8} {mode:8} run {i + 1}: {r.goodput_mbit:6.2f} Mbit/s",
+                    share = r.wan_share(1)
+                    allowed = split_limited_capacity(share)
+                    efficiency.append(r.goodput_mbit / allowed)
+                    print(f"  {name:8} {mode:8} run {i + 1}: {r.goodput_mbit:6.2f} Mbit/s, "
+                          f"wan1 share {share:.2f} (the split allows {allowed:.1f} Mbit/s)",
                           flush=True)
                 out[f"{mode}_mbit"] = statistics.median(goodputs)
+                out[f"{mode}_split_eff"] = statistics.median(efficiency)
                 out[f"{mode}_capacity"] = out[f"{mode}_mbit"] / tb.wan_capacity_mbit()
             lat = rr_under_load(tb, server, requests)
             out["rr_p50_ms"], out["rr_p90_ms"] = lat["p50"], lat["p90"]
@@ -77,7 +96,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--schedulers", nargs="+", default=["default", "hywf"],
                    help="first one is the baseline (default: default hywf)")
-    p.add_argument("--runs", type=int, default=3, help="bulk transfers per direction")
+    p.add_argument("--runs", type=int, default=5, help="bulk transfers per direction")
     p.add_argument("--size", default="8M", help="bytes per bulk transfer")
     p.add_argument("--requests", type=int, default=200, help="request/response exchanges")
     p.add_argument("--out", type=Path, default=Path("out/bench-sched.json"))
@@ -99,8 +118,10 @@ def main() -> int:
     print(header)
     rows = [("upload goodput (Mbit/s)", "upload_mbit"),
             ("  of WAN capacity", "upload_capacity"),
+            ("  of what its split allows", "upload_split_eff"),
             ("download goodput (Mbit/s)", "download_mbit"),
             ("  of WAN capacity", "download_capacity"),
+            ("  of what its split allows", "download_split_eff"),
             ("1 KiB rr p50 under load (ms)", "rr_p50_ms"),
             ("1 KiB rr p90 under load (ms)", "rr_p90_ms")]
     for label, key in rows:
