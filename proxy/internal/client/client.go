@@ -19,6 +19,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"braid/proxy/internal/auth"
@@ -339,7 +340,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr) (*upstream, wire.Status, er
 	sh := make([]byte, auth.ServerHelloLen)
 	if _, err := io.ReadFull(raw, sh); err != nil {
 		c.metrics.Counter("upstream_auth_failures").Add(1)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			err = errors.New("server closed the connection during the handshake (wrong key, unknown client id or clock skew?)")
 		}
 		c.log.Error("server handshake failed", "err", err)

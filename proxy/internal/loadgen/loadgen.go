@@ -29,7 +29,7 @@ const (
 	headerLen  = 28
 	trailerLen = 9
 	fastBit    = uint64(1) << 63
-	chunk      = 64 * 1024
+	chunk      = 16 * 1024
 )
 
 var magic = [4]byte{'B', 'L', 'G', '1'}
@@ -247,7 +247,7 @@ type Summary struct {
 	FirstError  string  `json:"first_error,omitempty"`
 	Bytes       int64   `json:"bytes"`
 	ElapsedS    float64 `json:"elapsed_s"`
-	Mbps        float64 `json:"mbit_per_s"`           // all bytes / wall time
+	Mbps        float64 `json:"mbit_per_s"`          // all bytes / wall time
 	XferMbps    float64 `json:"transfer_mbit_per_s"` // per-connection, setup excluded (median)
 	SetupMedMs  float64 `json:"setup_median_ms"`
 	SetupP90Ms  float64 `json:"setup_p90_ms"`

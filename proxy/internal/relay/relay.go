@@ -133,6 +133,13 @@ func copyCounted(dst, src Conn, up bool, ctr Counters, last *atomic.Int64, total
 			return err
 		}
 	}
+	// Framed source: let it write decrypted frames straight out.
+	if wt, ok := src.(io.WriterTo); ok {
+		if _, isTCP := src.(*net.TCPConn); !isTCP {
+			_, err := wt.WriteTo(countingWriter{dst, up, ctr, last, total})
+			return err
+		}
+	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -163,6 +170,22 @@ type countingReader struct {
 
 func (c countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	if n > 0 {
+		account(int64(n), c.up, c.ctr, c.last, c.total)
+	}
+	return n, err
+}
+
+type countingWriter struct {
+	w     io.Writer
+	up    bool
+	ctr   Counters
+	last  *atomic.Int64
+	total *int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
 	if n > 0 {
 		account(int64(n), c.up, c.ctr, c.last, c.total)
 	}

@@ -155,11 +155,11 @@ type Conn struct {
 func NewConn(raw HalfCloser, opener *Opener, sealer *Sealer) *Conn {
 	return &Conn{
 		raw:    raw,
-		br:     bufio.NewReaderSize(raw, 64*1024),
+		// Frame bodies larger than the buffer are read straight into
+		// rbuf, so a small buffer only batches headers with short frames.
+		br:     bufio.NewReaderSize(raw, 4096),
 		opener: opener,
 		sealer: sealer,
-		rbuf:   make([]byte, MaxPayload+TagLen),
-		wbuf:   make([]byte, 0, HeaderLen+MaxPayload+TagLen),
 	}
 }
 
@@ -168,22 +168,57 @@ func (c *Conn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	for len(c.pending) == 0 {
-		if c.rerr != nil {
-			return 0, c.rerr
-		}
-		flags, payload, err := c.opener.ReadFrame(c.br, c.rbuf)
-		if err != nil {
-			c.rerr = err
+		if err := c.nextFrame(); err != nil {
 			return 0, err
-		}
-		c.pending = payload
-		if flags&FlagFIN != 0 {
-			c.rerr = io.EOF
 		}
 	}
 	n := copy(p, c.pending)
 	c.pending = c.pending[n:]
 	return n, nil
+}
+
+// nextFrame reads one frame into pending (caller holds rmu).
+func (c *Conn) nextFrame() error {
+	if c.rerr != nil {
+		return c.rerr
+	}
+	if c.rbuf == nil {
+		c.rbuf = make([]byte, MaxPayload+TagLen)
+	}
+	flags, payload, err := c.opener.ReadFrame(c.br, c.rbuf)
+	if err != nil {
+		c.rerr = err
+		return err
+	}
+	c.pending = payload
+	if flags&FlagFIN != 0 {
+		c.rerr = io.EOF
+	}
+	return nil
+}
+
+// WriteTo writes decrypted frames straight to w (no intermediate buffer)
+// until the peer's FIN; it returns nil at FIN, like io.Copy at EOF.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	var total int64
+	for {
+		if len(c.pending) > 0 {
+			n, err := w.Write(c.pending)
+			total += int64(n)
+			c.pending = c.pending[n:]
+			if err != nil {
+				return total, err
+			}
+		}
+		if err := c.nextFrame(); err != nil {
+			if err == io.EOF {
+				return total, nil
+			}
+			return total, err
+		}
+	}
 }
 
 // Write seals p into as many frames as needed and writes them.
@@ -192,6 +227,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 	defer c.wmu.Unlock()
 	if c.closed {
 		return 0, net.ErrClosed
+	}
+	if c.wbuf == nil {
+		c.wbuf = make([]byte, 0, HeaderLen+MaxPayload+TagLen)
 	}
 	written := 0
 	for len(p) > 0 {
@@ -240,8 +278,7 @@ func (c *Conn) CloseWrite() error {
 		return nil
 	}
 	c.closed = true
-	c.wbuf = c.sealer.Append(c.wbuf[:0], FlagFIN, nil)
-	if _, err := c.raw.Write(c.wbuf); err != nil {
+	if _, err := c.raw.Write(c.sealer.Append(nil, FlagFIN, nil)); err != nil {
 		return err
 	}
 	return c.raw.CloseWrite()
