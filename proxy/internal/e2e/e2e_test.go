@@ -316,7 +316,9 @@ func TestReplayedHandshake(t *testing.T) {
 func TestSOCKSErrors(t *testing.T) {
 	p := startPair(t, opts{})
 	_, port, _ := net.SplitHostPort(p.sink)
-	reply := func(code byte) string { return "\x05\x00\x05" + string([]byte{code}) + "\x00\x01\x00\x00\x00\x00\x00\x00" }
+	reply := func(code byte) string {
+		return "\x05\x00\x05" + string([]byte{code}) + "\x00\x01\x00\x00\x00\x00\x00\x00"
+	}
 	for _, tc := range []struct {
 		name string
 		in   string

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -187,6 +188,11 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	c.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout)))
 
 	ch, err := auth.ReadClientHello(c)
+	if errors.Is(err, io.EOF) {
+		// Closed before sending a byte (port scan, health check).
+		s.metrics.Counter("conns_empty").Add(1)
+		return
+	}
 	if err != nil {
 		reason := "malformed"
 		if errors.Is(err, auth.ErrBadMagic) {

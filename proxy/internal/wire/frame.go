@@ -154,7 +154,7 @@ type Conn struct {
 // NewConn wraps raw with the given directions.
 func NewConn(raw HalfCloser, opener *Opener, sealer *Sealer) *Conn {
 	return &Conn{
-		raw:    raw,
+		raw: raw,
 		// Frame bodies larger than the buffer are read straight into
 		// rbuf, so a small buffer only batches headers with short frames.
 		br:     bufio.NewReaderSize(raw, 4096),
