@@ -86,6 +86,7 @@ func run(args []string) error {
 	c := fs.Int("c", 1, "concurrent connections")
 	verify := fs.Bool("verify", true, "check every byte (false: fast fixed pattern)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "overall time limit")
+	halfClose := fs.Bool("halfclose", true, "shut the write side after the upload and require the server to see EOF")
 	var down, up size = 1 << 20, 0
 	fs.Var(&down, "down", "bytes downloaded per connection (K/M/G suffixes)")
 	fs.Var(&up, "up", "bytes uploaded per connection")
@@ -102,7 +103,7 @@ func run(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	s := loadgen.Run(ctx, dial, *n, *c, uint64(down), uint64(up), *verify)
+	s := loadgen.RunOpts(ctx, dial, *n, *c, uint64(down), uint64(up), loadgen.Options{Verify: *verify, NoHalfClose: !*halfClose})
 	json.NewEncoder(os.Stdout).Encode(s)
 	if s.Failed > 0 {
 		return fmt.Errorf("%d of %d connections failed: %s", s.Failed, s.Conns, s.FirstError)

@@ -178,8 +178,52 @@ func (c *Client) socksError(conn *net.TCPConn, kind string, err error, reply byt
 	}
 }
 
+// pendingDial is a connection to the server being opened while the SOCKS
+// exchange with the application is still going on, so the two overlap.
+type pendingDial struct {
+	done  chan struct{}
+	conn  *net.TCPConn
+	gwID  string
+	err   error
+	taken bool
+}
+
+func (c *Client) startDial(rt *runtimeState) *pendingDial {
+	p := &pendingDial{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		ctx, cancel := context.WithTimeout(c.connCtx, time.Duration(rt.cfg.DialTimeout))
+		defer cancel()
+		p.conn, p.gwID, p.err = c.dial(ctx, rt)
+	}()
+	return p
+}
+
+// wait returns the dialed connection; the caller owns it.
+func (p *pendingDial) wait() (*net.TCPConn, string, error) {
+	<-p.done
+	p.taken = true
+	return p.conn, p.gwID, p.err
+}
+
+// discard closes the connection if nobody took it (in the background, so a
+// failing SOCKS exchange is not delayed by the dial).
+func (p *pendingDial) discard() {
+	if p.taken {
+		return
+	}
+	go func() {
+		<-p.done
+		if p.conn != nil {
+			p.conn.Close()
+		}
+	}()
+}
+
 func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	c.metrics.Counter("socks_conns_total").Add(1)
+	pre := c.startDial(rt)
+	defer pre.discard()
 	conn.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
 	methods, err := socks5.ReadGreeting(conn)
 	if err != nil {
@@ -232,7 +276,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		}
 		return
 	}
-	up, status, err := c.open(rt, req.Dest)
+	up, status, err := c.open(rt, req.Dest, pre)
 	if err != nil || status != wire.StatusOK {
 		if status == wire.StatusOK {
 			status = wire.StatusGeneralFailure
@@ -263,7 +307,7 @@ func (c *Client) handleTransparent(conn *net.TCPConn, rt *runtimeState) {
 		c.log.Warn("connection was not redirected (addressed to the listener itself); closing")
 		return
 	}
-	up, status, err := c.open(rt, dest.FromIP(od))
+	up, status, err := c.open(rt, dest.FromIP(od), nil)
 	if err != nil || status != wire.StatusOK {
 		c.log.Info("upstream refused or failed", "remote", conn.RemoteAddr().String(), "status", status.String(), "err", err)
 		return // the application sees a reset/close, as it would from the far end
@@ -298,10 +342,11 @@ type both struct{ a, b relay.Counters }
 
 func (x both) Add(up bool, n int64) { x.a.Add(up, n); x.b.Add(up, n) }
 
-// open connects to the server, authenticates and names d. The hello and
+// open connects to the server (or takes the connection pre-dialed during
+// the SOCKS exchange), authenticates and names d. The hello and
 // the sealed request go out in the first flight, so the whole exchange
 // costs one round trip after the MPTCP handshake.
-func (c *Client) open(rt *runtimeState, d dest.Addr) (*upstream, wire.Status, error) {
+func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial) (*upstream, wire.Status, error) {
 	cfg := rt.cfg
 	var flags byte
 	if !cfg.Encrypt {
@@ -318,9 +363,12 @@ func (c *Client) open(rt *runtimeState, d dest.Addr) (*upstream, wire.Status, er
 	earlyAEAD, _ := wire.NewAEAD(early)
 	first := wire.NewSealer(earlyAEAD).Append(append([]byte(nil), ch.Raw...), 0, wire.AppendRequest(nil, d))
 
-	ctx, cancel := context.WithTimeout(c.connCtx, time.Duration(cfg.DialTimeout))
-	raw, gwID, err := c.dial(ctx, rt)
-	cancel()
+	t0 := time.Now()
+	if pre == nil {
+		pre = c.startDial(rt)
+	}
+	raw, gwID, err := pre.wait()
+	t1 := time.Now()
 	if err != nil {
 		c.metrics.Counter("upstream_dial_failures").Add(1)
 		return nil, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", cfg.Server, err)
@@ -368,6 +416,10 @@ func (c *Client) open(rt *runtimeState, d dest.Addr) (*upstream, wire.Status, er
 	}
 	raw.SetDeadline(time.Time{})
 	ok = true
+	t2 := time.Now()
+	c.metrics.Counter("setup_count").Add(1)
+	c.metrics.Counter("setup_dial_us_total").Add(t1.Sub(t0).Microseconds())
+	c.metrics.Counter("setup_handshake_us_total").Add(t2.Sub(t1).Microseconds())
 	up := &upstream{conn: raw, gateway: gw, gwID: gwID}
 	if cfg.Encrypt {
 		c2sAEAD, _ := wire.NewAEAD(c2s)

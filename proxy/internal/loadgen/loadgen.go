@@ -3,10 +3,13 @@
 //
 // A client sends a 28-byte header (magic "BLG1", seed, download size,
 // upload size, each uint64 big endian; the top bit of the seed selects the
-// unverified fast pattern), then uploads its bytes and half-closes. The
-// server concurrently sends the download bytes, reads the upload to EOF and
-// checks it, then writes a 9-byte trailer (0 = upload intact, received
-// count) and closes. Both directions are a deterministic ChaCha8 stream of
+// unverified fast pattern, the next one says the client half-closes), then
+// uploads its bytes and, normally, half-closes. The server concurrently
+// sends the download bytes, reads and checks the upload (and then waits for
+// EOF if the client half-closes), then writes a 9-byte trailer (0 = upload
+// intact, received count) and closes. Without half-close the exchange also
+// works through proxies that cannot forward a FIN (the benchmark uses it
+// for every variant so the reference proxy can take part). Both directions are a deterministic ChaCha8 stream of
 // the seed, so either end checks the other byte for byte, and the trailer
 // after the client's half-close proves half-close works end to end.
 package loadgen
@@ -29,6 +32,7 @@ const (
 	headerLen  = 28
 	trailerLen = 9
 	fastBit    = uint64(1) << 63
+	halfBit    = uint64(1) << 62
 	chunk      = 16 * 1024
 )
 
@@ -149,7 +153,13 @@ func handle(c net.Conn) {
 		defer wg.Done()
 		sendErr = sendStream(c, newStream(seed, 'd'), down)
 	}()
-	got, err := checkStream(c, newStream(seed, 'u'), -1, nil)
+	got, err := checkStream(c, newStream(seed, 'u'), int64(up), nil)
+	if err == nil && seed&halfBit != 0 {
+		// The client's FIN must arrive through the proxy.
+		if n, rerr := c.Read(make([]byte, 1)); n != 0 || rerr != io.EOF {
+			err = errors.New("no EOF after upload")
+		}
+	}
 	wg.Wait()
 	if sendErr != nil {
 		return
@@ -174,13 +184,26 @@ type Result struct {
 	Err      error
 }
 
+// Options of a transfer.
+type Options struct {
+	Verify      bool // check every byte (else a fast fixed pattern)
+	NoHalfClose bool // do not shut the write side after the upload
+}
+
 // Transfer runs one exchange over a connection from dial.
 func Transfer(ctx context.Context, dial Dialer, seed, down, up uint64, verify bool) Result {
+	return TransferOpts(ctx, dial, seed, down, up, Options{Verify: verify})
+}
+
+// TransferOpts is Transfer with all options.
+func TransferOpts(ctx context.Context, dial Dialer, seed, down, up uint64, o Options) Result {
 	var res Result
-	if !verify {
+	seed &^= fastBit | halfBit
+	if !o.Verify {
 		seed |= fastBit
-	} else {
-		seed &^= fastBit
+	}
+	if !o.NoHalfClose {
+		seed |= halfBit
 	}
 	start := time.Now()
 	c, err := dial(ctx)
@@ -205,7 +228,7 @@ func Transfer(ctx context.Context, dial Dialer, seed, down, up uint64, verify bo
 	upErr := make(chan error, 1)
 	go func() {
 		err := sendStream(c, newStream(seed, 'u'), up)
-		if err == nil {
+		if err == nil && !o.NoHalfClose {
 			if cw, ok := c.(interface{ CloseWrite() error }); ok {
 				err = cw.CloseWrite()
 			}
@@ -235,8 +258,8 @@ func Transfer(ctx context.Context, dial Dialer, seed, down, up uint64, verify bo
 		res.Err = errors.New("data after trailer")
 		return res
 	}
-	res.Bytes += int64(up)
 	res.Transfer = time.Since(t0)
+	res.Bytes += int64(up)
 	return res
 }
 
@@ -257,6 +280,11 @@ type Summary struct {
 
 // Run performs n transfers with the given concurrency and summarises.
 func Run(ctx context.Context, dial Dialer, n, concurrency int, down, up uint64, verify bool) Summary {
+	return RunOpts(ctx, dial, n, concurrency, down, up, Options{Verify: verify})
+}
+
+// RunOpts is Run with all options.
+func RunOpts(ctx context.Context, dial Dialer, n, concurrency int, down, up uint64, o Options) Summary {
 	results := make([]Result, n)
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
@@ -267,7 +295,7 @@ func Run(ctx context.Context, dial Dialer, n, concurrency int, down, up uint64, 
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = Transfer(ctx, dial, uint64(i)+1, down, up, verify)
+			results[i] = TransferOpts(ctx, dial, uint64(i)+1, down, up, o)
 		}(i)
 	}
 	wg.Wait()

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"braid/proxy/internal/dest"
 	"braid/proxy/internal/socks5"
@@ -35,7 +36,12 @@ func SOCKSDialer(proxy, target, user, pass string) (Dialer, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := socksHandshake(c, req, user, pass); err != nil {
+		if dl, ok := ctx.Deadline(); ok {
+			c.SetDeadline(dl)
+		}
+		err = socksHandshake(c, req, user, pass)
+		c.SetDeadline(time.Time{})
+		if err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -48,13 +54,9 @@ func socksHandshake(c net.Conn, req []byte, user, pass string) error {
 	if user != "" {
 		greet = []byte{5, 1, 2}
 	}
-	// Greeting and request are pipelined when no auth is needed (one
-	// round trip to the local proxy instead of two).
-	out := append([]byte{}, greet...)
-	if user == "" {
-		out = append(out, req...)
-	}
-	if _, err := c.Write(out); err != nil {
+	// No pipelining of greeting and request: not every proxy (microsocks)
+	// accepts it, and curl does not do it either.
+	if _, err := c.Write(greet); err != nil {
 		return err
 	}
 	var m [2]byte
@@ -64,7 +66,11 @@ func socksHandshake(c net.Conn, req []byte, user, pass string) error {
 	if m[1] != greet[2] {
 		return fmt.Errorf("socks method %#x refused", greet[2])
 	}
-	if user != "" {
+	if user == "" {
+		if _, err := c.Write(req); err != nil {
+			return err
+		}
+	} else {
 		up := append([]byte{1, byte(len(user))}, user...)
 		up = append(append(up, byte(len(pass))), pass...)
 		if _, err := c.Write(up); err != nil {
