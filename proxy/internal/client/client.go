@@ -276,6 +276,8 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		}
 		return
 	}
+	// The upstream exchange has its own time limits (dial and handshake).
+	conn.SetDeadline(time.Time{})
 	up, status, err := c.open(rt, req.Dest, pre)
 	if err != nil || status != wire.StatusOK {
 		if status == wire.StatusOK {

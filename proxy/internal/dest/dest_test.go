@@ -52,3 +52,18 @@ func TestValidate(t *testing.T) {
 		t.Errorf("String = %q", s)
 	}
 }
+
+func FuzzCheckName(f *testing.F) {
+	f.Add("example.com.")
+	f.Add("a..b")
+	f.Fuzz(func(t *testing.T, name string) {
+		if CheckName(name) != nil {
+			return
+		}
+		for _, c := range []byte(name) {
+			if c <= ' ' || c >= 0x7f || c == '%' || c == '/' || c == ':' {
+				t.Fatalf("accepted %q with byte %q", name, c)
+			}
+		}
+	})
+}

@@ -62,6 +62,12 @@ type pair struct {
 	cancel     context.CancelFunc
 }
 
+// fastTimeouts shortens handshake timeouts for tests that wait for them.
+var fastTimeouts = opts{
+	serverMut: func(s *config.Server) { s.HandshakeTimeout = config.Duration(time.Second) },
+	clientMut: func(c *config.Client) { c.HandshakeTimeout = config.Duration(time.Second) },
+}
+
 type opts struct {
 	serverMut func(*config.Server)
 	clientMut func(*config.Client)
@@ -94,7 +100,6 @@ func startPair(t *testing.T, o opts) *pair {
 	scfg.Listen = "127.0.0.1:0"
 	scfg.KeyFile = p.keyFile
 	scfg.AllowCIDRs = []string{"127.0.0.1/32"}
-	scfg.HandshakeTimeout = config.Duration(time.Second)
 	if o.serverMut != nil {
 		o.serverMut(scfg)
 	}
@@ -129,7 +134,6 @@ func startPair(t *testing.T, o opts) *pair {
 	ccfg.KeyFile = ckFile
 	ccfg.SOCKSListen = "127.0.0.1:0"
 	ccfg.GatewayStatusFile = filepath.Join(p.dir, "absent.json")
-	ccfg.HandshakeTimeout = config.Duration(time.Second)
 	if o.clientMut != nil {
 		o.clientMut(ccfg)
 	}
@@ -272,7 +276,7 @@ func (p *pair) rawServerN(in []byte, n int) []byte {
 }
 
 func TestServerRefusesUnauthenticated(t *testing.T) {
-	p := startPair(t, opts{})
+	p := startPair(t, fastTimeouts)
 	// Plain SOCKS5 straight at the server (an open-proxy probe), HTTP, junk.
 	for _, probe := range []string{"\x05\x01\x00\x05\x01\x00\x01\x01\x01\x01\x01\x00\x50", "GET / HTTP/1.1\r\n\r\n", "BRD\x01\x00\xffxx", ""} {
 		if out := p.rawServer([]byte(probe)); len(out) != 0 {
@@ -314,7 +318,7 @@ func TestReplayedHandshake(t *testing.T) {
 }
 
 func TestSOCKSErrors(t *testing.T) {
-	p := startPair(t, opts{})
+	p := startPair(t, fastTimeouts)
 	_, port, _ := net.SplitHostPort(p.sink)
 	reply := func(code byte) string {
 		return "\x05\x00\x05" + string([]byte{code}) + "\x00\x01\x00\x00\x00\x00\x00\x00"
@@ -360,7 +364,7 @@ func TestSOCKSErrors(t *testing.T) {
 }
 
 func TestSlowlorisCutByHandshakeTimeout(t *testing.T) {
-	p := startPair(t, opts{})
+	p := startPair(t, fastTimeouts)
 	c, err := net.Dial("tcp", p.socks)
 	if err != nil {
 		t.Fatal(err)
