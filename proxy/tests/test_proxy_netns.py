@@ -109,6 +109,21 @@ def test_1gib_checksummed_over_two_wans(bed):
     print("client tx bytes per WAN:", sent, "result:", res)
     assert all(v > 20 << 20 for v in sent.values()), sent
     assert sum(sent.values()) > 512 << 20
+    # The proxy's own per-subflow accounting (from the kernel) agrees.
+    sf = status(bed, "c", CLIENT_METRICS)["subflows"]
+    print("client per-subflow counters:", sf)
+    assert {CLIENT_W1, CLIENT_W2} <= set(sf), sf
+    assert all(sf[a]["bytes_sent"] > 20 << 20 and sf[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)), sf
+    assert sum(sf[a]["bytes_sent"] for a in sf) >= 512 << 20
+    deadline = time.time() + 5  # the server's relay ends just after the client's
+    while time.time() < deadline:
+        srv = status(bed, "s", SERVER_METRICS)["subflows"]
+        if {CLIENT_W1, CLIENT_W2} <= set(srv) and all(srv[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)):
+            break
+        time.sleep(0.1)
+    print("server per-subflow counters:", srv)
+    assert {CLIENT_W1, CLIENT_W2} <= set(srv), srv
+    assert all(srv[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)), srv
 
 
 def test_abuse_logged_and_server_keeps_serving(bed, tmp_path):

@@ -320,13 +320,16 @@ func (c *Client) handleTransparent(conn *net.TCPConn, rt *runtimeState) {
 
 type upstream struct {
 	conn    relay.Conn
+	raw     *net.TCPConn
 	gateway *metrics.Gateway
 	gwID    string
 }
 
 func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 	c.metrics.Counter("relays_total").Add(1)
-	res := relay.Relay(c.connCtx, local, up.conn, time.Duration(rt.cfg.IdleTimeout), both{up.gateway, total{c.metrics}})
+	sampler := &metrics.SubflowSampler{Conn: up.raw}
+	res := relay.Relay(c.connCtx, local, up.conn, time.Duration(rt.cfg.IdleTimeout), both{up.gateway, total{c.metrics}}, sampler.Sample)
+	sampler.Record(c.metrics, true)
 	c.log.Debug("relay finished", "gateway", up.gwID, "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
 }
 
@@ -422,7 +425,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial) (*upstrea
 	c.metrics.Counter("setup_count").Add(1)
 	c.metrics.Counter("setup_dial_us_total").Add(t1.Sub(t0).Microseconds())
 	c.metrics.Counter("setup_handshake_us_total").Add(t2.Sub(t1).Microseconds())
-	up := &upstream{conn: raw, gateway: gw, gwID: gwID}
+	up := &upstream{conn: raw, raw: raw, gateway: gw, gwID: gwID}
 	if cfg.Encrypt {
 		c2sAEAD, _ := wire.NewAEAD(c2s)
 		up.conn = wire.NewConn(raw, opener, wire.NewSealer(c2sAEAD))

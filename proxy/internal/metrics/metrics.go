@@ -10,12 +10,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"braid/proxy/internal/mptcpinfo"
 )
 
 // Registry holds named counters and per-gateway byte counters.
@@ -24,6 +27,7 @@ type Registry struct {
 	mu       sync.Mutex
 	counters map[string]*atomic.Int64
 	gateways map[string]*Gateway
+	subflows map[string]*Gateway
 	gauges   map[string]func() int64
 }
 
@@ -49,6 +53,7 @@ func New() *Registry {
 		start:    time.Now(),
 		counters: map[string]*atomic.Int64{},
 		gateways: map[string]*Gateway{},
+		subflows: map[string]*Gateway{},
 		gauges:   map[string]func() int64{},
 	}
 }
@@ -85,6 +90,20 @@ func (r *Registry) Gateway(id string) *Gateway {
 	return g
 }
 
+// Subflow returns (creating) the counters for subflows whose own address
+// (client) or peer address (server) is addr: bytes each network carried,
+// read from the kernel when a connection ends.
+func (r *Registry) Subflow(addr string) *Gateway {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.subflows[addr]
+	if !ok {
+		g = new(Gateway)
+		r.subflows[addr] = g
+	}
+	return g
+}
+
 // Snapshot returns all values (for /status and tests).
 func (r *Registry) Snapshot() map[string]any {
 	r.mu.Lock()
@@ -101,6 +120,11 @@ func (r *Registry) Snapshot() map[string]any {
 		gws[id] = map[string]int64{"conns": g.Conns.Load(), "bytes_up": g.Up.Load(), "bytes_down": g.Down.Load(), "race_wins": g.RaceWins.Load()}
 	}
 	out["gateways"] = gws
+	sfs := map[string]map[string]int64{}
+	for addr, g := range r.subflows {
+		sfs[addr] = map[string]int64{"subflows": g.Conns.Load(), "bytes_sent": g.Up.Load(), "bytes_received": g.Down.Load()}
+	}
+	out["subflows"] = sfs
 	out["goroutines"] = int64(runtime.NumGoroutine())
 	out["open_fds"] = openFDs()
 	var ms runtime.MemStats
@@ -131,7 +155,9 @@ func (r *Registry) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		snap := r.Snapshot()
 		gws := snap["gateways"].(map[string]map[string]int64)
+		sfs := snap["subflows"].(map[string]map[string]int64)
 		delete(snap, "gateways")
+		delete(snap, "subflows")
 		keys := make([]string, 0, len(snap))
 		for k := range snap {
 			keys = append(keys, k)
@@ -150,8 +176,64 @@ func (r *Registry) Handler() http.Handler {
 				fmt.Fprintf(w, "braid_proxy_gateway_%s{gateway=%q} %d\n", m, id, gws[id][m])
 			}
 		}
+		addrs := make([]string, 0, len(sfs))
+		for a := range sfs {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		for _, a := range addrs {
+			for _, m := range []string{"subflows", "bytes_sent", "bytes_received"} {
+				fmt.Fprintf(w, "braid_proxy_subflow_%s{addr=%q} %d\n", m, a, sfs[a][m])
+			}
+		}
 	})
 	return mux
+}
+
+// SubflowSampler keeps the largest counters seen per subflow of one MPTCP
+// connection; the kernel forgets a subflow once it closes, so a connection
+// is sampled while it is still up and recorded when it ends.
+type SubflowSampler struct {
+	Conn *net.TCPConn
+	mu   sync.Mutex
+	seen map[[2]netip.AddrPort]mptcpinfo.Subflow
+}
+
+// Sample reads the kernel's per-subflow counters now.
+func (s *SubflowSampler) Sample() {
+	sfs, err := mptcpinfo.Subflows(s.Conn)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[[2]netip.AddrPort]mptcpinfo.Subflow{}
+	}
+	for _, sf := range sfs {
+		k := [2]netip.AddrPort{sf.Local, sf.Remote}
+		old := s.seen[k]
+		sf.BytesAcked = max(sf.BytesAcked, old.BytesAcked)
+		sf.BytesReceived = max(sf.BytesReceived, old.BytesReceived)
+		s.seen[k] = sf
+	}
+}
+
+// Record adds the sampled counters to r, keyed by the local address
+// (local=true, the client's gateway source) or the peer's (the server).
+func (s *SubflowSampler) Record(r *Registry, local bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sf := range s.seen {
+		a := sf.Remote.Addr()
+		if local {
+			a = sf.Local.Addr()
+		}
+		g := r.Subflow(a.String())
+		g.Conns.Add(1)
+		g.Up.Add(int64(sf.BytesAcked))
+		g.Down.Add(int64(sf.BytesReceived))
+	}
 }
 
 // Serve runs the endpoint on addr until ctx ends.

@@ -43,8 +43,11 @@ const step = 256 * 1024
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
 
 // Relay copies a<->b until both directions end. idle > 0 closes the pair
-// when no byte moved in either direction for that long.
-func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters) Result {
+// when no byte moved in either direction for that long. sample, if not nil,
+// runs when each direction ends (before its FIN is forwarded, so the peer
+// cannot have torn the connection down yet) and before the connections are
+// closed: the moments to read socket statistics that closing destroys.
+func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sample func()) Result {
 	var (
 		last     atomic.Int64
 		closeOne sync.Once
@@ -54,6 +57,9 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters) Res
 	closeBoth := func(why string) {
 		closeOne.Do(func() {
 			reason.Store(why)
+			if sample != nil {
+				sample()
+			}
 			a.Close()
 			b.Close()
 		})
@@ -90,6 +96,9 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters) Res
 			errMu.Unlock()
 			closeBoth("error")
 			return
+		}
+		if sample != nil {
+			sample()
 		}
 		if cerr := dst.CloseWrite(); cerr != nil {
 			closeBoth("error")

@@ -45,7 +45,7 @@ func TestRelayHalfClose(t *testing.T) {
 	bOut, far := tcpPair(t)
 	var c ctr
 	done := make(chan Result, 1)
-	go func() { done <- Relay(context.Background(), aIn, bOut, 0, &c) }()
+	go func() { done <- Relay(context.Background(), aIn, bOut, 0, &c, nil) }()
 
 	up := make([]byte, 1<<20)
 	rand.Read(up)
@@ -71,7 +71,7 @@ func TestRelayIdleTimeout(t *testing.T) {
 	_, aIn := tcpPair(t)
 	bOut, _ := tcpPair(t)
 	start := time.Now()
-	res := Relay(context.Background(), aIn, bOut, 100*time.Millisecond, nil)
+	res := Relay(context.Background(), aIn, bOut, 100*time.Millisecond, nil, nil)
 	if res.Reason != "idle timeout" || time.Since(start) > 2*time.Second {
 		t.Fatalf("result %+v after %v", res, time.Since(start))
 	}
@@ -82,7 +82,7 @@ func TestRelayCancel(t *testing.T) {
 	bOut, _ := tcpPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if res := Relay(ctx, aIn, bOut, 0, nil); res.Reason != "shutdown" {
+	if res := Relay(ctx, aIn, bOut, 0, nil, nil); res.Reason != "shutdown" {
 		t.Fatalf("result %+v", res)
 	}
 }

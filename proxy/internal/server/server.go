@@ -283,7 +283,9 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 		clientSide = wire.NewConn(c, wire.NewOpener(c2sAEAD), sealer)
 	}
 	s.metrics.Counter("relays_total").Add(1)
-	res := relay.Relay(s.connCtx, clientSide, destConn, time.Duration(cfg.IdleTimeout), byteCounter{s.metrics})
+	sampler := &metrics.SubflowSampler{Conn: c}
+	res := relay.Relay(s.connCtx, clientSide, destConn, time.Duration(cfg.IdleTimeout), byteCounter{s.metrics}, sampler.Sample)
+	sampler.Record(s.metrics, false)
 	log.Debug("relay finished", "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
 	if res.Err != nil && errors.Is(res.Err, wire.ErrAuth) {
 		s.metrics.Counter("frame_auth_failures").Add(1)
