@@ -28,6 +28,7 @@ import (
 	"braid/proxy/internal/config"
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/server"
+	"braid/proxy/internal/tlsauth"
 )
 
 const usage = `braid-proxy: SOCKS5 / transparent proxy over MPTCP, and its relay server.
@@ -36,6 +37,8 @@ Usage:
   braid-proxy client [-config FILE] [flags]   run on the client box
   braid-proxy server [-config FILE] [flags]   run on the relay (Internet side)
   braid-proxy genkey -id ID [-out FILE]       create a pre-shared key line
+  braid-proxy gencert -name N -cert F -key F  create a self-signed certificate
+                                              for auth tls; prints its pin
   braid-proxy help                            this text
 
 client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
@@ -48,8 +51,8 @@ client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
   -race tries the two best gateways at once and keeps the first.
 
 server: MPTCP listener. Clients authenticate with a pre-shared key (mutual,
-  replay-protected); data is encrypted (AES-256-GCM) unless both sides opt
-  out. Loopback, private, link-local, CGNAT and cloud-metadata destinations
+  replay-protected; data encrypted with AES-256-GCM unless both sides opt
+  out) or, with -auth tls, with mutual TLS 1.3 and pinned certificates. Loopback, private, link-local, CGNAT and cloud-metadata destinations
   are refused unless re-allowed with -allow-cidr; -allow restricts
   destinations to a list.
 
@@ -75,6 +78,8 @@ func main() {
 		err = runServer(args)
 	case "genkey":
 		err = runGenkey(args)
+	case "gencert":
+		err = runGencert(args)
 	case "help", "-h", "--help", "-help":
 		fmt.Print(usage)
 		return
@@ -163,8 +168,23 @@ func run(log *slog.Logger, stopServing context.CancelFunc, r role, grace func() 
 	}
 }
 
+// roleUsage prints the role's summary before its flags.
+func roleUsage(fs *flag.FlagSet, summary string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nFlags (also JSON keys of -config: the flag name with _ for -, except\n-allow-cidr and -allow, which are the lists allow_cidrs and allow_list):\n", summary)
+		fs.PrintDefaults()
+	}
+}
+
 func runServer(args []string) error {
 	fs := flag.NewFlagSet("braid-proxy server", flag.ContinueOnError)
+	roleUsage(fs, `braid-proxy server: MPTCP relay for braid client boxes.
+
+Authenticates every connection (pre-shared key from -key-file, or -auth tls),
+refuses loopback/private/link-local/metadata destinations unless re-allowed
+with -allow-cidr, optionally restricts destinations with -allow, resolves
+names itself, and relays with encryption. SIGHUP reloads keys, policy and
+limits; SIGTERM drains relays for -shutdown-grace, then exits.`)
 	cfg, path, err := config.ParseArgs(fs, args, config.DefaultServer, config.BindServer)
 	if err != nil {
 		return err
@@ -221,6 +241,15 @@ func runServer(args []string) error {
 
 func runClient(args []string) error {
 	fs := flag.NewFlagSet("braid-proxy client", flag.ContinueOnError)
+	roleUsage(fs, `braid-proxy client: SOCKS5 and transparent proxy on the client box.
+
+Each local connection becomes one MPTCP connection to -server, whose first
+subflow leaves through the best gateway in -gateway-status-file (written by
+the gwsteer path manager; absent file = kernel's choice). -race tries the two
+best gateways at once. Transparent mode takes connections redirected by e.g.
+  iptables -t nat -A OUTPUT -p tcp -d 198.51.100.0/24 -j REDIRECT --to-ports 1081
+(never redirect the server's own address). SIGHUP reloads keys, users and
+gateway settings; SIGTERM drains relays, then exits.`)
 	cfg, path, err := config.ParseArgs(fs, args, config.DefaultClient, config.BindClient)
 	if err != nil {
 		return err
@@ -315,4 +344,31 @@ func runGenkey(args []string) error {
 	}
 	_, err := io.WriteString(w, line)
 	return err
+}
+
+func runGencert(args []string) error {
+	fs := flag.NewFlagSet("braid-proxy gencert", flag.ContinueOnError)
+	name := fs.String("name", "", "certificate name (e.g. the client id or the server's host name)")
+	certFile := fs.String("cert", "", "certificate output file (PEM, 0644)")
+	keyFile := fs.String("key", "", "private key output file (PEM, 0600)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || *certFile == "" || *keyFile == "" {
+		return errors.New("-name, -cert and -key are required")
+	}
+	for _, f := range []string{*certFile, *keyFile} {
+		if _, err := os.Stat(f); err == nil {
+			return fmt.Errorf("%s exists; refusing to overwrite", f)
+		}
+	}
+	cert, key, pin, err := tlsauth.Generate(*name)
+	if err != nil {
+		return err
+	}
+	if err := tlsauth.WriteFiles(*certFile, *keyFile, cert, key); err != nil {
+		return err
+	}
+	fmt.Printf("%s %s\n", *name, pin)
+	return nil
 }

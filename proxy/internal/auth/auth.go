@@ -290,6 +290,13 @@ func (c *ReplayCache) Add(nonce [NonceLen]byte, now time.Time) bool {
 	return true
 }
 
+// SetTTL changes how long new nonces are kept (on configuration reload).
+func (c *ReplayCache) SetTTL(ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.TTL = ttl
+}
+
 // Len returns the number of remembered nonces.
 func (c *ReplayCache) Len() int {
 	c.mu.Lock()

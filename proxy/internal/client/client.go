@@ -11,12 +11,14 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -30,6 +32,7 @@ import (
 	"braid/proxy/internal/origdst"
 	"braid/proxy/internal/relay"
 	"braid/proxy/internal/socks5"
+	"braid/proxy/internal/tlsauth"
 	"braid/proxy/internal/wire"
 )
 
@@ -48,7 +51,8 @@ type Client struct {
 type runtimeState struct {
 	cfg      *config.Client
 	id       string
-	key      []byte
+	key      []byte      // auth psk
+	tls      *tls.Config // auth tls
 	users    Users
 	gateways *gwstatus.Watcher
 }
@@ -67,22 +71,40 @@ func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, er
 // Reload applies a new configuration (keys, users, gateways, racing,
 // timeouts); listen addresses are only read at start.
 func (c *Client) Reload(cfg *config.Client) error {
-	keys, err := auth.LoadKeys(cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("client.key_file: %w", err)
-	}
-	id := cfg.ClientID
-	if id == "" {
-		if len(keys) != 1 {
-			return fmt.Errorf("client.client_id: required when the key file holds %d keys", len(keys))
+	var (
+		id     string
+		key    []byte
+		tlsCfg *tls.Config
+		err    error
+	)
+	if cfg.Auth == "tls" {
+		cert, err := tlsauth.LoadCert(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("client.tls_key_file: %w", err)
 		}
-		for k := range keys {
-			id = k
+		if err := tlsauth.CheckPin(strings.ToLower(cfg.TLSServerPin)); err != nil {
+			return fmt.Errorf("client.tls_server_pin: %w", err)
 		}
-	}
-	key, ok := keys[id]
-	if !ok {
-		return fmt.Errorf("client.client_id: %q not found in key file", id)
+		tlsCfg = tlsauth.ClientConfig(cert, cfg.TLSServerPin)
+		id = "tls"
+	} else {
+		keys, err := auth.LoadKeys(cfg.KeyFile)
+		if err != nil {
+			return fmt.Errorf("client.key_file: %w", err)
+		}
+		id = cfg.ClientID
+		if id == "" {
+			if len(keys) != 1 {
+				return fmt.Errorf("client.client_id: required when the key file holds %d keys", len(keys))
+			}
+			for k := range keys {
+				id = k
+			}
+		}
+		var ok bool
+		if key, ok = keys[id]; !ok {
+			return fmt.Errorf("client.client_id: %q not found in key file", id)
+		}
 	}
 	var users Users
 	if cfg.SOCKSUsersFile != "" {
@@ -94,7 +116,7 @@ func (c *Client) Reload(cfg *config.Client) error {
 	if old := c.rt.Load(); old != nil && old.gateways.Path == cfg.GatewayStatusFile {
 		gw = old.gateways
 	}
-	c.rt.Store(&runtimeState{cfg: cfg, id: id, key: key, users: users, gateways: gw})
+	c.rt.Store(&runtimeState{cfg: cfg, id: id, key: key, tls: tlsCfg, users: users, gateways: gw})
 	return nil
 }
 
@@ -353,20 +375,26 @@ func (x both) Add(up bool, n int64) { x.a.Add(up, n); x.b.Add(up, n) }
 // costs one round trip after the MPTCP handshake.
 func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial) (*upstream, wire.Status, error) {
 	cfg := rt.cfg
-	var flags byte
-	if !cfg.Encrypt {
-		flags |= auth.FlagPlaintext
+	var (
+		ch    *auth.ClientHello
+		first []byte
+		err   error
+	)
+	if rt.tls == nil {
+		var flags byte
+		if !cfg.Encrypt {
+			flags |= auth.FlagPlaintext
+		}
+		if ch, err = auth.NewClientHello(rt.id, rt.key, flags, time.Now()); err != nil {
+			return nil, wire.StatusGeneralFailure, err
+		}
+		early, err := auth.EarlyKey(rt.key, ch)
+		if err != nil {
+			return nil, wire.StatusGeneralFailure, err
+		}
+		earlyAEAD, _ := wire.NewAEAD(early)
+		first = wire.NewSealer(earlyAEAD).Append(append([]byte(nil), ch.Raw...), 0, wire.AppendRequest(nil, d))
 	}
-	ch, err := auth.NewClientHello(rt.id, rt.key, flags, time.Now())
-	if err != nil {
-		return nil, wire.StatusGeneralFailure, err
-	}
-	early, err := auth.EarlyKey(rt.key, ch)
-	if err != nil {
-		return nil, wire.StatusGeneralFailure, err
-	}
-	earlyAEAD, _ := wire.NewAEAD(early)
-	first := wire.NewSealer(earlyAEAD).Append(append([]byte(nil), ch.Raw...), 0, wire.AppendRequest(nil, d))
 
 	t0 := time.Now()
 	if pre == nil {
@@ -387,6 +415,18 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial) (*upstrea
 		}
 	}()
 	raw.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout) + time.Duration(cfg.DialTimeout)))
+	if rt.tls != nil {
+		up, status, err := c.openTLS(rt, raw, d)
+		if err == nil && status == wire.StatusOK {
+			ok = true
+			raw.SetDeadline(time.Time{})
+			up.gateway, up.gwID = gw, gwID
+			c.metrics.Counter("setup_count").Add(1)
+			c.metrics.Counter("setup_dial_us_total").Add(t1.Sub(t0).Microseconds())
+			c.metrics.Counter("setup_handshake_us_total").Add(time.Since(t1).Microseconds())
+		}
+		return up, status, err
+	}
 	if _, err := raw.Write(first); err != nil {
 		return nil, wire.StatusGeneralFailure, fmt.Errorf("sending hello: %w", err)
 	}
@@ -431,6 +471,31 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial) (*upstrea
 		up.conn = wire.NewConn(raw, opener, wire.NewSealer(c2sAEAD))
 	}
 	return up, wire.StatusOK, nil
+}
+
+// openTLS authenticates with mutual TLS 1.3 (pinned certificates) over raw
+// and names d: one length byte, then the wire request; the reply is the
+// 2-byte wire reply.
+func (c *Client) openTLS(rt *runtimeState, raw *net.TCPConn, d dest.Addr) (*upstream, wire.Status, error) {
+	tc := tls.Client(raw, rt.tls)
+	if err := tc.Handshake(); err != nil {
+		c.metrics.Counter("upstream_auth_failures").Add(1)
+		c.log.Error("server TLS handshake failed", "err", err)
+		return nil, wire.StatusGeneralFailure, fmt.Errorf("TLS handshake: %w", err)
+	}
+	req := wire.AppendRequest(nil, d)
+	if _, err := tc.Write(append([]byte{byte(len(req))}, req...)); err != nil {
+		return nil, wire.StatusGeneralFailure, fmt.Errorf("sending request: %w", err)
+	}
+	var rep [2]byte
+	if _, err := io.ReadFull(tc, rep[:]); err != nil {
+		return nil, wire.StatusGeneralFailure, fmt.Errorf("reading reply: %w", err)
+	}
+	status, err := wire.ParseReply(rep[:])
+	if err != nil || status != wire.StatusOK {
+		return nil, status, err
+	}
+	return &upstream{conn: tc, raw: raw}, wire.StatusOK, nil
 }
 
 // dial opens the MPTCP connection, binding the first subflow to the best

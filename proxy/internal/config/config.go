@@ -71,6 +71,7 @@ func (d *Duration) Set(s string) error {
 
 // Common holds settings of both roles.
 type Common struct {
+	Auth             string   `json:"auth"`                 // psk (default) or tls
 	MetricsListen    string   `json:"metrics_listen"`       // localhost status endpoint; "" disables
 	AllowPublicStats bool     `json:"allow_public_metrics"` // permit a non-loopback metrics address
 	LogLevel         string   `json:"log_level"`            // debug|info|warn|error
@@ -95,7 +96,10 @@ type Client struct {
 	GatewayStatusFile string   `json:"gateway_status_file"`
 	Race              bool     `json:"race"`
 	RaceDelay         Duration `json:"race_delay"`
-	NoMPTCP           bool     `json:"no_mptcp"` // testing only: plain TCP to the server
+	NoMPTCP           bool     `json:"no_mptcp"`       // testing only: plain TCP to the server
+	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: this client's certificate
+	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
+	TLSServerPin      string   `json:"tls_server_pin"` // auth tls: SHA-256 of the server certificate
 }
 
 // Server is the relay role.
@@ -109,10 +113,14 @@ type Server struct {
 	MaxConnsPerClient int      `json:"max_conns_per_client"`
 	MaxClockSkew      Duration `json:"max_clock_skew"`
 	ResolveTimeout    Duration `json:"resolve_timeout"`
+	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: server certificate
+	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
+	TLSPeersFile      string   `json:"tls_peers_file"` // auth tls: "client-id pin" lines
 }
 
 func defaultCommon(metrics string, maxConns int) Common {
 	return Common{
+		Auth:             "psk",
 		MetricsListen:    metrics,
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -165,6 +173,7 @@ func Decode(data []byte, v any) error {
 
 // BindCommon registers the shared flags.
 func BindCommon(c *Common, fs *flag.FlagSet) {
+	fs.StringVar(&c.Auth, "auth", c.Auth, "authentication: psk (pre-shared key) or tls (mutual TLS 1.3, pinned certificates)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "status/metrics HTTP endpoint (loopback only); empty disables")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
@@ -188,6 +197,9 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
 	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
 	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "auth tls: client certificate (braid-proxy gencert)")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "auth tls: client private key, mode 0600")
+	fs.StringVar(&c.TLSServerPin, "tls-server-pin", c.TLSServerPin, "auth tls: SHA-256 (hex) of the server certificate")
 }
 
 // BindServer registers the server flags on fs, writing into s.
@@ -200,6 +212,9 @@ func BindServer(s *Server, fs *flag.FlagSet) {
 	fs.Var((*listFlag)(&s.AllowList), "allow", "restrict destinations to CIDRs / names / *.suffix (repeatable)")
 	fs.IntVar(&s.MaxConnsPerClient, "max-conns-per-client", s.MaxConnsPerClient, "maximum concurrent connections per client id")
 	fs.Var(&s.MaxClockSkew, "max-clock-skew", "accepted clock difference in hellos")
+	fs.StringVar(&s.TLSCertFile, "tls-cert-file", s.TLSCertFile, "auth tls: server certificate (braid-proxy gencert)")
+	fs.StringVar(&s.TLSKeyFile, "tls-key-file", s.TLSKeyFile, "auth tls: server private key, mode 0600")
+	fs.StringVar(&s.TLSPeersFile, "tls-peers-file", s.TLSPeersFile, "auth tls: file of \"client-id pin\" lines")
 }
 
 type listFlag []string
@@ -302,6 +317,9 @@ func (c *Common) validate(prefix string) error {
 			return ferr(prefix+"metrics_listen", "%q is not a loopback address (set allow_public_metrics to override)", c.MetricsListen)
 		}
 	}
+	if c.Auth != "psk" && c.Auth != "tls" {
+		return ferr(prefix+"auth", "%q is not psk or tls", c.Auth)
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -346,8 +364,19 @@ func (c *Client) Validate() error {
 	if err := validateHostPort("client.server", c.Server, true); err != nil {
 		return err
 	}
-	if c.KeyFile == "" {
-		return ferr("client.key_file", "required")
+	if c.Auth == "psk" && c.KeyFile == "" {
+		return ferr("client.key_file", "required with auth psk")
+	}
+	if c.Auth == "tls" {
+		if c.TLSCertFile == "" || c.TLSKeyFile == "" {
+			return ferr("client.tls_cert_file", "tls_cert_file and tls_key_file are required with auth tls")
+		}
+		if len(c.TLSServerPin) != 64 {
+			return ferr("client.tls_server_pin", "required with auth tls: 64 hex characters (SHA-256 of the server certificate)")
+		}
+		if !c.Encrypt {
+			return ferr("client.encrypt", "TLS always encrypts; encrypt=false only exists with auth psk")
+		}
 	}
 	if c.RaceDelay < 0 {
 		return ferr("client.race_delay", "must not be negative")
@@ -363,8 +392,16 @@ func (s *Server) Validate() error {
 	if err := validateHostPort("server.listen", s.Listen, true); err != nil {
 		return err
 	}
-	if s.KeyFile == "" {
-		return ferr("server.key_file", "required")
+	if s.Auth == "psk" && s.KeyFile == "" {
+		return ferr("server.key_file", "required with auth psk")
+	}
+	if s.Auth == "tls" {
+		if s.TLSCertFile == "" || s.TLSKeyFile == "" {
+			return ferr("server.tls_cert_file", "tls_cert_file and tls_key_file are required with auth tls")
+		}
+		if s.TLSPeersFile == "" {
+			return ferr("server.tls_peers_file", "required with auth tls")
+		}
 	}
 	if s.MaxConnsPerClient < 1 {
 		return ferr("server.max_conns_per_client", "must be at least 1")

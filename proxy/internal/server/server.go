@@ -11,12 +11,14 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +30,7 @@ import (
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/policy"
 	"braid/proxy/internal/relay"
+	"braid/proxy/internal/tlsauth"
 	"braid/proxy/internal/wire"
 )
 
@@ -61,7 +64,9 @@ type Server struct {
 // runtimeState is what a reload replaces atomically.
 type runtimeState struct {
 	cfg      *config.Server
-	verifier *auth.Verifier
+	verifier *auth.Verifier    // auth psk
+	tls      *tls.Config       // auth tls
+	peers    map[string]string // auth tls: pin -> client id
 	policy   *policy.Policy
 }
 
@@ -87,20 +92,34 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 // Reload applies a new configuration (keys, policy, limits, timeouts). The
 // listen address is only read at start.
 func (s *Server) Reload(cfg *config.Server) error {
-	keys, err := auth.LoadKeys(cfg.KeyFile)
-	if err != nil {
-		return fmt.Errorf("server.key_file: %w", err)
-	}
 	pol, err := policy.New(cfg.AllowCIDRs, cfg.AllowList)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.replay.TTL = 2 * time.Duration(cfg.MaxClockSkew)
-	s.rt.Store(&runtimeState{
-		cfg:      cfg,
-		verifier: &auth.Verifier{Keys: keys, MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay},
-		policy:   pol,
-	})
+	rt := &runtimeState{cfg: cfg, policy: pol}
+	switch cfg.Auth {
+	case "tls":
+		cert, err := tlsauth.LoadCert(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("server.tls_key_file: %w", err)
+		}
+		data, err := os.ReadFile(cfg.TLSPeersFile)
+		if err != nil {
+			return fmt.Errorf("server.tls_peers_file: %w", err)
+		}
+		if rt.peers, err = tlsauth.ParsePeers(data); err != nil {
+			return fmt.Errorf("server.tls_peers_file: %w", err)
+		}
+		rt.tls = tlsauth.ServerConfig(cert, rt.peers)
+	default:
+		keys, err := auth.LoadKeys(cfg.KeyFile)
+		if err != nil {
+			return fmt.Errorf("server.key_file: %w", err)
+		}
+		s.replay.SetTTL(2 * time.Duration(cfg.MaxClockSkew))
+		rt.verifier = &auth.Verifier{Keys: keys, MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
+	}
+	s.rt.Store(rt)
 	return nil
 }
 
@@ -181,17 +200,85 @@ func (s *Server) authFailure(remote net.Addr, reason string, err error, id strin
 	}
 }
 
+// session is an authenticated connection whose request has been read.
+type session struct {
+	id        string
+	req       []byte
+	plaintext bool                    // PSK client asked for a plaintext relay
+	reply     func(wire.Status) error // sends the server's answer
+	data      func() relay.Conn       // the stream to relay after a positive answer
+}
+
 func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	defer c.Close()
 	cfg := rt.cfg
 	s.metrics.Counter("conns_total").Add(1)
 	c.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout)))
 
+	var sess *session
+	if rt.tls != nil {
+		sess = s.acceptTLS(c, rt)
+	} else {
+		sess = s.acceptPSK(c, rt)
+	}
+	if sess == nil {
+		return
+	}
+	log := s.log.With("client_id", sess.id, "remote", c.RemoteAddr().String())
+
+	status := wire.StatusOK
+	var destConn *net.TCPConn
+	d, perr := wire.ParseRequest(sess.req)
+	switch {
+	case perr != nil:
+		s.metrics.Counter("bad_requests").Add(1)
+		log.Warn("malformed request", "err", perr)
+		status = wire.StatusGeneralFailure
+	case sess.plaintext && !cfg.AllowPlaintext:
+		s.metrics.Counter("refused_plaintext").Add(1)
+		log.Warn("client asked for a plaintext relay; refused (allow_plaintext is false)")
+		status = wire.StatusNotAllowed
+	case !s.acquire(sess.id, cfg.MaxConnsPerClient):
+		s.metrics.Counter("refused_client_limit").Add(1)
+		log.Warn("per-client connection limit reached", "limit", cfg.MaxConnsPerClient)
+		status = wire.StatusNotAllowed
+	default: // acquire succeeded
+		defer s.release(sess.id)
+		ctx, cancel := context.WithTimeout(s.connCtx, time.Duration(cfg.DialTimeout))
+		destConn, status = s.connect(ctx, rt, d, log)
+		cancel()
+	}
+	if destConn != nil {
+		defer destConn.Close()
+	}
+	if err := sess.reply(status); err != nil {
+		log.Debug("writing reply", "err", err)
+		return
+	}
+	if status != wire.StatusOK {
+		return
+	}
+	c.SetDeadline(time.Time{})
+
+	s.metrics.Counter("relays_total").Add(1)
+	sampler := &metrics.SubflowSampler{Conn: c}
+	res := relay.Relay(s.connCtx, sess.data(), destConn, time.Duration(cfg.IdleTimeout), byteCounter{s.metrics}, sampler.Sample)
+	sampler.Record(s.metrics, false)
+	log.Debug("relay finished", "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
+	if res.Err != nil && errors.Is(res.Err, wire.ErrAuth) {
+		s.metrics.Counter("frame_auth_failures").Add(1)
+		log.Warn("relay frame failed authentication; connection closed")
+	}
+}
+
+// acceptPSK runs the pre-shared-key exchange (see package auth): it
+// verifies the hello and opens the request sealed into the first flight.
+func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState) *session {
 	ch, err := auth.ReadClientHello(c)
 	if errors.Is(err, io.EOF) {
 		// Closed before sending a byte (port scan, health check).
 		s.metrics.Counter("conns_empty").Add(1)
-		return
+		return nil
 	}
 	if err != nil {
 		reason := "malformed"
@@ -199,7 +286,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 			reason = "bad_magic"
 		}
 		s.authFailure(c.RemoteAddr(), reason, err, "")
-		return
+		return nil
 	}
 	key, err := rt.verifier.Verify(ch)
 	if err != nil {
@@ -213,83 +300,83 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 			reason = "unknown_id"
 		}
 		s.authFailure(c.RemoteAddr(), reason, err, ch.ID)
-		return
+		return nil
 	}
 	log := s.log.With("client_id", ch.ID, "remote", c.RemoteAddr().String())
-
 	early, err := auth.EarlyKey(key, ch)
 	if err != nil {
 		log.Error("deriving early key", "err", err)
-		return
+		return nil
 	}
 	earlyAEAD, _ := wire.NewAEAD(early)
-	_, reqBytes, err := wire.NewOpener(earlyAEAD).ReadFrame(c, nil)
+	_, req, err := wire.NewOpener(earlyAEAD).ReadFrame(c, nil)
 	if err != nil {
 		s.metrics.Counter("bad_requests").Add(1)
 		log.Warn("reading request failed", "err", err)
-		return
+		return nil
 	}
-
-	status := wire.StatusOK
-	var destConn *net.TCPConn
-	d, perr := wire.ParseRequest(reqBytes)
-	switch {
-	case perr != nil:
-		s.metrics.Counter("bad_requests").Add(1)
-		log.Warn("malformed request", "err", perr)
-		status = wire.StatusGeneralFailure
-	case ch.Flags&auth.FlagPlaintext != 0 && !cfg.AllowPlaintext:
-		s.metrics.Counter("refused_plaintext").Add(1)
-		log.Warn("client asked for a plaintext relay; refused (allow_plaintext is false)")
-		status = wire.StatusNotAllowed
-	case !s.acquire(ch.ID, cfg.MaxConnsPerClient):
-		s.metrics.Counter("refused_client_limit").Add(1)
-		log.Warn("per-client connection limit reached", "limit", cfg.MaxConnsPerClient)
-		status = wire.StatusNotAllowed
-	default:
-		defer s.release(ch.ID)
-		ctx, cancel := context.WithTimeout(s.connCtx, time.Duration(cfg.DialTimeout))
-		destConn, status = s.connect(ctx, rt, d, log)
-		cancel()
-	}
-	if destConn != nil {
-		defer destConn.Close()
-	}
-
 	sh, ns, err := auth.NewServerHello(key, ch)
 	if err != nil {
 		log.Error("server hello", "err", err)
-		return
+		return nil
 	}
 	c2s, s2c, err := auth.SessionKeys(key, ch, ns)
 	if err != nil {
 		log.Error("session keys", "err", err)
-		return
+		return nil
 	}
 	s2cAEAD, _ := wire.NewAEAD(s2c)
 	sealer := wire.NewSealer(s2cAEAD)
-	if _, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, status))); err != nil {
-		log.Debug("writing reply", "err", err)
-		return
+	plaintext := ch.Flags&auth.FlagPlaintext != 0
+	return &session{
+		id:        ch.ID,
+		req:       req,
+		plaintext: plaintext,
+		reply: func(st wire.Status) error {
+			_, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, st)))
+			return err
+		},
+		data: func() relay.Conn {
+			if plaintext {
+				return c
+			}
+			c2sAEAD, _ := wire.NewAEAD(c2s)
+			return wire.NewConn(c, wire.NewOpener(c2sAEAD), sealer)
+		},
 	}
-	if status != wire.StatusOK {
-		return
-	}
-	c.SetDeadline(time.Time{})
+}
 
-	var clientSide relay.Conn = c
-	if ch.Flags&auth.FlagPlaintext == 0 {
-		c2sAEAD, _ := wire.NewAEAD(c2s)
-		clientSide = wire.NewConn(c, wire.NewOpener(c2sAEAD), sealer)
+// acceptTLS runs mutual TLS 1.3 with pinned certificates, then reads the
+// request (one length byte, then the wire request).
+func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState) *session {
+	tc := tls.Server(c, rt.tls)
+	if err := tc.Handshake(); err != nil {
+		if errors.Is(err, io.EOF) {
+			s.metrics.Counter("conns_empty").Add(1)
+			return nil
+		}
+		s.authFailure(c.RemoteAddr(), "tls", err, "")
+		return nil
 	}
-	s.metrics.Counter("relays_total").Add(1)
-	sampler := &metrics.SubflowSampler{Conn: c}
-	res := relay.Relay(s.connCtx, clientSide, destConn, time.Duration(cfg.IdleTimeout), byteCounter{s.metrics}, sampler.Sample)
-	sampler.Record(s.metrics, false)
-	log.Debug("relay finished", "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
-	if res.Err != nil && errors.Is(res.Err, wire.ErrAuth) {
-		s.metrics.Counter("frame_auth_failures").Add(1)
-		log.Warn("relay frame failed authentication; connection closed")
+	id := tlsauth.PeerID(tc.ConnectionState(), rt.peers)
+	var n [1]byte
+	if _, err := io.ReadFull(tc, n[:]); err != nil {
+		s.metrics.Counter("bad_requests").Add(1)
+		return nil
+	}
+	req := make([]byte, n[0])
+	if _, err := io.ReadFull(tc, req); err != nil {
+		s.metrics.Counter("bad_requests").Add(1)
+		return nil
+	}
+	return &session{
+		id:  id,
+		req: req,
+		reply: func(st wire.Status) error {
+			_, err := tc.Write(wire.AppendReply(nil, st))
+			return err
+		},
+		data: func() relay.Conn { return tc },
 	}
 }
 
