@@ -94,3 +94,41 @@ func FuzzDecodeClient(f *testing.F) {
 		}
 	})
 }
+
+// The shipped examples must stay valid.
+func TestExamplesValidate(t *testing.T) {
+	for name, check := range map[string]func(string) error{
+		"client.json": func(p string) error {
+			c, err := LoadFile(p, DefaultClient)
+			if err != nil {
+				return err
+			}
+			return c.Validate()
+		},
+		"client-tls.json": func(p string) error {
+			c, err := LoadFile(p, DefaultClient)
+			if err != nil {
+				return err
+			}
+			return c.Validate()
+		},
+		"server.json": func(p string) error {
+			s, err := LoadFile(p, DefaultServer)
+			if err != nil {
+				return err
+			}
+			return s.Validate()
+		},
+		"server-tls.json": func(p string) error {
+			s, err := LoadFile(p, DefaultServer)
+			if err != nil {
+				return err
+			}
+			return s.Validate()
+		},
+	} {
+		if err := check(filepath.Join("..", "..", "examples", name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
