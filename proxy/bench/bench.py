@@ -5,7 +5,9 @@ side in one run, plus the effect of racing the first subflow when the best
 gateway is slow. Prints the numbers and the ratios; never a pass/fail.
 
 Topology: proxy/tests/braidnet.py (two veth WANs, no netem on the host, so
-the path RTT is that of veth, ~0.1 ms). The "slow gateway" is emulated with
+the path RTT is that of veth, ~0.1 ms). Throughput is measured twice: on raw
+veth (CPU-bound: every user-space hop competes for the same cores) and with
+each WAN shaped by tbf to --wan-mbit (network-bound, like real access links). The "slow gateway" is emulated with
 SYN loss on WAN1 (nftables, probability --syn-loss): the only impairment this
 host's kernel offers without netem. Rounds are interleaved so background load
 (e.g. a kernel build on the same 2 cores) hits every variant alike.
@@ -47,6 +49,9 @@ def main() -> int:
     ap.add_argument("--setup-conns", type=int, default=300, help="sequential connections per setup-latency variant")
     ap.add_argument("--race-conns", type=int, default=40, help="sequential connections per racing variant")
     ap.add_argument("--syn-loss", type=int, default=50, help="percent of SYNs dropped on the slow gateway (WAN1)")
+    ap.add_argument("--wan-mbit", type=int, default=200,
+                    help="second throughput scenario: each WAN shaped to this rate with tbf (0 skips it)")
+    ap.add_argument("--shaped-bytes", default="128M", help="bytes per run in the shaped scenario")
     ap.add_argument("--json", type=Path, help="also write all results here")
     args = ap.parse_args()
 
@@ -90,15 +95,27 @@ def main() -> int:
         }
         for flags in variants.values():  # warm-up (page cache, ARP, first-use paths)
             loadgen(tb, lg, *flags, "-down", "16M", "-verify=false", "-timeout", "60s")
-        # Throughput: one connection downloading --bytes, interleaved rounds.
-        thr: dict[str, list[float]] = {k: [] for k in variants}
-        for rnd in range(args.rounds):
-            for name, flags in variants.items():
-                r = loadgen(tb, lg, *flags, "-down", args.bytes, "-verify=false", "-timeout", "120s")
-                thr[name].append(r["transfer_mbit_per_s"])
-                print(f"  throughput round {rnd + 1} {name:16s} {r['transfer_mbit_per_s']:8.0f} Mbit/s", flush=True)
-        results["throughput_mbit_per_s"] = {k: statistics.median(v) for k, v in thr.items()}
-        results["throughput_runs"] = thr
+        def throughput(label: str, nbytes: str) -> dict[str, float]:
+            """One connection downloading nbytes per variant, interleaved rounds."""
+            thr: dict[str, list[float]] = {k: [] for k in variants}
+            for rnd in range(args.rounds):
+                for name, flags in variants.items():
+                    r = loadgen(tb, lg, *flags, "-down", nbytes, "-verify=false", "-timeout", "120s")
+                    thr[name].append(r["transfer_mbit_per_s"])
+                    print(f"  {label} round {rnd + 1} {name:16s} {r['transfer_mbit_per_s']:8.0f} Mbit/s", flush=True)
+            results.setdefault("throughput_runs", {})[label] = thr
+            return {k: statistics.median(v) for k, v in thr.items()}
+
+        # Scenario 1: raw veth, CPU-bound (every hop competes for the same cores).
+        results["throughput_mbit_per_s"] = throughput("veth", args.bytes)
+        # Scenario 2: each WAN shaped with tbf in both directions (network-bound).
+        if args.wan_mbit:
+            for role, dev in (("c", "c-w1"), ("c", "c-w2"), ("s", "s-w1"), ("s", "s-w2")):
+                tb.run(role, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{args.wan_mbit}mbit",
+                       "burst", "256kb", "latency", "20ms")
+            results["shaped_throughput_mbit_per_s"] = throughput(f"{args.wan_mbit}M-WANs", args.shaped_bytes)
+            for role, dev in (("c", "c-w1"), ("c", "c-w2"), ("s", "s-w1"), ("s", "s-w2")):
+                tb.run(role, "tc", "qdisc", "del", "dev", dev, "root")
 
         # Setup latency: sequential tiny transfers, interleaved in chunks.
         setup: dict[str, list[float]] = {k: [] for k in ("direct-mptcp", "braid", "microsocks")}
@@ -131,6 +148,12 @@ def main() -> int:
     print(f"{'variant':18s} {'Mbit/s':>9s} {'setup ms':>9s} {'ttfb ms':>9s}")
     for k in variants:
         print(f"{k:18s} {t[k]:9.0f} {s.get(k, float('nan')):9.3f} {f.get(k, float('nan')):9.3f}")
+    if "shaped_throughput_mbit_per_s" in results:
+        st = results["shaped_throughput_mbit_per_s"]
+        print(f"\nshaped WANs: 2 x {args.wan_mbit} Mbit/s (tbf), {args.shaped_bytes} per run")
+        print(f"{'variant':18s} {'Mbit/s':>9s}")
+        for k in variants:
+            print(f"{k:18s} {st[k]:9.0f}")
     overhead = s["braid"] - s["direct-mptcp"]
     ratios = {
         "throughput braid / direct-mptcp": t["braid"] / t["direct-mptcp"],
@@ -139,6 +162,10 @@ def main() -> int:
         "throughput braid-plaintext / microsocks": t["braid-plaintext"] / t["microsocks"],
         "setup braid / microsocks": s["braid"] / s["microsocks"],
     }
+    if "shaped_throughput_mbit_per_s" in results:
+        st = results["shaped_throughput_mbit_per_s"]
+        ratios["shaped: throughput braid / direct-mptcp"] = st["braid"] / st["direct-mptcp"]
+        ratios["shaped: throughput braid / microsocks"] = st["braid"] / st["microsocks"]
     results["ratios"] = ratios
     results["setup_overhead_ms"] = overhead
     print()
