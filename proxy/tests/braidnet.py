@@ -121,6 +121,9 @@ class Testbed:
         veth(s, "s-d", "10.9.0.1/24", d, "d-s", DEST + "/24")
         self.sh("ip", "-n", s, "addr", "add", SERVER_PUBLIC + "/32", "dev", "lo")
         self.run("s", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        # Server-side TCP Fast Open, as the proxy host is provisioned (the
+        # client side, bit 1, is the kernel default).
+        self.run("s", "sysctl", "-qw", "net.ipv4.tcp_fastopen=3")
         # Client: WAN1 by default, WAN2 for traffic sourced from 10.1.2.2.
         for dst in (SERVER_PUBLIC + "/32", "10.9.0.0/24"):
             self.sh("ip", "-n", c, "route", "add", dst, "via", "10.1.1.1", "dev", "c-w1")

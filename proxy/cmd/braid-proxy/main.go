@@ -200,7 +200,7 @@ limits; SIGTERM drains relays for -shutdown-grace, then exits.`)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ln, err := server.Listen(ctx, cfg.Listen)
+	ln, err := server.Listen(ctx, cfg.Listen, log)
 	if err != nil {
 		return err
 	}

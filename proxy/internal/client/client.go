@@ -31,6 +31,7 @@ import (
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/origdst"
 	"braid/proxy/internal/relay"
+	"braid/proxy/internal/sockopt"
 	"braid/proxy/internal/socks5"
 	"braid/proxy/internal/tlsauth"
 	"braid/proxy/internal/wire"
@@ -428,10 +429,15 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial) (*upstrea
 		return up, status, err
 	}
 	if _, err := raw.Write(first); err != nil {
-		return nil, wire.StatusGeneralFailure, fmt.Errorf("sending hello: %w", err)
+		c.metrics.Counter("upstream_dial_failures").Add(1)
+		return nil, wire.StatusNetUnreachable, fmt.Errorf("sending hello to %s: %w", cfg.Server, err)
 	}
 	sh := make([]byte, auth.ServerHelloLen)
 	if _, err := io.ReadFull(raw, sh); err != nil {
+		if isConnectError(err) { // with Fast Open, connect errors surface here
+			c.metrics.Counter("upstream_dial_failures").Add(1)
+			return nil, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", cfg.Server, err)
+		}
 		c.metrics.Counter("upstream_auth_failures").Add(1)
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
 			err = errors.New("server closed the connection during the handshake (wrong key, unknown client id or clock skew?)")
@@ -588,6 +594,16 @@ func (c *Client) race(ctx context.Context, rt *runtimeState, gws []gwstatus.Gate
 
 func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, src netip.Addr) (*net.TCPConn, error) {
 	d := net.Dialer{}
+	// Fast Open makes connect return before the handshake, so it cannot be
+	// combined with racing, which keeps the first completed handshake.
+	if rt.cfg.FastOpen && !rt.cfg.Race {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			if err := sockopt.FastOpenConnect(rc); err != nil {
+				c.metrics.Counter("fast_open_unavailable").Add(1)
+			}
+			return nil
+		}
+	}
 	d.SetMultipathTCP(!rt.cfg.NoMPTCP)
 	if src.IsValid() {
 		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))

@@ -97,6 +97,7 @@ type Client struct {
 	Race              bool     `json:"race"`
 	RaceDelay         Duration `json:"race_delay"`
 	NoMPTCP           bool     `json:"no_mptcp"`       // testing only: plain TCP to the server
+	FastOpen          bool     `json:"fast_open"`      // TCP Fast Open to the server when not racing
 	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: this client's certificate
 	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
 	TLSServerPin      string   `json:"tls_server_pin"` // auth tls: SHA-256 of the server certificate
@@ -138,6 +139,7 @@ func DefaultClient() *Client {
 		Common:            defaultCommon(DefaultClientMetrics, DefaultClientMaxConns),
 		SOCKSListen:       DefaultSOCKSListen,
 		Encrypt:           true,
+		FastOpen:          true,
 		GatewayStatusFile: DefaultGatewayStatusFile,
 	}
 }
@@ -197,6 +199,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
 	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
 	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
+	fs.BoolVar(&c.FastOpen, "fast-open", c.FastOpen, "send the hello in the SYN (TCP Fast Open) when not racing; saves a round trip once the server's cookie is known")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "auth tls: client certificate (braid-proxy gencert)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "auth tls: client private key, mode 0600")
 	fs.StringVar(&c.TLSServerPin, "tls-server-pin", c.TLSServerPin, "auth tls: SHA-256 (hex) of the server certificate")

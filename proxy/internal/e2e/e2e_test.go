@@ -116,7 +116,7 @@ func startPair(t *testing.T, o opts) *pair {
 	p.srv.Resolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("DNS disabled in tests")
 	}}
-	sln, err := server.Listen(ctx, scfg.Listen)
+	sln, err := server.Listen(ctx, scfg.Listen, slog.New(slog.NewTextHandler(p.srvLog, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/policy"
 	"braid/proxy/internal/relay"
+	"braid/proxy/internal/sockopt"
 	"braid/proxy/internal/tlsauth"
 	"braid/proxy/internal/wire"
 )
@@ -123,9 +124,19 @@ func (s *Server) Reload(cfg *config.Server) error {
 	return nil
 }
 
-// Listen opens the MPTCP listener.
-func Listen(ctx context.Context, addr string) (net.Listener, error) {
-	var lc net.ListenConfig
+// Listen opens the MPTCP listener, with TCP Fast Open and deferred accept
+// when the kernel allows them (logged otherwise).
+func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		fo, da := sockopt.Listener(c)
+		if fo != nil || da != nil {
+			log.Warn("TCP Fast Open / deferred accept unavailable on the listener", "fast_open_err", fo, "defer_accept_err", da)
+		}
+		return nil
+	}}
+	if v := sockopt.FastOpenSysctl(); v >= 0 && v&2 == 0 {
+		log.Info("server-side TCP Fast Open is off (sysctl net.ipv4.tcp_fastopen lacks bit 2); connection setup costs one more round trip", "tcp_fastopen", v)
+	}
 	lc.SetMultipathTCP(true)
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
