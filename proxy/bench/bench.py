@@ -20,14 +20,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from braidnet import CLIENT_W1, CLIENT_W2, DEST, SERVER_PUBLIC, Testbed, build_binaries, write_secret  # noqa: E402
+from braidnet import (
+    CLIENT_W1,
+    CLIENT_W2,
+    DEST,
+    SERVER_PUBLIC,
+    Testbed,
+    build_binaries,
+    write_secret,
+)
 
 SINK = f"{DEST}:9000"
 KEY = "bench " + "4b" * 32 + "\n"
@@ -122,7 +129,7 @@ def main() -> int:
         ttfb: dict[str, list[float]] = {k: [] for k in setup}
         chunk = max(1, args.setup_conns // 3)
         for _ in range(3):
-            for name in setup:
+            for name in setup:  # noqa: PLC0206 (appends to two dicts)
                 r = loadgen(tb, lg, *variants[name], "-n", str(chunk), "-down", "1", "-verify=false")
                 setup[name].append(r["setup_median_ms"])
                 ttfb[name].append(r["ttfb_median_ms"])

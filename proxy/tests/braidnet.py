@@ -55,14 +55,14 @@ class Testbed:
     def run(self, role: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         """Run a command inside namespace `role` and wait for it."""
         r = subprocess.run(["ip", "netns", "exec", self.ns(role), *args],
-                           capture_output=True, text=True, timeout=timeout)
+                           capture_output=True, text=True, timeout=timeout, check=False)
         if check and r.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} in {role} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         return r
 
     def spawn(self, role: str, args: list[str], log: Path | None = None, env: dict | None = None) -> subprocess.Popen:
         """Start a background process in `role`; it is stopped on exit."""
-        out = open(log, "w") if log else subprocess.DEVNULL
+        out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (handed to the child)
         p = subprocess.Popen(["ip", "netns", "exec", self.ns(role), *args],
                              stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
                              env={**os.environ, **(env or {})}, start_new_session=True)
@@ -90,7 +90,7 @@ class Testbed:
         raise TimeoutError(f"{host}:{port} not listening in {role}")
 
     # -- topology -----------------------------------------------------------
-    def __enter__(self) -> "Testbed":
+    def __enter__(self) -> Testbed:  # noqa: PYI034
         try:
             self._build()
         except BaseException:
@@ -145,7 +145,7 @@ class Testbed:
                     pass
                 p.wait()
         for role in ("c", "s", "d"):
-            subprocess.run(["ip", "netns", "del", self.ns(role)], capture_output=True)
+            subprocess.run(["ip", "netns", "del", self.ns(role)], capture_output=True, check=False)
         shutil.rmtree(Path("/etc/netns") / self.ns("s"), ignore_errors=True)
 
     # -- observations -------------------------------------------------------

@@ -14,14 +14,21 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from braidnet import (CLIENT_W1, CLIENT_W2, DEST, DEST_NAME, SERVER_PUBLIC,  # noqa: E402
-                      Testbed, build_binaries, write_secret)
+from braidnet import (
+    CLIENT_W1,
+    CLIENT_W2,
+    DEST,
+    DEST_NAME,
+    SERVER_PUBLIC,
+    Testbed,
+    build_binaries,
+    write_secret,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

@@ -242,7 +242,9 @@ func TestWrongKey(t *testing.T) {
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "code 1") {
 		t.Fatalf("wrong key: %v", r.Err)
 	}
-	if p.counter(p.srvM, "auth_failures_bad_mac") != 1 || p.counter(p.clM, "upstream_auth_failures") != 1 {
+	if !waitFor(func() bool {
+		return p.counter(p.srvM, "auth_failures_bad_mac") == 1 && p.counter(p.clM, "upstream_auth_failures") == 1
+	}) {
 		t.Fatalf("counters: %v", p.srvM.Snapshot())
 	}
 	if !strings.Contains(p.srvLog.String(), "authentication failed") || !strings.Contains(p.clLog.String(), "wrong key") {
@@ -283,7 +285,7 @@ func TestServerRefusesUnauthenticated(t *testing.T) {
 			t.Fatalf("server answered an unauthenticated probe %q with %q", probe, out)
 		}
 	}
-	if p.counter(p.srvM, "auth_failures") < 3 {
+	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures") >= 3 }) {
 		t.Fatalf("auth failures not counted: %v", p.srvM.Snapshot())
 	}
 	p.mustWork()
@@ -308,7 +310,7 @@ func TestReplayedHandshake(t *testing.T) {
 	if out := p.rawServer(first); len(out) != 0 {
 		t.Fatalf("replayed hello answered with %d bytes", len(out))
 	}
-	if p.counter(p.srvM, "auth_failures_replay") != 1 {
+	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures_replay") == 1 }) {
 		t.Fatalf("replay not counted: %v", p.srvM.Snapshot())
 	}
 	if !strings.Contains(p.srvLog.String(), "reason=replay") {
@@ -354,7 +356,9 @@ func TestSOCKSErrors(t *testing.T) {
 			}
 		})
 	}
-	if p.counter(p.clM, "socks_errors") < 6 || p.counter(p.srvM, "refused_destinations") < 3 {
+	if !waitFor(func() bool {
+		return p.counter(p.clM, "socks_errors") >= 6 && p.counter(p.srvM, "refused_destinations") >= 3
+	}) {
 		t.Fatalf("errors not counted: client %v server %v", p.clM.Snapshot(), p.srvM.Snapshot())
 	}
 	if !strings.Contains(p.clLog.String(), "SOCKS request rejected") || !strings.Contains(p.srvLog.String(), "destination refused") {

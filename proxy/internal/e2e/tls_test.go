@@ -47,7 +47,7 @@ func TestTLSMode(t *testing.T) {
 	if r := q.transfer(q.sink, 10, 10); r.Err == nil {
 		t.Fatal("unpinned client certificate accepted")
 	}
-	if q.counter(q.srvM, "auth_failures_tls") != 1 {
+	if !waitFor(func() bool { return q.counter(q.srvM, "auth_failures_tls") == 1 }) {
 		t.Fatalf("TLS auth failure not counted: %v", q.srvM.Snapshot())
 	}
 	// A client pinning another server certificate refuses the server.
@@ -57,7 +57,7 @@ func TestTLSMode(t *testing.T) {
 	if res := r.transfer(r.sink, 10, 10); res.Err == nil {
 		t.Fatal("client accepted a server with the wrong pin")
 	}
-	if !strings.Contains(r.clLog.String(), "server TLS handshake failed") {
+	if !waitFor(func() bool { return strings.Contains(r.clLog.String(), "server TLS handshake failed") }) {
 		t.Fatal("pin mismatch not logged")
 	}
 }
