@@ -44,9 +44,12 @@ def loadgen(tb, lg, *args, timeout=300):
     # No half-close: microsocks cannot forward a FIN; the same for all variants.
     r = tb.run("c", str(lg), "run", "-target", SINK, "-halfclose=false", *args, timeout=timeout, check=False)
     try:
-        return json.loads(r.stdout.splitlines()[0])
+        res = json.loads(r.stdout.splitlines()[0])
     except (IndexError, json.JSONDecodeError):
-        raise RuntimeError(f"loadgen failed: {r.stdout}\n{r.stderr}")
+        raise RuntimeError(f"loadgen failed: {r.stdout}\n{r.stderr}") from None
+    if res["failed"]:
+        print(f"  !! {res['failed']} of {res['conns']} connections failed: {res.get('first_error')}", flush=True)
+    return res
 
 
 def main() -> int:
@@ -147,6 +150,10 @@ def main() -> int:
         results["race"] = race
         tb.run("c", "nft", "delete table inet bench")
 
+        results["mptcp_fallbacks"] = {
+            role: tb.run(role, "nstat", "-az", "MPTcpExtMPCapableFallbackACK", "MPTcpExtMPCapableFallbackSYNACK").stdout.split("\n", 1)[1].strip()
+            for role in ("c", "s")}
+
     # ---- report -----------------------------------------------------------
     t, s, f = results["throughput_mbit_per_s"], results["setup_median_ms"], results["ttfb_median_ms"]
     print()
@@ -188,6 +195,7 @@ def main() -> int:
         results["race_median_speedup"] = nr["setup_median_ms"] / rc["setup_median_ms"]
         print(f"  racing cuts median setup time by {results['race_median_speedup']:.1f}x "
               f"(mean {nr['setup_mean_ms'] / max(rc['setup_mean_ms'], 1e-9):.1f}x)")
+    print("MPTCP fallbacks to TCP during the run:", results["mptcp_fallbacks"])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
