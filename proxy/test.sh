@@ -6,6 +6,7 @@
 #   proxy/test.sh                 everything (~3-4 minutes)
 #   FUZZTIME=30s proxy/test.sh    longer fuzzing
 #   SKIP_NETNS=1 proxy/test.sh    no namespace tests
+#   SKIP_RACE=1 proxy/test.sh     no race-detector pass
 set -euo pipefail
 cd "$(dirname "$0")"
 FUZZTIME=${FUZZTIME:-5s}
@@ -23,6 +24,11 @@ go vet ./...
 
 step "go test (unit + loopback end-to-end)"
 go test -count=1 ./...
+
+if [ "${SKIP_RACE:-0}" != 1 ]; then
+    step "go test -race (short mode)"
+    go test -race -short -count=1 ./...
+fi
 
 step "fuzz targets, $FUZZTIME each"
 for pkg in $(go list ./...); do
