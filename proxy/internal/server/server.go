@@ -293,8 +293,12 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState) *session {
 	}
 	if err != nil {
 		reason := "malformed"
-		if errors.Is(err, auth.ErrBadMagic) {
+		var ne net.Error
+		switch {
+		case errors.Is(err, auth.ErrBadMagic):
 			reason = "bad_magic"
+		case errors.As(err, &ne) && ne.Timeout():
+			reason = "handshake_timeout" // slowloris, or a client that never spoke
 		}
 		s.authFailure(c.RemoteAddr(), reason, err, "")
 		return nil
