@@ -1,0 +1,374 @@
+// Command braid-proxy carries users' TCP connections over one MPTCP
+// connection per flow between a client box and a relay on the Internet.
+//
+//	braid-proxy client -config /etc/braid/client.json
+//	braid-proxy server -config /etc/braid/server.json
+//	braid-proxy genkey -id box1 -out /etc/braid/keys
+//
+// Run "braid-proxy help" or "braid-proxy <command> -h" for details.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"braid/proxy/internal/auth"
+	"braid/proxy/internal/client"
+	"braid/proxy/internal/config"
+	"braid/proxy/internal/metrics"
+	"braid/proxy/internal/server"
+	"braid/proxy/internal/tlsauth"
+)
+
+const usage = `braid-proxy: SOCKS5 / transparent proxy over MPTCP, and its relay server.
+
+Usage:
+  braid-proxy client [-config FILE] [flags]   run on the client box
+  braid-proxy server [-config FILE] [flags]   run on the relay (Internet side)
+  braid-proxy genkey -id ID [-out FILE]       create a pre-shared key line
+  braid-proxy gencert -name N -cert F -key F  create a self-signed certificate
+                                              for auth tls; prints its pin
+  braid-proxy help                            this text
+
+client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
+  optional RFC 1929 user/password) and, if transparent_listen is set, for
+  connections redirected by iptables/nftables, e.g.
+      iptables -t nat -A OUTPUT -p tcp -d 198.51.100.0/24 -j REDIRECT --to-ports 1081
+  (exclude the server's own address from such rules). Each connection
+  becomes one MPTCP connection to the server whose first subflow leaves
+  through the gateway the path manager rates best (-gateway-status-file);
+  -race tries the two best gateways at once and keeps the first.
+
+server: MPTCP listener. Clients authenticate with a pre-shared key (mutual,
+  replay-protected; data encrypted with AES-256-GCM unless both sides opt
+  out) or, with -auth tls, with mutual TLS 1.3 and pinned certificates. Loopback, private, link-local, CGNAT and cloud-metadata destinations
+  are refused unless re-allowed with -allow-cidr; -allow restricts
+  destinations to a list.
+
+Both: JSON config file (flags override it; unknown keys are errors),
+  structured logs on stderr (-log-format json for journald/collectors),
+  a status endpoint on localhost (/status JSON, /metrics Prometheus),
+  SIGTERM = graceful shutdown, SIGHUP = reload keys/policy/limits.
+  Secret files (keys, SOCKS users) must not be group/world accessible.
+
+Run "braid-proxy client -h" or "braid-proxy server -h" for every flag.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "client":
+		err = runClient(args)
+	case "server":
+		err = runServer(args)
+	case "genkey":
+		err = runGenkey(args)
+	case "gencert":
+		err = runGencert(args)
+	case "help", "-h", "--help", "-help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "braid-proxy: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "braid-proxy: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level, format string) (*slog.Logger, *slog.LevelVar) {
+	lv := new(slog.LevelVar)
+	setLevel(lv, level)
+	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	return slog.New(h), lv
+}
+
+func setLevel(lv *slog.LevelVar, level string) {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	lv.Set(l)
+}
+
+// sdNotify tells systemd (Type=notify) about state changes; a no-op
+// without NOTIFY_SOCKET.
+func sdNotify(state string) {
+	path := os.Getenv("NOTIFY_SOCKET")
+	if path == "" {
+		return
+	}
+	if path[0] == '@' {
+		path = "\x00" + path[1:]
+	}
+	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	c.Write([]byte(state))
+}
+
+type role interface {
+	Shutdown(grace time.Duration)
+}
+
+// run waits for signals: SIGHUP reloads, SIGTERM/SIGINT stop.
+func run(log *slog.Logger, stopServing context.CancelFunc, r role, grace func() time.Duration, reload func() error, errc <-chan error) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	sdNotify("READY=1")
+	for {
+		select {
+		case err := <-errc:
+			stopServing()
+			r.Shutdown(0)
+			return err
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				sdNotify("RELOADING=1")
+				if err := reload(); err != nil {
+					log.Error("reload failed; keeping the previous configuration", "err", err)
+				} else {
+					log.Info("configuration reloaded")
+				}
+				sdNotify("READY=1")
+				continue
+			}
+			sdNotify("STOPPING=1")
+			log.Info("shutting down", "signal", s.String(), "grace", grace())
+			stopServing()
+			r.Shutdown(grace())
+			log.Info("stopped")
+			return nil
+		}
+	}
+}
+
+// roleUsage prints the role's summary before its flags.
+func roleUsage(fs *flag.FlagSet, summary string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nFlags (also JSON keys of -config: the flag name with _ for -, except\n-allow-cidr and -allow, which are the lists allow_cidrs and allow_list):\n", summary)
+		fs.PrintDefaults()
+	}
+}
+
+func runServer(args []string) error {
+	fs := flag.NewFlagSet("braid-proxy server", flag.ContinueOnError)
+	roleUsage(fs, `braid-proxy server: MPTCP relay for braid client boxes.
+
+Authenticates every connection (pre-shared key from -key-file, or -auth tls),
+refuses loopback/private/link-local/metadata destinations unless re-allowed
+with -allow-cidr, optionally restricts destinations with -allow, resolves
+names itself, and relays with encryption. SIGHUP reloads keys, policy and
+limits; SIGTERM drains relays for -shutdown-grace, then exits.`)
+	cfg, path, err := config.ParseArgs(fs, args, config.DefaultServer, config.BindServer)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
+	m := metrics.New()
+	srv, err := server.New(cfg, log, m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := server.Listen(ctx, cfg.Listen, log)
+	if err != nil {
+		return err
+	}
+	if cfg.MetricsListen != "" {
+		if err := metrics.Serve(ctx, cfg.MetricsListen, m, log); err != nil {
+			return err
+		}
+	}
+	log.Info("server listening (MPTCP)", "addr", ln.Addr().String(), "config", path)
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	errc := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(serveCtx, ln); err != nil {
+			errc <- err
+		}
+	}()
+	current := cfg
+	return run(log, stopServing, srv, func() time.Duration { return time.Duration(current.ShutdownGrace) }, func() error {
+		next, _, err := config.ParseArgs(flag.NewFlagSet("reload", flag.ContinueOnError), args, config.DefaultServer, config.BindServer)
+		if err != nil {
+			return err
+		}
+		if err := next.Validate(); err != nil {
+			return err
+		}
+		if next.Listen != current.Listen || next.MetricsListen != current.MetricsListen {
+			log.Warn("listen addresses changed; they take effect after a restart")
+		}
+		if err := srv.Reload(next); err != nil {
+			return err
+		}
+		setLevel(lv, next.LogLevel)
+		current = next
+		return nil
+	}, errc)
+}
+
+func runClient(args []string) error {
+	fs := flag.NewFlagSet("braid-proxy client", flag.ContinueOnError)
+	roleUsage(fs, `braid-proxy client: SOCKS5 and transparent proxy on the client box.
+
+Each local connection becomes one MPTCP connection to -server, whose first
+subflow leaves through the best gateway in -gateway-status-file (written by
+the gwsteer path manager; absent file = kernel's choice). -race tries the two
+best gateways at once. Transparent mode takes connections redirected by e.g.
+  iptables -t nat -A OUTPUT -p tcp -d 198.51.100.0/24 -j REDIRECT --to-ports 1081
+(never redirect the server's own address). SIGHUP reloads keys, users and
+gateway settings; SIGTERM drains relays, then exits.`)
+	cfg, path, err := config.ParseArgs(fs, args, config.DefaultClient, config.BindClient)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
+	m := metrics.New()
+	cl, err := client.New(cfg, log, m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	errc := make(chan error, 2)
+	if cfg.SOCKSListen != "" {
+		ln, err := client.ListenLocal(ctx, cfg.SOCKSListen)
+		if err != nil {
+			return err
+		}
+		log.Info("SOCKS5 listening", "addr", ln.Addr().String(), "server", cfg.Server, "config", path)
+		go func() {
+			if err := cl.ServeSOCKS(serveCtx, ln); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	if cfg.TransparentListen != "" {
+		ln, err := client.ListenLocal(ctx, cfg.TransparentListen)
+		if err != nil {
+			return err
+		}
+		log.Info("transparent listener up", "addr", ln.Addr().String(), "server", cfg.Server)
+		go func() {
+			if err := cl.ServeTransparent(serveCtx, ln); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	if cfg.MetricsListen != "" {
+		if err := metrics.Serve(ctx, cfg.MetricsListen, m, log); err != nil {
+			return err
+		}
+	}
+	current := cfg
+	return run(log, stopServing, cl, func() time.Duration { return time.Duration(current.ShutdownGrace) }, func() error {
+		next, _, err := config.ParseArgs(flag.NewFlagSet("reload", flag.ContinueOnError), args, config.DefaultClient, config.BindClient)
+		if err != nil {
+			return err
+		}
+		if err := next.Validate(); err != nil {
+			return err
+		}
+		if err := cl.Reload(next); err != nil {
+			return err
+		}
+		setLevel(lv, next.LogLevel)
+		current = next
+		return nil
+	}, errc)
+}
+
+func runGenkey(args []string) error {
+	fs := flag.NewFlagSet("braid-proxy genkey", flag.ContinueOnError)
+	id := fs.String("id", "", "client id (A-Z a-z 0-9 . _ -)")
+	out := fs.String("out", "", "append the line to this file (created mode 0600); default stdout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := auth.CheckID(*id); err != nil {
+		return fmt.Errorf("-id: %w", err)
+	}
+	key := make([]byte, auth.MinKeyLen)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	line := *id + " " + hex.EncodeToString(key) + "\n"
+	var w io.Writer = os.Stdout
+	if *out != "" {
+		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := auth.CheckSecretFileMode(*out); err != nil {
+			return err
+		}
+		w = f
+	}
+	_, err := io.WriteString(w, line)
+	return err
+}
+
+func runGencert(args []string) error {
+	fs := flag.NewFlagSet("braid-proxy gencert", flag.ContinueOnError)
+	name := fs.String("name", "", "certificate name (e.g. the client id or the server's host name)")
+	certFile := fs.String("cert", "", "certificate output file (PEM, 0644)")
+	keyFile := fs.String("key", "", "private key output file (PEM, 0600)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || *certFile == "" || *keyFile == "" {
+		return errors.New("-name, -cert and -key are required")
+	}
+	for _, f := range []string{*certFile, *keyFile} {
+		if _, err := os.Stat(f); err == nil {
+			return fmt.Errorf("%s exists; refusing to overwrite", f)
+		}
+	}
+	cert, key, pin, err := tlsauth.Generate(*name)
+	if err != nil {
+		return err
+	}
+	if err := tlsauth.WriteFiles(*certFile, *keyFile, cert, key); err != nil {
+		return err
+	}
+	fmt.Printf("%s %s\n", *name, pin)
+	return nil
+}

@@ -1,0 +1,3 @@
+module braid/proxy
+
+go 1.26

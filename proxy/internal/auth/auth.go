@@ -1,0 +1,305 @@
+// Package auth implements braid's pre-shared-key mutual authentication
+// between the client box and the relay server, and derives the session keys
+// that encrypt the relay.
+//
+// The exchange costs no round trip beyond the one the first request needs:
+//
+//	client -> server  ClientHello = magic "BRD\x01" | flags | len(id) | id |
+//	                                time (unix ms, 8) | Nc (32) | Mc (32)
+//	                  Mc = HMAC-SHA256(K, "braid-v1 client hello" | all bytes before Mc)
+//	                  then the request, sealed with the early key
+//	server -> client  ServerHello = Ns (32) | Ms (32)
+//	                  Ms = HMAC-SHA256(K, "braid-v1 server hello" | ClientHello | Ns)
+//	                  then the reply, sealed with the server-to-client key
+//
+// The server proves knowledge of K by Ms, which covers the client's fresh
+// nonce; the client proves it by Mc. A recorded ClientHello is refused when
+// its time is outside ±MaxSkew or its nonce is already in the replay cache
+// (entries live 2·MaxSkew, so every hello the clock window accepts is
+// remembered). Keys come from HKDF-SHA256 over K:
+//
+//	early c2s = HKDF(K, salt = Nc,      info = "braid-v1 early c2s" | H(ClientHello))
+//	c2s       = HKDF(K, salt = Nc | Ns, info = "braid-v1 c2s" | H(ClientHello))
+//	s2c       = HKDF(K, salt = Nc | Ns, info = "braid-v1 s2c" | H(ClientHello))
+//
+// The early key protects only the one request frame (like TLS 0-RTT, with
+// the replay cache as its guard); all relay data in both directions uses
+// keys that include the server's nonce.
+package auth
+
+import (
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Wire constants.
+const (
+	NonceLen = 32
+	MACLen   = 32
+	KeyLen   = 32 // AES-256
+
+	// ServerHelloLen is the fixed size of the server hello.
+	ServerHelloLen = NonceLen + MACLen
+
+	// FlagPlaintext asks the server to relay data without encryption after
+	// the authenticated exchange (only honoured if the server allows it).
+	FlagPlaintext = 0x01
+
+	labelClient = "braid-v1 client hello"
+	labelServer = "braid-v1 server hello"
+)
+
+// Magic opens every client hello: "BRD" and protocol version 1.
+var Magic = [4]byte{'B', 'R', 'D', 0x01}
+
+// Errors returned by verification; all mean "not authenticated".
+var (
+	ErrBadMagic   = errors.New("not a braid hello")
+	ErrUnknownID  = errors.New("unknown client id")
+	ErrBadMAC     = errors.New("hello MAC mismatch (wrong key?)")
+	ErrClockSkew  = errors.New("hello time outside allowed clock skew")
+	ErrReplay     = errors.New("replayed hello")
+	ErrMalformed  = errors.New("malformed hello")
+	ErrServerAuth = errors.New("server failed to authenticate (wrong key or not a braid server)")
+)
+
+// ClientHello is the parsed first message of a connection.
+type ClientHello struct {
+	Flags byte
+	ID    string
+	Time  time.Time
+	Nonce [NonceLen]byte
+	MAC   [MACLen]byte
+	Raw   []byte // the encoded message, MAC included
+}
+
+// NewClientHello builds and MACs a hello for id with key.
+func NewClientHello(id string, key []byte, flags byte, now time.Time) (*ClientHello, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	h := &ClientHello{Flags: flags, ID: id, Time: time.UnixMilli(now.UnixMilli())}
+	if _, err := rand.Read(h.Nonce[:]); err != nil {
+		return nil, fmt.Errorf("generating nonce: %w", err)
+	}
+	b := make([]byte, 0, 6+len(id)+8+NonceLen+MACLen)
+	b = append(b, Magic[:]...)
+	b = append(b, flags, byte(len(id)))
+	b = append(b, id...)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.Time.UnixMilli()))
+	b = append(b, h.Nonce[:]...)
+	mac := macOf(key, labelClient, b)
+	copy(h.MAC[:], mac)
+	h.Raw = append(b, mac...)
+	return h, nil
+}
+
+func macOf(key []byte, label string, parts ...[]byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(label))
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+// ReadClientHello reads exactly one hello from r (nothing past it).
+func ReadClientHello(r io.Reader) (*ClientHello, error) {
+	var hdr [6]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("reading hello: %w", err)
+	}
+	if [4]byte(hdr[:4]) != Magic {
+		return nil, ErrBadMagic
+	}
+	idLen := int(hdr[5])
+	if idLen == 0 || idLen > MaxIDLen {
+		return nil, fmt.Errorf("%w: id length %d", ErrMalformed, idLen)
+	}
+	raw := make([]byte, 6+idLen+8+NonceLen+MACLen)
+	copy(raw, hdr[:])
+	if _, err := io.ReadFull(r, raw[6:]); err != nil {
+		return nil, fmt.Errorf("reading hello: %w", err)
+	}
+	return ParseClientHello(raw)
+}
+
+// ParseClientHello decodes a complete hello (exact length).
+func ParseClientHello(raw []byte) (*ClientHello, error) {
+	if len(raw) < 6 || [4]byte(raw[:4]) != Magic {
+		return nil, ErrBadMagic
+	}
+	idLen := int(raw[5])
+	if idLen == 0 || idLen > MaxIDLen || len(raw) != 6+idLen+8+NonceLen+MACLen {
+		return nil, fmt.Errorf("%w: length %d", ErrMalformed, len(raw))
+	}
+	h := &ClientHello{Flags: raw[4], ID: string(raw[6 : 6+idLen]), Raw: raw}
+	if err := CheckID(h.ID); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	p := 6 + idLen
+	h.Time = time.UnixMilli(int64(binary.BigEndian.Uint64(raw[p:])))
+	p += 8
+	copy(h.Nonce[:], raw[p:])
+	p += NonceLen
+	copy(h.MAC[:], raw[p:])
+	return h, nil
+}
+
+// Verifier checks client hellos on the server.
+type Verifier struct {
+	Keys    Keys
+	MaxSkew time.Duration
+	Replay  *ReplayCache
+	Now     func() time.Time // for tests; nil means time.Now
+}
+
+// Verify authenticates h and records its nonce. It returns the client's key.
+func (v *Verifier) Verify(h *ClientHello) ([]byte, error) {
+	key, ok := v.Keys[h.ID]
+	if !ok {
+		// Spend the same time as a MAC check so ids cannot be probed by timing.
+		macOf(make([]byte, KeyLen), labelClient, h.Raw[:len(h.Raw)-MACLen])
+		return nil, ErrUnknownID
+	}
+	want := macOf(key, labelClient, h.Raw[:len(h.Raw)-MACLen])
+	if !hmac.Equal(want, h.MAC[:]) {
+		return nil, ErrBadMAC
+	}
+	now := time.Now()
+	if v.Now != nil {
+		now = v.Now()
+	}
+	if d := now.Sub(h.Time); d > v.MaxSkew || d < -v.MaxSkew {
+		return nil, fmt.Errorf("%w: %v", ErrClockSkew, d.Round(time.Millisecond))
+	}
+	if !v.Replay.Add(h.Nonce, now) {
+		return nil, ErrReplay
+	}
+	return key, nil
+}
+
+// Session holds the derived keys of one connection.
+type Session struct {
+	EarlyC2S, C2S, S2C [KeyLen]byte
+}
+
+// NewServerHello picks the server nonce and MACs it over the client hello.
+func NewServerHello(key []byte, ch *ClientHello) ([]byte, [NonceLen]byte, error) {
+	var ns [NonceLen]byte
+	if _, err := rand.Read(ns[:]); err != nil {
+		return nil, ns, fmt.Errorf("generating nonce: %w", err)
+	}
+	out := make([]byte, 0, ServerHelloLen)
+	out = append(out, ns[:]...)
+	out = append(out, macOf(key, labelServer, ch.Raw, ns[:])...)
+	return out, ns, nil
+}
+
+// CheckServerHello verifies the server's proof and returns its nonce.
+func CheckServerHello(key []byte, ch *ClientHello, sh []byte) ([NonceLen]byte, error) {
+	var ns [NonceLen]byte
+	if len(sh) != ServerHelloLen {
+		return ns, ErrServerAuth
+	}
+	copy(ns[:], sh)
+	if !hmac.Equal(macOf(key, labelServer, ch.Raw, ns[:]), sh[NonceLen:]) {
+		return ns, ErrServerAuth
+	}
+	return ns, nil
+}
+
+// EarlyKey derives the key for the request sealed into the first flight.
+func EarlyKey(key []byte, ch *ClientHello) ([KeyLen]byte, error) {
+	th := sha256.Sum256(ch.Raw)
+	return derive(key, ch.Nonce[:], "braid-v1 early c2s", th[:])
+}
+
+// SessionKeys derives the relay keys once both nonces are known.
+func SessionKeys(key []byte, ch *ClientHello, ns [NonceLen]byte) (c2s, s2c [KeyLen]byte, err error) {
+	th := sha256.Sum256(ch.Raw)
+	salt := append(append([]byte{}, ch.Nonce[:]...), ns[:]...)
+	if c2s, err = derive(key, salt, "braid-v1 c2s", th[:]); err != nil {
+		return
+	}
+	s2c, err = derive(key, salt, "braid-v1 s2c", th[:])
+	return
+}
+
+func derive(key, salt []byte, label string, th []byte) ([KeyLen]byte, error) {
+	var out [KeyLen]byte
+	b, err := hkdf.Key(sha256.New, key, salt, label+string(th), KeyLen)
+	if err != nil {
+		return out, fmt.Errorf("deriving %s key: %w", label, err)
+	}
+	copy(out[:], b)
+	return out, nil
+}
+
+// ReplayCache remembers the nonces of accepted hellos for TTL. It is bounded
+// by Max entries; when full it refuses new hellos (fail closed) rather than
+// forgetting nonces that may still be replayed.
+type ReplayCache struct {
+	TTL time.Duration
+	Max int
+
+	mu    sync.Mutex
+	seen  map[[NonceLen]byte]struct{}
+	order []replayEntry // insertion order = expiry order
+	head  int
+}
+
+type replayEntry struct {
+	nonce   [NonceLen]byte
+	expires time.Time
+}
+
+// NewReplayCache returns a cache that keeps nonces for ttl.
+func NewReplayCache(ttl time.Duration, max int) *ReplayCache {
+	return &ReplayCache{TTL: ttl, Max: max, seen: map[[NonceLen]byte]struct{}{}}
+}
+
+// Add records nonce and reports whether it was new.
+func (c *ReplayCache) Add(nonce [NonceLen]byte, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.head < len(c.order) && now.After(c.order[c.head].expires) {
+		delete(c.seen, c.order[c.head].nonce)
+		c.head++
+	}
+	if c.head > 1024 && c.head*2 > len(c.order) {
+		c.order = append(c.order[:0:0], c.order[c.head:]...)
+		c.head = 0
+	}
+	if _, dup := c.seen[nonce]; dup {
+		return false
+	}
+	if c.Max > 0 && len(c.seen) >= c.Max {
+		return false
+	}
+	c.seen[nonce] = struct{}{}
+	c.order = append(c.order, replayEntry{nonce, now.Add(c.TTL)})
+	return true
+}
+
+// SetTTL changes how long new nonces are kept (on configuration reload).
+func (c *ReplayCache) SetTTL(ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.TTL = ttl
+}
+
+// Len returns the number of remembered nonces.
+func (c *ReplayCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}

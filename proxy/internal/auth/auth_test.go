@@ -1,0 +1,177 @@
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testKey = bytes.Repeat([]byte{7}, 32)
+
+func newVerifier(now time.Time) *Verifier {
+	return &Verifier{
+		Keys:    Keys{"box1": testKey},
+		MaxSkew: 30 * time.Second,
+		Replay:  NewReplayCache(time.Minute, 1000),
+		Now:     func() time.Time { return now },
+	}
+}
+
+func TestHandshakeRoundTrip(t *testing.T) {
+	now := time.Now()
+	ch, err := NewClientHello("box1", testKey, FlagPlaintext, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadClientHello(bytes.NewReader(ch.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "box1" || got.Flags != FlagPlaintext || got.Nonce != ch.Nonce {
+		t.Fatalf("parsed %+v", got)
+	}
+	v := newVerifier(now)
+	key, err := v.Verify(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, ns, err := NewServerHello(key, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns2, err := CheckServerHello(testKey, ch, sh)
+	if err != nil || ns2 != ns {
+		t.Fatalf("server hello: %v", err)
+	}
+	c1, s1, _ := SessionKeys(key, got, ns)
+	c2, s2, _ := SessionKeys(testKey, ch, ns2)
+	e1, _ := EarlyKey(key, got)
+	e2, _ := EarlyKey(testKey, ch)
+	if c1 != c2 || s1 != s2 || e1 != e2 || c1 == s1 || e1 == c1 {
+		t.Fatal("key derivation mismatch")
+	}
+}
+
+func TestVerifyFailures(t *testing.T) {
+	now := time.Now()
+	good, _ := NewClientHello("box1", testKey, 0, now)
+	wrongKey, _ := NewClientHello("box1", bytes.Repeat([]byte{8}, 32), 0, now)
+	unknown, _ := NewClientHello("box2", testKey, 0, now)
+	old, _ := NewClientHello("box1", testKey, 0, now.Add(-time.Minute))
+	future, _ := NewClientHello("box1", testKey, 0, now.Add(time.Minute))
+	tampered, _ := NewClientHello("box1", testKey, 0, now)
+	tampered.Raw[4] ^= FlagPlaintext
+	tampered, _ = ParseClientHello(tampered.Raw)
+
+	v := newVerifier(now)
+	if _, err := v.Verify(good); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		h    *ClientHello
+		want error
+	}{
+		{"replay", good, ErrReplay},
+		{"wrong key", wrongKey, ErrBadMAC},
+		{"unknown id", unknown, ErrUnknownID},
+		{"old", old, ErrClockSkew},
+		{"future", future, ErrClockSkew},
+		{"tampered flags", tampered, ErrBadMAC},
+	} {
+		if _, err := v.Verify(tc.h); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestServerHelloWrongKey(t *testing.T) {
+	ch, _ := NewClientHello("box1", testKey, 0, time.Now())
+	sh, _, _ := NewServerHello(bytes.Repeat([]byte{9}, 32), ch)
+	if _, err := CheckServerHello(testKey, ch, sh); !errors.Is(err, ErrServerAuth) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestReplayCacheExpiryAndBound(t *testing.T) {
+	c := NewReplayCache(time.Second, 2)
+	t0 := time.Unix(1000, 0)
+	n := func(b byte) (x [NonceLen]byte) { x[0] = b; return }
+	if !c.Add(n(1), t0) || !c.Add(n(2), t0) {
+		t.Fatal("fresh nonces refused")
+	}
+	if c.Add(n(3), t0) {
+		t.Fatal("cache over its bound accepted a nonce")
+	}
+	if c.Add(n(1), t0.Add(500*time.Millisecond)) {
+		t.Fatal("replay accepted")
+	}
+	if !c.Add(n(3), t0.Add(2*time.Second)) || c.Len() != 1 {
+		t.Fatalf("expiry did not free entries: len %d", c.Len())
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	hexKey := strings.Repeat("ab", 32)
+	keys, err := ParseKeys([]byte("# comment\nbox1 " + hexKey + "\n\nbox2 " + "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=" + "\n"))
+	if err != nil || len(keys) != 2 || len(keys["box2"]) != 32 {
+		t.Fatalf("keys %v err %v", len(keys), err)
+	}
+	for _, bad := range []string{"", "box1", "box1 abcd", "bad/id " + hexKey, "a " + hexKey + "\na " + hexKey, "x " + hexKey + " extra"} {
+		if _, err := ParseKeys([]byte(bad)); err == nil {
+			t.Errorf("ParseKeys(%q) accepted", bad)
+		} else if strings.Contains(err.Error(), hexKey) {
+			t.Errorf("error leaks key material: %v", err)
+		}
+	}
+}
+
+func TestLoadKeysModeCheck(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(p, []byte("box1 "+strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKeys(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("world-readable key file accepted: %v", err)
+	}
+	os.Chmod(p, 0o600)
+	if _, err := LoadKeys(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParseClientHello(f *testing.F) {
+	ch, _ := NewClientHello("box1", testKey, 0, time.Now())
+	f.Add(ch.Raw)
+	f.Add([]byte("BRD\x01\x00\x00"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		h, err := ReadClientHello(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(h.Raw, in[:len(h.Raw)]) {
+			t.Fatal("raw does not match input")
+		}
+		v := newVerifier(time.Now())
+		v.Verify(h) // must not panic
+	})
+}
+
+func FuzzParseKeys(f *testing.F) {
+	f.Add([]byte("box1 " + strings.Repeat("ab", 32)))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		keys, err := ParseKeys(in)
+		if err != nil {
+			return
+		}
+		for id, k := range keys {
+			if CheckID(id) != nil || len(k) < MinKeyLen {
+				t.Fatalf("bad entry accepted: %q", id)
+			}
+		}
+	})
+}

@@ -1,0 +1,418 @@
+// Package config holds the configuration of both braid-proxy roles: a JSON
+// file (unknown fields are errors, so typos do not pass silently), defaults
+// for everything that has a sensible one, command-line flags that override
+// the file, and validation whose errors name the offending field.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults shared by documentation, flags and validation.
+const (
+	DefaultSOCKSListen       = "127.0.0.1:1080"
+	DefaultServerListen      = "0.0.0.0:7443"
+	DefaultClientMetrics     = "127.0.0.1:9180"
+	DefaultServerMetrics     = "127.0.0.1:9181"
+	DefaultGatewayStatusFile = "/run/braid/gateways.json"
+	DefaultDialTimeout       = 10 * time.Second
+	DefaultHandshakeTimeout  = 10 * time.Second
+	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultShutdownGrace     = 10 * time.Second
+	DefaultMaxClockSkew      = 30 * time.Second
+	DefaultClientMaxConns    = 4096
+	DefaultServerMaxConns    = 16384
+	DefaultMaxConnsPerClient = 4096
+	DefaultRaceDelay         = 0
+)
+
+// Duration is a time.Duration written as "10s" in JSON.
+type Duration time.Duration
+
+// UnmarshalJSON accepts Go duration strings.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"10s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// String implements flag.Value.
+func (d *Duration) String() string { return time.Duration(*d).String() }
+
+// Set implements flag.Value.
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Common holds settings of both roles.
+type Common struct {
+	Auth             string   `json:"auth"`                 // psk (default) or tls
+	MetricsListen    string   `json:"metrics_listen"`       // localhost status endpoint; "" disables
+	AllowPublicStats bool     `json:"allow_public_metrics"` // permit a non-loopback metrics address
+	LogLevel         string   `json:"log_level"`            // debug|info|warn|error
+	LogFormat        string   `json:"log_format"`           // text|json
+	HandshakeTimeout Duration `json:"handshake_timeout"`    // bound on SOCKS / hello exchange
+	DialTimeout      Duration `json:"dial_timeout"`
+	IdleTimeout      Duration `json:"idle_timeout"` // 0 disables
+	ShutdownGrace    Duration `json:"shutdown_grace"`
+	MaxConns         int      `json:"max_conns"`
+}
+
+// Client is the client-box role.
+type Client struct {
+	Common
+	SOCKSListen       string   `json:"socks_listen"`       // "" disables SOCKS
+	TransparentListen string   `json:"transparent_listen"` // "" disables transparent mode
+	Server            string   `json:"server"`             // host:port of braid-proxy server
+	ClientID          string   `json:"client_id"`
+	KeyFile           string   `json:"key_file"`
+	Encrypt           bool     `json:"encrypt"`
+	SOCKSUsersFile    string   `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
+	GatewayStatusFile string   `json:"gateway_status_file"`
+	Race              bool     `json:"race"`
+	RaceDelay         Duration `json:"race_delay"`
+	NoMPTCP           bool     `json:"no_mptcp"`       // testing only: plain TCP to the server
+	FastOpen          bool     `json:"fast_open"`      // TCP Fast Open to the server when not racing
+	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: this client's certificate
+	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
+	TLSServerPin      string   `json:"tls_server_pin"` // auth tls: SHA-256 of the server certificate
+}
+
+// Server is the relay role.
+type Server struct {
+	Common
+	Listen            string   `json:"listen"`
+	KeyFile           string   `json:"key_file"`
+	AllowPlaintext    bool     `json:"allow_plaintext"`
+	AllowCIDRs        []string `json:"allow_cidrs"`
+	AllowList         []string `json:"allow_list"`
+	MaxConnsPerClient int      `json:"max_conns_per_client"`
+	MaxClockSkew      Duration `json:"max_clock_skew"`
+	ResolveTimeout    Duration `json:"resolve_timeout"`
+	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: server certificate
+	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
+	TLSPeersFile      string   `json:"tls_peers_file"` // auth tls: "client-id pin" lines
+}
+
+func defaultCommon(metrics string, maxConns int) Common {
+	return Common{
+		Auth:             "psk",
+		MetricsListen:    metrics,
+		LogLevel:         "info",
+		LogFormat:        "text",
+		HandshakeTimeout: Duration(DefaultHandshakeTimeout),
+		DialTimeout:      Duration(DefaultDialTimeout),
+		IdleTimeout:      Duration(DefaultIdleTimeout),
+		ShutdownGrace:    Duration(DefaultShutdownGrace),
+		MaxConns:         maxConns,
+	}
+}
+
+// DefaultClient returns the client defaults.
+func DefaultClient() *Client {
+	return &Client{
+		Common:            defaultCommon(DefaultClientMetrics, DefaultClientMaxConns),
+		SOCKSListen:       DefaultSOCKSListen,
+		Encrypt:           true,
+		GatewayStatusFile: DefaultGatewayStatusFile,
+	}
+}
+
+// DefaultServer returns the server defaults.
+func DefaultServer() *Server {
+	return &Server{
+		Common:            defaultCommon(DefaultServerMetrics, DefaultServerMaxConns),
+		Listen:            DefaultServerListen,
+		MaxConnsPerClient: DefaultMaxConnsPerClient,
+		MaxClockSkew:      Duration(DefaultMaxClockSkew),
+		ResolveTimeout:    Duration(5 * time.Second),
+	}
+}
+
+// Decode reads JSON into v (which holds defaults), refusing unknown fields
+// and trailing data.
+func Decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return fmt.Errorf("syntax error at byte %d: %w", se.Offset, err)
+		}
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// BindCommon registers the shared flags.
+func BindCommon(c *Common, fs *flag.FlagSet) {
+	fs.StringVar(&c.Auth, "auth", c.Auth, "authentication: psk (pre-shared key) or tls (mutual TLS 1.3, pinned certificates)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "status/metrics HTTP endpoint (loopback only); empty disables")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
+	fs.Var(&c.HandshakeTimeout, "handshake-timeout", "time allowed for the SOCKS/hello exchange")
+	fs.Var(&c.DialTimeout, "dial-timeout", "time allowed to connect")
+	fs.Var(&c.IdleTimeout, "idle-timeout", "close relays idle this long (0 disables)")
+	fs.Var(&c.ShutdownGrace, "shutdown-grace", "on SIGTERM, wait this long for relays to finish")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "maximum concurrent connections")
+}
+
+// BindClient registers the client flags on fs, writing into c.
+func BindClient(c *Client, fs *flag.FlagSet) {
+	BindCommon(&c.Common, fs)
+	fs.StringVar(&c.SOCKSListen, "socks-listen", c.SOCKSListen, "SOCKS5 listen address; empty disables")
+	fs.StringVar(&c.TransparentListen, "transparent-listen", c.TransparentListen, "listen address for iptables/nftables-redirected connections; empty disables")
+	fs.StringVar(&c.Server, "server", c.Server, "braid-proxy server host:port (required)")
+	fs.StringVar(&c.ClientID, "client-id", c.ClientID, "this client's id in the key file")
+	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "pre-shared key file, mode 0600 (required)")
+	fs.BoolVar(&c.Encrypt, "encrypt", c.Encrypt, "encrypt relayed data (the server must allow_plaintext for false)")
+	fs.StringVar(&c.SOCKSUsersFile, "socks-users-file", c.SOCKSUsersFile, "require SOCKS5 user/password (file of user:password lines, mode 0600)")
+	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
+	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
+	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
+	fs.BoolVar(&c.FastOpen, "fast-open", c.FastOpen, "experimental, off by default: send the hello in the SYN (TCP Fast Open) when not racing; saves a round trip (server needs sysctl net.ipv4.tcp_fastopen=3)")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "auth tls: client certificate (braid-proxy gencert)")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "auth tls: client private key, mode 0600")
+	fs.StringVar(&c.TLSServerPin, "tls-server-pin", c.TLSServerPin, "auth tls: SHA-256 (hex) of the server certificate")
+}
+
+// BindServer registers the server flags on fs, writing into s.
+func BindServer(s *Server, fs *flag.FlagSet) {
+	BindCommon(&s.Common, fs)
+	fs.StringVar(&s.Listen, "listen", s.Listen, "MPTCP listen address")
+	fs.StringVar(&s.KeyFile, "key-file", s.KeyFile, "pre-shared keys file (\"client-id key\" lines), mode 0600 (required)")
+	fs.BoolVar(&s.AllowPlaintext, "allow-plaintext", s.AllowPlaintext, "let authenticated clients relay without encryption")
+	fs.Var((*listFlag)(&s.AllowCIDRs), "allow-cidr", "re-allow a refused range, e.g. 127.0.0.1/32 (repeatable)")
+	fs.Var((*listFlag)(&s.AllowList), "allow", "restrict destinations to CIDRs / names / *.suffix (repeatable)")
+	fs.IntVar(&s.MaxConnsPerClient, "max-conns-per-client", s.MaxConnsPerClient, "maximum concurrent connections per client id")
+	fs.Var(&s.MaxClockSkew, "max-clock-skew", "accepted clock difference in hellos")
+	fs.StringVar(&s.TLSCertFile, "tls-cert-file", s.TLSCertFile, "auth tls: server certificate (braid-proxy gencert)")
+	fs.StringVar(&s.TLSKeyFile, "tls-key-file", s.TLSKeyFile, "auth tls: server private key, mode 0600")
+	fs.StringVar(&s.TLSPeersFile, "tls-peers-file", s.TLSPeersFile, "auth tls: file of \"client-id pin\" lines")
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// ParseArgs builds a configuration from defaults, the file named by
+// -config (if any) and the flags, flags winning over the file.
+func ParseArgs[T any](fs *flag.FlagSet, args []string, defaults func() *T, bind func(*T, *flag.FlagSet)) (*T, string, error) {
+	cfg := defaults()
+	var path string
+	fs.StringVar(&path, "config", "", "JSON configuration file (flags override it)")
+	bind(cfg, fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	if fs.NArg() > 0 {
+		return nil, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if path == "" {
+		return cfg, "", nil
+	}
+	fromFile, err := LoadFile(path, defaults)
+	if err != nil {
+		return nil, "", err
+	}
+	// Re-apply only the flags given on the command line over the file.
+	fs2 := flag.NewFlagSet("", flag.ContinueOnError)
+	bind(fromFile, fs2)
+	var setErr error
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		if err := fs2.Set(f.Name, f.Value.String()); err != nil && setErr == nil {
+			setErr = fmt.Errorf("flag -%s: %w", f.Name, err)
+		}
+	})
+	return fromFile, path, setErr
+}
+
+// LoadFile reads a config file over the defaults.
+func LoadFile[T any](path string, defaults func() *T) (*T, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg := defaults()
+	if err := Decode(data, cfg); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// FieldError names the field that failed validation.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return "config: " + e.Field + ": " + e.Msg }
+
+func ferr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func validateHostPort(field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return ferr(field, "required (host:port)")
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return ferr(field, "%v", err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
+		return ferr(field, "bad port %q", port)
+	}
+	if p, _ := strconv.Atoi(port); p < 0 || p > 65535 {
+		return ferr(field, "port out of range")
+	}
+	_ = host
+	return nil
+}
+
+func (c *Common) validate(prefix string) error {
+	if err := validateHostPort(prefix+"metrics_listen", c.MetricsListen, false); err != nil {
+		return err
+	}
+	if c.MetricsListen != "" && !c.AllowPublicStats {
+		host, _, _ := net.SplitHostPort(c.MetricsListen)
+		ip, err := netip.ParseAddr(host)
+		if host != "localhost" && (err != nil || !ip.IsLoopback()) {
+			return ferr(prefix+"metrics_listen", "%q is not a loopback address (set allow_public_metrics to override)", c.MetricsListen)
+		}
+	}
+	if c.Auth != "psk" && c.Auth != "tls" {
+		return ferr(prefix+"auth", "%q is not psk or tls", c.Auth)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return ferr(prefix+"log_level", "%q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return ferr(prefix+"log_format", "%q is not text or json", c.LogFormat)
+	}
+	for name, d := range map[string]Duration{"handshake_timeout": c.HandshakeTimeout, "dial_timeout": c.DialTimeout} {
+		if d <= 0 {
+			return ferr(prefix+name, "must be positive")
+		}
+	}
+	if c.IdleTimeout < 0 {
+		return ferr(prefix+"idle_timeout", "must not be negative")
+	}
+	if c.ShutdownGrace < 0 {
+		return ferr(prefix+"shutdown_grace", "must not be negative")
+	}
+	if c.MaxConns < 1 {
+		return ferr(prefix+"max_conns", "must be at least 1")
+	}
+	return nil
+}
+
+// Validate checks a client configuration.
+func (c *Client) Validate() error {
+	if err := c.Common.validate("client."); err != nil {
+		return err
+	}
+	if c.SOCKSListen == "" && c.TransparentListen == "" {
+		return ferr("client.socks_listen", "both socks_listen and transparent_listen are empty: nothing to serve")
+	}
+	if err := validateHostPort("client.socks_listen", c.SOCKSListen, false); err != nil {
+		return err
+	}
+	if err := validateHostPort("client.transparent_listen", c.TransparentListen, false); err != nil {
+		return err
+	}
+	if err := validateHostPort("client.server", c.Server, true); err != nil {
+		return err
+	}
+	if c.Auth == "psk" && c.KeyFile == "" {
+		return ferr("client.key_file", "required with auth psk")
+	}
+	if c.Auth == "tls" {
+		if c.TLSCertFile == "" || c.TLSKeyFile == "" {
+			return ferr("client.tls_cert_file", "tls_cert_file and tls_key_file are required with auth tls")
+		}
+		if len(c.TLSServerPin) != 64 {
+			return ferr("client.tls_server_pin", "required with auth tls: 64 hex characters (SHA-256 of the server certificate)")
+		}
+		if !c.Encrypt {
+			return ferr("client.encrypt", "TLS always encrypts; encrypt=false only exists with auth psk")
+		}
+	}
+	if c.RaceDelay < 0 {
+		return ferr("client.race_delay", "must not be negative")
+	}
+	return nil
+}
+
+// Validate checks a server configuration.
+func (s *Server) Validate() error {
+	if err := s.Common.validate("server."); err != nil {
+		return err
+	}
+	if err := validateHostPort("server.listen", s.Listen, true); err != nil {
+		return err
+	}
+	if s.Auth == "psk" && s.KeyFile == "" {
+		return ferr("server.key_file", "required with auth psk")
+	}
+	if s.Auth == "tls" {
+		if s.TLSCertFile == "" || s.TLSKeyFile == "" {
+			return ferr("server.tls_cert_file", "tls_cert_file and tls_key_file are required with auth tls")
+		}
+		if s.TLSPeersFile == "" {
+			return ferr("server.tls_peers_file", "required with auth tls")
+		}
+	}
+	if s.MaxConnsPerClient < 1 {
+		return ferr("server.max_conns_per_client", "must be at least 1")
+	}
+	if s.MaxClockSkew <= 0 {
+		return ferr("server.max_clock_skew", "must be positive")
+	}
+	if s.ResolveTimeout <= 0 {
+		return ferr("server.resolve_timeout", "must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,547 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"braid/proxy/internal/auth"
+	"braid/proxy/internal/client"
+	"braid/proxy/internal/config"
+	"braid/proxy/internal/loadgen"
+	"braid/proxy/internal/metrics"
+	"braid/proxy/internal/server"
+	"braid/proxy/internal/socks5"
+	"braid/proxy/internal/wire"
+)
+
+var keyHex = strings.Repeat("5a", 32)
+
+// syncBuf is a goroutine-safe log sink.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type pair struct {
+	t          *testing.T
+	sink       string // loadgen server address
+	socks      string
+	serverAddr string
+	srv        *server.Server
+	cl         *client.Client
+	srvM, clM  *metrics.Registry
+	srvLog     *syncBuf
+	clLog      *syncBuf
+	keyFile    string
+	dir        string
+	cancel     context.CancelFunc
+}
+
+// fastTimeouts shortens handshake timeouts for tests that wait for them.
+var fastTimeouts = opts{
+	serverMut: func(s *config.Server) { s.HandshakeTimeout = config.Duration(time.Second) },
+	clientMut: func(c *config.Client) { c.HandshakeTimeout = config.Duration(time.Second) },
+}
+
+type opts struct {
+	serverMut func(*config.Server)
+	clientMut func(*config.Client)
+	clientKey string // hex; default keyHex
+}
+
+func writeSecret(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startPair(t *testing.T, o opts) *pair {
+	t.Helper()
+	p := &pair{t: t, dir: t.TempDir(), srvLog: &syncBuf{}, clLog: &syncBuf{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+
+	sinkLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go loadgen.Serve(sinkLn)
+	p.sink = sinkLn.Addr().String()
+
+	p.keyFile = filepath.Join(p.dir, "server.keys")
+	writeSecret(t, p.keyFile, "box1 "+keyHex+"\n")
+	scfg := config.DefaultServer()
+	scfg.Listen = "127.0.0.1:0"
+	scfg.KeyFile = p.keyFile
+	scfg.AllowCIDRs = []string{"127.0.0.1/32"}
+	if o.serverMut != nil {
+		o.serverMut(scfg)
+	}
+	if err := scfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p.srvM = metrics.New()
+	p.srv, err = server.New(scfg, slog.New(slog.NewTextHandler(p.srvLog, &slog.HandlerOptions{Level: slog.LevelDebug})), p.srvM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No DNS traffic leaves the host in tests: /etc/hosts answers
+	// "localhost", everything else fails at once.
+	p.srv.Resolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("DNS disabled in tests")
+	}}
+	sln, err := server.Listen(ctx, scfg.Listen, slog.New(slog.NewTextHandler(p.srvLog, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.serverAddr = sln.Addr().String()
+	go p.srv.Serve(ctx, sln)
+
+	ck := keyHex
+	if o.clientKey != "" {
+		ck = o.clientKey
+	}
+	ckFile := filepath.Join(p.dir, "client.keys")
+	writeSecret(t, ckFile, "box1 "+ck+"\n")
+	ccfg := config.DefaultClient()
+	ccfg.Server = p.serverAddr
+	ccfg.KeyFile = ckFile
+	ccfg.SOCKSListen = "127.0.0.1:0"
+	ccfg.GatewayStatusFile = filepath.Join(p.dir, "absent.json")
+	if o.clientMut != nil {
+		o.clientMut(ccfg)
+	}
+	if err := ccfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p.clM = metrics.New()
+	p.cl, err = client.New(ccfg, slog.New(slog.NewTextHandler(p.clLog, &slog.HandlerOptions{Level: slog.LevelDebug})), p.clM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cln, err := client.ListenLocal(ctx, ccfg.SOCKSListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.socks = cln.Addr().String()
+	go p.cl.ServeSOCKS(ctx, cln)
+
+	t.Cleanup(func() {
+		cancel()
+		sinkLn.Close()
+		p.cl.Shutdown(time.Second)
+		p.srv.Shutdown(time.Second)
+		for _, l := range []string{p.srvLog.String(), p.clLog.String()} {
+			if strings.Contains(l, keyHex) || strings.Contains(l, hexOf(keyHex)) {
+				t.Errorf("key material in logs")
+			}
+		}
+		if t.Failed() {
+			t.Logf("server log (tail):\n%s\nclient log (tail):\n%s", tail(p.srvLog.String()), tail(p.clLog.String()))
+		}
+	})
+	return p
+}
+
+func hexOf(s string) string { b, _ := hex.DecodeString(s); return string(b) }
+
+func (p *pair) transfer(target string, down, up uint64) loadgen.Result {
+	p.t.Helper()
+	dial, err := loadgen.SOCKSDialer(p.socks, target, "", "")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return loadgen.Transfer(ctx, dial, 42, down, up, true)
+}
+
+func (p *pair) mustWork() {
+	p.t.Helper()
+	if r := p.transfer(p.sink, 100_000, 50_000); r.Err != nil {
+		p.t.Fatalf("a well-behaved client was not served: %v", r.Err)
+	}
+}
+
+func (p *pair) counter(m *metrics.Registry, name string) int64 { return m.Counter(name).Load() }
+
+// socksRaw sends raw bytes to the SOCKS listener and returns everything the
+// client sends back before closing.
+func (p *pair) socksRaw(in []byte) []byte {
+	p.t.Helper()
+	c, err := net.Dial("tcp", p.socks)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(in)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	out, _ := io.ReadAll(c)
+	return out
+}
+
+func TestByteExactThroughPair(t *testing.T) {
+	p := startPair(t, opts{})
+	r := p.transfer(p.sink, 20<<20, 5<<20)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// By name: "localhost" resolves at the server (127.0.0.1 is allowed).
+	_, port, _ := net.SplitHostPort(p.sink)
+	if r := p.transfer("localhost:"+port, 1<<20, 1<<20); r.Err != nil {
+		t.Fatalf("by name: %v", r.Err)
+	}
+	if p.counter(p.srvM, "bytes_down") < 21<<20 || p.counter(p.clM, "bytes_up") < 6<<20 {
+		t.Fatalf("byte counters not updated: %v", p.srvM.Snapshot())
+	}
+}
+
+func TestPlaintextNeedsServerConsent(t *testing.T) {
+	p := startPair(t, opts{clientMut: func(c *config.Client) { c.Encrypt = false }})
+	if r := p.transfer(p.sink, 1000, 1000); r.Err == nil || !strings.Contains(r.Err.Error(), "code 2") {
+		t.Fatalf("plaintext relay accepted without allow_plaintext: %v", r.Err)
+	}
+	q := startPair(t, opts{
+		clientMut: func(c *config.Client) { c.Encrypt = false },
+		serverMut: func(s *config.Server) { s.AllowPlaintext = true },
+	})
+	if r := q.transfer(q.sink, 5<<20, 1<<20); r.Err != nil {
+		t.Fatalf("allowed plaintext relay: %v", r.Err)
+	}
+}
+
+func TestWrongKey(t *testing.T) {
+	p := startPair(t, opts{clientKey: strings.Repeat("a5", 32)})
+	r := p.transfer(p.sink, 10, 10)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "code 1") {
+		t.Fatalf("wrong key: %v", r.Err)
+	}
+	if !waitFor(func() bool {
+		return p.counter(p.srvM, "auth_failures_bad_mac") == 1 && p.counter(p.clM, "upstream_auth_failures") == 1
+	}) {
+		t.Fatalf("counters: %v", p.srvM.Snapshot())
+	}
+	if !strings.Contains(p.srvLog.String(), "authentication failed") || !strings.Contains(p.clLog.String(), "wrong key") {
+		t.Logf("S=%q C=%q", p.srvLog.String(), p.clLog.String())
+		t.Fatal("auth failure not logged")
+	}
+}
+
+// rawServer dials the server directly (no client), bypassing the client.
+func (p *pair) rawServer(in []byte) []byte { return p.rawServerN(in, -1) }
+
+// rawServerN is rawServer reading at most n bytes (n < 0: to EOF).
+func (p *pair) rawServerN(in []byte, n int) []byte {
+	p.t.Helper()
+	var d net.Dialer
+	d.SetMultipathTCP(true)
+	c, err := d.Dial("tcp", p.serverAddr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(in)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n >= 0 {
+		out := make([]byte, n)
+		k, _ := io.ReadFull(c, out)
+		return out[:k]
+	}
+	out, _ := io.ReadAll(c)
+	return out
+}
+
+func TestServerRefusesUnauthenticated(t *testing.T) {
+	p := startPair(t, fastTimeouts)
+	// Plain SOCKS5 straight at the server (an open-proxy probe), HTTP, junk.
+	for _, probe := range []string{"\x05\x01\x00\x05\x01\x00\x01\x01\x01\x01\x01\x00\x50", "GET / HTTP/1.1\r\n\r\n", "BRD\x01\x00\xffxx", ""} {
+		if out := p.rawServer([]byte(probe)); len(out) != 0 {
+			t.Fatalf("server answered an unauthenticated probe %q with %q", probe, out)
+		}
+	}
+	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures") >= 3 }) {
+		t.Fatalf("auth failures not counted: %v", p.srvM.Snapshot())
+	}
+	p.mustWork()
+}
+
+func TestReplayedHandshake(t *testing.T) {
+	p := startPair(t, opts{})
+	key, _ := hex.DecodeString(keyHex)
+	ch, err := auth.NewClientHello("box1", key, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, _ := auth.EarlyKey(key, ch)
+	a, _ := wire.NewAEAD(early)
+	_, port, _ := net.SplitHostPort(p.sink)
+	req := wire.AppendRequest(nil, mustDest("127.0.0.1:"+port))
+	first := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, req)
+
+	if out := p.rawServerN(first, auth.ServerHelloLen); len(out) < auth.ServerHelloLen {
+		t.Fatalf("genuine first flight not answered: %d bytes", len(out))
+	}
+	if out := p.rawServer(first); len(out) != 0 {
+		t.Fatalf("replayed hello answered with %d bytes", len(out))
+	}
+	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures_replay") == 1 }) {
+		t.Fatalf("replay not counted: %v", p.srvM.Snapshot())
+	}
+	if !strings.Contains(p.srvLog.String(), "reason=replay") {
+		t.Fatal("replay not logged")
+	}
+	p.mustWork()
+}
+
+func TestSOCKSErrors(t *testing.T) {
+	p := startPair(t, fastTimeouts)
+	_, port, _ := net.SplitHostPort(p.sink)
+	reply := func(code byte) string {
+		return "\x05\x00\x05" + string([]byte{code}) + "\x00\x01\x00\x00\x00\x00\x00\x00"
+	}
+	for _, tc := range []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"bind", "\x05\x01\x00\x05\x02\x00\x01\x7f\x00\x00\x01\x00\x50", reply(socks5.ReplyCmdNotSupported)},
+		{"udp associate", "\x05\x01\x00\x05\x03\x00\x01\x7f\x00\x00\x01\x00\x50", reply(socks5.ReplyCmdNotSupported)},
+		{"bad address type", "\x05\x01\x00\x05\x01\x00\x09", reply(socks5.ReplyAddrTypeNotSupport)},
+		{"bad name", "\x05\x01\x00\x05\x01\x00\x03\x03a\x00b\x00\x50", reply(socks5.ReplyAddrTypeNotSupport)},
+		{"socks4", "\x04\x01\x00\x50\x7f\x00\x00\x01\x00", ""},
+		{"no methods", "\x05\x00", ""},
+		{"auth only offered", "\x05\x01\x02", "\x05\xff"},
+		{"bad request version", "\x05\x01\x00\x04\x01\x00\x01\x7f\x00\x00\x01\x00\x50", "\x05\x00\x05\x01\x00\x01\x00\x00\x00\x00\x00\x00"},
+		{"truncated (oversized length)", "\x05\x01\x00\x05\x01\x00\x03\xffshort", "\x05\x00"},
+		{"refused loopback", "\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x02" + string([]byte{byte(portNum(port) >> 8), byte(portNum(port))}), reply(socks5.ReplyNotAllowed)},
+		{"refused metadata", "\x05\x01\x00\x05\x01\x00\x01\xa9\xfe\xa9\xfe\x00\x50", reply(socks5.ReplyNotAllowed)},
+		{"refused private", "\x05\x01\x00\x05\x01\x00\x01\x0a\x00\x00\x01\x00\x50", reply(socks5.ReplyNotAllowed)},
+		{"connection refused", "\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x01\x00\x01", reply(socks5.ReplyConnRefused)},
+		{"unknown name", "\x05\x01\x00\x05\x01\x00\x03\x11nxdomain.invalid.\x00\x50", reply(socks5.ReplyHostUnreachable)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			out := p.socksRaw([]byte(tc.in))
+			if string(out) != tc.want {
+				t.Fatalf("reply %q, want %q", out, tc.want)
+			}
+			if time.Since(start) > 4*time.Second {
+				t.Fatal("connection not closed promptly")
+			}
+		})
+	}
+	if !waitFor(func() bool {
+		return p.counter(p.clM, "socks_errors") >= 6 && p.counter(p.srvM, "refused_destinations") >= 3
+	}) {
+		t.Fatalf("errors not counted: client %v server %v", p.clM.Snapshot(), p.srvM.Snapshot())
+	}
+	if !strings.Contains(p.clLog.String(), "SOCKS request rejected") || !strings.Contains(p.srvLog.String(), "destination refused") {
+		t.Fatal("rejections not logged")
+	}
+	p.mustWork()
+}
+
+func TestSlowlorisCutByHandshakeTimeout(t *testing.T) {
+	p := startPair(t, fastTimeouts)
+	c, err := net.Dial("tcp", p.socks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{5}) // and then nothing
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	io.ReadAll(c)
+	if el := time.Since(start); el > 4*time.Second {
+		t.Fatalf("idle half-greeting kept open for %v", el)
+	}
+	p.mustWork()
+}
+
+func TestSOCKSUserPass(t *testing.T) {
+	usersFile := filepath.Join(t.TempDir(), "users")
+	writeSecret(t, usersFile, "alice:s3cret\n")
+	p := startPair(t, opts{clientMut: func(c *config.Client) { c.SOCKSUsersFile = usersFile }})
+	dial, _ := loadgen.SOCKSDialer(p.socks, p.sink, "alice", "s3cret")
+	if r := loadgen.Transfer(context.Background(), dial, 1, 1000, 1000, true); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	bad, _ := loadgen.SOCKSDialer(p.socks, p.sink, "alice", "wrong")
+	if r := loadgen.Transfer(context.Background(), bad, 1, 1000, 1000, true); r.Err == nil {
+		t.Fatal("wrong password accepted")
+	}
+	noauth, _ := loadgen.SOCKSDialer(p.socks, p.sink, "", "")
+	if r := loadgen.Transfer(context.Background(), noauth, 1, 1000, 1000, true); r.Err == nil {
+		t.Fatal("no-auth accepted while users are configured")
+	}
+	if strings.Contains(p.clLog.String(), "s3cret") || strings.Contains(p.clLog.String(), "wrong") {
+		t.Fatal("password in logs")
+	}
+	if p.counter(p.clM, "socks_auth_failures") != 1 {
+		t.Fatalf("auth failures %d", p.counter(p.clM, "socks_auth_failures"))
+	}
+}
+
+func TestPerClientLimit(t *testing.T) {
+	p := startPair(t, opts{serverMut: func(s *config.Server) { s.MaxConnsPerClient = 2 }})
+	// Hold two connections open.
+	var held []net.Conn
+	for i := 0; i < 2; i++ {
+		dial, _ := loadgen.SOCKSDialer(p.socks, p.sink, "", "")
+		c, err := dial(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	if r := p.transfer(p.sink, 10, 10); r.Err == nil || !strings.Contains(r.Err.Error(), "code 2") {
+		t.Fatalf("third connection: %v", r.Err)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if r := p.transfer(p.sink, 10, 10); r.Err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("limit not released after connections closed")
+}
+
+func TestIdleTimeout(t *testing.T) {
+	p := startPair(t, opts{serverMut: func(s *config.Server) { s.IdleTimeout = config.Duration(200 * time.Millisecond) }})
+	dial, _ := loadgen.SOCKSDialer(p.socks, p.sink, "", "")
+	c, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	n, _ := c.Read(make([]byte, 1))
+	if n != 0 || time.Since(start) > 3*time.Second {
+		t.Fatalf("idle relay not closed (read %d after %v)", n, time.Since(start))
+	}
+}
+
+func TestRacePicksWorkingGateway(t *testing.T) {
+	dir := t.TempDir()
+	gw := filepath.Join(dir, "gw.json")
+	// gw-bad's source is not a local address, so its dial fails at once;
+	// it is rated best, so without racing the client falls back to the
+	// kernel's choice, with racing gw-good wins.
+	os.WriteFile(gw, []byte(`{"version":1,"updated":"2026-01-01T00:00:00Z","gateways":[
+	 {"id":"gw-bad","source":"192.0.2.1","up":true,"backup":false,"ewma_ms":1,"rtt_ms":1,"last_change":"2026-01-01T00:00:00Z"},
+	 {"id":"gw-good","source":"127.0.0.3","up":true,"backup":false,"ewma_ms":5,"rtt_ms":5,"last_change":"2026-01-01T00:00:00Z"}]}`), 0o644)
+	p := startPair(t, opts{clientMut: func(c *config.Client) { c.GatewayStatusFile = gw; c.Race = true }})
+	p.mustWork()
+	if w := p.clM.Gateway("gw-good").RaceWins.Load(); w != 1 {
+		t.Fatalf("race wins for gw-good: %d (%v)", w, p.clM.Snapshot())
+	}
+	q := startPair(t, opts{clientMut: func(c *config.Client) { c.GatewayStatusFile = gw }})
+	q.mustWork()
+	if n := q.clM.Gateway("default").Conns.Load(); n != 1 {
+		t.Fatalf("no fallback to the kernel's choice: %v", q.clM.Snapshot())
+	}
+}
+
+func TestConcurrent1000NoLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	p := startPair(t, opts{})
+	p.mustWork()
+	time.Sleep(100 * time.Millisecond)
+	g0, fd0 := runtime.NumGoroutine(), openFDs(t)
+
+	dial, _ := loadgen.SOCKSDialer(p.socks, p.sink, "", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var peak uint64
+	stop := make(chan struct{})
+	go func() {
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+		}
+	}()
+	const n = 1000
+	s := loadgen.Run(ctx, dial, n, n, 64<<10, 16<<10, true)
+	close(stop)
+	if s.Failed != 0 {
+		t.Fatalf("%d of %d failed: %s", s.Failed, n, s.FirstError)
+	}
+	t.Logf("1000 concurrent: %.2fs, setup median %.1f ms p90 %.1f ms, peak heap %d MiB", s.ElapsedS, s.SetupMedMs, s.SetupP90Ms, peak>>20)
+	// Everything (client, server, sink and 1000 test clients) shares this
+	// process; 1000 relays hold 2x32 KiB frame buffers at each end.
+	if peak > 400<<20 {
+		t.Fatalf("peak heap %d MiB", peak>>20)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var g, fd int
+	for time.Now().Before(deadline) {
+		g, fd = runtime.NumGoroutine(), openFDs(t)
+		if g <= g0+5 && fd <= fd0+5 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if g > g0+5 || fd > fd0+5 {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("leak: goroutines %d -> %d, fds %d -> %d\n%s", g0, g, fd0, fd, buf[:runtime.Stack(buf, true)])
+	}
+	if a := p.srvM.Snapshot()["conns_active"].(int64); a != 0 {
+		t.Fatalf("server still counts %d active", a)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	return len(ents)
+}
+
+func portNum(s string) int { var n int; fmt.Sscan(s, &n); return n }
+
+func tail(s string) string {
+	if len(s) > 3000 {
+		return "..." + s[len(s)-3000:]
+	}
+	return s
+}

@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"braid/proxy/internal/config"
+	"braid/proxy/internal/tlsauth"
+)
+
+// tlsFiles writes a certificate pair for name into dir and returns the
+// cert path, key path and pin.
+func tlsFiles(t *testing.T, dir, name string) (string, string, string) {
+	t.Helper()
+	cert, key, pin, err := tlsauth.Generate(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, kf := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := tlsauth.WriteFiles(cf, kf, cert, key); err != nil {
+		t.Fatal(err)
+	}
+	return cf, kf, pin
+}
+
+func TestTLSMode(t *testing.T) {
+	dir := t.TempDir()
+	scrt, skey, spin := tlsFiles(t, dir, "server")
+	ccrt, ckey, cpin := tlsFiles(t, dir, "box1")
+	xcrt, xkey, _ := tlsFiles(t, dir, "stranger")
+	peers := filepath.Join(dir, "peers")
+	writeSecret(t, peers, "box1 "+cpin+"\n")
+	srv := func(s *config.Server) {
+		s.Auth, s.TLSCertFile, s.TLSKeyFile, s.TLSPeersFile = "tls", scrt, skey, peers
+	}
+	p := startPair(t, opts{serverMut: srv, clientMut: func(c *config.Client) {
+		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", ccrt, ckey, spin
+	}})
+	if r := p.transfer(p.sink, 10<<20, 3<<20); r.Err != nil {
+		t.Fatalf("TLS relay: %v", r.Err)
+	}
+	// A client with an unknown certificate is refused by the server.
+	q := startPair(t, opts{serverMut: srv, clientMut: func(c *config.Client) {
+		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", xcrt, xkey, spin
+	}})
+	if r := q.transfer(q.sink, 10, 10); r.Err == nil {
+		t.Fatal("unpinned client certificate accepted")
+	}
+	if !waitFor(func() bool { return q.counter(q.srvM, "auth_failures_tls") == 1 }) {
+		t.Fatalf("TLS auth failure not counted: %v", q.srvM.Snapshot())
+	}
+	// A client pinning another server certificate refuses the server.
+	r := startPair(t, opts{serverMut: srv, clientMut: func(c *config.Client) {
+		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", ccrt, ckey, strings.Repeat("0", 64)
+	}})
+	if res := r.transfer(r.sink, 10, 10); res.Err == nil {
+		t.Fatal("client accepted a server with the wrong pin")
+	}
+	if !waitFor(func() bool { return strings.Contains(r.clLog.String(), "server TLS handshake failed") }) {
+		t.Fatal("pin mismatch not logged")
+	}
+}

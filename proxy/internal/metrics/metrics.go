@@ -1,0 +1,253 @@
+// Package metrics keeps the counters both roles expose on their localhost
+// status endpoint: /metrics in Prometheus text format and /status as JSON.
+// Nothing secret is ever recorded (no keys, passwords or destinations).
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"braid/proxy/internal/mptcpinfo"
+)
+
+// Registry holds named counters and per-gateway byte counters.
+type Registry struct {
+	start    time.Time
+	mu       sync.Mutex
+	counters map[string]*atomic.Int64
+	gateways map[string]*Gateway
+	subflows map[string]*Gateway
+	gauges   map[string]func() int64
+}
+
+// Gateway counts bytes and connections whose first subflow left through it.
+type Gateway struct {
+	Conns    atomic.Int64
+	Up, Down atomic.Int64
+	RaceWins atomic.Int64
+}
+
+// Add implements relay.Counters.
+func (g *Gateway) Add(up bool, n int64) {
+	if up {
+		g.Up.Add(n)
+	} else {
+		g.Down.Add(n)
+	}
+}
+
+// New returns an empty registry.
+func New() *Registry {
+	return &Registry{
+		start:    time.Now(),
+		counters: map[string]*atomic.Int64{},
+		gateways: map[string]*Gateway{},
+		subflows: map[string]*Gateway{},
+		gauges:   map[string]func() int64{},
+	}
+}
+
+// Counter returns (creating) the named counter.
+func (r *Registry) Counter(name string) *atomic.Int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.counters[name]
+	if !ok {
+		c = new(atomic.Int64)
+		r.counters[name] = c
+	}
+	return c
+}
+
+// Gauge registers a value computed on demand.
+func (r *Registry) Gauge(name string, f func() int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gauges[name] = f
+}
+
+// Gateway returns (creating) the counters for gateway id ("default" when the
+// kernel chose the source).
+func (r *Registry) Gateway(id string) *Gateway {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.gateways[id]
+	if !ok {
+		g = new(Gateway)
+		r.gateways[id] = g
+	}
+	return g
+}
+
+// Subflow returns (creating) the counters for subflows whose own address
+// (client) or peer address (server) is addr: bytes each network carried,
+// read from the kernel when a connection ends.
+func (r *Registry) Subflow(addr string) *Gateway {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.subflows[addr]
+	if !ok {
+		g = new(Gateway)
+		r.subflows[addr] = g
+	}
+	return g
+}
+
+// Snapshot returns all values (for /status and tests).
+func (r *Registry) Snapshot() map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]any{}
+	for k, v := range r.counters {
+		out[k] = v.Load()
+	}
+	for k, f := range r.gauges {
+		out[k] = f()
+	}
+	gws := map[string]map[string]int64{}
+	for id, g := range r.gateways {
+		gws[id] = map[string]int64{"conns": g.Conns.Load(), "bytes_up": g.Up.Load(), "bytes_down": g.Down.Load(), "race_wins": g.RaceWins.Load()}
+	}
+	out["gateways"] = gws
+	sfs := map[string]map[string]int64{}
+	for addr, g := range r.subflows {
+		sfs[addr] = map[string]int64{"subflows": g.Conns.Load(), "bytes_sent": g.Up.Load(), "bytes_received": g.Down.Load()}
+	}
+	out["subflows"] = sfs
+	out["goroutines"] = int64(runtime.NumGoroutine())
+	out["open_fds"] = openFDs()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	out["heap_inuse_bytes"] = int64(ms.HeapInuse)
+	out["uptime_seconds"] = int64(time.Since(r.start).Seconds())
+	return out
+}
+
+func openFDs() int64 {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return int64(len(ents))
+}
+
+// Handler serves /metrics and /status.
+func (r *Registry) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(r.Snapshot())
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		snap := r.Snapshot()
+		gws := snap["gateways"].(map[string]map[string]int64)
+		sfs := snap["subflows"].(map[string]map[string]int64)
+		delete(snap, "gateways")
+		delete(snap, "subflows")
+		keys := make([]string, 0, len(snap))
+		for k := range snap {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "braid_proxy_%s %v\n", k, snap[k])
+		}
+		ids := make([]string, 0, len(gws))
+		for id := range gws {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			for _, m := range []string{"conns", "bytes_up", "bytes_down", "race_wins"} {
+				fmt.Fprintf(w, "braid_proxy_gateway_%s{gateway=%q} %d\n", m, id, gws[id][m])
+			}
+		}
+		addrs := make([]string, 0, len(sfs))
+		for a := range sfs {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		for _, a := range addrs {
+			for _, m := range []string{"subflows", "bytes_sent", "bytes_received"} {
+				fmt.Fprintf(w, "braid_proxy_subflow_%s{addr=%q} %d\n", m, a, sfs[a][m])
+			}
+		}
+	})
+	return mux
+}
+
+// SubflowSampler keeps the largest counters seen per subflow of one MPTCP
+// connection; the kernel forgets a subflow once it closes, so a connection
+// is sampled while it is still up and recorded when it ends.
+type SubflowSampler struct {
+	Conn *net.TCPConn
+	mu   sync.Mutex
+	seen map[[2]netip.AddrPort]mptcpinfo.Subflow
+}
+
+// Sample reads the kernel's per-subflow counters now.
+func (s *SubflowSampler) Sample() {
+	sfs, err := mptcpinfo.Subflows(s.Conn)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[[2]netip.AddrPort]mptcpinfo.Subflow{}
+	}
+	for _, sf := range sfs {
+		k := [2]netip.AddrPort{sf.Local, sf.Remote}
+		old := s.seen[k]
+		sf.BytesAcked = max(sf.BytesAcked, old.BytesAcked)
+		sf.BytesReceived = max(sf.BytesReceived, old.BytesReceived)
+		s.seen[k] = sf
+	}
+}
+
+// Record adds the sampled counters to r, keyed by the local address
+// (local=true, the client's gateway source) or the peer's (the server).
+func (s *SubflowSampler) Record(r *Registry, local bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sf := range s.seen {
+		a := sf.Remote.Addr()
+		if local {
+			a = sf.Local.Addr()
+		}
+		g := r.Subflow(a.String())
+		g.Conns.Add(1)
+		g.Up.Add(int64(sf.BytesAcked))
+		g.Down.Add(int64(sf.BytesReceived))
+	}
+}
+
+// Serve runs the endpoint on addr until ctx ends.
+func Serve(ctx context.Context, addr string, r *Registry, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("metrics endpoint listening", "addr", ln.Addr().String())
+	go srv.Serve(ln)
+	return nil
+}

@@ -1,0 +1,218 @@
+// Package relay copies a connection pair in both directions with correct
+// half-close: when one side finishes sending (EOF), the other side's write
+// half is shut and the opposite direction keeps flowing until it ends too.
+// An error in either direction, the idle timeout or context cancellation
+// closes both connections at once.
+//
+// Plain TCP/MPTCP pairs are copied with the kernel's splice path (the
+// standard library takes it for *net.TCPConn); each copy step is bounded so
+// byte counters and the idle clock advance during long transfers.
+package relay
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Conn is one side of a relay.
+type Conn interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// Counters receives byte counts as they are copied.
+type Counters interface {
+	// Add reports n bytes copied; up is true for the a->b direction.
+	Add(up bool, n int64)
+}
+
+// Result describes a finished relay.
+type Result struct {
+	Up, Down int64 // bytes a->b and b->a
+	Reason   string
+	Err      error // first non-EOF error, if any
+}
+
+const step = 256 * 1024
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
+// Relay copies a<->b until both directions end. idle > 0 closes the pair
+// when no byte moved in either direction for that long. sample, if not nil,
+// runs when each direction ends (before its FIN is forwarded, so the peer
+// cannot have torn the connection down yet) and before the connections are
+// closed: the moments to read socket statistics that closing destroys.
+func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sample func()) Result {
+	var (
+		last     atomic.Int64
+		closeOne sync.Once
+		reason   atomic.Value
+	)
+	last.Store(time.Now().UnixNano())
+	closeBoth := func(why string) {
+		closeOne.Do(func() {
+			reason.Store(why)
+			if sample != nil {
+				sample()
+			}
+			a.Close()
+			b.Close()
+		})
+	}
+	stopCtx := context.AfterFunc(ctx, func() { closeBoth("shutdown") })
+	defer stopCtx()
+
+	var timer *time.Timer
+	if idle > 0 {
+		var check func()
+		check = func() {
+			since := time.Duration(time.Now().UnixNano() - last.Load())
+			if since >= idle {
+				closeBoth("idle timeout")
+				return
+			}
+			timer.Reset(idle - since)
+		}
+		timer = time.AfterFunc(idle, check)
+		defer timer.Stop()
+	}
+
+	var res Result
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	pipe := func(dst, src Conn, up bool, total *int64) {
+		defer wg.Done()
+		err := copyCounted(dst, src, up, ctr, &last, total)
+		if err != nil {
+			errMu.Lock()
+			if res.Err == nil {
+				res.Err = err
+			}
+			errMu.Unlock()
+			closeBoth("error")
+			return
+		}
+		if sample != nil {
+			sample()
+		}
+		if cerr := dst.CloseWrite(); cerr != nil {
+			closeBoth("error")
+		}
+	}
+	wg.Add(2)
+	go pipe(b, a, true, &res.Up)
+	go pipe(a, b, false, &res.Down)
+	wg.Wait()
+	closeBoth("done")
+	res.Reason, _ = reason.Load().(string)
+	if res.Reason != "error" {
+		res.Err = nil // errors after an idle/shutdown close are consequences
+	}
+	return res
+}
+
+func copyCounted(dst, src Conn, up bool, ctr Counters, last *atomic.Int64, total *int64) error {
+	// Splice path: TCP to TCP (MPTCP sockets are *net.TCPConn too).
+	if dtc, ok := dst.(*net.TCPConn); ok {
+		if stc, ok := src.(*net.TCPConn); ok {
+			lr := &io.LimitedReader{R: stc}
+			for {
+				lr.N = step
+				n, err := dtc.ReadFrom(lr)
+				account(n, up, ctr, last, total)
+				if err != nil {
+					return err
+				}
+				if lr.N > 0 { // short copy without error: EOF
+					return nil
+				}
+			}
+		}
+	}
+	// Framed side: let it read straight from the source.
+	if rf, ok := dst.(io.ReaderFrom); ok {
+		if _, isTCP := dst.(*net.TCPConn); !isTCP {
+			n, err := rf.ReadFrom(countingReader{src, up, ctr, last, total})
+			_ = n
+			return err
+		}
+	}
+	// Framed source: let it write decrypted frames straight out.
+	if wt, ok := src.(io.WriterTo); ok {
+		if _, isTCP := src.(*net.TCPConn); !isTCP {
+			_, err := wt.WriteTo(countingWriter{dst, up, ctr, last, total})
+			return err
+		}
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			account(int64(n), up, ctr, last, total)
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+type countingReader struct {
+	r     io.Reader
+	up    bool
+	ctr   Counters
+	last  *atomic.Int64
+	total *int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		account(int64(n), c.up, c.ctr, c.last, c.total)
+	}
+	return n, err
+}
+
+type countingWriter struct {
+	w     io.Writer
+	up    bool
+	ctr   Counters
+	last  *atomic.Int64
+	total *int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if n > 0 {
+		account(int64(n), c.up, c.ctr, c.last, c.total)
+	}
+	return n, err
+}
+
+func account(n int64, up bool, ctr Counters, last *atomic.Int64, total *int64) {
+	if n <= 0 {
+		return
+	}
+	atomic.AddInt64(total, n)
+	last.Store(time.Now().UnixNano())
+	if ctr != nil {
+		ctr.Add(up, n)
+	}
+}
+
+// IsClosedErr reports errors that only mean "the other side went away".
+func IsClosedErr(err error) bool {
+	return err == nil || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF)
+}

@@ -1,0 +1,88 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// tcpPair returns two connected TCP sockets on loopback.
+func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ch := make(chan net.Conn, 1)
+	go func() { c, _ := ln.Accept(); ch <- c }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-ch
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
+type ctr struct{ up, down atomic.Int64 }
+
+func (c *ctr) Add(up bool, n int64) {
+	if up {
+		c.up.Add(n)
+	} else {
+		c.down.Add(n)
+	}
+}
+
+func TestRelayHalfClose(t *testing.T) {
+	// app <-> [aIn | relay | bOut] <-> far
+	app, aIn := tcpPair(t)
+	bOut, far := tcpPair(t)
+	var c ctr
+	done := make(chan Result, 1)
+	go func() { done <- Relay(context.Background(), aIn, bOut, 0, &c, nil) }()
+
+	up := make([]byte, 1<<20)
+	rand.Read(up)
+	go func() { app.Write(up); app.CloseWrite() }()
+	got, err := io.ReadAll(far) // EOF must arrive at far after app's CloseWrite
+	if err != nil || !bytes.Equal(got, up) {
+		t.Fatalf("upstream: %d bytes, %v", len(got), err)
+	}
+	// The other direction still works after the half-close.
+	far.Write([]byte("late reply"))
+	far.CloseWrite()
+	back, err := io.ReadAll(app)
+	if err != nil || string(back) != "late reply" {
+		t.Fatalf("downstream after half-close: %q %v", back, err)
+	}
+	res := <-done
+	if res.Up != 1<<20 || res.Down != 10 || c.up.Load() != 1<<20 || c.down.Load() != 10 || res.Err != nil {
+		t.Fatalf("result %+v counters %d/%d", res, c.up.Load(), c.down.Load())
+	}
+}
+
+func TestRelayIdleTimeout(t *testing.T) {
+	_, aIn := tcpPair(t)
+	bOut, _ := tcpPair(t)
+	start := time.Now()
+	res := Relay(context.Background(), aIn, bOut, 100*time.Millisecond, nil, nil)
+	if res.Reason != "idle timeout" || time.Since(start) > 2*time.Second {
+		t.Fatalf("result %+v after %v", res, time.Since(start))
+	}
+}
+
+func TestRelayCancel(t *testing.T) {
+	_, aIn := tcpPair(t)
+	bOut, _ := tcpPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if res := Relay(ctx, aIn, bOut, 0, nil, nil); res.Reason != "shutdown" {
+		t.Fatalf("result %+v", res)
+	}
+}

@@ -1,0 +1,522 @@
+// Package server is the relay end of braid-proxy: it accepts MPTCP
+// connections from client boxes, authenticates them (pre-shared key, mutual,
+// replay-protected), applies the destination policy, resolves names,
+// connects, and relays with encryption.
+//
+// Nothing unauthenticated gets an answer: a connection whose hello does not
+// verify is closed without a byte sent back, so the server cannot be probed
+// or used as an open proxy. Every failure is counted and logged (rate
+// limited, without key material or destinations at info level).
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"braid/proxy/internal/auth"
+	"braid/proxy/internal/config"
+	"braid/proxy/internal/dest"
+	"braid/proxy/internal/metrics"
+	"braid/proxy/internal/policy"
+	"braid/proxy/internal/relay"
+	"braid/proxy/internal/sockopt"
+	"braid/proxy/internal/tlsauth"
+	"braid/proxy/internal/wire"
+)
+
+// replayCacheMax bounds the replay cache: at most this many hellos can be
+// accepted per 2·max_clock_skew window (about 8,700 per second at the
+// default skew), after which new hellos are refused rather than risk
+// forgetting a nonce.
+const replayCacheMax = 1 << 19
+
+// Server is a running relay.
+type Server struct {
+	log     *slog.Logger
+	metrics *metrics.Registry
+	replay  *auth.ReplayCache
+	rt      atomic.Pointer[runtimeState]
+
+	connCtx    context.Context // cancelled to cut live relays
+	cancelConn context.CancelFunc
+	wg         sync.WaitGroup
+	active     atomic.Int64
+
+	mu        sync.Mutex
+	perClient map[string]int
+
+	failLog rateLimiter
+
+	// Resolver and Dial are replaceable for tests.
+	Resolver *net.Resolver
+}
+
+// runtimeState is what a reload replaces atomically.
+type runtimeState struct {
+	cfg      *config.Server
+	verifier *auth.Verifier    // auth psk
+	tls      *tls.Config       // auth tls
+	peers    map[string]string // auth tls: pin -> client id
+	policy   *policy.Policy
+}
+
+// New builds a server from a validated configuration.
+func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, error) {
+	s := &Server{
+		log:       log,
+		metrics:   m,
+		replay:    auth.NewReplayCache(2*time.Duration(cfg.MaxClockSkew), replayCacheMax),
+		perClient: map[string]int{},
+		Resolver:  net.DefaultResolver,
+		failLog:   rateLimiter{perSecond: 10},
+	}
+	s.connCtx, s.cancelConn = context.WithCancel(context.Background())
+	if err := s.Reload(cfg); err != nil {
+		return nil, err
+	}
+	m.Gauge("conns_active", s.active.Load)
+	m.Gauge("replay_cache_entries", func() int64 { return int64(s.replay.Len()) })
+	return s, nil
+}
+
+// Reload applies a new configuration (keys, policy, limits, timeouts). The
+// listen address is only read at start.
+func (s *Server) Reload(cfg *config.Server) error {
+	pol, err := policy.New(cfg.AllowCIDRs, cfg.AllowList)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	rt := &runtimeState{cfg: cfg, policy: pol}
+	switch cfg.Auth {
+	case "tls":
+		cert, err := tlsauth.LoadCert(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("server.tls_key_file: %w", err)
+		}
+		data, err := os.ReadFile(cfg.TLSPeersFile)
+		if err != nil {
+			return fmt.Errorf("server.tls_peers_file: %w", err)
+		}
+		if rt.peers, err = tlsauth.ParsePeers(data); err != nil {
+			return fmt.Errorf("server.tls_peers_file: %w", err)
+		}
+		rt.tls = tlsauth.ServerConfig(cert, rt.peers)
+	default:
+		keys, err := auth.LoadKeys(cfg.KeyFile)
+		if err != nil {
+			return fmt.Errorf("server.key_file: %w", err)
+		}
+		s.replay.SetTTL(2 * time.Duration(cfg.MaxClockSkew))
+		rt.verifier = &auth.Verifier{Keys: keys, MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
+	}
+	s.rt.Store(rt)
+	return nil
+}
+
+// Listen opens the MPTCP listener, with TCP Fast Open and deferred accept
+// when the kernel allows them (logged otherwise).
+func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		fo, da := sockopt.Listener(c)
+		if fo != nil || da != nil {
+			log.Warn("TCP Fast Open / deferred accept unavailable on the listener", "fast_open_err", fo, "defer_accept_err", da)
+		}
+		return nil
+	}}
+	if v := sockopt.FastOpenSysctl(); v >= 0 && v&2 == 0 {
+		log.Info("server-side TCP Fast Open is off (sysctl net.ipv4.tcp_fastopen lacks bit 2); connection setup costs one more round trip", "tcp_fastopen", v)
+	}
+	lc.SetMultipathTCP(true)
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve accepts connections until ctx is cancelled or ln fails.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of descriptors: back off instead of spinning.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; backing off", "err", err, "delay", delay)
+				time.Sleep(delay)
+				continue
+			}
+			return fmt.Errorf("accepting: %w", err)
+		}
+		delay = 0
+		rt := s.rt.Load()
+		if s.active.Load() >= int64(rt.cfg.MaxConns) {
+			s.metrics.Counter("conns_rejected_limit").Add(1)
+			c.Close()
+			continue
+		}
+		s.active.Add(1)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.active.Add(-1)
+			s.handle(c.(*net.TCPConn), rt)
+		}()
+	}
+}
+
+// Shutdown waits up to grace for relays to finish, then cuts the rest.
+func (s *Server) Shutdown(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.log.Info("shutdown grace over; closing remaining relays", "active", s.active.Load())
+		s.cancelConn()
+		<-done
+	}
+	s.cancelConn()
+}
+
+func (s *Server) authFailure(remote net.Addr, reason string, err error, id string) {
+	s.metrics.Counter("auth_failures").Add(1)
+	s.metrics.Counter("auth_failures_" + reason).Add(1)
+	if s.failLog.allow() {
+		args := []any{"remote", remote.String(), "reason", reason, "err", err}
+		if id != "" {
+			args = append(args, "client_id", id)
+		}
+		s.log.Warn("authentication failed; connection closed", args...)
+	} else {
+		s.metrics.Counter("log_suppressed").Add(1)
+	}
+}
+
+// session is an authenticated connection whose request has been read.
+type session struct {
+	id        string
+	req       []byte
+	plaintext bool                    // PSK client asked for a plaintext relay
+	reply     func(wire.Status) error // sends the server's answer
+	data      func() relay.Conn       // the stream to relay after a positive answer
+}
+
+func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
+	defer c.Close()
+	cfg := rt.cfg
+	s.metrics.Counter("conns_total").Add(1)
+	c.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout)))
+
+	var sess *session
+	if rt.tls != nil {
+		sess = s.acceptTLS(c, rt)
+	} else {
+		sess = s.acceptPSK(c, rt)
+	}
+	if sess == nil {
+		return
+	}
+	log := s.log.With("client_id", sess.id, "remote", c.RemoteAddr().String())
+
+	status := wire.StatusOK
+	var destConn *net.TCPConn
+	d, perr := wire.ParseRequest(sess.req)
+	switch {
+	case perr != nil:
+		s.metrics.Counter("bad_requests").Add(1)
+		log.Warn("malformed request", "err", perr)
+		status = wire.StatusGeneralFailure
+	case sess.plaintext && !cfg.AllowPlaintext:
+		s.metrics.Counter("refused_plaintext").Add(1)
+		log.Warn("client asked for a plaintext relay; refused (allow_plaintext is false)")
+		status = wire.StatusNotAllowed
+	case !s.acquire(sess.id, cfg.MaxConnsPerClient):
+		s.metrics.Counter("refused_client_limit").Add(1)
+		log.Warn("per-client connection limit reached", "limit", cfg.MaxConnsPerClient)
+		status = wire.StatusNotAllowed
+	default: // acquire succeeded
+		defer s.release(sess.id)
+		ctx, cancel := context.WithTimeout(s.connCtx, time.Duration(cfg.DialTimeout))
+		destConn, status = s.connect(ctx, rt, d, log)
+		cancel()
+	}
+	if destConn != nil {
+		defer destConn.Close()
+	}
+	if err := sess.reply(status); err != nil {
+		log.Debug("writing reply", "err", err)
+		return
+	}
+	if status != wire.StatusOK {
+		return
+	}
+	c.SetDeadline(time.Time{})
+
+	s.metrics.Counter("relays_total").Add(1)
+	sampler := &metrics.SubflowSampler{Conn: c}
+	res := relay.Relay(s.connCtx, sess.data(), destConn, time.Duration(cfg.IdleTimeout), byteCounter{s.metrics}, sampler.Sample)
+	sampler.Record(s.metrics, false)
+	log.Debug("relay finished", "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
+	if res.Err != nil && errors.Is(res.Err, wire.ErrAuth) {
+		s.metrics.Counter("frame_auth_failures").Add(1)
+		log.Warn("relay frame failed authentication; connection closed")
+	}
+}
+
+// acceptPSK runs the pre-shared-key exchange (see package auth): it
+// verifies the hello and opens the request sealed into the first flight.
+func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState) *session {
+	ch, err := auth.ReadClientHello(c)
+	if errors.Is(err, io.EOF) {
+		// Closed before sending a byte (port scan, health check).
+		s.metrics.Counter("conns_empty").Add(1)
+		return nil
+	}
+	if err != nil {
+		reason := "malformed"
+		var ne net.Error
+		switch {
+		case errors.Is(err, auth.ErrBadMagic):
+			reason = "bad_magic"
+		case errors.As(err, &ne) && ne.Timeout():
+			reason = "handshake_timeout" // slowloris, or a client that never spoke
+		}
+		s.authFailure(c.RemoteAddr(), reason, err, "")
+		return nil
+	}
+	key, err := rt.verifier.Verify(ch)
+	if err != nil {
+		reason := "bad_mac"
+		switch {
+		case errors.Is(err, auth.ErrReplay):
+			reason = "replay"
+		case errors.Is(err, auth.ErrClockSkew):
+			reason = "clock_skew"
+		case errors.Is(err, auth.ErrUnknownID):
+			reason = "unknown_id"
+		}
+		s.authFailure(c.RemoteAddr(), reason, err, ch.ID)
+		return nil
+	}
+	log := s.log.With("client_id", ch.ID, "remote", c.RemoteAddr().String())
+	early, err := auth.EarlyKey(key, ch)
+	if err != nil {
+		log.Error("deriving early key", "err", err)
+		return nil
+	}
+	earlyAEAD, _ := wire.NewAEAD(early)
+	_, req, err := wire.NewOpener(earlyAEAD).ReadFrame(c, nil)
+	if err != nil {
+		s.metrics.Counter("bad_requests").Add(1)
+		log.Warn("reading request failed", "err", err)
+		return nil
+	}
+	sh, ns, err := auth.NewServerHello(key, ch)
+	if err != nil {
+		log.Error("server hello", "err", err)
+		return nil
+	}
+	c2s, s2c, err := auth.SessionKeys(key, ch, ns)
+	if err != nil {
+		log.Error("session keys", "err", err)
+		return nil
+	}
+	s2cAEAD, _ := wire.NewAEAD(s2c)
+	sealer := wire.NewSealer(s2cAEAD)
+	plaintext := ch.Flags&auth.FlagPlaintext != 0
+	return &session{
+		id:        ch.ID,
+		req:       req,
+		plaintext: plaintext,
+		reply: func(st wire.Status) error {
+			_, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, st)))
+			return err
+		},
+		data: func() relay.Conn {
+			if plaintext {
+				return c
+			}
+			c2sAEAD, _ := wire.NewAEAD(c2s)
+			return wire.NewConn(c, wire.NewOpener(c2sAEAD), sealer)
+		},
+	}
+}
+
+// acceptTLS runs mutual TLS 1.3 with pinned certificates, then reads the
+// request (one length byte, then the wire request).
+func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState) *session {
+	tc := tls.Server(c, rt.tls)
+	if err := tc.Handshake(); err != nil {
+		if errors.Is(err, io.EOF) {
+			s.metrics.Counter("conns_empty").Add(1)
+			return nil
+		}
+		s.authFailure(c.RemoteAddr(), "tls", err, "")
+		return nil
+	}
+	id := tlsauth.PeerID(tc.ConnectionState(), rt.peers)
+	var n [1]byte
+	if _, err := io.ReadFull(tc, n[:]); err != nil {
+		s.metrics.Counter("bad_requests").Add(1)
+		return nil
+	}
+	req := make([]byte, n[0])
+	if _, err := io.ReadFull(tc, req); err != nil {
+		s.metrics.Counter("bad_requests").Add(1)
+		return nil
+	}
+	return &session{
+		id:  id,
+		req: req,
+		reply: func(st wire.Status) error {
+			_, err := tc.Write(wire.AppendReply(nil, st))
+			return err
+		},
+		data: func() relay.Conn { return tc },
+	}
+}
+
+type byteCounter struct{ m *metrics.Registry }
+
+func (b byteCounter) Add(up bool, n int64) {
+	if up {
+		b.m.Counter("bytes_up").Add(n)
+	} else {
+		b.m.Counter("bytes_down").Add(n)
+	}
+}
+
+func (s *Server) acquire(id string, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perClient[id] >= limit {
+		return false
+	}
+	s.perClient[id]++
+	return true
+}
+
+func (s *Server) release(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perClient[id]--; s.perClient[id] <= 0 {
+		delete(s.perClient, id)
+	}
+}
+
+// connect applies the policy, resolves and dials; it returns the status to
+// send back.
+func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log *slog.Logger) (*net.TCPConn, wire.Status) {
+	var candidates []netip.Addr
+	if d.IsName() {
+		if err := rt.policy.CheckName(d.Name); err != nil {
+			s.refused(log, err)
+			return nil, wire.StatusNotAllowed
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(rt.cfg.ResolveTimeout))
+		ips, err := s.Resolver.LookupNetIP(rctx, "ip", d.Name)
+		cancel()
+		if err != nil || len(ips) == 0 {
+			s.metrics.Counter("resolve_failures").Add(1)
+			log.Info("name resolution failed", "err", err)
+			return nil, wire.StatusHostUnreachable
+		}
+		var lastErr error
+		for _, ip := range ips {
+			if err := rt.policy.CheckIP(ip, true); err != nil {
+				lastErr = err
+				continue
+			}
+			candidates = append(candidates, ip.Unmap())
+		}
+		if len(candidates) == 0 {
+			s.refused(log, lastErr)
+			return nil, wire.StatusNotAllowed
+		}
+	} else {
+		if err := rt.policy.CheckIP(d.IP, false); err != nil {
+			s.refused(log, err)
+			return nil, wire.StatusNotAllowed
+		}
+		candidates = []netip.Addr{d.IP}
+	}
+	if len(candidates) > 4 {
+		candidates = candidates[:4]
+	}
+	var dialer net.Dialer
+	status := wire.StatusHostUnreachable
+	for _, ip := range candidates {
+		c, err := dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(ip, d.Port).String())
+		if err == nil {
+			return c.(*net.TCPConn), wire.StatusOK
+		}
+		status = statusFor(err)
+		log.Debug("connect failed", "err", err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	s.metrics.Counter("connect_failures").Add(1)
+	return nil, status
+}
+
+func (s *Server) refused(log *slog.Logger, err error) {
+	s.metrics.Counter("refused_destinations").Add(1)
+	// The reason names the range (e.g. "loopback"); the address is only
+	// logged at debug level.
+	log.Info("destination refused by policy")
+	log.Debug("destination refused", "err", err)
+}
+
+func statusFor(err error) wire.Status {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return wire.StatusConnRefused
+	case errors.Is(err, syscall.ENETUNREACH):
+		return wire.StatusNetUnreachable
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		return wire.StatusHostUnreachable
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return wire.StatusTTLExpired
+	}
+	return wire.StatusGeneralFailure
+}
+
+// rateLimiter allows perSecond events per second (for log lines).
+type rateLimiter struct {
+	perSecond int
+	mu        sync.Mutex
+	second    int64
+	count     int
+}
+
+func (r *rateLimiter) allow() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now().Unix()
+	if now != r.second {
+		r.second, r.count = now, 0
+	}
+	r.count++
+	return r.count <= r.perSecond
+}

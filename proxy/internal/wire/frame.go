@@ -1,0 +1,291 @@
+// Package wire defines what travels between the braid client and server
+// after the hellos: AEAD-sealed frames, the request that names a
+// destination and the server's reply.
+//
+// A frame is
+//
+//	length (uint16, big endian) | flags (1) | AES-256-GCM ciphertext+tag (length bytes)
+//
+// The 3-byte header is the GCM additional data, so a flipped length or flag
+// fails authentication. Nonces are a per-direction counter (each direction
+// has its own key), so frames cannot be reordered, dropped or replayed
+// without the next Open failing. FlagFIN marks the sender's end of stream: a
+// connection that ends without it is reported as truncated, never as a clean
+// EOF, so an attacker cannot cut a transfer short undetected.
+package wire
+
+import (
+	"bufio"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+const (
+	// HeaderLen is the size of the clear frame header.
+	HeaderLen = 3
+	// TagLen is the GCM tag size.
+	TagLen = 16
+	// MaxPayload is the largest plaintext per frame.
+	MaxPayload = 32 * 1024
+	// FlagFIN marks the last frame of a direction.
+	FlagFIN = 0x01
+)
+
+var (
+	// ErrTruncated means the peer's stream ended without a FIN frame.
+	ErrTruncated = errors.New("wire: stream ended without FIN (truncated)")
+	// ErrAuth means a frame failed authentication.
+	ErrAuth = errors.New("wire: frame authentication failed")
+	// ErrAfterFIN means data arrived after the peer's FIN.
+	ErrAfterFIN = errors.New("wire: frame after FIN")
+)
+
+// NewAEAD returns AES-256-GCM for key.
+func NewAEAD(key [32]byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		return nil, fmt.Errorf("creating cipher: %w", err)
+	}
+	return cipher.NewGCM(block)
+}
+
+type nonceCounter uint64
+
+func (n *nonceCounter) next() []byte {
+	var b [12]byte
+	binary.BigEndian.PutUint64(b[4:], uint64(*n))
+	*n++
+	return b[:]
+}
+
+// Sealer writes frames in one direction.
+type Sealer struct {
+	aead  cipher.AEAD
+	nonce nonceCounter
+	buf   []byte
+}
+
+// NewSealer returns a sealer using aead with a fresh nonce counter.
+func NewSealer(aead cipher.AEAD) *Sealer { return &Sealer{aead: aead} }
+
+// Append seals payload (at most MaxPayload bytes) as one frame appended to dst.
+func (s *Sealer) Append(dst []byte, flags byte, payload []byte) []byte {
+	if len(payload) > MaxPayload {
+		panic("wire: payload larger than MaxPayload")
+	}
+	n := len(payload) + TagLen
+	dst = append(dst, byte(n>>8), byte(n), flags)
+	hdr := dst[len(dst)-HeaderLen:]
+	return s.aead.Seal(dst, s.nonce.next(), payload, hdr)
+}
+
+// Opener reads frames in one direction.
+type Opener struct {
+	aead  cipher.AEAD
+	nonce nonceCounter
+}
+
+// NewOpener returns an opener using aead with a fresh nonce counter.
+func NewOpener(aead cipher.AEAD) *Opener { return &Opener{aead: aead} }
+
+// ReadFrame reads exactly one frame from r into buf (grown as needed) and
+// returns its flags and plaintext (aliasing buf). It reads nothing beyond the
+// frame, so it is safe on a raw socket during the handshake.
+func (o *Opener) ReadFrame(r io.Reader, buf []byte) (flags byte, payload []byte, err error) {
+	var hdr [HeaderLen]byte
+	if _, err = io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return 0, nil, ErrTruncated
+		}
+		return 0, nil, fmt.Errorf("wire: reading frame header: %w", err)
+	}
+	n := int(binary.BigEndian.Uint16(hdr[:2]))
+	if n < TagLen || n > MaxPayload+TagLen {
+		return 0, nil, fmt.Errorf("wire: frame length %d out of range", n)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err = io.ReadFull(r, buf); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return 0, nil, ErrTruncated
+		}
+		return 0, nil, fmt.Errorf("wire: reading frame: %w", err)
+	}
+	payload, err = o.aead.Open(buf[:0], o.nonce.next(), buf, hdr[:])
+	if err != nil {
+		return 0, nil, ErrAuth
+	}
+	return hdr[2], payload, nil
+}
+
+// HalfCloser is a connection whose write side can be shut separately.
+type HalfCloser interface {
+	net.Conn
+	CloseWrite() error
+}
+
+// Conn is an encrypted stream over a raw connection. Read and Write may be
+// used from two goroutines (one each); CloseWrite sends FIN and shuts the
+// raw write side.
+type Conn struct {
+	raw HalfCloser
+	br  *bufio.Reader
+
+	rmu     sync.Mutex
+	opener  *Opener
+	rbuf    []byte
+	pending []byte
+	rerr    error
+
+	wmu    sync.Mutex
+	sealer *Sealer
+	wbuf   []byte
+	closed bool
+}
+
+// NewConn wraps raw with the given directions.
+func NewConn(raw HalfCloser, opener *Opener, sealer *Sealer) *Conn {
+	return &Conn{
+		raw: raw,
+		// Frame bodies larger than the buffer are read straight into
+		// rbuf, so a small buffer only batches headers with short frames.
+		br:     bufio.NewReaderSize(raw, 4096),
+		opener: opener,
+		sealer: sealer,
+	}
+}
+
+// Read returns decrypted data; io.EOF only after the peer's FIN frame.
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for len(c.pending) == 0 {
+		if err := c.nextFrame(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+// nextFrame reads one frame into pending (caller holds rmu).
+func (c *Conn) nextFrame() error {
+	if c.rerr != nil {
+		return c.rerr
+	}
+	if c.rbuf == nil {
+		c.rbuf = make([]byte, MaxPayload+TagLen)
+	}
+	flags, payload, err := c.opener.ReadFrame(c.br, c.rbuf)
+	if err != nil {
+		c.rerr = err
+		return err
+	}
+	c.pending = payload
+	if flags&FlagFIN != 0 {
+		c.rerr = io.EOF
+	}
+	return nil
+}
+
+// WriteTo writes decrypted frames straight to w (no intermediate buffer)
+// until the peer's FIN; it returns nil at FIN, like io.Copy at EOF.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	var total int64
+	for {
+		if len(c.pending) > 0 {
+			n, err := w.Write(c.pending)
+			total += int64(n)
+			c.pending = c.pending[n:]
+			if err != nil {
+				return total, err
+			}
+		}
+		if err := c.nextFrame(); err != nil {
+			if err == io.EOF {
+				return total, nil
+			}
+			return total, err
+		}
+	}
+}
+
+// Write seals p into as many frames as needed and writes them.
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed {
+		return 0, net.ErrClosed
+	}
+	if c.wbuf == nil {
+		c.wbuf = make([]byte, 0, HeaderLen+MaxPayload+TagLen)
+	}
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), MaxPayload)
+		c.wbuf = c.sealer.Append(c.wbuf[:0], 0, p[:n])
+		if _, err := c.raw.Write(c.wbuf); err != nil {
+			return written, err
+		}
+		written += n
+		p = p[n:]
+	}
+	return written, nil
+}
+
+// ReadFrom copies src into frames, one read per frame, so each frame is as
+// large as the data available (up to MaxPayload) without extra copies.
+func (c *Conn) ReadFrom(src io.Reader) (int64, error) {
+	buf := make([]byte, HeaderLen+MaxPayload+TagLen)
+	var total int64
+	for {
+		n, rerr := src.Read(buf[HeaderLen : HeaderLen+MaxPayload])
+		if n > 0 {
+			c.wmu.Lock()
+			out := c.sealer.Append(buf[:0], 0, buf[HeaderLen:HeaderLen+n])
+			_, werr := c.raw.Write(out)
+			c.wmu.Unlock()
+			if werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
+// CloseWrite sends the FIN frame and shuts the raw write side.
+func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if _, err := c.raw.Write(c.sealer.Append(nil, FlagFIN, nil)); err != nil {
+		return err
+	}
+	return c.raw.CloseWrite()
+}
+
+// Close closes the raw connection.
+func (c *Conn) Close() error { return c.raw.Close() }
+
+// Raw returns the underlying connection.
+func (c *Conn) Raw() HalfCloser { return c.raw }

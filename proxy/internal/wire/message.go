@@ -1,0 +1,124 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"braid/proxy/internal/dest"
+)
+
+// Version of the request/reply messages.
+const Version = 1
+
+// Address types inside a request (same numbers as SOCKS5).
+const (
+	atypIPv4 = 0x01
+	atypName = 0x03
+	atypIPv6 = 0x04
+)
+
+// Status is the server's answer to a request. The values are the SOCKS5
+// reply codes, so the client passes them through unchanged.
+type Status byte
+
+// Statuses.
+const (
+	StatusOK              Status = 0x00
+	StatusGeneralFailure  Status = 0x01
+	StatusNotAllowed      Status = 0x02
+	StatusNetUnreachable  Status = 0x03
+	StatusHostUnreachable Status = 0x04
+	StatusConnRefused     Status = 0x05
+	StatusTTLExpired      Status = 0x06
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusGeneralFailure:
+		return "general failure"
+	case StatusNotAllowed:
+		return "not allowed"
+	case StatusNetUnreachable:
+		return "network unreachable"
+	case StatusHostUnreachable:
+		return "host unreachable"
+	case StatusConnRefused:
+		return "connection refused"
+	case StatusTTLExpired:
+		return "timed out"
+	}
+	return fmt.Sprintf("status(%d)", byte(s))
+}
+
+// ErrMalformed is returned for requests and replies that do not parse.
+var ErrMalformed = errors.New("wire: malformed message")
+
+// AppendRequest encodes a request: version | atyp | address | port.
+func AppendRequest(b []byte, d dest.Addr) []byte {
+	b = append(b, Version)
+	switch {
+	case d.Name != "":
+		b = append(b, atypName, byte(len(d.Name)))
+		b = append(b, d.Name...)
+	case d.IP.Is4():
+		a := d.IP.As4()
+		b = append(b, atypIPv4)
+		b = append(b, a[:]...)
+	default:
+		a := d.IP.As16()
+		b = append(b, atypIPv6)
+		b = append(b, a[:]...)
+	}
+	return binary.BigEndian.AppendUint16(b, d.Port)
+}
+
+// ParseRequest decodes a whole request frame and validates the destination.
+func ParseRequest(b []byte) (dest.Addr, error) {
+	var d dest.Addr
+	if len(b) < 2 || b[0] != Version {
+		return d, fmt.Errorf("%w: version", ErrMalformed)
+	}
+	rest := b[2:]
+	switch b[1] {
+	case atypIPv4:
+		if len(rest) != 4+2 {
+			return d, fmt.Errorf("%w: IPv4 length", ErrMalformed)
+		}
+		d.IP = netip.AddrFrom4([4]byte(rest[:4]))
+		rest = rest[4:]
+	case atypIPv6:
+		if len(rest) != 16+2 {
+			return d, fmt.Errorf("%w: IPv6 length", ErrMalformed)
+		}
+		d.IP = netip.AddrFrom16([16]byte(rest[:16])).Unmap()
+		rest = rest[16:]
+	case atypName:
+		if len(rest) < 1 || len(rest) != 1+int(rest[0])+2 {
+			return d, fmt.Errorf("%w: name length", ErrMalformed)
+		}
+		d.Name = string(rest[1 : 1+rest[0]])
+		rest = rest[1+rest[0]:]
+	default:
+		return d, fmt.Errorf("%w: address type %d", ErrMalformed, b[1])
+	}
+	d.Port = binary.BigEndian.Uint16(rest)
+	if err := d.Validate(); err != nil {
+		return dest.Addr{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return d, nil
+}
+
+// AppendReply encodes a reply: version | status.
+func AppendReply(b []byte, s Status) []byte { return append(b, Version, byte(s)) }
+
+// ParseReply decodes a reply.
+func ParseReply(b []byte) (Status, error) {
+	if len(b) != 2 || b[0] != Version {
+		return 0, fmt.Errorf("%w: reply", ErrMalformed)
+	}
+	return Status(b[1]), nil
+}

@@ -1,0 +1,154 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+
+	"braid/proxy/internal/dest"
+)
+
+func aeadPair(t testing.TB) (*Sealer, *Opener) {
+	var k [32]byte
+	k[0] = 1
+	a, err := NewAEAD(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewSealer(a), NewOpener(a)
+}
+
+func TestFrameRoundTripAndTamper(t *testing.T) {
+	s, o := aeadPair(t)
+	var stream []byte
+	stream = s.Append(stream, 0, []byte("hello"))
+	stream = s.Append(stream, FlagFIN, nil)
+	r := bytes.NewReader(stream)
+	f, p, err := o.ReadFrame(r, nil)
+	if err != nil || f != 0 || string(p) != "hello" {
+		t.Fatalf("frame 1: %v %q %v", f, p, err)
+	}
+	f, p, err = o.ReadFrame(r, nil)
+	if err != nil || f != FlagFIN || len(p) != 0 {
+		t.Fatalf("frame 2: %v %q %v", f, p, err)
+	}
+	// Any flipped bit fails authentication.
+	for i := range stream[:len(stream)/2] {
+		s2, o2 := aeadPair(t)
+		_ = s2
+		bad := append([]byte{}, stream...)
+		bad[i] ^= 0x40
+		if _, _, err := o2.ReadFrame(bytes.NewReader(bad), nil); err == nil {
+			t.Fatalf("tampered byte %d accepted", i)
+		}
+	}
+	// Replaying the first frame as second fails (nonce counter).
+	_, o3 := aeadPair(t)
+	first := stream[:HeaderLen+5+TagLen]
+	rr := bytes.NewReader(append(append([]byte{}, first...), first...))
+	if _, _, err := o3.ReadFrame(rr, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := o3.ReadFrame(rr, nil); !errors.Is(err, ErrAuth) {
+		t.Fatalf("replayed frame: %v", err)
+	}
+}
+
+func TestConnHalfCloseAndTruncation(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s, o := aeadPair(t)
+		_ = o
+		wc := NewConn(c.(*net.TCPConn), nil, s)
+		wc.Write(bytes.Repeat([]byte("x"), 100000))
+		wc.CloseWrite()
+		// Then a truncated stream: raw close without FIN is tested below.
+		io.Copy(io.Discard, c)
+		c.Close()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, o := aeadPair(t)
+	rc := NewConn(c.(*net.TCPConn), o, nil)
+	got, err := io.ReadAll(rc)
+	if err != nil || len(got) != 100000 {
+		t.Fatalf("read %d bytes, err %v", len(got), err)
+	}
+
+	// Truncation: raw EOF without FIN.
+	_, o2 := aeadPair(t)
+	s2, _ := aeadPair(t)
+	trunc := s2.Append(nil, 0, []byte("partial"))
+	rc2 := &Conn{br: nil, opener: o2, rbuf: make([]byte, MaxPayload+TagLen)}
+	rc2.br = bufioReader(bytes.NewReader(trunc))
+	if _, err := io.ReadAll(rc2); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("truncated stream: %v", err)
+	}
+}
+
+func TestRequestRoundTrip(t *testing.T) {
+	for _, d := range []dest.Addr{
+		{Name: "example.com", Port: 443},
+		{IP: netip.MustParseAddr("192.0.2.7"), Port: 80},
+		{IP: netip.MustParseAddr("2001:db8::7"), Port: 8080},
+	} {
+		got, err := ParseRequest(AppendRequest(nil, d))
+		if err != nil || got != d {
+			t.Errorf("%v: got %v, %v", d, got, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {2, 1}, {1, 9, 0, 0}, {1, 3, 5, 'a', 0, 80}, {1, 1, 1, 2, 3, 4, 0, 0}, {1, 3, 3, 'a', ' ', 'b', 0, 80}} {
+		if _, err := ParseRequest(bad); err == nil {
+			t.Errorf("ParseRequest(%v) accepted", bad)
+		}
+	}
+	if s, err := ParseReply(AppendReply(nil, StatusNotAllowed)); err != nil || s != StatusNotAllowed {
+		t.Fatal(s, err)
+	}
+}
+
+func FuzzParseRequest(f *testing.F) {
+	f.Add(AppendRequest(nil, dest.Addr{Name: "example.com", Port: 443}))
+	f.Add(AppendRequest(nil, dest.Addr{IP: netip.MustParseAddr("192.0.2.7"), Port: 80}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		d, err := ParseRequest(in)
+		if err != nil {
+			return
+		}
+		if d.Validate() != nil {
+			t.Fatalf("invalid destination accepted: %+v", d)
+		}
+		if d2, err := ParseRequest(AppendRequest(nil, d)); err != nil || d2 != d {
+			t.Fatalf("round trip: %+v -> %+v %v", d, d2, err)
+		}
+	})
+}
+
+func FuzzReadFrame(f *testing.F) {
+	s, _ := aeadPair(f)
+	f.Add(s.Append(nil, 0, []byte("data")))
+	f.Add([]byte{0, 1, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		_, o := aeadPair(t)
+		r := bytes.NewReader(in)
+		for i := 0; i < 4; i++ {
+			if _, _, err := o.ReadFrame(r, nil); err != nil {
+				return
+			}
+		}
+	})
+}
