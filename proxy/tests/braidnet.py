@@ -54,18 +54,23 @@ class Testbed:
 
     def run(self, role: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         """Run a command inside namespace `role` and wait for it."""
-        r = subprocess.run(["ip", "netns", "exec", self.ns(role), *args],
-                           capture_output=True, text=True, timeout=timeout, check=False)
+        r = subprocess.run(
+            ["ip", "netns", "exec", self.ns(role), *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
         if check and r.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} in {role} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         return r
 
     def spawn(self, role: str, args: list[str], log: Path | None = None, env: dict | None = None) -> subprocess.Popen:
         """Start a background process in `role`; it is stopped on exit."""
-        out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 (handed to the child)
-        p = subprocess.Popen(["ip", "netns", "exec", self.ns(role), *args],
-                             stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
-                             env={**os.environ, **(env or {})}, start_new_session=True)
+        out = open(log, "w") if log else subprocess.DEVNULL
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns(role), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
         self.procs.append(p)
         return p
 
@@ -90,7 +95,7 @@ class Testbed:
         raise TimeoutError(f"{host}:{port} not listening in {role}")
 
     # -- topology -----------------------------------------------------------
-    def __enter__(self) -> Testbed:  # noqa: PYI034
+    def __enter__(self) -> Testbed:
         try:
             self._build()
         except BaseException:
@@ -102,8 +107,8 @@ class Testbed:
         c, s, d = self.ns("c"), self.ns("s"), self.ns("d")
         for n in (c, s, d):
             self.sh("ip", "netns", "add", n)
-            self.run(n[len(self.prefix):], "ip", "link", "set", "lo", "up")
-            self.run(n[len(self.prefix):], "sysctl", "-qw", "net.mptcp.enabled=1")
+            self.run(n[len(self.prefix) :], "ip", "link", "set", "lo", "up")
+            self.run(n[len(self.prefix) :], "sysctl", "-qw", "net.mptcp.enabled=1")
         # /etc/netns/<ns>/hosts is bind-mounted over /etc/hosts by ip netns exec.
         etc = Path("/etc/netns") / s
         etc.mkdir(parents=True, exist_ok=True)
@@ -167,6 +172,7 @@ def build_binaries(out: Path) -> tuple[Path, Path]:
     """go build braid-proxy and braid-loadgen into `out`."""
     here = Path(__file__).resolve().parent.parent
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["go", "build", "-o", str(out) + "/", "./cmd/braid-proxy", "./cmd/braid-loadgen"],
-                   cwd=here, check=True)
+    subprocess.run(
+        ["go", "build", "-o", str(out) + "/", "./cmd/braid-proxy", "./cmd/braid-loadgen"], cwd=here, check=True
+    )
     return out / "braid-proxy", out / "braid-loadgen"

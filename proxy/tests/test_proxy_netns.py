@@ -58,18 +58,48 @@ def bed(bins, tmp_path):
 
         keys = write_secret(tmp_path / "keys", KEY)
         tb.server_log = tmp_path / "server.log"
-        tb.server = tb.spawn("s", [str(proxy), "server", "-listen", f"{SERVER_PUBLIC}:{SERVER_PORT}",
-                                   "-key-file", str(keys), "-allow-cidr", "10.9.0.0/24",
-                                   "-metrics-listen", f"127.0.0.1:{SERVER_METRICS}",
-                                   "-log-format", "json", "-shutdown-grace", "3s"], log=tb.server_log)
+        tb.server = tb.spawn(
+            "s",
+            [
+                str(proxy),
+                "server",
+                "-listen",
+                f"{SERVER_PUBLIC}:{SERVER_PORT}",
+                "-key-file",
+                str(keys),
+                "-allow-cidr",
+                "10.9.0.0/24",
+                "-metrics-listen",
+                f"127.0.0.1:{SERVER_METRICS}",
+                "-log-format",
+                "json",
+                "-shutdown-grace",
+                "3s",
+            ],
+            log=tb.server_log,
+        )
         tb.client_log = tmp_path / "client.log"
         tb.gw_file = tmp_path / "gateways.json"
-        tb.client = tb.spawn("c", [str(proxy), "client", "-server", f"{SERVER_PUBLIC}:{SERVER_PORT}",
-                                   "-key-file", str(keys),
-                                   "-socks-listen", f"127.0.0.1:{SOCKS_PORT}",
-                                   "-transparent-listen", f"127.0.0.1:{TPROXY_PORT}",
-                                   "-gateway-status-file", str(tb.gw_file),
-                                   "-metrics-listen", f"127.0.0.1:{CLIENT_METRICS}"], log=tb.client_log)
+        tb.client = tb.spawn(
+            "c",
+            [
+                str(proxy),
+                "client",
+                "-server",
+                f"{SERVER_PUBLIC}:{SERVER_PORT}",
+                "-key-file",
+                str(keys),
+                "-socks-listen",
+                f"127.0.0.1:{SOCKS_PORT}",
+                "-transparent-listen",
+                f"127.0.0.1:{TPROXY_PORT}",
+                "-gateway-status-file",
+                str(tb.gw_file),
+                "-metrics-listen",
+                f"127.0.0.1:{CLIENT_METRICS}",
+            ],
+            log=tb.client_log,
+        )
         tb.proxy, tb.loadgen = proxy, loadgen
         tb.wait_port("d", DEST, WEB_PORT)
         tb.wait_port("d", DEST, SINK_PORT)
@@ -97,8 +127,24 @@ def test_curl_socks5_hostname_byte_exact(bed):
 
 
 def test_transparent_iptables_redirect_byte_exact(bed):
-    bed.run("c", "iptables", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-d", DEST, "--dport", str(WEB_PORT),
-            "-j", "REDIRECT", "--to-ports", str(TPROXY_PORT))
+    bed.run(
+        "c",
+        "iptables",
+        "-t",
+        "nat",
+        "-A",
+        "OUTPUT",
+        "-p",
+        "tcp",
+        "-d",
+        DEST,
+        "--dport",
+        str(WEB_PORT),
+        "-j",
+        "REDIRECT",
+        "--to-ports",
+        str(TPROXY_PORT),
+    )
     got = curl_sha(bed, f"http://{DEST}:{WEB_PORT}/blob.bin")
     assert got == bed.blob_sha
     st = status(bed, "c", CLIENT_METRICS)
@@ -107,8 +153,23 @@ def test_transparent_iptables_redirect_byte_exact(bed):
 
 def test_1gib_checksummed_over_two_wans(bed):
     before = {dev: bed.tx_bytes("c", dev) for dev in ("c-w1", "c-w2")}
-    r = bed.run("c", str(bed.loadgen), "run", "-socks", f"127.0.0.1:{SOCKS_PORT}", "-target", f"{DEST}:{SINK_PORT}",
-                "-down", "512M", "-up", "512M", "-verify", "-timeout", "180s", timeout=200)
+    r = bed.run(
+        "c",
+        str(bed.loadgen),
+        "run",
+        "-socks",
+        f"127.0.0.1:{SOCKS_PORT}",
+        "-target",
+        f"{DEST}:{SINK_PORT}",
+        "-down",
+        "512M",
+        "-up",
+        "512M",
+        "-verify",
+        "-timeout",
+        "180s",
+        timeout=200,
+    )
     res = json.loads(r.stdout)
     assert res["failed"] == 0 and res["bytes"] == 1 << 30, res
     # Upload direction: both WANs must have carried a real share (MPTCP).
@@ -120,12 +181,16 @@ def test_1gib_checksummed_over_two_wans(bed):
     sf = status(bed, "c", CLIENT_METRICS)["subflows"]
     print("client per-subflow counters:", sf)
     assert {CLIENT_W1, CLIENT_W2} <= set(sf), sf
-    assert all(sf[a]["bytes_sent"] > 20 << 20 and sf[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)), sf
+    assert all(sf[a]["bytes_sent"] > 20 << 20 and sf[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)), (
+        sf
+    )
     assert sum(sf[a]["bytes_sent"] for a in sf) >= 512 << 20
     deadline = time.time() + 5  # the server's relay ends just after the client's
     while time.time() < deadline:
         srv = status(bed, "s", SERVER_METRICS)["subflows"]
-        if {CLIENT_W1, CLIENT_W2} <= set(srv) and all(srv[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)):
+        if {CLIENT_W1, CLIENT_W2} <= set(srv) and all(
+            srv[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)
+        ):
             break
         time.sleep(0.1)
     print("server per-subflow counters:", srv)
@@ -136,22 +201,59 @@ def test_1gib_checksummed_over_two_wans(bed):
 def test_abuse_logged_and_server_keeps_serving(bed, tmp_path):
     # Wrong key: a second client with another key gets a general failure.
     bad_keys = write_secret(tmp_path / "bad.keys", "box1 " + "c3" * 32 + "\n")
-    bed.spawn("c", [str(bed.proxy), "client", "-server", f"{SERVER_PUBLIC}:{SERVER_PORT}", "-key-file", str(bad_keys),
-                    "-socks-listen", "127.0.0.1:2080", "-metrics-listen", "", "-gateway-status-file", "/nonexistent"])
+    bed.spawn(
+        "c",
+        [
+            str(bed.proxy),
+            "client",
+            "-server",
+            f"{SERVER_PUBLIC}:{SERVER_PORT}",
+            "-key-file",
+            str(bad_keys),
+            "-socks-listen",
+            "127.0.0.1:2080",
+            "-metrics-listen",
+            "",
+            "-gateway-status-file",
+            "/nonexistent",
+        ],
+    )
     bed.wait_port("c", "127.0.0.1", 2080)
-    r = bed.run("c", "curl", "-s", "--max-time", "10", "--socks5-hostname", "127.0.0.1:2080",
-                f"http://{DEST_NAME}:{WEB_PORT}/blob.bin", check=False)
+    r = bed.run(
+        "c",
+        "curl",
+        "-s",
+        "--max-time",
+        "10",
+        "--socks5-hostname",
+        "127.0.0.1:2080",
+        f"http://{DEST_NAME}:{WEB_PORT}/blob.bin",
+        check=False,
+    )
     assert r.returncode == 97, r  # curl: proxy handshake error (SOCKS reply 1)
     # No auth: plain SOCKS straight at the server gets nothing back.
-    r = bed.run("c", "curl", "-s", "--max-time", "10", "--socks5-hostname", f"{SERVER_PUBLIC}:{SERVER_PORT}",
-                f"http://{DEST_NAME}:{WEB_PORT}/", check=False)
+    r = bed.run(
+        "c",
+        "curl",
+        "-s",
+        "--max-time",
+        "10",
+        "--socks5-hostname",
+        f"{SERVER_PUBLIC}:{SERVER_PORT}",
+        f"http://{DEST_NAME}:{WEB_PORT}/",
+        check=False,
+    )
     assert r.returncode != 0
     # Refused destination: the proxy's own loopback and the metadata address.
     for url in (f"http://127.0.0.1:{SERVER_METRICS}/status", "http://169.254.169.254/"):
         r = bed.run("c", "curl", "-s", "--max-time", "10", "--socks5", f"127.0.0.1:{SOCKS_PORT}", url, check=False)
         assert r.returncode == 97, r
     # Unsupported command: curl cannot send BIND, so speak SOCKS by hand.
-    r = bed.run("c", "python3", "-c", f"""
+    r = bed.run(
+        "c",
+        "python3",
+        "-c",
+        f"""
 import socket; s = socket.create_connection(("127.0.0.1", {SOCKS_PORT}))
 s.sendall(bytes([5,1,0, 5,2,0,1, 10,9,0,2, 0,80])); s.settimeout(5)
 out = b""
@@ -159,7 +261,8 @@ while True:
     b = s.recv(100)
     if not b: break
     out += b
-print(out.hex())""")
+print(out.hex())""",
+    )
     assert r.stdout.strip() == "0500" + "05070001000000000000"
     time.sleep(0.3)
     st = status(bed, "s", SERVER_METRICS)
@@ -168,7 +271,10 @@ print(out.hex())""")
     assert "authentication failed" in log and "destination refused by policy" in log
     assert "3c3c3c" not in log and "c3c3c3" not in log
     # ...and the server still serves well-behaved clients.
-    assert curl_sha(bed, "--socks5-hostname", f"127.0.0.1:{SOCKS_PORT}", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin") == bed.blob_sha
+    assert (
+        curl_sha(bed, "--socks5-hostname", f"127.0.0.1:{SOCKS_PORT}", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin")
+        == bed.blob_sha
+    )
 
 
 def _proc_status(tb: Testbed, p: subprocess.Popen) -> dict:
@@ -182,16 +288,27 @@ def _proc_status(tb: Testbed, p: subprocess.Popen) -> dict:
 
 def test_1000_concurrent_no_leaks_bounded_memory(bed):
     base_s, base_c = status(bed, "s", SERVER_METRICS), status(bed, "c", CLIENT_METRICS)
-    r = bed.run("c", "bash", "-c", f"ulimit -n 8192; exec {bed.loadgen} run -socks 127.0.0.1:{SOCKS_PORT} "
-                f"-target {DEST}:{SINK_PORT} -n 1000 -c 1000 -down 64K -up 16K -timeout 60s", timeout=90)
+    r = bed.run(
+        "c",
+        "bash",
+        "-c",
+        f"ulimit -n 8192; exec {bed.loadgen} run -socks 127.0.0.1:{SOCKS_PORT} "
+        f"-target {DEST}:{SINK_PORT} -n 1000 -c 1000 -down 64K -up 16K -timeout 60s",
+        timeout=90,
+    )
     res = json.loads(r.stdout)
     assert res["failed"] == 0, res
     deadline = time.time() + 15
     while time.time() < deadline:
         s, c = status(bed, "s", SERVER_METRICS), status(bed, "c", CLIENT_METRICS)
-        if s["conns_active"] == 0 and c["conns_active"] == 0 and \
-           s["goroutines"] <= base_s["goroutines"] + 3 and c["goroutines"] <= base_c["goroutines"] + 3 and \
-           s["open_fds"] <= base_s["open_fds"] + 3 and c["open_fds"] <= base_c["open_fds"] + 3:
+        if (
+            s["conns_active"] == 0
+            and c["conns_active"] == 0
+            and s["goroutines"] <= base_s["goroutines"] + 3
+            and c["goroutines"] <= base_c["goroutines"] + 3
+            and s["open_fds"] <= base_s["open_fds"] + 3
+            and c["open_fds"] <= base_c["open_fds"] + 3
+        ):
             break
         time.sleep(0.2)
     print("1000 concurrent:", res, "server", s, "client", c)
@@ -215,15 +332,49 @@ def test_reload_and_graceful_shutdown(bed, tmp_path):
     while "configuration reloaded" not in bed.server_log.read_text() and time.time() < deadline:
         time.sleep(0.05)
     assert "configuration reloaded" in bed.server_log.read_text()
-    bed.spawn("c", [str(bed.proxy), "client", "-server", f"{SERVER_PUBLIC}:{SERVER_PORT}", "-key-file", str(k2),
-                    "-socks-listen", "127.0.0.1:3080", "-metrics-listen", "", "-gateway-status-file", "/nonexistent"])
+    bed.spawn(
+        "c",
+        [
+            str(bed.proxy),
+            "client",
+            "-server",
+            f"{SERVER_PUBLIC}:{SERVER_PORT}",
+            "-key-file",
+            str(k2),
+            "-socks-listen",
+            "127.0.0.1:3080",
+            "-metrics-listen",
+            "",
+            "-gateway-status-file",
+            "/nonexistent",
+        ],
+    )
     bed.wait_port("c", "127.0.0.1", 3080)
-    assert curl_sha(bed, "--socks5-hostname", "127.0.0.1:3080", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin") == bed.blob_sha
+    assert (
+        curl_sha(bed, "--socks5-hostname", "127.0.0.1:3080", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin") == bed.blob_sha
+    )
 
     # SIGTERM with a relay in flight: the transfer finishes, then exit 0.
-    dl = subprocess.Popen(["ip", "netns", "exec", bed.ns("c"), str(bed.loadgen), "run", "-socks",
-                           f"127.0.0.1:{SOCKS_PORT}", "-target", f"{DEST}:{SINK_PORT}", "-down", "256M",
-                           "-timeout", "60s"], stdout=subprocess.PIPE, text=True)
+    dl = subprocess.Popen(
+        [
+            "ip",
+            "netns",
+            "exec",
+            bed.ns("c"),
+            str(bed.loadgen),
+            "run",
+            "-socks",
+            f"127.0.0.1:{SOCKS_PORT}",
+            "-target",
+            f"{DEST}:{SINK_PORT}",
+            "-down",
+            "256M",
+            "-timeout",
+            "60s",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.3)
     t0 = time.time()
     rc = bed.stop(bed.server, signal.SIGTERM, timeout=20)
@@ -237,11 +388,27 @@ def test_reload_and_graceful_shutdown(bed, tmp_path):
 
 def test_first_subflow_follows_best_gateway(bed):
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for best, src in (("gw2", CLIENT_W2), ("gw1", CLIENT_W1)):
-        gws = [{"id": "gw1", "source": CLIENT_W1, "up": True, "backup": False, "ewma_ms": 1.0 if best == "gw1" else 9.0,
-                "rtt_ms": 1.0, "last_change": now},
-               {"id": "gw2", "source": CLIENT_W2, "up": True, "backup": False, "ewma_ms": 1.0 if best == "gw2" else 9.0,
-                "rtt_ms": 1.0, "last_change": now}]
+    for best, _src in (("gw2", CLIENT_W2), ("gw1", CLIENT_W1)):
+        gws = [
+            {
+                "id": "gw1",
+                "source": CLIENT_W1,
+                "up": True,
+                "backup": False,
+                "ewma_ms": 1.0 if best == "gw1" else 9.0,
+                "rtt_ms": 1.0,
+                "last_change": now,
+            },
+            {
+                "id": "gw2",
+                "source": CLIENT_W2,
+                "up": True,
+                "backup": False,
+                "ewma_ms": 1.0 if best == "gw2" else 9.0,
+                "rtt_ms": 1.0,
+                "last_change": now,
+            },
+        ]
         bed.gw_file.write_text(json.dumps({"version": 1, "updated": now, "gateways": gws}))
         time.sleep(0.6)  # the client re-reads the file at most twice a second
         before = status(bed, "c", CLIENT_METRICS)["gateways"].get(best, {}).get("conns", 0)
