@@ -232,7 +232,7 @@ def apply_series(src: Path, patches: list[Path]) -> None:
         )
         if proc.returncode != 0:
             raise BuildError(
-                f"patch {patch.relative_to(KERNEL_DIR)} does not apply:\n{proc.stderr.strip()}"
+                f"patch {patch.parent.name}/{patch.name} does not apply:\n{proc.stderr.strip()}"
             )
     if patches:
         log(f"applied {len(patches)} patch(es): " + ", ".join(p.name for p in patches))

@@ -105,11 +105,17 @@ class Namespace:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self._procs.clear()
-        for pid in self.pids():
+        strays = self.pids()
+        for pid in strays:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        # SIGKILL is asynchronous: wait until the strays are really gone so
+        # that "closed" means no process of ours is left.
+        deadline = time.monotonic() + grace_s
+        while any(_alive(pid) for pid in strays) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def close(self) -> None:
         """Stop every process inside, then delete the namespace."""
@@ -117,6 +123,15 @@ class Namespace:
         self.ipr.close()
         if self.name in netns.listnetns():
             netns.remove(self.name)
+
+
+def _alive(pid: int) -> bool:
+    """Running or stopped, i.e. neither gone nor a zombie awaiting its parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
 
 
 def leftover_namespaces(prefix: str) -> list[str]:
