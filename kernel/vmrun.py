@@ -22,7 +22,9 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import IO, TextIO
 
 from kbuild import KernelImage, ensure_kernel
 
@@ -52,6 +54,14 @@ def guest_script(command: list[str], image: KernelImage, cwd: Path) -> str:
         f"{env_exports}export BRAID_IN_VM=1; "
         f"cd {shlex.quote(str(cwd))} && exec {shlex.join(command)}"
     )
+
+
+def _copy(src: IO[bytes], dst: TextIO) -> None:
+    """Forward one of the VM's output streams as it arrives."""
+    out = dst.buffer
+    for chunk in iter(lambda: src.read1(65536), b""):  # type: ignore[attr-defined]
+        out.write(chunk)
+        out.flush()
 
 
 def vng_command(image: KernelImage, script: str, cpus: int, memory: str,
@@ -102,7 +112,15 @@ def run_in_vm(
     vng = vng_command(image, script, cpus or min(2, os.cpu_count() or 1), memory, dirs)
     print(f"vm: booting {image.marker} (TCG) to run: {shlex.join(command)}",
           file=sys.stderr, flush=True)
-    proc = subprocess.Popen(vng, start_new_session=True, stdin=subprocess.DEVNULL)
+    # qemu opens /proc/self/fd/1 and /proc/self/fd/2 for the guest's output;
+    # if those are files (a CI log) it truncates them. Hand it pipes and copy.
+    proc = subprocess.Popen(vng, start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    copiers = [threading.Thread(target=_copy, args=(src, dst), daemon=True)
+               for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr))]
+    for t in copiers:
+        t.start()
     try:
         status = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -114,6 +132,8 @@ def run_in_vm(
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
+    for t in copiers:
+        t.join(timeout=5)
     if status == WRONG_KERNEL_STATUS:
         print(f"vm: error: the VM did not boot braid kernel {image.marker}", file=sys.stderr)
     return status
