@@ -107,14 +107,20 @@ def phase_share_differences(tag: str, idle_ms: int, count: int) -> list[float]:
 
 def test_idle_connection_draws_a_new_split(tag: str) -> None:
     """Pausing longer than hywf_idle_ms changes the split; with a huge
-    hywf_idle_ms the same pause keeps it (the control)."""
-    count = 12
+    hywf_idle_ms the same pause keeps it (the control).
+
+    A kept split only moves by burst noise (sd ~0.06 for 2 MB phases), so a
+    change above CHANGED is a new split. Two independent uniform splits
+    differ by more than 0.2 with probability 0.64: at least 5 of 16 such
+    changes fail to appear with probability 0.2%.
+    """
+    count, changed = 16, 0.2
     redrawn = phase_share_differences(tag, idle_ms=200, count=count)
     kept = phase_share_differences(tag, idle_ms=60_000, count=count)
     print(f"\n|share change| after idle, redraw: {sorted(round(d, 2) for d in redrawn)}")
     print(f"|share change| after idle, control: {sorted(round(d, 2) for d in kept)}")
-    assert max(kept) < 0.25
-    assert stats.mannwhitneyu(redrawn, kept, alternative="greater").pvalue < ALPHA
+    assert sum(d > changed for d in kept) <= 1
+    assert sum(d > changed for d in redrawn) >= 5
 
 
 def wan1_bytes(tb: StandardTestbed, mode: str) -> int:
