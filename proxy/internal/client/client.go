@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"braid/proxy/internal/acceptloop"
 	"braid/proxy/internal/auth"
 	"braid/proxy/internal/config"
 	"braid/proxy/internal/dest"
@@ -142,30 +143,12 @@ func (c *Client) ServeTransparent(ctx context.Context, ln net.Listener) error {
 }
 
 func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn, *runtimeState)) error {
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	var delay time.Duration
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isFDExhaustion(err) {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				c.log.Warn("accept failed; backing off", "err", err, "delay", delay)
-				time.Sleep(delay)
-				continue
-			}
-			return fmt.Errorf("accepting: %w", err)
-		}
-		delay = 0
+	return acceptloop.Run(ctx, ln, c.log, func(conn net.Conn) {
 		rt := c.rt.Load()
 		if c.active.Load() >= int64(rt.cfg.MaxConns) {
 			c.metrics.Counter("conns_rejected_limit").Add(1)
 			conn.Close()
-			continue
+			return
 		}
 		c.active.Add(1)
 		c.wg.Add(1)
@@ -175,7 +158,7 @@ func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn
 			defer conn.Close()
 			h(conn.(*net.TCPConn), rt)
 		}()
-	}
+	})
 }
 
 // Shutdown waits up to grace for relays to finish, then cuts the rest.

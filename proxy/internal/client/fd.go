@@ -5,10 +5,6 @@ import (
 	"syscall"
 )
 
-func isFDExhaustion(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
-}
-
 // isConnectError reports errors of a connection attempt (as opposed to a
 // server that accepted and then closed).
 func isConnectError(err error) bool {

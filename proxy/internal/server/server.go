@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"braid/proxy/internal/acceptloop"
 	"braid/proxy/internal/auth"
 	"braid/proxy/internal/config"
 	"braid/proxy/internal/dest"
@@ -147,31 +148,12 @@ func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, e
 
 // Serve accepts connections until ctx is cancelled or ln fails.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	var delay time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
-				// Out of descriptors: back off instead of spinning.
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; backing off", "err", err, "delay", delay)
-				time.Sleep(delay)
-				continue
-			}
-			return fmt.Errorf("accepting: %w", err)
-		}
-		delay = 0
+	return acceptloop.Run(ctx, ln, s.log, func(c net.Conn) {
 		rt := s.rt.Load()
 		if s.active.Load() >= int64(rt.cfg.MaxConns) {
 			s.metrics.Counter("conns_rejected_limit").Add(1)
 			c.Close()
-			continue
+			return
 		}
 		s.active.Add(1)
 		s.wg.Add(1)
@@ -180,7 +162,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			defer s.active.Add(-1)
 			s.handle(c.(*net.TCPConn), rt)
 		}()
-	}
+	})
 }
 
 // Shutdown waits up to grace for relays to finish, then cuts the rest.
