@@ -34,8 +34,7 @@ class Namespace:
     def __init__(self, name: str) -> None:
         self.name = name
         self._procs: list[subprocess.Popen[bytes]] = []
-        if name in netns.listnetns():
-            netns.remove(name)
+        purge_namespace(name)
         netns.create(name)
         self.ipr = NetNS(name)
         self.run(["ip", "link", "set", "lo", "up"])
@@ -84,10 +83,7 @@ class Namespace:
         self.run(["sysctl", "-q", "-w", f"{key}={value}"])
 
     def pids(self) -> list[int]:
-        out = subprocess.run(
-            ["ip", "netns", "pids", self.name], capture_output=True, text=True, check=False
-        )
-        return [int(p) for p in out.stdout.split()]
+        return _pids_inside(self.name)
 
     def stop_processes(self, grace_s: float = 2.0) -> None:
         """Terminate our processes, then kill whatever is left in the namespace."""
@@ -105,17 +101,7 @@ class Namespace:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self._procs.clear()
-        strays = self.pids()
-        for pid in strays:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        # SIGKILL is asynchronous: wait until the strays are really gone so
-        # that "closed" means no process of ours is left.
-        deadline = time.monotonic() + grace_s
-        while any(_alive(pid) for pid in strays) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _kill_all_inside(self.name, grace_s)
 
     def close(self) -> None:
         """Stop every process inside, then delete the namespace."""
@@ -123,6 +109,36 @@ class Namespace:
         self.ipr.close()
         if self.name in netns.listnetns():
             netns.remove(self.name)
+
+
+def purge_namespace(name: str, grace_s: float = 2.0) -> None:
+    """Delete a leftover namespace (e.g. from a crashed run) and kill what runs in it.
+
+    Removing only the name would leave its processes running in an anonymous
+    namespace, still holding sockets and addresses.
+    """
+    if name in netns.listnetns():
+        _kill_all_inside(name, grace_s)
+        netns.remove(name)
+
+
+def _pids_inside(name: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=False)
+    return [int(p) for p in out.stdout.split()]
+
+
+def _kill_all_inside(name: str, grace_s: float) -> None:
+    strays = _pids_inside(name)
+    for pid in strays:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # SIGKILL is asynchronous: wait until the strays are really gone so
+    # that "closed" means no process of ours is left.
+    deadline = time.monotonic() + grace_s
+    while any(_alive(pid) for pid in strays) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _alive(pid: int) -> bool:

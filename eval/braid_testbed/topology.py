@@ -27,7 +27,7 @@ from typing import Self
 from pyroute2 import IPRoute
 
 from .link import LinkSpec, netem_args
-from .netns import Namespace, leftover_namespaces
+from .netns import Namespace, leftover_namespaces, purge_namespace
 
 NS_PREFIX = "braid-"
 
@@ -207,7 +207,7 @@ class Topology:
             ns.close()
         self.ns.clear()
         for name in leftover_namespaces(f"{NS_PREFIX}{self.tag}-"):
-            Namespace(name).close()
+            purge_namespace(name)
 
     def __enter__(self) -> Self:
         return self.up()

@@ -4,6 +4,7 @@ bring-up, reachability over each WAN, idempotence and guaranteed clean-up."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -30,6 +31,11 @@ def test_source_routing_sends_each_address_out_of_its_wan(tag: str) -> None:
 def test_up_is_idempotent_and_replaces_leftovers(tag: str) -> None:
     first = StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED).up()
     stale = first.client.popen(["sleep", "300"])
+    # `ip netns exec` enters the namespace just after fork: only a process
+    # already inside counts as a leftover.
+    deadline = time.monotonic() + 5
+    while stale.pid not in first.client.pids() and time.monotonic() < deadline:
+        time.sleep(0.01)
     # A second bring-up with the same tag (e.g. after a crash) starts clean.
     with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:
         tb.client.run(["ping", "-c1", "-W2", tb.proxy_ip])
