@@ -175,14 +175,14 @@ def build_hash(version: str, patches: list[Path], virtme: list[str]) -> str:
 
 
 @contextmanager
-def build_lock(root: Path) -> Iterator[None]:
-    """Only one kernel build at a time: two on 2 cores starve each other."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "build.lock", "w") as lock:
+def exclusive(lock_path: Path, waiting: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path``, logging ``waiting`` if it is busy."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log("another kernel build is running; waiting for it")
+            log(waiting)
             fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
@@ -338,7 +338,8 @@ def ensure_kernel(jobs: int | None = None, force: bool = False) -> KernelImage:
         )
     root = cache_dir() / "kernel"
     patches = read_series()
-    with build_lock(root):
+    # Only one kernel build at a time: two on 2 cores starve each other.
+    with exclusive(root / "build.lock", "another kernel build is running; waiting for it"):
         src = prepare_source(root, version, Path(env["LINUX_SOURCE_TARBALL"]))
         virtme = virtme_options(src)
         digest = build_hash(version, patches, virtme)

@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import IO, TextIO
 
-from kbuild import KernelImage, ensure_kernel
+from kbuild import KernelImage, cache_dir, ensure_kernel, exclusive
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 WRONG_KERNEL_STATUS = 97
@@ -110,6 +110,13 @@ def run_in_vm(
         d.mkdir(parents=True, exist_ok=True)
     script = guest_script(command, image, work)
     vng = vng_command(image, script, cpus or min(2, os.cpu_count() or 1), memory, dirs)
+    # TCG VMs are CPU-bound: two at once on a small machine make both slow
+    # enough for timing-sensitive tests to fail, so VMs take turns.
+    with exclusive(cache_dir() / "vm.lock", "another braid VM is running on this machine; waiting for it to finish"):
+        return _boot(vng, image, command, timeout_s)
+
+
+def _boot(vng: list[str], image: KernelImage, command: list[str], timeout_s: float) -> int:
     print(f"vm: booting {image.marker} (TCG) to run: {shlex.join(command)}",
           file=sys.stderr, flush=True)
     # qemu opens /proc/self/fd/1 and /proc/self/fd/2 for the guest's output;
