@@ -48,6 +48,7 @@ def test_one_connection_uses_both_wans(tag: str, mode: str) -> None:
         assert [p.mptcp_subtype for p in syns[1]] == [0]  # MP_CAPABLE
         assert [p.mptcp_subtype for p in syns[2]] == [1]  # MP_JOIN
         # The aggregate beats the faster WAN alone (20 Mbit/s).
+        assert WAN1.rate_mbit is not None
         assert r.goodput_mbit > WAN1.rate_mbit * 1.05
 
 

@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 from scipy import stats
@@ -17,6 +18,7 @@ from braid_eval.transfer import (
     BULK_PORT,
     BulkServer,
     ConnectionTrace,
+    TransferResult,
     measured_transfer,
     read_mib,
     traced_series,
@@ -42,31 +44,54 @@ def hywf_testbed(tag: str, **sysctls: int) -> StandardTestbed:
     return tb
 
 
-@pytest.fixture(scope="module")
-def series() -> dict[str, list[ConnectionTrace]]:
-    """30 uploads and 30 downloads, each a new connection with its own split."""
-    tb = hywf_testbed(f"hs{os.getpid() % 1000}")
+def draw_series(tag: str, modes: tuple[str, ...]) -> dict[str, list[ConnectionTrace]]:
+    """CONNECTIONS transfers per mode, each a new connection with its own split."""
+    tb = hywf_testbed(tag)
     try:
         with BulkServer(tb) as server:
             return {mode: traced_series(tb, server, CONNECTIONS, CONN_BYTES, mode)
-                    for mode in ("upload", "download")}
+                    for mode in modes}
     finally:
         tb.down()
 
 
-@pytest.mark.parametrize("mode", ["upload", "download"])
-def test_per_connection_split_is_uniform(series: dict[str, list[ConnectionTrace]],
-                                         mode: str) -> None:
-    traces = series[mode]
+@pytest.fixture(scope="module")
+def series() -> dict[str, list[ConnectionTrace]]:
+    return draw_series(f"hs{os.getpid() % 1000}", ("upload", "download"))
+
+
+def uniformity_failure(traces: list[ConnectionTrace], mode: str) -> str | None:
+    """Why the per-connection wan1 shares do not look uniform, or None."""
     assert len(traces) == CONNECTIONS
     assert all(t.result["digest_ok"] for t in traces)
     shares = sorted(t.share(1, BULK_PORT, mode == "upload") for t in traces)
     print(f"\n{mode}: wan1 share per connection: " + " ".join(f"{s:.2f}" for s in shares))
     ks = stats.kstest(shares, "uniform")
     print(f"{mode}: KS against U[0,1]: D={ks.statistic:.3f} p={ks.pvalue:.3f}")
-    assert ks.pvalue > ALPHA
+    if ks.pvalue <= ALPHA:
+        return f"KS p={ks.pvalue:.4f} <= {ALPHA}"
     # The default scheduler would put ~50% on each equal WAN every time.
-    assert shares[0] < 0.2 and shares[-1] > 0.8
+    if not (shares[0] < 0.2 and shares[-1] > 0.8):
+        return f"shares only span [{shares[0]:.2f}, {shares[-1]:.2f}]"
+    return None
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_per_connection_split_is_uniform(series: dict[str, list[ConnectionTrace]],
+                                         mode: str, tag: str) -> None:
+    """KS at ALPHA, confirmed on a second sample when the first rejects.
+
+    The kernel's random source cannot be seeded, so a correct scheduler
+    fails one sample with probability ALPHA (two directions: ~2% of suite
+    runs). Requiring an independent second sample to reject as well makes
+    that ALPHA**2, while a scheduler that does not split uniformly (e.g. the
+    same split every time) still fails both samples.
+    """
+    failure = uniformity_failure(series[mode], mode)
+    if failure is not None:
+        print(f"{mode}: first sample rejected ({failure}); confirming with a fresh one")
+        failure = uniformity_failure(draw_series(tag, (mode,))[mode], mode)
+    assert failure is None, failure
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
@@ -97,7 +122,8 @@ def phase_share_differences(tag: str, idle_ms: int, count: int) -> list[float]:
     for t in traces:
         assert t.result["digest_ok"]
         shares = []
-        for start, end in t.result["phases"]:  # type: ignore[union-attr]
+        phases = cast(list[tuple[float, float]], t.result["phases"])
+        for start, end in phases:
             window = ConnectionTrace(t.result, {w: [p for p in pk if start <= p.ts <= end]
                                                 for w, pk in t.packets.items()})
             shares.append(window.share(1, BULK_PORT, True))
@@ -133,7 +159,7 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
     tb = hywf_testbed(tag)
     try:
         with BulkServer(tb) as server:
-            result: list[object] = []
+            result: list[TransferResult] = []
             worker = threading.Thread(target=lambda: result.append(
                 measured_transfer(tb, server, 12 << 20, mode=mode, timeout_s=240)))
             worker.start()
@@ -147,10 +173,10 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
             fallbacks = {n: read_mib(tb[n].run(["nstat", "-az"]), "MPTcpExtSchedFallback")
                          for n in ("client", "proxy")}
         r = result[0]
-        print(f"\n{mode} with wan1 cut after 2 MB: digest_ok={r.digest_ok} "  # type: ignore[attr-defined]
-              f"wan bytes={r.wan_payload} fallbacks={fallbacks}")  # type: ignore[attr-defined]
-        assert r.digest_ok  # type: ignore[attr-defined]
-        assert r.wan_payload[2] > 0  # type: ignore[attr-defined]
+        print(f"\n{mode} with wan1 cut after 2 MB: digest_ok={r.digest_ok} "
+              f"wan bytes={r.wan_payload} fallbacks={fallbacks}")
+        assert r.digest_ok
+        assert r.wan_payload[2] > 0
     finally:
         tb.down()
 
