@@ -63,7 +63,7 @@ SINK = f"{DEST}:9000"
 KEY = "bench " + "4b" * 32 + "\n"
 SS_CIPHER, SS_PASSWORD = "aes-256-gcm", "braid-bench-" + "5a" * 16
 BRAID_PORT, MICROSOCKS_PORT, SS_SERVER_PORT = 7443, 1081, 8388
-SOCKS = {"braid": 1080, "braid-plaintext": 1082, "braid-race": 1083, "shadowsocks": 1084}
+SOCKS = {"braid": 1080, "braid-plaintext": 1082, "braid-race": 1083, "shadowsocks": 1084, "braid-fastopen": 1085}
 VARIANTS = {
     "direct-mptcp": ["-mptcp"],
     "braid": ["-socks", f"127.0.0.1:{SOCKS['braid']}"],
@@ -71,6 +71,10 @@ VARIANTS = {
     "shadowsocks": ["-socks", f"127.0.0.1:{SOCKS['shadowsocks']}"],
     "microsocks": ["-socks", f"{SERVER_PUBLIC}:{MICROSOCKS_PORT}"],
 }
+# Setup latency also measures braid with its experimental fast_open (hello
+# in the SYN, so the exchange costs no round trip after the first
+# connection has fetched a Fast Open cookie).
+SETUP_VARIANTS = {**VARIANTS, "braid-fastopen": ["-socks", f"127.0.0.1:{SOCKS['braid-fastopen']}"]}
 Result = dict[str, Any]
 
 
@@ -141,7 +145,12 @@ def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
     gateway_file(gw_file)
     client = [str(proxy), "client", "-server", f"{SERVER_PUBLIC}:{BRAID_PORT}", "-key-file", str(keys)]
     client += ["-metrics-listen", "", "-log-level", "warn", "-gateway-status-file", str(gw_file)]
-    extra = {"braid": [], "braid-plaintext": ["-encrypt=false"], "braid-race": ["-race"]}
+    extra = {
+        "braid": [],
+        "braid-plaintext": ["-encrypt=false"],
+        "braid-race": ["-race"],
+        "braid-fastopen": ["-fast-open"],
+    }
     for name, flags in extra.items():
         tb.spawn("c", [*client, "-socks-listen", f"127.0.0.1:{SOCKS[name]}", *flags], log=work / f"client-{name}.log")
     for role, host, port in (
@@ -234,11 +243,11 @@ def main() -> int:
                     tb.run(role, "tc", "qdisc", "del", "dev", dev, "root")
 
         # Setup latency: sequential tiny transfers, interleaved in chunks.
-        setup: dict[str, list[float]] = {k: [] for k in VARIANTS}
-        ttfb: dict[str, list[float]] = {k: [] for k in VARIANTS}
+        setup: dict[str, list[float]] = {k: [] for k in SETUP_VARIANTS}
+        ttfb: dict[str, list[float]] = {k: [] for k in SETUP_VARIANTS}
         chunk = max(1, args.setup_conns // 3)
         for _ in range(3):
-            for name, flags in VARIANTS.items():
+            for name, flags in SETUP_VARIANTS.items():
                 r = loadgen(tb, lg, *flags, "-n", str(chunk), "-down", "1", "-verify=false")
                 setup[name].append(r["setup_median_ms"])
                 ttfb[name].append(r["ttfb_median_ms"])
@@ -310,11 +319,11 @@ def report(args: argparse.Namespace, results: Result) -> None:
     if st:
         head += f" {'Mbit/s ' + str(args.wan_mbit) + 'M WANs':>18s}"
     print(head)
-    for k in VARIANTS:
+    for k in SETUP_VARIANTS:
         line = f"{k:18s} {s[k]:9.3f} {f[k]:9.3f}"
-        if t:
+        if t and k in t:
             line += f" {t[k]:12.0f}"
-        if st:
+        if st and k in st:
             line += f" {st[k]:18.0f}"
         print(line)
     ratios: dict[str, float] = {}
@@ -339,6 +348,9 @@ def report(args: argparse.Namespace, results: Result) -> None:
     target = rtt_ms + 1
     print(f"{'setup overhead braid - direct-mptcp':48s} {overhead:7.3f} ms  (target <= 1 RTT + 1 ms = {target:.3f} ms)")
     print(f"{'ttfb overhead braid - direct-mptcp':48s} {ttfb_overhead:7.3f} ms")
+    fo = s["braid-fastopen"] - s["direct-mptcp"]
+    results["setup_overhead_fastopen_ms"] = fo
+    print(f"{'setup overhead braid-fastopen - direct-mptcp':48s} {fo:7.3f} ms")
     race = results["race"]
     print(f"slow best gateway: {results['slow_gateway']}, {args.race_conns} conns each:")
     for name in ("no-race", "race"):
