@@ -85,8 +85,7 @@ class Testbed:
             topo.route("c", dst, "10.1.2.1", table=102)
         topo.rule("c", CLIENT_W2, 102)
         topo.route("d", "default", "10.9.0.1")
-        for node in ("c", "s", "d"):
-            topo.sysctl(node, "net.mptcp.enabled", 1)
+        # (net.mptcp.enabled is on in every new namespace.)
         # Server-side TCP Fast Open, as the proxy host is provisioned (the
         # client side, bit 1, is the kernel default).
         topo.sysctl("s", "net.ipv4.tcp_fastopen", 3)
@@ -110,18 +109,24 @@ class Testbed:
         return self
 
     def _configure(self) -> None:
-        self.run("s", "ip", "addr", "add", SERVER_PUBLIC + "/32", "dev", "lo")
+        # One batch per namespace: each command is a process start, slow in a TCG VM.
+        limits = "ip mptcp limits set subflow 4 add_addr_accepted 4"
+        self.run("s", "sh", "-ec", f"ip addr add {SERVER_PUBLIC}/32 dev lo; {limits}")
+        self.run("d", "sh", "-ec", limits)
+        # MPTCP: the client's kernel path manager opens a subflow per WAN.
+        self.run(
+            "c",
+            "sh",
+            "-ec",
+            f"{limits}; ip mptcp endpoint add {CLIENT_W1} dev c-w1 subflow; "
+            f"ip mptcp endpoint add {CLIENT_W2} dev c-w2 subflow",
+        )
         # /etc/netns/<ns>/hosts is bind-mounted over /etc/hosts by ip netns exec:
         # the server resolves the test name without a DNS server.
         etc = Path("/etc/netns") / self.ns("s")
         etc.mkdir(parents=True, exist_ok=True)
         (etc / "hosts").write_text(f"127.0.0.1 localhost\n{DEST} {DEST_NAME}\n")
         (etc / "resolv.conf").write_text("# no DNS servers in the testbed\n")
-        # MPTCP: the client's kernel path manager opens a subflow per WAN.
-        for role in ("c", "s", "d"):
-            self.run(role, "ip", "mptcp", "limits", "set", "subflow", "4", "add_addr_accepted", "4")
-        self.run("c", "ip", "mptcp", "endpoint", "add", CLIENT_W1, "dev", "c-w1", "subflow")
-        self.run("c", "ip", "mptcp", "endpoint", "add", CLIENT_W2, "dev", "c-w2", "subflow")
 
     def __exit__(
         self,
