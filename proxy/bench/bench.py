@@ -243,16 +243,23 @@ def main() -> int:
                     tb.run(role, "tc", "qdisc", "del", "dev", dev, "root")
 
         # Setup latency: sequential tiny transfers, interleaved in chunks.
+        # Each chunk is bounded in time (a variant whose connections time out
+        # must not stall the run); failures are counted and printed.
         setup: dict[str, list[float]] = {k: [] for k in SETUP_VARIANTS}
         ttfb: dict[str, list[float]] = {k: [] for k in SETUP_VARIANTS}
+        failed = dict.fromkeys(SETUP_VARIANTS, 0)
         chunk = max(1, args.setup_conns // 3)
         for _ in range(3):
             for name, flags in SETUP_VARIANTS.items():
-                r = loadgen(tb, lg, *flags, "-n", str(chunk), "-down", "1", "-verify=false")
-                setup[name].append(r["setup_median_ms"])
-                ttfb[name].append(r["ttfb_median_ms"])
-        results["setup_median_ms"] = {k: statistics.median(v) for k, v in setup.items()}
-        results["ttfb_median_ms"] = {k: statistics.median(v) for k, v in ttfb.items()}
+                r = loadgen(tb, lg, *flags, "-n", str(chunk), "-down", "1", "-verify=false", "-timeout", "60s")
+                failed[name] += r["failed"]
+                if r["failed"] < r["conns"]:
+                    setup[name].append(r["setup_median_ms"])
+                    ttfb[name].append(r["ttfb_median_ms"])
+        nan = float("nan")
+        results["setup_median_ms"] = {k: statistics.median(v) if v else nan for k, v in setup.items()}
+        results["ttfb_median_ms"] = {k: statistics.median(v) if v else nan for k, v in ttfb.items()}
+        results["setup_failed"] = failed
 
         # Racing with a slow best gateway (gw1 = WAN1 is rated best).
         if wan:
@@ -313,14 +320,14 @@ def report(args: argparse.Namespace, results: Result) -> None:
     t = results.get("throughput_mbit_per_s", {})
     st = results.get("shaped_throughput_mbit_per_s", {})
     nan = float("nan")
-    head = f"{'variant':18s} {'setup ms':>9s} {'ttfb ms':>9s}"
+    head = f"{'variant':18s} {'failed':>6s} {'setup ms':>9s} {'ttfb ms':>9s}"
     if t:
         head += f" {'Mbit/s veth':>12s}"
     if st:
         head += f" {'Mbit/s ' + str(args.wan_mbit) + 'M WANs':>18s}"
     print(head)
     for k in SETUP_VARIANTS:
-        line = f"{k:18s} {s[k]:9.3f} {f[k]:9.3f}"
+        line = f"{k:18s} {results['setup_failed'][k]:6d} {s[k]:9.3f} {f[k]:9.3f}"
         if t and k in t:
             line += f" {t[k]:12.0f}"
         if st and k in st:
