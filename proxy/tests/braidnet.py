@@ -1,7 +1,12 @@
-"""Network-namespace testbed for braid-proxy's end-to-end tests and benchmark.
+"""braid-proxy's testbed: the proxy topology on braid's namespace library.
 
-Four namespaces, named ``bpx-<pid>-<role>`` so parallel runs never collide,
-and always removed on exit (even when a test fails)::
+The namespaces, veth links, routes, sysctls, netem shaping and the clean-up
+of every process started inside come from ``eval/braid_testbed``
+(:class:`~braid_testbed.topology.Topology`); this module only declares the
+proxy's topology and adds what is specific to braid-proxy (a hosts file for
+the server's resolver, MPTCP endpoints, port polling, key files, building the
+Go binaries). Namespaces are named ``braid-px<pid>-<role>`` so parallel runs
+never collide; they are removed on exit, even when a test fails::
 
     client box "c"                      proxy "s"                 destination "d"
     10.1.1.2 c-w1 ==== WAN1 ==== s-w1 10.1.1.1
@@ -14,9 +19,12 @@ first subflow to a gateway's source address picks the WAN. The kernel path
 manager in "c" adds a subflow from the other WAN's address. "s" forwards, so
 the client can also reach "d" directly (the "direct MPTCP" baseline).
 
+``wan1``/``wan2`` shape each WAN (both directions) with netem; that needs a
+kernel with netem (braid's VM kernel, not the host's).
+
 Example::
 
-    with Testbed() as tb:
+    with Testbed(wan1=LinkSpec(delay_ms=5)) as tb:
         tb.run("c", "ping", "-c1", "10.0.0.1")
         p = tb.spawn("d", ["python3", "-m", "http.server", "8080"])
 """
@@ -27,54 +35,133 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO / "eval") not in sys.path:
+    sys.path.insert(0, str(REPO / "eval"))
+from braid_testbed.link import LinkSpec  # noqa: E402
+from braid_testbed.netns import Namespace  # noqa: E402
+from braid_testbed.topology import Topology, interface_counters  # noqa: E402
 
 CLIENT_W1, CLIENT_W2 = "10.1.1.2", "10.1.2.2"
 SERVER_PUBLIC = "10.0.0.1"
 DEST = "10.9.0.2"
 DEST_NAME = "web.braid.test"
 
+__all__ = [
+    "CLIENT_W1",
+    "CLIENT_W2",
+    "DEST",
+    "DEST_NAME",
+    "SERVER_PUBLIC",
+    "LinkSpec",
+    "Testbed",
+    "build_binaries",
+    "write_secret",
+]
+
 
 class Testbed:
-    """Creates the namespaces on enter and removes everything on exit."""
+    """The proxy topology: created on enter, removed (with its processes) on exit."""
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, prefix: str | None = None):
-        self.prefix = prefix or f"bpx-{os.getpid()}-"
-        self.procs: list[subprocess.Popen] = []
+    def __init__(self, wan1: LinkSpec | None = None, wan2: LinkSpec | None = None) -> None:
+        topo = Topology(f"px{os.getpid()}")
+        topo.node("c", forward=False)
+        topo.node("s")
+        topo.node("d", forward=False)
+        topo.link("c", "c-w1", CLIENT_W1 + "/24", "s", "s-w1", "10.1.1.1/24", wan1)
+        topo.link("c", "c-w2", CLIENT_W2 + "/24", "s", "s-w2", "10.1.2.1/24", wan2)
+        topo.link("s", "s-d", "10.9.0.1/24", "d", "d-s", DEST + "/24")
+        # Client: WAN1 by default, WAN2 for traffic sourced from 10.1.2.2.
+        for dst in (SERVER_PUBLIC + "/32", "10.9.0.0/24"):
+            topo.route("c", dst, "10.1.1.1")
+            topo.route("c", dst, "10.1.2.1", table=102)
+        topo.rule("c", CLIENT_W2, 102)
+        topo.route("d", "default", "10.9.0.1")
+        # (net.mptcp.enabled is on in every new namespace.)
+        # Server-side TCP Fast Open, as the proxy host is provisioned (the
+        # client side, bit 1, is the kernel default).
+        topo.sysctl("s", "net.ipv4.tcp_fastopen", 3)
+        self.topo = topo
+
+    def __getitem__(self, role: str) -> Namespace:
+        return self.topo[role]
 
     def ns(self, role: str) -> str:
-        return self.prefix + role
+        """Name of the namespace of ``role`` (for ``ip netns exec``)."""
+        return self.topo.ns_name(role)
 
-    # -- plumbing -----------------------------------------------------------
-    def sh(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(args, check=check, capture_output=True, text=True)
+    # -- lifecycle ----------------------------------------------------------
+    def __enter__(self) -> Self:
+        self.topo.up()
+        try:
+            self._configure()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
 
-    def run(self, role: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        """Run a command inside namespace `role` and wait for it."""
-        r = subprocess.run(
-            ["ip", "netns", "exec", self.ns(role), *args], capture_output=True, text=True, timeout=timeout, check=False
+    def _configure(self) -> None:
+        # One batch per namespace: each command is a process start, slow in a TCG VM.
+        limits = "ip mptcp limits set subflow 4 add_addr_accepted 4"
+        self.run("s", "sh", "-ec", f"ip addr add {SERVER_PUBLIC}/32 dev lo; {limits}")
+        self.run("d", "sh", "-ec", limits)
+        # MPTCP: the client's kernel path manager opens a subflow per WAN.
+        self.run(
+            "c",
+            "sh",
+            "-ec",
+            f"{limits}; ip mptcp endpoint add {CLIENT_W1} dev c-w1 subflow; "
+            f"ip mptcp endpoint add {CLIENT_W2} dev c-w2 subflow",
         )
-        if check and r.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} in {role} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-        return r
+        # /etc/netns/<ns>/hosts is bind-mounted over /etc/hosts by ip netns exec:
+        # the server resolves the test name without a DNS server.
+        etc = Path("/etc/netns") / self.ns("s")
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "hosts").write_text(f"127.0.0.1 localhost\n{DEST} {DEST_NAME}\n")
+        (etc / "resolv.conf").write_text("# no DNS servers in the testbed\n")
 
-    def spawn(self, role: str, args: list[str], log: Path | None = None, env: dict | None = None) -> subprocess.Popen:
-        """Start a background process in `role`; it is stopped on exit."""
-        out = open(log, "w") if log else subprocess.DEVNULL
-        p = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns(role), *args],
-            stdout=out,
-            stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,
-        )
-        self.procs.append(p)
-        return p
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        try:
+            self.topo.down()
+        finally:
+            shutil.rmtree(Path("/etc/netns") / self.ns("s"), ignore_errors=True)
 
-    def stop(self, p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+    # -- processes ----------------------------------------------------------
+    def run(self, role: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run a command inside namespace ``role`` and wait for it."""
+        return self.topo[role].run(list(args), check=check, timeout=timeout)
+
+    def spawn(
+        self, role: str, args: list[str], log: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start a background process in ``role``; it is killed when the testbed closes."""
+        out: IO[str] | int = open(log, "w") if log else subprocess.DEVNULL
+        try:
+            return self.topo[role].popen(
+                args,
+                stdout=out,
+                stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+                env={**os.environ, **(env or {})},
+            )
+        finally:
+            if not isinstance(out, int):
+                out.close()  # the child has its own copy
+
+    @staticmethod
+    def stop(p: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15) -> int:
         """Signal one process we started and wait for it."""
         if p.poll() is None:
             p.send_signal(sig)
@@ -85,79 +172,26 @@ class Testbed:
                 p.wait()
         return p.returncode
 
-    def wait_port(self, role: str, host: str, port: int, timeout: float = 10) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+    def wait_port(self, role: str, host: str, port: int, timeout: float | None = None) -> None:
+        """Poll until something accepts TCP connections on host:port inside ``role``.
+
+        The default limit is 15 s, 60 s in braid's VM (BRAID_IN_VM=1): under
+        TCG, starting python3 -m http.server alone can take over 10 s.
+        """
+        if timeout is None:
+            timeout = 60 if os.environ.get("BRAID_IN_VM") == "1" else 15
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             r = self.run(role, "bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}", check=False)
             if r.returncode == 0:
                 return
             time.sleep(0.05)
         raise TimeoutError(f"{host}:{port} not listening in {role}")
 
-    # -- topology -----------------------------------------------------------
-    def __enter__(self) -> Testbed:
-        try:
-            self._build()
-        except BaseException:
-            self.__exit__(None, None, None)
-            raise
-        return self
-
-    def _build(self) -> None:
-        c, s, d = self.ns("c"), self.ns("s"), self.ns("d")
-        for n in (c, s, d):
-            self.sh("ip", "netns", "add", n)
-            self.run(n[len(self.prefix) :], "ip", "link", "set", "lo", "up")
-            self.run(n[len(self.prefix) :], "sysctl", "-qw", "net.mptcp.enabled=1")
-        # /etc/netns/<ns>/hosts is bind-mounted over /etc/hosts by ip netns exec.
-        etc = Path("/etc/netns") / s
-        etc.mkdir(parents=True, exist_ok=True)
-        (etc / "hosts").write_text(f"127.0.0.1 localhost\n{DEST} {DEST_NAME}\n")
-        (etc / "resolv.conf").write_text("# no DNS servers in the testbed\n")
-
-        def veth(a_ns, a_if, a_ip, b_ns, b_if, b_ip):
-            self.sh("ip", "link", "add", a_if, "netns", a_ns, "type", "veth", "peer", "name", b_if, "netns", b_ns)
-            for n, i, ip in ((a_ns, a_if, a_ip), (b_ns, b_if, b_ip)):
-                self.sh("ip", "-n", n, "addr", "add", ip, "dev", i)
-                self.sh("ip", "-n", n, "link", "set", i, "up")
-
-        veth(c, "c-w1", CLIENT_W1 + "/24", s, "s-w1", "10.1.1.1/24")
-        veth(c, "c-w2", CLIENT_W2 + "/24", s, "s-w2", "10.1.2.1/24")
-        veth(s, "s-d", "10.9.0.1/24", d, "d-s", DEST + "/24")
-        self.sh("ip", "-n", s, "addr", "add", SERVER_PUBLIC + "/32", "dev", "lo")
-        self.run("s", "sysctl", "-qw", "net.ipv4.ip_forward=1")
-        # Server-side TCP Fast Open, as the proxy host is provisioned (the
-        # client side, bit 1, is the kernel default).
-        self.run("s", "sysctl", "-qw", "net.ipv4.tcp_fastopen=3")
-        # Client: WAN1 by default, WAN2 for traffic sourced from 10.1.2.2.
-        for dst in (SERVER_PUBLIC + "/32", "10.9.0.0/24"):
-            self.sh("ip", "-n", c, "route", "add", dst, "via", "10.1.1.1", "dev", "c-w1")
-            self.sh("ip", "-n", c, "route", "add", dst, "via", "10.1.2.1", "dev", "c-w2", "table", "102")
-        self.sh("ip", "-n", c, "rule", "add", "from", CLIENT_W2, "table", "102")
-        self.sh("ip", "-n", d, "route", "add", "default", "via", "10.9.0.1")
-        # MPTCP: the client's kernel path manager opens a subflow per WAN.
-        for role in ("c", "s", "d"):
-            self.run(role, "ip", "mptcp", "limits", "set", "subflow", "4", "add_addr_accepted", "4")
-        self.run("c", "ip", "mptcp", "endpoint", "add", CLIENT_W1, "dev", "c-w1", "subflow")
-        self.run("c", "ip", "mptcp", "endpoint", "add", CLIENT_W2, "dev", "c-w2", "subflow")
-
-    def __exit__(self, *exc) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait()
-        for role in ("c", "s", "d"):
-            subprocess.run(["ip", "netns", "del", self.ns(role)], capture_output=True, check=False)
-        shutil.rmtree(Path("/etc/netns") / self.ns("s"), ignore_errors=True)
-
     # -- observations -------------------------------------------------------
     def tx_bytes(self, role: str, dev: str) -> int:
-        """Bytes sent by `dev` in namespace `role` (sysfs of that netns)."""
-        r = self.run(role, "cat", f"/sys/class/net/{dev}/statistics/tx_bytes")
-        return int(r.stdout)
+        """Bytes sent by ``dev`` in namespace ``role`` (the kernel's link stats)."""
+        return interface_counters(self.topo[role], dev)[0]
 
 
 def write_secret(path: Path, text: str) -> Path:
@@ -169,10 +203,23 @@ def write_secret(path: Path, text: str) -> Path:
 
 
 def build_binaries(out: Path) -> tuple[Path, Path]:
-    """go build braid-proxy and braid-loadgen into `out`."""
-    here = Path(__file__).resolve().parent.parent
+    """braid-proxy and braid-loadgen: built into ``out``, or prebuilt.
+
+    ``BRAID_PROXY_BIN`` names a directory that already holds both binaries
+    (the VM stage builds them on the host: the guest's CPU is emulated and
+    slow, and its Go cache may not be writable).
+    """
+    prebuilt = os.environ.get("BRAID_PROXY_BIN")
+    if prebuilt:
+        bins = Path(prebuilt) / "braid-proxy", Path(prebuilt) / "braid-loadgen"
+        for b in bins:
+            if not os.access(b, os.X_OK):
+                raise FileNotFoundError(f"BRAID_PROXY_BIN={prebuilt}: {b.name} missing or not executable")
+        return bins
     out.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        ["go", "build", "-o", str(out) + "/", "./cmd/braid-proxy", "./cmd/braid-loadgen"], cwd=here, check=True
+        ["go", "build", "-o", str(out) + "/", "./cmd/braid-proxy", "./cmd/braid-loadgen"],
+        cwd=REPO / "proxy",
+        check=True,
     )
     return out / "braid-proxy", out / "braid-loadgen"

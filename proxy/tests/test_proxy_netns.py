@@ -14,7 +14,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,18 +38,45 @@ KEY = "box1 " + "3c" * 32 + "\n"
 SERVER_PORT, SOCKS_PORT, TPROXY_PORT, WEB_PORT, SINK_PORT = 7443, 1080, 1081, 8080, 9000
 CLIENT_METRICS, SERVER_METRICS = 9180, 9181
 
+# Bytes each way in the bulk test: 512 MiB (1 GiB end to end) by default. The
+# VM stage (scripts/test) sets BRAID_PROXY_BULK_MIB lower: braid's kernel runs
+# there under TCG, where every copy and every AES-GCM block is an emulated
+# instruction, so 1 GiB would take most of the stage's time budget on its own.
+# Same checks at any size: byte-exact, both WANs carry a real share.
+BULK_MIB = int(os.environ.get("BRAID_PROXY_BULK_MIB", "512"))
+# Connections open at once in the concurrency test (1,000 in total either
+# way). The VM stage sets BRAID_PROXY_CONCURRENT=100: under TCG, 1,000 at
+# once put the median setup at 21 s, beyond the proxies' 10 s handshake and
+# dial timeouts (slowloris guards the test must not loosen), so connections
+# failed by design, not by a bug.
+CONCURRENT = int(os.environ.get("BRAID_PROXY_CONCURRENT", "1000"))
+
+
+class Bed(Testbed):
+    """The testbed plus what the fixture started in it."""
+
+    dir: Path
+    blob_sha: str
+    proxy: Path
+    loadgen: Path
+    server: subprocess.Popen[bytes]
+    client: subprocess.Popen[bytes]
+    server_log: Path
+    client_log: Path
+    gw_file: Path
+
 
 @pytest.fixture(scope="module")
-def bins(tmp_path_factory):
+def bins(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return build_binaries(tmp_path_factory.mktemp("bin"))
 
 
 @pytest.fixture
-def bed(bins, tmp_path):
+def bed(bins: tuple[Path, Path], tmp_path: Path) -> Iterator[Bed]:
     """Testbed with a web server and a loadgen sink in "d", braid-proxy
     server in "s" and client in "c"."""
     proxy, loadgen = bins
-    with Testbed() as tb:
+    with Bed() as tb:
         tb.dir = tmp_path
         www = tmp_path / "www"
         www.mkdir()
@@ -109,24 +138,25 @@ def bed(bins, tmp_path):
         yield tb
 
 
-def status(tb: Testbed, role: str, port: int) -> dict:
+def status(tb: Testbed, role: str, port: int) -> dict[str, Any]:
     r = tb.run(role, "curl", "-sf", "--max-time", "5", f"http://127.0.0.1:{port}/status")
-    return json.loads(r.stdout)
+    st: dict[str, Any] = json.loads(r.stdout)
+    return st
 
 
 def curl_sha(tb: Testbed, *args: str) -> str:
     r = tb.run("c", "bash", "-c", "set -o pipefail; curl -sSf --max-time 60 " + " ".join(args) + " | sha256sum")
-    return r.stdout.split()[0]
+    return str(r.stdout.split()[0])
 
 
-def test_curl_socks5_hostname_byte_exact(bed):
+def test_curl_socks5_hostname_byte_exact(bed: Bed) -> None:
     got = curl_sha(bed, "--socks5-hostname", f"127.0.0.1:{SOCKS_PORT}", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin")
     assert got == bed.blob_sha
     st = status(bed, "s", SERVER_METRICS)
     assert st["relays_total"] >= 1 and st["bytes_down"] >= 8 << 20
 
 
-def test_transparent_iptables_redirect_byte_exact(bed):
+def test_transparent_iptables_redirect_byte_exact(bed: Bed) -> None:
     bed.run(
         "c",
         "iptables",
@@ -151,7 +181,9 @@ def test_transparent_iptables_redirect_byte_exact(bed):
     assert st["transparent_conns_total"] >= 1 and st["relays_total"] >= 1
 
 
-def test_1gib_checksummed_over_two_wans(bed):
+def test_1gib_checksummed_over_two_wans(bed: Bed) -> None:
+    bulk = BULK_MIB << 20
+    share = bulk // 25  # each WAN must carry at least 4 % of a direction
     before = {dev: bed.tx_bytes("c", dev) for dev in ("c-w1", "c-w2")}
     r = bed.run(
         "c",
@@ -162,43 +194,43 @@ def test_1gib_checksummed_over_two_wans(bed):
         "-target",
         f"{DEST}:{SINK_PORT}",
         "-down",
-        "512M",
+        f"{BULK_MIB}M",
         "-up",
-        "512M",
+        f"{BULK_MIB}M",
         "-verify",
         "-timeout",
         "180s",
         timeout=200,
     )
     res = json.loads(r.stdout)
-    assert res["failed"] == 0 and res["bytes"] == 1 << 30, res
+    assert res["failed"] == 0 and res["bytes"] == 2 * bulk, res
     # Upload direction: both WANs must have carried a real share (MPTCP).
     sent = {dev: bed.tx_bytes("c", dev) - before[dev] for dev in before}
     print("client tx bytes per WAN:", sent, "result:", res)
-    assert all(v > 20 << 20 for v in sent.values()), sent
-    assert sum(sent.values()) > 512 << 20
+    assert all(v > share for v in sent.values()), sent
+    assert sum(sent.values()) > bulk
     # The proxy's own per-subflow accounting (from the kernel) agrees.
     sf = status(bed, "c", CLIENT_METRICS)["subflows"]
     print("client per-subflow counters:", sf)
     assert {CLIENT_W1, CLIENT_W2} <= set(sf), sf
-    assert all(sf[a]["bytes_sent"] > 20 << 20 and sf[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)), (
+    assert all(sf[a]["bytes_sent"] > share and sf[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)), (
         sf
     )
-    assert sum(sf[a]["bytes_sent"] for a in sf) >= 512 << 20
+    assert sum(sf[a]["bytes_sent"] for a in sf) >= bulk
     deadline = time.time() + 5  # the server's relay ends just after the client's
     while time.time() < deadline:
         srv = status(bed, "s", SERVER_METRICS)["subflows"]
         if {CLIENT_W1, CLIENT_W2} <= set(srv) and all(
-            srv[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)
+            srv[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)
         ):
             break
         time.sleep(0.1)
     print("server per-subflow counters:", srv)
     assert {CLIENT_W1, CLIENT_W2} <= set(srv), srv
-    assert all(srv[a]["bytes_received"] > 20 << 20 for a in (CLIENT_W1, CLIENT_W2)), srv
+    assert all(srv[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)), srv
 
 
-def test_abuse_logged_and_server_keeps_serving(bed, tmp_path):
+def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None:
     # Wrong key: a second client with another key gets a general failure.
     bad_keys = write_secret(tmp_path / "bad.keys", "box1 " + "c3" * 32 + "\n")
     bed.spawn(
@@ -277,7 +309,21 @@ print(out.hex())""",
     )
 
 
-def _proc_status(tb: Testbed, p: subprocess.Popen) -> dict:
+def diagnosis(tb: Bed, what: str) -> str:
+    """What failed, with both proxies' counters and log tails (the VM's
+    temporary directory is gone after the run)."""
+    parts = [what.strip()]
+    for role, port, log in (("c", CLIENT_METRICS, tb.client_log), ("s", SERVER_METRICS, tb.server_log)):
+        try:
+            st = status(tb, role, port)
+            parts.append(f"{role} counters: " + json.dumps({k: v for k, v in st.items() if not isinstance(v, dict)}))
+        except Exception as err:  # the process may be gone
+            parts.append(f"{role} status unavailable: {err}")
+        parts.append(f"{role} log tail:\n" + "\n".join(log.read_text().splitlines()[-15:]))
+    return "\n".join(parts)
+
+
+def _proc_status(tb: Testbed, p: subprocess.Popen[bytes]) -> dict[str, str]:
     # p is "ip netns exec ..." which execs the program: same pid.
     out = {}
     for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
@@ -286,18 +332,19 @@ def _proc_status(tb: Testbed, p: subprocess.Popen) -> dict:
     return out
 
 
-def test_1000_concurrent_no_leaks_bounded_memory(bed):
+def test_1000_concurrent_no_leaks_bounded_memory(bed: Bed) -> None:
     base_s, base_c = status(bed, "s", SERVER_METRICS), status(bed, "c", CLIENT_METRICS)
     r = bed.run(
         "c",
         "bash",
         "-c",
         f"ulimit -n 8192; exec {bed.loadgen} run -socks 127.0.0.1:{SOCKS_PORT} "
-        f"-target {DEST}:{SINK_PORT} -n 1000 -c 1000 -down 64K -up 16K -timeout 60s",
+        f"-target {DEST}:{SINK_PORT} -n 1000 -c {CONCURRENT} -down 64K -up 16K -timeout 60s",
         timeout=90,
+        check=False,
     )
-    res = json.loads(r.stdout)
-    assert res["failed"] == 0, res
+    res = json.loads(r.stdout) if r.stdout.strip() else {}
+    assert res.get("failed") == 0, diagnosis(bed, r.stdout + r.stderr)
     deadline = time.time() + 15
     while time.time() < deadline:
         s, c = status(bed, "s", SERVER_METRICS), status(bed, "c", CLIENT_METRICS)
@@ -321,7 +368,7 @@ def test_1000_concurrent_no_leaks_bounded_memory(bed):
         assert hwm_kib < 256 << 10, f"peak RSS {hwm_kib >> 10} MiB"
 
 
-def test_reload_and_graceful_shutdown(bed, tmp_path):
+def test_reload_and_graceful_shutdown(bed: Bed, tmp_path: Path) -> None:
     # SIGHUP: a new key file entry becomes valid without a restart... the
     # server was started with flags only, so reload re-reads the key file.
     keys = bed.dir / "keys"
@@ -355,12 +402,8 @@ def test_reload_and_graceful_shutdown(bed, tmp_path):
     )
 
     # SIGTERM with a relay in flight: the transfer finishes, then exit 0.
-    dl = subprocess.Popen(
+    dl = bed["c"].popen(
         [
-            "ip",
-            "netns",
-            "exec",
-            bed.ns("c"),
             str(bed.loadgen),
             "run",
             "-socks",
@@ -373,7 +416,6 @@ def test_reload_and_graceful_shutdown(bed, tmp_path):
             "60s",
         ],
         stdout=subprocess.PIPE,
-        text=True,
     )
     time.sleep(0.3)
     t0 = time.time()
@@ -381,12 +423,12 @@ def test_reload_and_graceful_shutdown(bed, tmp_path):
     out, _ = dl.communicate(timeout=60)
     assert rc == 0, bed.server_log.read_text()[-2000:]
     assert time.time() - t0 < 10
-    res = json.loads(out.splitlines()[0])
+    res = json.loads(out.decode().splitlines()[0])
     print("transfer during shutdown:", res)
     assert "shutting down" in bed.server_log.read_text()
 
 
-def test_first_subflow_follows_best_gateway(bed):
+def test_first_subflow_follows_best_gateway(bed: Bed) -> None:
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for best, _src in (("gw2", CLIENT_W2), ("gw1", CLIENT_W1)):
         gws = [

@@ -79,6 +79,19 @@ type ClientHello struct {
 	Nonce [NonceLen]byte
 	MAC   [MACLen]byte
 	Raw   []byte // the encoded message, MAC included
+
+	transcript [sha256.Size]byte // SHA-256 of Raw, once computed
+	hashed     bool
+}
+
+// transcriptHash is SHA-256 of the hello; both key derivations of a
+// connection use it, so it is computed once.
+func (h *ClientHello) transcriptHash() []byte {
+	if !h.hashed {
+		h.transcript = sha256.Sum256(h.Raw)
+		h.hashed = true
+	}
+	return h.transcript[:]
 }
 
 // NewClientHello builds and MACs a hello for id with key.
@@ -219,24 +232,36 @@ func CheckServerHello(key []byte, ch *ClientHello, sh []byte) ([NonceLen]byte, e
 
 // EarlyKey derives the key for the request sealed into the first flight.
 func EarlyKey(key []byte, ch *ClientHello) ([KeyLen]byte, error) {
-	th := sha256.Sum256(ch.Raw)
-	return derive(key, ch.Nonce[:], "braid-v1 early c2s", th[:])
+	prk, err := hkdf.Extract(sha256.New, key, ch.Nonce[:])
+	if err != nil {
+		return [KeyLen]byte{}, fmt.Errorf("deriving early key: %w", err)
+	}
+	return expand(prk, "braid-v1 early c2s", ch.transcriptHash())
 }
 
-// SessionKeys derives the relay keys once both nonces are known.
+// SessionKeys derives the relay keys once both nonces are known. Both
+// directions share one HKDF extract (same key and salt), then expand with
+// their own labels.
 func SessionKeys(key []byte, ch *ClientHello, ns [NonceLen]byte) (c2s, s2c [KeyLen]byte, err error) {
-	th := sha256.Sum256(ch.Raw)
-	salt := append(append([]byte{}, ch.Nonce[:]...), ns[:]...)
-	if c2s, err = derive(key, salt, "braid-v1 c2s", th[:]); err != nil {
+	var salt [2 * NonceLen]byte
+	copy(salt[:], ch.Nonce[:])
+	copy(salt[NonceLen:], ns[:])
+	prk, err := hkdf.Extract(sha256.New, key, salt[:])
+	if err != nil {
+		return c2s, s2c, fmt.Errorf("deriving session keys: %w", err)
+	}
+	th := ch.transcriptHash()
+	if c2s, err = expand(prk, "braid-v1 c2s", th); err != nil {
 		return
 	}
-	s2c, err = derive(key, salt, "braid-v1 s2c", th[:])
+	s2c, err = expand(prk, "braid-v1 s2c", th)
 	return
 }
 
-func derive(key, salt []byte, label string, th []byte) ([KeyLen]byte, error) {
+// expand is HKDF-Expand(prk, label | transcript hash) to one key.
+func expand(prk []byte, label string, th []byte) ([KeyLen]byte, error) {
 	var out [KeyLen]byte
-	b, err := hkdf.Key(sha256.New, key, salt, label+string(th), KeyLen)
+	b, err := hkdf.Expand(sha256.New, prk, label+string(th), KeyLen)
 	if err != nil {
 		return out, fmt.Errorf("deriving %s key: %w", label, err)
 	}

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"bytes"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"errors"
 	"os"
 	"path/filepath"
@@ -174,4 +176,33 @@ func FuzzParseKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The derivations are the protocol: HKDF-SHA256(K, salt, label | SHA-256(hello)).
+// Computing the shared extract once must not change a single key bit.
+func TestKeyDerivationMatchesSpec(t *testing.T) {
+	key := bytes.Repeat([]byte{0x3c}, 32)
+	ch, err := NewClientHello("box1", key, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns [NonceLen]byte
+	ns[0], ns[31] = 7, 9
+	th := sha256.Sum256(ch.Raw)
+	spec := func(salt []byte, label string) [KeyLen]byte {
+		b, err := hkdf.Key(sha256.New, key, salt, label+string(th[:]), KeyLen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return [KeyLen]byte(b)
+	}
+	early, err := EarlyKey(key, ch)
+	if err != nil || early != spec(ch.Nonce[:], "braid-v1 early c2s") {
+		t.Fatalf("early key differs from the spec (err %v)", err)
+	}
+	c2s, s2c, err := SessionKeys(key, ch, ns)
+	salt := append(append([]byte{}, ch.Nonce[:]...), ns[:]...)
+	if err != nil || c2s != spec(salt, "braid-v1 c2s") || s2c != spec(salt, "braid-v1 s2c") || c2s == s2c {
+		t.Fatalf("session keys differ from the spec (err %v)", err)
+	}
 }

@@ -48,7 +48,7 @@ func (s *syncBuf) String() string {
 }
 
 type pair struct {
-	t          *testing.T
+	t          testing.TB
 	sink       string // loadgen server address
 	socks      string
 	serverAddr string
@@ -74,14 +74,14 @@ type opts struct {
 	clientKey string // hex; default keyHex
 }
 
-func writeSecret(t *testing.T, path, content string) {
+func writeSecret(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func startPair(t *testing.T, o opts) *pair {
+func startPair(t testing.TB, o opts) *pair {
 	t.Helper()
 	p := &pair{t: t, dir: t.TempDir(), srvLog: &syncBuf{}, clLog: &syncBuf{}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ package metrics
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -194,14 +195,21 @@ func (r *Registry) Handler() http.Handler {
 // connection; the kernel forgets a subflow once it closes, so a connection
 // is sampled while it is still up and recorded when it ends.
 type SubflowSampler struct {
-	Conn *net.TCPConn
-	mu   sync.Mutex
-	seen map[[2]netip.AddrPort]mptcpinfo.Subflow
+	Conn     *net.TCPConn
+	mu       sync.Mutex
+	seen     map[[2]netip.AddrPort]mptcpinfo.Subflow
+	notMPTCP atomic.Bool // a plain TCP connection never becomes MPTCP
 }
 
 // Sample reads the kernel's per-subflow counters now.
 func (s *SubflowSampler) Sample() {
+	if s.notMPTCP.Load() {
+		return
+	}
 	sfs, err := mptcpinfo.Subflows(s.Conn)
+	if errors.Is(err, mptcpinfo.ErrNotMPTCP) {
+		s.notMPTCP.Store(true)
+	}
 	if err != nil {
 		return
 	}

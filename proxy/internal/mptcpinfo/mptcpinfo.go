@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -36,8 +37,21 @@ type Subflow struct {
 // ErrNotMPTCP is returned for plain TCP sockets (e.g. after fallback).
 var ErrNotMPTCP = errors.New("not an MPTCP socket")
 
-// Subflows returns the current subflows of c.
+// queryBufs holds the two getsockopt result arrays of one Subflows call.
+// The proxy samples every relay's subflows when each direction ends, so
+// these 6 KB would otherwise be garbage several times per connection.
+type queryBufs struct {
+	info  [subflowDataLen + maxSubflows*tcpInfoUserLen]byte
+	addrs [subflowDataLen + maxSubflows*subflowAddrsLen]byte
+}
+
+var bufPool = sync.Pool{New: func() any { return new(queryBufs) }}
+
+// Subflows returns the current subflows of c, or ErrNotMPTCP for a plain
+// TCP socket or one that fell back to TCP.
 func Subflows(c *net.TCPConn) ([]Subflow, error) {
+	// Checked first: a fallen-back socket still answers SOL_MPTCP options
+	// (on recent kernels) with its one TCP subflow.
 	if ok, _ := c.MultipathTCP(); !ok {
 		return nil, ErrNotMPTCP
 	}
@@ -45,14 +59,16 @@ func Subflows(c *net.TCPConn) ([]Subflow, error) {
 	if err != nil {
 		return nil, err
 	}
+	bufs := bufPool.Get().(*queryBufs)
+	defer bufPool.Put(bufs)
 	var info, addrs []byte
 	var n1, n2 int
 	var gerr error
 	err = raw.Control(func(fd uintptr) {
-		if info, n1, gerr = query(fd, optTCPInfo, tcpInfoUserLen); gerr != nil {
+		if info, n1, gerr = query(fd, optTCPInfo, tcpInfoUserLen, bufs.info[:]); gerr != nil {
 			return
 		}
-		addrs, n2, gerr = query(fd, optSubflowAddrs, subflowAddrsLen)
+		addrs, n2, gerr = query(fd, optSubflowAddrs, subflowAddrsLen, bufs.addrs[:])
 	})
 	if err == nil {
 		err = gerr
@@ -75,9 +91,9 @@ func Subflows(c *net.TCPConn) ([]Subflow, error) {
 	return out, nil
 }
 
-// query runs one MPTCP getsockopt and returns the item array and count.
-func query(fd uintptr, opt, itemLen int) ([]byte, int, error) {
-	buf := make([]byte, subflowDataLen+maxSubflows*itemLen)
+// query runs one MPTCP getsockopt into buf and returns the item array and count.
+func query(fd uintptr, opt, itemLen int, buf []byte) ([]byte, int, error) {
+	clear(buf[:subflowDataLen])
 	binary.NativeEndian.PutUint32(buf[0:], subflowDataLen) // size_subflow_data
 	binary.NativeEndian.PutUint32(buf[12:], uint32(itemLen))
 	l := uint32(len(buf))

@@ -53,3 +53,19 @@ func TestSubflowsLoopback(t *testing.T) {
 		t.Fatalf("subflows %+v", sf)
 	}
 }
+
+func TestSubflowsPlainTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := Subflows(c.(*net.TCPConn)); err != ErrNotMPTCP {
+		t.Fatalf("plain TCP: got %v, want ErrNotMPTCP", err)
+	}
+}

@@ -104,9 +104,11 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 			closeBoth("error")
 		}
 	}
+	// Downstream runs on the caller's goroutine: one goroutine (and its
+	// start-up and hand-off) less per connection.
 	wg.Add(2)
 	go pipe(b, a, true, &res.Up)
-	go pipe(a, b, false, &res.Down)
+	pipe(a, b, false, &res.Down)
 	wg.Wait()
 	closeBoth("done")
 	res.Reason, _ = reason.Load().(string)

@@ -125,13 +125,12 @@ func (s *Server) Reload(cfg *config.Server) error {
 	return nil
 }
 
-// Listen opens the MPTCP listener, with TCP Fast Open and deferred accept
-// when the kernel allows them (logged otherwise).
+// Listen opens the MPTCP listener, with TCP Fast Open when the kernel
+// allows it (logged otherwise).
 func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		fo, da := sockopt.Listener(c)
-		if fo != nil || da != nil {
-			log.Warn("TCP Fast Open / deferred accept unavailable on the listener", "fast_open_err", fo, "defer_accept_err", da)
+		if err := sockopt.Listener(c); err != nil {
+			log.Warn("TCP Fast Open unavailable on the listener", "err", err)
 		}
 		return nil
 	}}

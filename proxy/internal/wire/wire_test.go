@@ -93,7 +93,8 @@ func TestConnHalfCloseAndTruncation(t *testing.T) {
 	_, o2 := aeadPair(t)
 	s2, _ := aeadPair(t)
 	trunc := s2.Append(nil, 0, []byte("partial"))
-	rc2 := &Conn{br: nil, opener: o2, rbuf: make([]byte, MaxPayload+TagLen)}
+	rb := make([]byte, frameBufLen)
+	rc2 := &Conn{opener: o2, rbuf: &rb}
 	rc2.br = bufioReader(bytes.NewReader(trunc))
 	if _, err := io.ReadAll(rc2); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("truncated stream: %v", err)
