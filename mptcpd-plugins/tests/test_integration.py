@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from netlab import PLUGIN_DIR, Lab, interface_counters, popen_text, start_mptcpd, subflows, wait_for
+from netlab import PLUGIN_DIR, TIME_SCALE, Lab, interface_counters, popen_text, start_mptcpd, subflows, wait_for
 from topology import PORT, SERVER, Topo, onlink, onlink_gateways, twohop
 
 
@@ -28,9 +28,9 @@ def _per_source(topo: Topo) -> dict[str, int]:
 
 def _finish(topo: Topo, client: subprocess.Popen[str], server: subprocess.Popen[bytes],
             timeout: float = 60) -> dict[str, object]:
-    out, err = client.communicate(timeout=timeout)
+    out, err = client.communicate(timeout=timeout * TIME_SCALE)
     assert client.returncode == 0, f"transfer failed: {out} {err}"
-    server.wait(timeout=10)
+    server.wait(timeout=10 * TIME_SCALE)
     result = json.loads(out)
     assert result["ok"] is True
     recv: dict[str, object] = json.loads((topo.tmp / "recv.json").read_text())
@@ -63,7 +63,6 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
     for round_ in range(3):  # every connection, not just the first
         before = {gw: interface_counters(topo.cli, dev)[0] for gw, dev in topo.client_dev.items()}
         server = topo.server()
-        time.sleep(0.2)
         client = topo.client(10_000_000)
         wait_for(lambda: all(_per_source(topo).values()), 5, what="one subflow per gateway")
         time.sleep(0.5)  # no extra subflows appear later either
@@ -129,7 +128,6 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     topo.start_pm()
     wait_for(lambda: _all_up(topo), 5, what="both gateways up")
     server = topo.server()
-    time.sleep(0.2)
     client = topo.client(4_000_000, rate=2_000_000)
     wait_for(lambda: all(_per_source(topo).values()), 5, what="gw2 subflow")
     _finish(topo, client, server)
@@ -162,8 +160,9 @@ def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
     topo.start_pm()
     wait_for(lambda: _all_up(topo), 5, what="gateways up")
     server = topo.server()
-    time.sleep(0.2)
-    client = topo.client(12_000_000, rate=2_000_000)  # ~6-8 s
+    # ~6-8 s of transfer on the host; in the VM every step below is slower,
+    # so the same connection must live as many times longer.
+    client = topo.client(int(12_000_000 * TIME_SCALE), rate=2_000_000)
     wait_for(lambda: all(_per_source(topo).values()), 5, what="both subflows")
     time.sleep(1)
     topo.cut("gw1")  # gw1 stops forwarding; the client's link stays up
@@ -195,9 +194,9 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     topo.start_pm(proxy_extra="max_subflows = 2")
     wait_for(lambda: _all_up(topo), 5, what="gateways up")
     server = topo.server()
-    time.sleep(0.2)
-    client = topo.client(6_000_000, rate=2_000_000)
-    time.sleep(1.5)
+    client = topo.client(int(6_000_000 * TIME_SCALE), rate=2_000_000)
+    wait_for(lambda: len(subflows(topo.srv, PORT)) >= 2, 5, what="the client's first join")
+    time.sleep(1.5 * TIME_SCALE)  # every join the client tries has been reported by now
     seen = []
     for _ in range(10):
         seen.append(len(subflows(topo.srv, PORT)))

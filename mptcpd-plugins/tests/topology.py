@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netlab import Lab, Namespace, Topology, popen_text, start_mptcpd
+from netlab import TIME_SCALE, Lab, Namespace, Topology, popen_text, start_mptcpd, wait_for
 
 HERE = Path(__file__).resolve().parent
 ROUTE = str(HERE.parent / "gwsteer-route")
@@ -82,17 +82,30 @@ class Topo:
         self.procs.append(start_mptcpd(self.cli, self.config, self.tmp / "client.log"))
 
     def server(self, out: str = "recv.json", timeout: float = 60) -> subprocess.Popen[bytes]:
-        """Start the byte-counting receiver on srv."""
-        return self.srv.popen([sys.executable, XFER, "server", "--bind", SERVER,
+        """Start the byte-counting receiver on srv; return once it listens.
+
+        A client started before the listener exists is refused, and how
+        long an interpreter takes to start varies (seconds in braid's
+        emulated VM), so wait for the socket rather than for a fixed time.
+        """
+        proc = self.srv.popen([sys.executable, XFER, "server", "--bind", SERVER,
                                "--port", str(PORT), "--out", str(self.tmp / out),
-                               "--timeout", str(timeout)],
+                               "--timeout", str(timeout * TIME_SCALE)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"receiver exited with {proc.returncode} before listening")
+            return bool(self.srv.run(["ss", "-ltnH", f"sport = :{PORT}"]).stdout.strip())
+
+        wait_for(listening, 10, step=0.1, what=f"receiver listening on {SERVER}:{PORT}")
+        return proc
 
     def client(self, nbytes: int, rate: float = 0, source: str | None = None,
                seconds: float | None = None) -> subprocess.Popen[str]:
         """Start the sender on cli (stdout: JSON result)."""
         args = [sys.executable, XFER, "client", "--dst", SERVER, "--port", str(PORT),
-                "--bytes", str(nbytes), "--rate", str(rate)]
+                "--bytes", str(nbytes), "--rate", str(rate), "--timeout", str(60 * TIME_SCALE)]
         if source:
             args += ["--source", source]
         if seconds is not None:
