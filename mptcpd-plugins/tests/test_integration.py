@@ -63,7 +63,10 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
     for round_ in range(3):  # every connection, not just the first
         before = {gw: interface_counters(topo.cli, dev)[0] for gw, dev in topo.client_dev.items()}
         server = topo.server()
-        client = topo.client(10_000_000)
+        # The connection stays open after its 10 MB until the checks below
+        # are done (on a slow machine the data finishes before they do).
+        release = tmp / f"release-{round_}"
+        client = topo.client(10_000_000, hold=release)
         wait_for(lambda: all(_per_source(topo).values()), 5, what="one subflow per gateway")
         time.sleep(0.5)  # no extra subflows appear later either
         counts = _per_source(topo)
@@ -74,6 +77,7 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
         shown = {g["id"]: g["subflow_list"] for g in json.loads(cli.stdout)["gateways"]}
         assert [len(shown["gw1"]), len(shown["gw2"])] == [1, 1], shown
         assert shown["gw1"][0]["token"] == shown["gw2"][0]["token"] != "?"
+        release.touch()
         _finish(topo, client, server)
         sent = {gw: interface_counters(topo.cli, dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
         # 10 MB over two 40 Mbit/s paths: each must carry a real share.

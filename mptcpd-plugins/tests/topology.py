@@ -102,14 +102,20 @@ class Topo:
         return proc
 
     def client(self, nbytes: int, rate: float = 0, source: str | None = None,
-               seconds: float | None = None) -> subprocess.Popen[str]:
-        """Start the sender on cli (stdout: JSON result)."""
+               seconds: float | None = None, hold: Path | None = None) -> subprocess.Popen[str]:
+        """Start the sender on cli (stdout: JSON result).
+
+        With ``hold`` the sender keeps the connection open after the data
+        until that file exists (create it to let the transfer finish).
+        """
         args = [sys.executable, XFER, "client", "--dst", SERVER, "--port", str(PORT),
                 "--bytes", str(nbytes), "--rate", str(rate), "--timeout", str(60 * TIME_SCALE)]
         if source:
             args += ["--source", source]
         if seconds is not None:
             args += ["--seconds", str(seconds)]
+        if hold is not None:
+            args += ["--hold-file", str(hold)]
         return popen_text(self.cli, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
