@@ -11,6 +11,7 @@
 set -eu
 cd "$(dirname "$0")"
 make -s all
+# kernel/vm runs the command in this directory, inside the guest.
 exec ../kernel/vm run --timeout "${VM_TIMEOUT:-720}" -- \
-        sh -c 'cd mptcpd-plugins && python3 -m pytest -q -rfE -p no:cacheprovider --durations=0 \
-                -k "not bad_input" tests/test_integration.py'
+        python3 -m pytest -q -rfE -p no:cacheprovider --durations=0 \
+                -k "not bad_input" tests/test_integration.py
