@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,8 +31,8 @@ from tempfile import TemporaryDirectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 
-from netlab import Lab
-from topology import PORT, SERVER, XFER, Topo, onlink, onlink_gateways
+from netlab import Lab, interface_counters, start_mptcpd
+from topology import Topo, onlink, onlink_gateways
 
 T_CUT = 3.0
 CUT_S = 4.0
@@ -47,9 +46,8 @@ def _setup(lab: Lab, tmp: Path, mbit: int, mode: str) -> Topo:
                       extra="fail_after = 3\nrecover_after = 3\n")
     topo.route("install")
     topo.srv.sysctl("net.mptcp.pm_type", "0")
-    topo.srv.ip("mptcp", "limits", "set", "subflows", "8", "add_addr_accepted", "8")
+    topo.srv.run(["ip", "mptcp", "limits", "set", "subflows", "8", "add_addr_accepted", "8"])
     if mode == "gwsteer":
-        from netlab import start_mptcpd
         start_mptcpd(topo.cli, topo.config, tmp / "client.log")
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -59,9 +57,9 @@ def _setup(lab: Lab, tmp: Path, mbit: int, mode: str) -> Topo:
             time.sleep(0.05)
     else:
         topo.cli.sysctl("net.mptcp.pm_type", "0")
-        topo.cli.ip("mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "0")
+        topo.cli.run(["ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "0"])
         for k, dev in ((1, "e1"), (2, "e2")):
-            topo.cli.ip("mptcp", "endpoint", "add", f"10.1.{k}.2", "dev", dev, "subflow")
+            topo.cli.run(["ip", "mptcp", "endpoint", "add", f"10.1.{k}.2", "dev", dev, "subflow"])
     return topo
 
 
@@ -84,10 +82,8 @@ def calibrate(mbit: int) -> float:
         topo.route("install")
         server = topo.server()
         time.sleep(0.2)
-        client = topo.cli.popen(sys.executable, XFER, "client", "--dst", SERVER,
-                                "--port", str(PORT), "--source", "10.1.2.2",
-                                "--bytes", str(10**9), "--seconds", "4")
-        client.wait(timeout=30)
+        client = topo.client(10**9, source="10.1.2.2", seconds=4)
+        client.communicate(timeout=30)
         server.wait(timeout=10)
         recv = json.loads((tmp / "recv.json").read_text())
         rates = [b / 0.05 for b in recv["bins"][10:-2]]  # skip slow start, tail
@@ -103,9 +99,7 @@ def run_once(mode: str, mbit: int, surviving: float) -> dict[str, float | None]:
         total = T_CUT + CUT_S + AFTER_S
         server = topo.server(timeout=total + 30)
         time.sleep(0.2)
-        client = topo.cli.popen(sys.executable, XFER, "client", "--dst", SERVER,
-                                "--port", str(PORT), "--bytes", str(10**10),
-                                "--seconds", str(total), stdout=subprocess.PIPE)
+        client = topo.client(10**10, seconds=total)
         start = time.monotonic()
         time.sleep(T_CUT)
         topo.cut("gw1")
@@ -117,7 +111,7 @@ def run_once(mode: str, mbit: int, surviving: float) -> dict[str, float | None]:
         threshold = 0.25 * mbit * 1e6 / 8 * 0.2   # bytes per 200 ms
         samples: list[tuple[float, int]] = []
         while time.monotonic() - restored < AFTER_S - 0.5:
-            samples.append((time.monotonic(), topo.cli.counters("e1")[0]))
+            samples.append((time.monotonic(), interface_counters(topo.cli, "e1")[0]))
             old = [s for s in samples if s[0] <= samples[-1][0] - 0.2]
             if reuse is None and old and samples[-1][1] - old[-1][1] >= threshold:
                 reuse = old[-1][0] - restored

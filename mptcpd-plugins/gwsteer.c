@@ -349,11 +349,19 @@ static void close_subflow(struct gwsteer_connection *conn,
                 (struct sockaddr *) &sf->laddr,
                 (struct sockaddr *) &sf->raddr);
 
-        l_info("token %08x: closing subflow %s -> %s (%s)%s",
-               conn->token,
-               addr_text((struct sockaddr *) &sf->laddr, l, sizeof(l)),
-               addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r)),
-               why, err ? ": request failed" : "");
+        if (err != 0)
+                l_error("token %08x: closing subflow %s -> %s (%s): "
+                        "request not sent: %s",
+                        conn->token,
+                        addr_text((struct sockaddr *) &sf->laddr, l, sizeof(l)),
+                        addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r)),
+                        why, strerror(err));
+        else
+                l_info("token %08x: closing subflow %s -> %s (%s)",
+                       conn->token,
+                       addr_text((struct sockaddr *) &sf->laddr, l, sizeof(l)),
+                       addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r)),
+                       why);
 
         l_queue_remove(conn->subflows, sf);
         l_free(sf);
@@ -369,6 +377,7 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
         struct sockaddr const *const source =
                 (struct sockaddr const *) &gw->spec->source;
         mptcpd_aid_t const id = mptcpd_idm_get_id(idm, source);
+        char l[INET6_ADDRSTRLEN];
         char r[INET6_ADDRSTRLEN];
 
         if (id == 0) {
@@ -381,21 +390,27 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
          * Remote id 0: the peer's address of the initial subflow.  The
          * backup flag is applied once the subflow exists (new_subflow),
          * because the kernel ignores flags on SUBFLOW_CREATE.
+         *
+         * The kernel answers asynchronously: mptcpd logs a refusal as
+         * "add_subflow: <reason>: <error>" right after this request's
+         * log line, and the request then times out here
+         * (subflow_timeout_ms), which probes the gateway and retries.
          */
+        l_info("token %08x: opening subflow via %s: %s (id %u) -> %s",
+               conn->token, gw->spec->id,
+               addr_text(source, l, sizeof(l)), id,
+               addr_text((struct sockaddr *) &conn->remote, r, sizeof(r)));
+
         int const err = mptcpd_pm_add_subflow(gwsteer->pm, conn->token,
                                               id, 0, source,
                                               (struct sockaddr *)
                                               &conn->remote,
                                               false);
         if (err != 0) {
-                l_error("token %08x: subflow via %s: request failed (%d)",
-                        conn->token, gw->spec->id, err);
+                l_error("token %08x: subflow via %s: request not sent "
+                        "(mptcpd error %d)", conn->token, gw->spec->id, err);
                 return;
         }
-
-        l_info("token %08x: opening subflow via %s -> %s", conn->token,
-               gw->spec->id,
-               addr_text((struct sockaddr *) &conn->remote, r, sizeof(r)));
 
         conn->pending |= 1u << gw->index;
         conn->pending_since_us[gw->index] = l_time_now();
@@ -472,15 +487,17 @@ static void reconcile_client(struct gwsteer_connection *conn)
                 if (want == sf->backup)
                         continue;
 
-                if (mptcpd_pm_set_backup(gwsteer->pm, conn->token,
-                                         (struct sockaddr *) &sf->laddr,
-                                         (struct sockaddr *) &sf->raddr,
-                                         want) == 0)
+                int const err = mptcpd_pm_set_backup(
+                        gwsteer->pm, conn->token,
+                        (struct sockaddr *) &sf->laddr,
+                        (struct sockaddr *) &sf->raddr, want);
+
+                if (err == 0)
                         sf->backup = want;
                 else
                         l_error("token %08x: cannot set backup flag on "
-                                "subflow via %s", conn->token,
-                                sf->gw->spec->id);
+                                "subflow via %s: %s", conn->token,
+                                sf->gw->spec->id, strerror(err));
         }
 }
 

@@ -17,7 +17,7 @@ ruff check gwsteer tests bench.py gwsteer-route gwsteer-cli
 
 echo "== mypy --strict"
 # gwsteer is type-checked on its own (its tests import each other as top-level modules)
-mypy --config-file /dev/null --strict --ignore-missing-imports gwsteer tests bench.py
+MYPYPATH=../eval mypy --config-file /dev/null --strict --ignore-missing-imports gwsteer tests bench.py
 
 echo "== doctests"
 python3 -m doctest gwsteer/config.py

@@ -64,6 +64,15 @@ class Route:
 
 
 @dataclasses.dataclass
+class Address:
+    """An extra address (IPv4 or IPv6) on any interface of a node, e.g. ``lo``."""
+
+    node: str
+    ifname: str
+    cidr: str
+
+
+@dataclasses.dataclass
 class Rule:
     """Policy rule: traffic from ``src`` looks up ``table``."""
 
@@ -75,6 +84,11 @@ class Rule:
 class Topology:
     """Namespaces + veth links + routes, created and destroyed as one unit."""
 
+    #: Namespace names are ``<ns_prefix><tag>-<node>``. A suite with its own
+    #: leak check overrides it, so suites running side by side (e.g. the
+    #: eval tests and the gwsteer tests) never see each other's namespaces.
+    ns_prefix = NS_PREFIX
+
     def __init__(self, tag: str) -> None:
         if not tag.replace("-", "").isalnum() or len(tag) > 20:
             raise ValueError(f"topology tag must be short and alphanumeric, got {tag!r}")
@@ -83,6 +97,7 @@ class Topology:
         self.links: list[Link] = []
         self.routes: list[Route] = []
         self.rules: list[Rule] = []
+        self.addresses: list[Address] = []
         self.sysctls: list[tuple[str, str, str]] = []
         self.ns: dict[str, Namespace] = {}
 
@@ -115,6 +130,17 @@ class Topology:
         self.links.append(link)
         return link
 
+    def address(self, node: str, ifname: str, cidr: str) -> None:
+        """Declare one more address on ``node``'s ``ifname`` (a link end or ``lo``).
+
+        IPv6 addresses skip duplicate address detection, so they are usable
+        as soon as ``up()`` returns.
+        """
+        if node not in self.nodes:
+            raise ValueError(f"address references unknown node {node!r}")
+        ipaddress.ip_interface(cidr)
+        self.addresses.append(Address(node, ifname, cidr))
+
     def route(self, node: str, dst: str, via: str, table: int | None = None) -> None:
         self.routes.append(Route(node, dst, via, table))
 
@@ -125,7 +151,7 @@ class Topology:
         self.sysctls.append((node, key, str(value)))
 
     def ns_name(self, node: str) -> str:
-        return f"{NS_PREFIX}{self.tag}-{node}"
+        return f"{self.ns_prefix}{self.tag}-{node}"
 
     def __getitem__(self, node: str) -> Namespace:
         return self.ns[node]
@@ -153,6 +179,8 @@ class Topology:
                 ns.sysctl("net.ipv4.conf.default.rp_filter", 0)
             for i, link in enumerate(self.links):
                 self._create_link(i, link)
+            for extra in self.addresses:
+                self.ns[extra.node].run(["ip", "addr", "add", extra.cidr, "dev", extra.ifname, "nodad"])
             for rule in self.rules:
                 self.ns[rule.node].run(
                     ["ip", "rule", "add", "from", rule.src, "table", str(rule.table)]
@@ -206,7 +234,7 @@ class Topology:
         for ns in self.ns.values():
             ns.close()
         self.ns.clear()
-        for name in leftover_namespaces(f"{NS_PREFIX}{self.tag}-"):
+        for name in leftover_namespaces(f"{self.ns_prefix}{self.tag}-"):
             purge_namespace(name)
 
     def __enter__(self) -> Self:

@@ -12,7 +12,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from netlab import Lab
+from netlab import NS_PREFIX, Lab
+
+from braid_testbed.netns import leftover_namespaces
 
 
 @pytest.fixture
@@ -22,6 +24,8 @@ def lab() -> Iterator[Lab]:
         pytest.skip("needs root for network namespaces")
     with Lab() as the_lab:
         yield the_lab
+    # Only this run's namespaces: other suites may be running beside us.
+    assert leftover_namespaces(f"{NS_PREFIX}{os.getpid()}-") == [], "test leaked namespaces"
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import socket
 import sys
@@ -92,6 +93,16 @@ def client(args: argparse.Namespace) -> int:
             ahead = sent / args.rate - (time.monotonic() - start)
             if ahead > 0:
                 time.sleep(ahead)
+    if args.hold_file:
+        # Keep the connection (and its subflows) open, idle, until the
+        # caller has looked at it: a fast path can finish the data in less
+        # time than a slow machine needs to inspect the connection.
+        deadline = time.monotonic() + args.timeout
+        while not os.path.exists(args.hold_file):
+            if time.monotonic() > deadline:
+                print(f"{args.hold_file} did not appear within {args.timeout}s", file=sys.stderr)
+                return 1
+            time.sleep(0.05)
     sock.shutdown(socket.SHUT_WR)
     reply = b""
     while True:
@@ -124,6 +135,7 @@ def main() -> int:
     c.add_argument("--bytes", type=int, default=8_000_000)
     c.add_argument("--rate", type=float, default=0, help="bytes/s, 0 = unpaced")
     c.add_argument("--seconds", type=float, default=0, help="stop sending after this long")
+    c.add_argument("--hold-file", help="after sending, keep the connection open until this file exists")
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--timeout", type=float, default=60)
     args = p.parse_args()

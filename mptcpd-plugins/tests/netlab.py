@@ -1,104 +1,73 @@
-"""Tiny network-namespace lab for the gwsteer tests and benchmark.
+"""gwsteer's lab helpers, on top of braid's testbed library.
 
-Everything is created under a unique prefix (``bpm-<pid>-<n>-``) and
-torn down by the context managers even when a test fails.  No netem is
-needed (the host has none); ``tbf`` shapes links when asked.
+Namespaces, veth links, addresses, routes and the guaranteed clean-up of
+every process started in a namespace come from ``eval/braid_testbed``
+(:class:`~braid_testbed.topology.Topology`,
+:class:`~braid_testbed.netns.Namespace`).  This module only adds what
+the gwsteer tests and benchmark need on top: a per-test :class:`Lab`
+that brings its topologies down even when a test fails, mptcpd with
+the freshly built plugin, the subflow listing, and polling that
+stretches with braid's emulated VM.
 
 Example::
 
     with Lab() as lab:
-        a, b = lab.netns("a"), lab.netns("b")
-        lab.link(a, "e0", "10.0.0.1/24", b, "e0", "10.0.0.2/24")
-        a.run("ping", "-c1", "10.0.0.2")
+        topo = lab.topology()
+        topo.node("a", forward=False)
+        topo.node("b", forward=False)
+        topo.link("a", "e0", "10.0.0.1/24", "b", "e0", "10.0.0.2/24")
+        lab.up(topo)
+        topo["a"].run(["ping", "-c1", "10.0.0.2"])
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PLUGIN_DIR = HERE.parent
+REPO_DIR = PLUGIN_DIR.parent
+if str(REPO_DIR / "eval") not in sys.path:
+    sys.path.insert(0, str(REPO_DIR / "eval"))
+
+from braid_testbed.netns import Namespace  # noqa: E402
+from braid_testbed.topology import Topology, interface_counters  # noqa: E402
+
 MPTCPD = "/usr/libexec/mptcpd"
+
+#: Our namespaces are ``bpm-<tag>-<node>``: distinct from the eval suite's
+#: ``braid-`` so each suite's leak checks only see its own.
+NS_PREFIX = "bpm-"
 _counter = itertools.count()
 
-
-def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """Run a command, capture its output, raise with stderr on failure."""
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
-    return p
+__all__ = ["MPTCPD", "PLUGIN_DIR", "TIME_SCALE", "Lab", "Namespace", "Topology",
+           "interface_counters", "popen_text", "start_mptcpd", "stop", "subflows", "wait_for"]
 
 
-class Netns:
-    """One network namespace."""
+class GwsteerTopology(Topology):
+    """A braid_testbed topology in the gwsteer tests' namespace prefix."""
 
-    def __init__(self, lab: Lab, name: str) -> None:
-        self.lab = lab
-        self.name = name
-        sh("ip", "netns", "add", name)
-        self.run("ip", "link", "set", "lo", "up")
-        self.sysctl("net.ipv4.conf.all.rp_filter", "0")
-        self.sysctl("net.ipv4.conf.default.rp_filter", "0")
-
-    def run(self, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        """Run a command inside the namespace."""
-        return sh("ip", "netns", "exec", self.name, *args, check=check, timeout=timeout)
-
-    def popen(self, *args: str, stdout: Any = subprocess.DEVNULL,
-              stderr: Any = subprocess.DEVNULL, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        """Start a process inside the namespace; the lab kills it at exit."""
-        p = subprocess.Popen(["ip", "netns", "exec", self.name, *args], stdout=stdout,
-                             stderr=stderr, text=True, env=env, start_new_session=True)
-        self.lab.processes.append(p)
-        return p
-
-    def sysctl(self, key: str, value: str) -> None:
-        """Set a sysctl in this namespace."""
-        self.run("sysctl", "-qw", f"{key}={value}")
-
-    def ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """``ip <args>`` in this namespace."""
-        return sh("ip", "-n", self.name, *args, check=check)
-
-    def counters(self, dev: str) -> tuple[int, int]:
-        """(tx_bytes, rx_bytes) of ``dev``: bytes counted on the wire."""
-        out = json.loads(self.ip("-s", "-j", "link", "show", "dev", dev).stdout)
-        stats = out[0]["stats64"]
-        return int(stats["tx"]["bytes"]), int(stats["rx"]["bytes"])
-
-    def subflows(self, port: int) -> list[tuple[str, str]]:
-        """Established TCP subflows to/from ``port``: (local, remote) pairs."""
-        out = self.run("ss", "-tnH", "state", "established",
-                       f"( dport = :{port} or sport = :{port} )").stdout
-        pairs = []
-        for line in out.splitlines():
-            cols = line.split()
-            if len(cols) >= 4:
-                pairs.append((cols[2].rsplit(":", 1)[0], cols[3].rsplit(":", 1)[0]))
-        return pairs
-
-    def forward(self) -> None:
-        """Enable IPv4 and IPv6 forwarding."""
-        self.sysctl("net.ipv4.ip_forward", "1")
-        self.sysctl("net.ipv6.conf.all.forwarding", "1")
+    ns_prefix = NS_PREFIX
 
 
 class Lab:
-    """Owns namespaces and processes; cleans everything up on exit."""
+    """The topologies of one test (or benchmark run), always brought down.
+
+    Tags are unique per process and lab, so concurrent test runs never
+    share a namespace; leftovers of a crashed run with the same tag are
+    purged by braid_testbed when the topology comes up.
+    """
 
     def __init__(self) -> None:
-        self.prefix = f"bpm-{os.getpid()}-{next(_counter)}-"
-        self.namespaces: list[Netns] = []
-        self.processes: list[subprocess.Popen[str]] = []
+        self.tag = f"{os.getpid()}-{next(_counter)}"
+        self._topologies: list[Topology] = []
 
     def __enter__(self) -> Lab:
         return self
@@ -106,56 +75,73 @@ class Lab:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def netns(self, short: str) -> Netns:
-        """Create namespace ``<prefix><short>``."""
-        ns = Netns(self, self.prefix + short)
-        self.namespaces.append(ns)
-        return ns
+    def topology(self) -> Topology:
+        """A new, empty topology declaration (bring it up with :meth:`up`)."""
+        return GwsteerTopology(f"{self.tag}-{len(self._topologies)}")
 
-    def link(self, a: Netns, a_dev: str, a_addr: str | Sequence[str],
-             b: Netns, b_dev: str, b_addr: str | Sequence[str]) -> None:
-        """Create a veth pair between two namespaces and address both ends."""
-        sh("ip", "link", "add", a_dev, "netns", a.name, "type", "veth",
-           "peer", "name", b_dev, "netns", b.name)
-        for ns, dev, addrs in ((a, a_dev, a_addr), (b, b_dev, b_addr)):
-            for addr in [addrs] if isinstance(addrs, str) else addrs:
-                family = "-6" if ":" in addr else "-4"
-                ns.ip(family, "addr", "add", addr, "dev", dev, "nodad")
-            ns.ip("link", "set", dev, "up")
-
-    def stop(self, p: subprocess.Popen[str], sig: int = signal.SIGTERM, wait: float = 5) -> None:
-        """Stop one process we started (its whole session)."""
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, sig)
-                p.wait(timeout=wait)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait(timeout=wait)
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    pass
+    def up(self, topo: Topology) -> Topology:
+        """Create ``topo``; :meth:`close` removes it and everything running in it."""
+        self._topologies.append(topo)
+        return topo.up()
 
     def close(self) -> None:
-        """Kill our processes, delete our namespaces."""
-        for p in self.processes:
-            self.stop(p)
-        self.processes.clear()
-        for ns in reversed(self.namespaces):
-            sh("ip", "netns", "del", ns.name, check=False)
-        self.namespaces.clear()
+        """Kill every process in our namespaces, then delete them."""
+        for topo in reversed(self._topologies):
+            topo.down()
+        self._topologies.clear()
+
+    @staticmethod
+    def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 5) -> None:
+        """Stop one process early (e.g. to read a capture); see :func:`stop`."""
+        stop(proc, sig, wait)
 
 
-def start_mptcpd(ns: Netns, config: Path, log: Path) -> subprocess.Popen[str]:
-    """Run mptcpd with the freshly built gwsteer plugin inside ``ns``."""
+def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 5) -> None:
+    """Stop one process started with ``Namespace.popen`` (its whole session)."""
+    if proc.poll() is not None:
+        return
+    for signum in (sig, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, signum)
+            proc.wait(timeout=wait)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def popen_text(ns: Namespace, cmd: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """``ns.popen`` in text mode (str pipes); stopped when the namespace closes."""
+    proc: subprocess.Popen[str] = ns.popen(cmd, text=True, **kwargs)  # type: ignore[assignment]
+    return proc
+
+
+def subflows(ns: Namespace, port: int) -> list[tuple[str, str]]:
+    """Established TCP subflows to/from ``port`` in ``ns``: (local, remote) pairs."""
+    out = ns.run(["ss", "-tnH", "state", "established",
+                  f"( dport = :{port} or sport = :{port} )"]).stdout
+    pairs = []
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) >= 4:
+            pairs.append((cols[2].rsplit(":", 1)[0], cols[3].rsplit(":", 1)[0]))
+    return pairs
+
+
+def start_mptcpd(ns: Namespace, config: Path, log: Path) -> subprocess.Popen[str]:
+    """Run mptcpd with the freshly built gwsteer plugin inside ``ns``.
+
+    The namespace gets the userspace path manager; mptcpd logs (debug
+    level) to ``log``.  It stops with the namespace.
+    """
     ns.sysctl("net.mptcp.enabled", "1")
     ns.sysctl("net.mptcp.pm_type", "1")
     env = dict(os.environ, BRAID_GWSTEER_CONFIG=str(config))
-    out = log.open("w")
-    p = ns.popen(MPTCPD, f"--plugin-dir={PLUGIN_DIR}", "--path-manager=gwsteer",
-                 "--load-plugins=gwsteer", "--log=stderr", "-d",
-                 stdout=out, stderr=out, env=env)
-    return p
+    with log.open("w") as out:
+        return popen_text(ns, [MPTCPD, f"--plugin-dir={PLUGIN_DIR}", "--path-manager=gwsteer",
+                               "--load-plugins=gwsteer", "--log=stderr", "-d"],
+                          stdout=out, stderr=out, env=env)
 
 
 # Under braid's VM (software-emulated CPU) everything runs several times
@@ -164,12 +150,15 @@ TIME_SCALE = 6.0 if os.environ.get("BRAID_IN_VM") == "1" else 1.0
 
 
 def wait_for(cond: Any, timeout: float, step: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``cond()`` until truthy; return its value or raise."""
+    """Poll ``cond()`` until truthy; return its value or raise.
+
+    ``timeout`` is in host seconds; braid's VM stretches it by ``TIME_SCALE``.
+    """
     end = time.monotonic() + timeout * TIME_SCALE
     while True:
         value = cond()
         if value:
             return value
         if time.monotonic() > end:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+            raise TimeoutError(f"timed out after {timeout * TIME_SCALE:g}s waiting for {what}")
         time.sleep(step)

@@ -13,24 +13,24 @@ import subprocess
 import time
 from pathlib import Path
 
-from netlab import PLUGIN_DIR, Lab, wait_for
+from netlab import PLUGIN_DIR, TIME_SCALE, Lab, interface_counters, popen_text, start_mptcpd, subflows, wait_for
 from topology import PORT, SERVER, Topo, onlink, onlink_gateways, twohop
 
 
 def _per_source(topo: Topo) -> dict[str, int]:
     counts = {gw: 0 for gw in topo.sources}
-    for local, _remote in topo.cli.subflows(PORT):
+    for local, _remote in subflows(topo.cli, PORT):
         for gw, src in topo.sources.items():
             if local == src:
                 counts[gw] += 1
     return counts
 
 
-def _finish(topo: Topo, client: subprocess.Popen[str], server: subprocess.Popen[str],
+def _finish(topo: Topo, client: subprocess.Popen[str], server: subprocess.Popen[bytes],
             timeout: float = 60) -> dict[str, object]:
-    out, err = client.communicate(timeout=timeout)
+    out, err = client.communicate(timeout=timeout * TIME_SCALE)
     assert client.returncode == 0, f"transfer failed: {out} {err}"
-    server.wait(timeout=10)
+    server.wait(timeout=10 * TIME_SCALE)
     result = json.loads(out)
     assert result["ok"] is True
     recv: dict[str, object] = json.loads((topo.tmp / "recv.json").read_text())
@@ -56,27 +56,30 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
     topo = onlink(lab, tmp, shape_mbit=40)
     topo.write_config(onlink_gateways(topo))
     topo.route("install")
-    monitor = topo.cli.popen("ip", "mptcp", "monitor", stdout=subprocess.PIPE)
+    monitor = popen_text(topo.cli, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
     topo.start_pm()
     wait_for(lambda: _all_up(topo), 5, what="gateways up")
 
     for round_ in range(3):  # every connection, not just the first
-        before = {gw: topo.cli.counters(dev)[0] for gw, dev in topo.client_dev.items()}
+        before = {gw: interface_counters(topo.cli, dev)[0] for gw, dev in topo.client_dev.items()}
         server = topo.server()
-        time.sleep(0.2)
-        client = topo.client(10_000_000)
+        # The connection stays open after its 10 MB until the checks below
+        # are done (on a slow machine the data finishes before they do).
+        release = tmp / f"release-{round_}"
+        client = topo.client(10_000_000, hold=release)
         wait_for(lambda: all(_per_source(topo).values()), 5, what="one subflow per gateway")
         time.sleep(0.5)  # no extra subflows appear later either
         counts = _per_source(topo)
         assert counts == {"gw1": 1, "gw2": 1}, counts
         wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1
                  and st["gw2"]["subflows"] == 1, 2, what="status subflows")
-        cli = topo.cli.run(str(PLUGIN_DIR / "gwsteer-cli"), "--config", str(topo.config), "--json")
+        cli = topo.cli.run([str(PLUGIN_DIR / "gwsteer-cli"), "--config", str(topo.config), "--json"])
         shown = {g["id"]: g["subflow_list"] for g in json.loads(cli.stdout)["gateways"]}
         assert [len(shown["gw1"]), len(shown["gw2"])] == [1, 1], shown
         assert shown["gw1"][0]["token"] == shown["gw2"][0]["token"] != "?"
+        release.touch()
         _finish(topo, client, server)
-        sent = {gw: topo.cli.counters(dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
+        sent = {gw: interface_counters(topo.cli, dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
         # 10 MB over two 40 Mbit/s paths: each must carry a real share.
         assert sent["gw1"] > 2_000_000 and sent["gw2"] > 2_000_000, (round_, sent)
 
@@ -117,18 +120,18 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     topo = twohop(lab, tmp)
     topo.route("install")
     # Make gw1 the narrower path so the scheduler must use gw2 as well.
-    topo.gws["r1"].run("tc", "qdisc", "replace", "dev", "g1", "root", "tbf",
-                       "rate", "8mbit", "burst", "32kb", "latency", "50ms")
+    topo.gws["r1"].run(["tc", "qdisc", "replace", "dev", "g1", "root", "tbf",
+                        "rate", "8mbit", "burst", "32kb", "latency", "50ms"])
     gw1, gw2 = topo.gws["gw1"], topo.gws["gw2"]
     caps = {}
     for name, ns in (("gw1", gw1), ("gw2", gw2)):
         pcap = tmp / f"{name}.pcap"
-        caps[name] = (pcap, ns.popen("tcpdump", "-i", "r", "-n", "-U", "-w", str(pcap)))
+        caps[name] = (pcap, ns.popen(["tcpdump", "-i", "r", "-n", "-U", "-w", str(pcap)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     time.sleep(1)
     topo.start_pm()
     wait_for(lambda: _all_up(topo), 5, what="both gateways up")
     server = topo.server()
-    time.sleep(0.2)
     client = topo.client(4_000_000, rate=2_000_000)
     wait_for(lambda: all(_per_source(topo).values()), 5, what="gw2 subflow")
     _finish(topo, client, server)
@@ -149,7 +152,7 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     assert not [line for line in gw1_dump.splitlines() if "10.1.0.3." in line]
     # Without steering, 10.1.0.3 would leave through gw1 (r1's default):
     topo.route("uninstall")
-    probe = topo.cli.run("ip", "route", "get", SERVER, "from", "10.1.0.3").stdout
+    probe = topo.cli.run(["ip", "route", "get", SERVER, "from", "10.1.0.3"]).stdout
     assert "via 10.1.0.1" in probe and "seg6" not in probe
 
 
@@ -157,12 +160,13 @@ def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
     topo = onlink(lab, tmp, shape_mbit=12)  # 2 MB/s needs both paths
     topo.write_config(onlink_gateways(topo))
     topo.route("install")
-    monitor = topo.cli.popen("ip", "mptcp", "monitor", stdout=subprocess.PIPE)
+    monitor = popen_text(topo.cli, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
     topo.start_pm()
     wait_for(lambda: _all_up(topo), 5, what="gateways up")
     server = topo.server()
-    time.sleep(0.2)
-    client = topo.client(12_000_000, rate=2_000_000)  # ~6-8 s
+    # ~6-8 s of transfer on the host; in the VM every step below is slower,
+    # so the same connection must live as many times longer.
+    client = topo.client(int(12_000_000 * TIME_SCALE), rate=2_000_000)
     wait_for(lambda: all(_per_source(topo).values()), 5, what="both subflows")
     time.sleep(1)
     topo.cut("gw1")  # gw1 stops forwarding; the client's link stays up
@@ -175,9 +179,9 @@ def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
     restored = time.monotonic()
     wait_for(lambda: _per_source(topo)["gw1"] == 1, 6, what="gw1 subflow back")
     back_after = time.monotonic() - restored
-    before = topo.cli.counters("e1")[0]
+    before = interface_counters(topo.cli, "e1")[0]
     time.sleep(1)
-    assert topo.cli.counters("e1")[0] - before > 50_000, "no data on recovered gw1"
+    assert interface_counters(topo.cli, "e1")[0] - before > 50_000, "no data on recovered gw1"
     assert client.poll() is None, "transfer should still be running (same connection)"
     _finish(topo, client, server)
     lab.stop(monitor)
@@ -194,12 +198,12 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     topo.start_pm(proxy_extra="max_subflows = 2")
     wait_for(lambda: _all_up(topo), 5, what="gateways up")
     server = topo.server()
-    time.sleep(0.2)
-    client = topo.client(6_000_000, rate=2_000_000)
-    time.sleep(1.5)
+    client = topo.client(int(6_000_000 * TIME_SCALE), rate=2_000_000)
+    wait_for(lambda: len(subflows(topo.srv, PORT)) >= 2, 5, what="the client's first join")
+    time.sleep(1.5 * TIME_SCALE)  # every join the client tries has been reported by now
     seen = []
     for _ in range(10):
-        seen.append(len(topo.srv.subflows(PORT)))
+        seen.append(len(subflows(topo.srv, PORT)))
         time.sleep(0.1)
     assert max(seen) <= 2 and seen[-1] == 2, seen
     _finish(topo, client, server)
@@ -207,9 +211,9 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
 
 
 def _nothing_installed(topo: Topo) -> None:
-    rules = topo.cli.run("ip", "rule").stdout + topo.cli.run("ip", "-6", "rule").stdout
+    rules = topo.cli.run(["ip", "rule"]).stdout + topo.cli.run(["ip", "-6", "rule"]).stdout
     assert "proto 180" not in rules, rules
-    routes = topo.cli.run("ip", "route", "show", "table", "all").stdout
+    routes = topo.cli.run(["ip", "route", "show", "table", "all"]).stdout
     assert "proto 180" not in routes, routes
 
 
@@ -237,7 +241,6 @@ def test_bad_input_clear_error_nothing_installed(lab: Lab, tmp: Path) -> None:
     # The plugin refuses a bad file too, and mptcpd does not start with it.
     topo.write_config(good.replace("source = 10.1.2.2", "source = 10.1.2.300"))
     topo.cli.sysctl("net.mptcp.pm_type", "1")
-    from netlab import start_mptcpd
     mptcpd = start_mptcpd(topo.cli, topo.config, tmp / "bad.log")
     assert mptcpd.wait(timeout=10) != 0
     assert "[gateway gw2] source: '10.1.2.300' is not an IP address" in (tmp / "bad.log").read_text()
@@ -246,6 +249,6 @@ def test_bad_input_clear_error_nothing_installed(lab: Lab, tmp: Path) -> None:
     # A good install followed by uninstall leaves nothing behind either.
     topo.write_config(good)
     topo.route("install")
-    assert "proto 180" in topo.cli.run("ip", "rule").stdout
+    assert "proto 180" in topo.cli.run(["ip", "rule"]).stdout
     topo.route("uninstall")
     _nothing_installed(topo)

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netlab import Lab, Netns, start_mptcpd
+from netlab import TIME_SCALE, Lab, Namespace, Topology, popen_text, start_mptcpd, wait_for
 
 HERE = Path(__file__).resolve().parent
 ROUTE = str(HERE.parent / "gwsteer-route")
@@ -36,9 +36,10 @@ class Topo:
 
     lab: Lab
     tmp: Path
-    cli: Netns
-    srv: Netns
-    gws: dict[str, Netns]
+    net: Topology
+    cli: Namespace
+    srv: Namespace
+    gws: dict[str, Namespace]
     sources: dict[str, str]
     client_dev: dict[str, str]
     cut_dev: dict[str, str] = field(default_factory=dict)
@@ -60,16 +61,17 @@ class Topo:
     def cut(self, gw: str) -> None:
         """Make gateway ``gw`` stop forwarding (nftables drop, invisible to the client)."""
         ns = self.gws[gw]
-        ns.run("nft", "add table inet braidcut")
-        ns.run("nft", "add chain inet braidcut forward_drop { type filter hook forward priority 0; policy drop; }")
+        ns.run(["nft", "add table inet braidcut"])
+        ns.run(["nft", "add chain inet braidcut forward_drop "
+                "{ type filter hook forward priority 0; policy drop; }"])
 
     def restore(self, gw: str) -> None:
         """Undo :meth:`cut`."""
-        self.gws[gw].run("nft", "delete table inet braidcut")
+        self.gws[gw].run(["nft", "delete table inet braidcut"])
 
     def route(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run gwsteer-route in the client namespace."""
-        return self.cli.run(ROUTE, "--config", str(self.config), *args, check=check)
+        return self.cli.run([ROUTE, "--config", str(self.config), *args], check=check)
 
     def start_pm(self, proxy_extra: str = "") -> None:
         """Start mptcpd+gwsteer on the client (client) and server (proxy)."""
@@ -79,49 +81,74 @@ class Topo:
         self.procs.append(start_mptcpd(self.srv, proxy_conf, self.tmp / "proxy.log"))
         self.procs.append(start_mptcpd(self.cli, self.config, self.tmp / "client.log"))
 
-    def server(self, out: str = "recv.json", timeout: float = 60) -> subprocess.Popen[str]:
-        """Start the byte-counting receiver on srv."""
-        return self.srv.popen(sys.executable, XFER, "server", "--bind", SERVER,
-                              "--port", str(PORT), "--out", str(self.tmp / out),
-                              "--timeout", str(timeout))
+    def server(self, out: str = "recv.json", timeout: float = 60) -> subprocess.Popen[bytes]:
+        """Start the byte-counting receiver on srv; return once it listens.
 
-    def client(self, nbytes: int, rate: float = 0, source: str | None = None) -> subprocess.Popen[str]:
-        """Start the sender on cli (stdout: JSON result)."""
+        A client started before the listener exists is refused, and how
+        long an interpreter takes to start varies (seconds in braid's
+        emulated VM), so wait for the socket rather than for a fixed time.
+        """
+        proc = self.srv.popen([sys.executable, XFER, "server", "--bind", SERVER,
+                               "--port", str(PORT), "--out", str(self.tmp / out),
+                               "--timeout", str(timeout * TIME_SCALE)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"receiver exited with {proc.returncode} before listening")
+            return bool(self.srv.run(["ss", "-ltnH", f"sport = :{PORT}"]).stdout.strip())
+
+        wait_for(listening, 10, step=0.1, what=f"receiver listening on {SERVER}:{PORT}")
+        return proc
+
+    def client(self, nbytes: int, rate: float = 0, source: str | None = None,
+               seconds: float | None = None, hold: Path | None = None) -> subprocess.Popen[str]:
+        """Start the sender on cli (stdout: JSON result).
+
+        With ``hold`` the sender keeps the connection open after the data
+        until that file exists (create it to let the transfer finish).
+        """
         args = [sys.executable, XFER, "client", "--dst", SERVER, "--port", str(PORT),
-                "--bytes", str(nbytes), "--rate", str(rate)]
+                "--bytes", str(nbytes), "--rate", str(rate), "--timeout", str(60 * TIME_SCALE)]
         if source:
             args += ["--source", source]
-        return self.cli.popen(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if seconds is not None:
+            args += ["--seconds", str(seconds)]
+        if hold is not None:
+            args += ["--hold-file", str(hold)]
+        return popen_text(self.cli, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _shape(ns: Netns, dev: str, mbit: int) -> None:
-    ns.run("tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
-           "burst", "32kb", "latency", "50ms")
+def _shape(ns: Namespace, dev: str, mbit: int) -> None:
+    """tbf, not netem: the host kernel has no netem."""
+    ns.run(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
+            "burst", "32kb", "latency", "50ms"])
 
 
 def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2) -> Topo:
     """Client with ``gateways`` on-link gateways to one server."""
-    cli, srv = lab.netns("cli"), lab.netns("srv")
-    srv.ip("addr", "add", f"{SERVER}/32", "dev", "lo")
-    gws: dict[str, Netns] = {}
-    sources: dict[str, str] = {}
-    client_dev: dict[str, str] = {}
-    cut_dev: dict[str, str] = {}
+    net = lab.topology()
+    net.node("cli", forward=False)
+    net.node("srv", forward=False)
+    net.address("srv", "lo", f"{SERVER}/32")
     for k in range(1, gateways + 1):
-        gw = lab.netns(f"gw{k}")
-        gws[f"gw{k}"] = gw
-        lab.link(cli, f"e{k}", f"10.1.{k}.2/24", gw, "c", f"10.1.{k}.1/24")
-        lab.link(gw, "s", f"10.9.{k}.1/24", srv, f"g{k}", f"10.9.{k}.2/24")
-        gw.forward()
-        gw.ip("route", "add", f"{SERVER}/32", "via", f"10.9.{k}.2")
-        srv.ip("route", "add", f"10.1.{k}.0/24", "via", f"10.9.{k}.1")
-        sources[f"gw{k}"] = f"10.1.{k}.2"
-        client_dev[f"gw{k}"] = f"e{k}"
-        cut_dev[f"gw{k}"] = "s"
-        if shape_mbit:
-            _shape(cli, f"e{k}", shape_mbit)
-    cli.ip("route", "add", "default", "via", "10.1.1.1")
-    return Topo(lab, tmp, cli, srv, gws, sources, client_dev, cut_dev)
+        gw = f"gw{k}"
+        net.node(gw)
+        net.link("cli", f"e{k}", f"10.1.{k}.2/24", gw, "c", f"10.1.{k}.1/24")
+        net.link(gw, "s", f"10.9.{k}.1/24", "srv", f"g{k}", f"10.9.{k}.2/24")
+        net.route(gw, f"{SERVER}/32", f"10.9.{k}.2")
+        net.route("srv", f"10.1.{k}.0/24", f"10.9.{k}.1")
+    net.route("cli", "default", "10.1.1.1")
+    lab.up(net)
+    gws = {f"gw{k}": net[f"gw{k}"] for k in range(1, gateways + 1)}
+    topo = Topo(lab, tmp, net, net["cli"], net["srv"], gws,
+                sources={gw: f"10.1.{gw[2:]}.2" for gw in gws},
+                client_dev={gw: f"e{gw[2:]}" for gw in gws},
+                cut_dev={gw: "s" for gw in gws})
+    if shape_mbit:
+        for dev in topo.client_dev.values():
+            _shape(topo.cli, dev, shape_mbit)
+    return topo
 
 
 def onlink_gateways(topo: Topo, backup: tuple[str, ...] = ()) -> str:
@@ -136,29 +163,36 @@ def onlink_gateways(topo: Topo, backup: tuple[str, ...] = ()) -> str:
 
 def twohop(lab: Lab, tmp: Path) -> Topo:
     """Build the SRv6 two-hop topology; returns it with gw2 decap installed."""
-    cli, r1, gw1, gw2, srv = (lab.netns(n) for n in ("cli", "r1", "gw1", "gw2", "srv"))
-    srv.ip("addr", "add", f"{SERVER}/32", "dev", "lo")
-    lab.link(cli, "e0", ["10.1.0.2/24", "10.1.0.3/24", "fc00:1::2/64"],
-             r1, "c", ["10.1.0.1/24", "fc00:1::1/64"])
-    lab.link(r1, "g1", "10.2.1.1/24", gw1, "r", "10.2.1.2/24")
-    lab.link(r1, "g2", ["10.2.2.1/24", "fc00:12::1/64"], gw2, "r", ["10.2.2.2/24", "fc00:12::2/64"])
-    lab.link(gw1, "s", "10.9.1.1/24", srv, "g1", "10.9.1.2/24")
-    lab.link(gw2, "s", "10.9.2.1/24", srv, "g2", "10.9.2.2/24")
-    for ns in (r1, gw1, gw2):
-        ns.forward()
-    cli.ip("route", "add", "default", "via", "10.1.0.1")
-    cli.ip("-6", "route", "add", "default", "via", "fc00:1::1")
-    r1.ip("route", "add", "default", "via", "10.2.1.2")          # plain traffic: gw1
-    r1.ip("-6", "route", "add", "fc00:2::/64", "via", "fc00:12::2")
-    gw1.ip("route", "add", f"{SERVER}/32", "via", "10.9.1.2")
-    gw1.ip("route", "add", "10.1.0.0/24", "via", "10.2.1.1")
-    gw2.ip("route", "add", f"{SERVER}/32", "via", "10.9.2.2")
-    gw2.ip("route", "add", "10.1.0.0/24", "via", "10.2.2.1")
-    srv.ip("route", "add", "10.1.0.2/32", "via", "10.9.1.1")
-    srv.ip("route", "add", "10.1.0.3/32", "via", "10.9.2.1")   # return via gw2
-    r1.run(ROUTE, "transit", "--sid", "fc00:e::1", "--dev", "c")
-    gw2.run(ROUTE, "decap", "--sid", "fc00:2::d4", "--nexthop", "10.9.2.2", "--dev", "s")
-    topo = Topo(lab, tmp, cli, srv, {"gw1": gw1, "gw2": gw2, "r1": r1},
+    net = lab.topology()
+    net.node("cli", forward=False)
+    net.node("srv", forward=False)
+    for name in ("r1", "gw1", "gw2"):
+        net.node(name)
+    net.address("srv", "lo", f"{SERVER}/32")
+    net.link("cli", "e0", "10.1.0.2/24", "r1", "c", "10.1.0.1/24")
+    for node, cidr in (("cli", "10.1.0.3/24"), ("cli", "fc00:1::2/64"), ("r1", "fc00:1::1/64")):
+        net.address(node, "e0" if node == "cli" else "c", cidr)
+    net.link("r1", "g1", "10.2.1.1/24", "gw1", "r", "10.2.1.2/24")
+    net.link("r1", "g2", "10.2.2.1/24", "gw2", "r", "10.2.2.2/24")
+    net.address("r1", "g2", "fc00:12::1/64")
+    net.address("gw2", "r", "fc00:12::2/64")
+    net.link("gw1", "s", "10.9.1.1/24", "srv", "g1", "10.9.1.2/24")
+    net.link("gw2", "s", "10.9.2.1/24", "srv", "g2", "10.9.2.2/24")
+    net.route("cli", "default", "10.1.0.1")
+    net.route("cli", "default", "fc00:1::1")
+    net.route("r1", "default", "10.2.1.2")          # plain traffic: gw1
+    net.route("r1", "fc00:2::/64", "fc00:12::2")
+    net.route("gw1", f"{SERVER}/32", "10.9.1.2")
+    net.route("gw1", "10.1.0.0/24", "10.2.1.1")
+    net.route("gw2", f"{SERVER}/32", "10.9.2.2")
+    net.route("gw2", "10.1.0.0/24", "10.2.2.1")
+    net.route("srv", "10.1.0.2/32", "10.9.1.1")
+    net.route("srv", "10.1.0.3/32", "10.9.2.1")     # return via gw2
+    lab.up(net)
+    net["r1"].run([ROUTE, "transit", "--sid", "fc00:e::1", "--dev", "c"])
+    net["gw2"].run([ROUTE, "decap", "--sid", "fc00:2::d4", "--nexthop", "10.9.2.2", "--dev", "s"])
+    topo = Topo(lab, tmp, net, net["cli"], net["srv"],
+                {"gw1": net["gw1"], "gw2": net["gw2"], "r1": net["r1"]},
                 {"gw1": "10.1.0.2", "gw2": "10.1.0.3"}, {"gw1": "e0", "gw2": "e0"})
     topo.write_config("[gateway gw1]\nsource = 10.1.0.2\nhops = 10.1.0.1\n"
                       "[gateway gw2]\nsource = 10.1.0.3\nhops = fc00:e::1, fc00:2::d4\n")

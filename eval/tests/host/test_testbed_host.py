@@ -73,6 +73,25 @@ def test_unknown_node_in_link_is_rejected() -> None:
         topo.link("a", "e0", "10.0.0.1/24", "b", "e0", "10.0.0.2/24")
 
 
+def test_extra_addresses_ipv6_usable_at_once(tag: str) -> None:
+    """Extra addresses (IPv6 on a link end, IPv4 on lo) work as soon as up() returns."""
+    topo = Topology(tag)
+    topo.node("a", forward=False)
+    topo.node("b")
+    topo.link("a", "e0", "10.0.0.1/24", "b", "e0", "10.0.0.2/24")
+    topo.address("a", "e0", "fc00:1::1/64")
+    topo.address("b", "e0", "fc00:1::2/64")
+    topo.address("b", "lo", "10.99.0.1/32")
+    topo.route("a", "default", "fc00:1::2")
+    topo.route("a", "10.99.0.1/32", "10.0.0.2")
+    with pytest.raises(ValueError, match="unknown node 'c'"):
+        topo.address("c", "e0", "10.0.0.3/24")
+    with topo:
+        topo["a"].run(["ping", "-6", "-c1", "-W2", "fc00:1::2"])
+        topo["a"].run(["ping", "-c1", "-W2", "10.99.0.1"])
+        assert "via fc00:1::2" in topo["a"].run(["ip", "-6", "route", "get", "fc00:9::9"]).stdout
+
+
 def test_single_mptcp_connection_uses_both_wans_on_host(tag: str) -> None:
     """The in-kernel PM opens a wan2 subflow; seen in packet captures.
     (Unshaped here: the share is not meaningful, only that both carry MPTCP.)"""

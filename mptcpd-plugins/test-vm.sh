@@ -1,0 +1,17 @@
+#!/bin/sh
+# gwsteer's integration tests (tests/test_integration.py) inside braid's own
+# kernel (6.12 + braid's patches), booted under TCG by kernel/vm: the tests
+# test.sh runs against the host kernel, against the kernel braid ships.  The
+# config-parity and bad-input tests check our parsers and validation, not the
+# kernel, and stay on the host (under TCG the bad-input test alone, a dozen
+# interpreter starts, takes over three minutes).
+# Builds only the plugin; the kernel must be built or cached (kernel/build).
+# Fails on any test failure, or when the VM exceeds VM_TIMEOUT seconds
+# (boot included; time spent waiting for another VM is not counted).
+set -eu
+cd "$(dirname "$0")"
+make -s all
+# kernel/vm runs the command in this directory, inside the guest.
+exec ../kernel/vm run --timeout "${VM_TIMEOUT:-720}" -- \
+        python3 -m pytest -q -rfE -p no:cacheprovider --durations=0 \
+                -k "not bad_input" tests/test_integration.py
