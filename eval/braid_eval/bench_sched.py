@@ -30,7 +30,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
-from .transfer import BULK_TOOL, BulkServer, measured_transfer, read_mib
+from .transfer import BULK_TOOL, BulkServer, measured_transfer, sched_fallbacks
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 # E[min(C/s, C/(1-s))] / 2C for s ~ U[0, 1] on two equal WANs
@@ -48,11 +48,6 @@ def split_limited_capacity(share1: float) -> float:
     if share1 < 1:
         limits.append(c2 / (1 - share1))
     return min(limits)
-
-
-def sched_fallbacks(tb: StandardTestbed, node: str) -> int:
-    """Bursts the scheduler moved off a stuck subflow (MPTcpExtSchedFallback)."""
-    return read_mib(tb[node].run(["nstat", "-az"]), "MPTcpExtSchedFallback")
 
 
 def rr_under_load(tb: StandardTestbed, server: BulkServer, requests: int) -> dict[str, float]:

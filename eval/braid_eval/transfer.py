@@ -179,3 +179,8 @@ def read_mib(ns_run: subprocess.CompletedProcess[str], name: str) -> int:
         if fields and fields[0] == name:
             return int(fields[1])
     raise KeyError(name)
+
+
+def sched_fallbacks(tb: StandardTestbed, node: str) -> int:
+    """Bursts the scheduler on ``node`` moved off a stuck subflow (MPTcpExtSchedFallback)."""
+    return read_mib(tb[node].run(["nstat", "-az"]), "MPTcpExtSchedFallback")

@@ -20,7 +20,7 @@ from braid_eval.transfer import (
     ConnectionTrace,
     TransferResult,
     measured_transfer,
-    read_mib,
+    sched_fallbacks,
     traced_series,
 )
 from braid_testbed import LinkSpec, StandardTestbed
@@ -170,8 +170,7 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
             tb.cut_wan(1)
             worker.join(timeout=300)
             assert not worker.is_alive(), "transfer did not finish after the cut"
-            fallbacks = {n: read_mib(tb[n].run(["nstat", "-az"]), "MPTcpExtSchedFallback")
-                         for n in ("client", "proxy")}
+            fallbacks = {n: sched_fallbacks(tb, n) for n in ("client", "proxy")}
         r = result[0]
         print(f"\n{mode} with wan1 cut after 2 MB: digest_ok={r.digest_ok} "
               f"wan bytes={r.wan_payload} fallbacks={fallbacks}")
