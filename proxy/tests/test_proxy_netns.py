@@ -230,9 +230,9 @@ def test_1gib_checksummed_over_two_wans(bed: Bed) -> None:
     assert all(srv[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)), srv
 
 
-def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None:
-    # Wrong key: a second client with another key gets a general failure.
-    bad_keys = write_secret(tmp_path / "bad.keys", "box1 " + "c3" * 32 + "\n")
+def start_second_client(bed: Bed, key_file: Path, socks_port: int) -> None:
+    """Another braid-proxy client in "c" with its own key, without metrics or
+    a gateway status file; returns once its SOCKS port listens."""
     bed.spawn(
         "c",
         [
@@ -241,16 +241,22 @@ def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None
             "-server",
             f"{SERVER_PUBLIC}:{SERVER_PORT}",
             "-key-file",
-            str(bad_keys),
+            str(key_file),
             "-socks-listen",
-            "127.0.0.1:2080",
+            f"127.0.0.1:{socks_port}",
             "-metrics-listen",
             "",
             "-gateway-status-file",
             "/nonexistent",
         ],
     )
-    bed.wait_port("c", "127.0.0.1", 2080)
+    bed.wait_port("c", "127.0.0.1", socks_port)
+
+
+def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None:
+    # Wrong key: a second client with another key gets a general failure.
+    bad_keys = write_secret(tmp_path / "bad.keys", "box1 " + "c3" * 32 + "\n")
+    start_second_client(bed, bad_keys, 2080)
     r = bed.run(
         "c",
         "curl",
@@ -379,24 +385,7 @@ def test_reload_and_graceful_shutdown(bed: Bed, tmp_path: Path) -> None:
     while "configuration reloaded" not in bed.server_log.read_text() and time.time() < deadline:
         time.sleep(0.05)
     assert "configuration reloaded" in bed.server_log.read_text()
-    bed.spawn(
-        "c",
-        [
-            str(bed.proxy),
-            "client",
-            "-server",
-            f"{SERVER_PUBLIC}:{SERVER_PORT}",
-            "-key-file",
-            str(k2),
-            "-socks-listen",
-            "127.0.0.1:3080",
-            "-metrics-listen",
-            "",
-            "-gateway-status-file",
-            "/nonexistent",
-        ],
-    )
-    bed.wait_port("c", "127.0.0.1", 3080)
+    start_second_client(bed, k2, 3080)
     assert (
         curl_sha(bed, "--socks5-hostname", "127.0.0.1:3080", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin") == bed.blob_sha
     )
