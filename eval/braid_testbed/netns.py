@@ -79,6 +79,29 @@ class Namespace:
         self._procs.append(proc)
         return proc
 
+    def wait_listening(
+        self, port: int, host: str | None = None, timeout: float = 15,
+        proc: subprocess.Popen[bytes] | None = None,
+    ) -> None:
+        """Return once a TCP socket listens on ``port`` (on ``host`` if given).
+
+        Starting a server and connecting at once races its start-up, which
+        takes seconds under braid's emulated VM; poll the kernel's socket
+        table instead of sleeping. ``proc``, the server, failing ends the wait.
+        """
+        accepted = {host, f"[{host}]", "0.0.0.0", "*", "[::]"} if host else None
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc is not None and proc.poll() is not None:
+                raise CommandError(f"[{self.name}] server exited with {proc.returncode} before listening on {port}")
+            # Columns: state, recv-q, send-q, local address:port, peer.
+            listeners = self.run(["ss", "-ltnH", f"sport = :{port}"]).stdout.splitlines()
+            if any(accepted is None or line.split()[3].rsplit(":", 1)[0] in accepted for line in listeners):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"[{self.name}] nothing listening on {host or '*'}:{port} after {timeout:.0f} s")
+            time.sleep(0.05)
+
     def sysctl(self, key: str, value: str | int) -> None:
         self.run(["sysctl", "-q", "-w", f"{key}={value}"])
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netlab import TIME_SCALE, Lab, Namespace, Topology, popen_text, start_mptcpd, wait_for
+from netlab import TIME_SCALE, Lab, Namespace, Topology, popen_text, start_mptcpd
 
 HERE = Path(__file__).resolve().parent
 ROUTE = str(HERE.parent / "gwsteer-route")
@@ -93,12 +93,7 @@ class Topo:
                                "--timeout", str(timeout * TIME_SCALE)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-        def listening() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"receiver exited with {proc.returncode} before listening")
-            return bool(self.srv.run(["ss", "-ltnH", f"sport = :{PORT}"]).stdout.strip())
-
-        wait_for(listening, 10, step=0.1, what=f"receiver listening on {SERVER}:{PORT}")
+        self.srv.wait_listening(PORT, SERVER, 10, proc=proc)
         return proc
 
     def client(self, nbytes: int, rate: float = 0, source: str | None = None,

@@ -36,7 +36,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -173,20 +172,14 @@ class Testbed:
         return p.returncode
 
     def wait_port(self, role: str, host: str, port: int, timeout: float | None = None) -> None:
-        """Poll until something accepts TCP connections on host:port inside ``role``.
+        """Wait until something listens on host:port inside ``role``.
 
         The default limit is 15 s, 60 s in braid's VM (BRAID_IN_VM=1): under
         TCG, starting python3 -m http.server alone can take over 10 s.
         """
         if timeout is None:
             timeout = 60 if os.environ.get("BRAID_IN_VM") == "1" else 15
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            r = self.run(role, "bash", "-c", f"exec 3<>/dev/tcp/{host}/{port}", check=False)
-            if r.returncode == 0:
-                return
-            time.sleep(0.05)
-        raise TimeoutError(f"{host}:{port} not listening in {role}")
+        self.topo[role].wait_listening(port, host, timeout)
 
     # -- observations -------------------------------------------------------
     def tx_bytes(self, role: str, dev: str) -> int:
