@@ -244,6 +244,7 @@ static struct mptcp_sched_ops mptcp_sched_hywf = {
 	.get_subflow	= hywf_get_subflow,
 	.init		= hywf_init,
 	.name		= "hywf",
+	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST,
 	.owner		= THIS_MODULE,
 };
 
