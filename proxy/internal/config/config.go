@@ -198,7 +198,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
 	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
 	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
-	fs.BoolVar(&c.FastOpen, "fast-open", c.FastOpen, "experimental, off by default: send the hello in the SYN (TCP Fast Open) when not racing; saves a round trip (server needs sysctl net.ipv4.tcp_fastopen=3)")
+	fs.BoolVar(&c.FastOpen, "fast-open", c.FastOpen, "experimental, off by default: send the hello in the SYN (TCP Fast Open) when not racing; saves a round trip (server needs sysctl net.ipv4.tcp_fastopen=3). Known kernel problem: bulk downloads over such MPTCP connections can slow to a crawl (seen on Linux 6.12 and 6.18)")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "auth tls: client certificate (braid-proxy gencert)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "auth tls: client private key, mode 0600")
 	fs.StringVar(&c.TLSServerPin, "tls-server-pin", c.TLSServerPin, "auth tls: SHA-256 (hex) of the server certificate")
