@@ -19,7 +19,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,8 +45,7 @@ type Client struct {
 
 	connCtx    context.Context
 	cancelConn context.CancelFunc
-	wg         sync.WaitGroup
-	active     atomic.Int64
+	conns      acceptloop.Conns
 }
 
 type runtimeState struct {
@@ -66,7 +64,7 @@ func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, er
 	if err := c.Reload(cfg); err != nil {
 		return nil, err
 	}
-	m.Gauge("conns_active", c.active.Load)
+	m.Gauge("conns_active", c.conns.Active)
 	return c, nil
 }
 
@@ -145,16 +143,13 @@ func (c *Client) ServeTransparent(ctx context.Context, ln net.Listener) error {
 func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn, *runtimeState)) error {
 	return acceptloop.Run(ctx, ln, c.log, func(conn net.Conn) {
 		rt := c.rt.Load()
-		if c.active.Load() >= int64(rt.cfg.MaxConns) {
+		if !c.conns.Admit(rt.cfg.MaxConns) {
 			c.metrics.Counter("conns_rejected_limit").Add(1)
 			conn.Close()
 			return
 		}
-		c.active.Add(1)
-		c.wg.Add(1)
 		go func() {
-			defer c.wg.Done()
-			defer c.active.Add(-1)
+			defer c.conns.Done()
 			defer conn.Close()
 			h(conn.(*net.TCPConn), rt)
 		}()
@@ -162,16 +157,12 @@ func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn
 }
 
 // Shutdown waits up to grace for relays to finish, then cuts the rest.
+// Connections accepted from then on are closed at once.
 func (c *Client) Shutdown(grace time.Duration) {
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-		c.log.Info("shutdown grace over; closing remaining relays", "active", c.active.Load())
+	c.conns.Drain(grace, func() {
+		c.log.Info("shutdown grace over; closing remaining relays", "active", c.conns.Active())
 		c.cancelConn()
-		<-done
-	}
+	})
 	c.cancelConn()
 }
 

@@ -51,8 +51,7 @@ type Server struct {
 
 	connCtx    context.Context // cancelled to cut live relays
 	cancelConn context.CancelFunc
-	wg         sync.WaitGroup
-	active     atomic.Int64
+	conns      acceptloop.Conns
 
 	mu        sync.Mutex
 	perClient map[string]int
@@ -86,7 +85,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
 	}
-	m.Gauge("conns_active", s.active.Load)
+	m.Gauge("conns_active", s.conns.Active)
 	m.Gauge("replay_cache_entries", func() int64 { return int64(s.replay.Len()) })
 	return s, nil
 }
@@ -149,32 +148,25 @@ func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, e
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return acceptloop.Run(ctx, ln, s.log, func(c net.Conn) {
 		rt := s.rt.Load()
-		if s.active.Load() >= int64(rt.cfg.MaxConns) {
+		if !s.conns.Admit(rt.cfg.MaxConns) {
 			s.metrics.Counter("conns_rejected_limit").Add(1)
 			c.Close()
 			return
 		}
-		s.active.Add(1)
-		s.wg.Add(1)
 		go func() {
-			defer s.wg.Done()
-			defer s.active.Add(-1)
+			defer s.conns.Done()
 			s.handle(c.(*net.TCPConn), rt)
 		}()
 	})
 }
 
 // Shutdown waits up to grace for relays to finish, then cuts the rest.
+// Connections accepted from then on are closed at once.
 func (s *Server) Shutdown(grace time.Duration) {
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-		s.log.Info("shutdown grace over; closing remaining relays", "active", s.active.Load())
+	s.conns.Drain(grace, func() {
+		s.log.Info("shutdown grace over; closing remaining relays", "active", s.conns.Active())
 		s.cancelConn()
-		<-done
-	}
+	})
 	s.cancelConn()
 }
 
