@@ -349,19 +349,18 @@ static void close_subflow(struct gwsteer_connection *conn,
                 (struct sockaddr *) &sf->laddr,
                 (struct sockaddr *) &sf->raddr);
 
+        char const *const local =
+                addr_text((struct sockaddr *) &sf->laddr, l, sizeof(l));
+        char const *const remote =
+                addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r));
+
         if (err != 0)
                 l_error("token %08x: closing subflow %s -> %s (%s): "
                         "request not sent: %s",
-                        conn->token,
-                        addr_text((struct sockaddr *) &sf->laddr, l, sizeof(l)),
-                        addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r)),
-                        why, strerror(err));
+                        conn->token, local, remote, why, strerror(err));
         else
                 l_info("token %08x: closing subflow %s -> %s (%s)",
-                       conn->token,
-                       addr_text((struct sockaddr *) &sf->laddr, l, sizeof(l)),
-                       addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r)),
-                       why);
+                       conn->token, local, remote, why);
 
         l_queue_remove(conn->subflows, sf);
         l_free(sf);
