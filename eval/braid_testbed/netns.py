@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Any
 
 from pyroute2 import NetNS, netns
 
@@ -132,6 +133,23 @@ class Namespace:
         self.ipr.close()
         if self.name in netns.listnetns():
             netns.remove(self.name)
+
+
+def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 5.0) -> int | None:
+    """Stop one process started with :meth:`Namespace.popen` before its
+    namespace closes: ``sig`` to its whole session, SIGKILL if it is still
+    there after ``wait`` seconds. Returns its exit status."""
+    for signum in (sig, signal.SIGKILL):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, signum)
+            proc.wait(timeout=wait)
+        except ProcessLookupError:
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.poll()
 
 
 def purge_namespace(name: str, grace_s: float = 2.0) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ REPO_DIR = PLUGIN_DIR.parent
 if str(REPO_DIR / "eval") not in sys.path:
     sys.path.insert(0, str(REPO_DIR / "eval"))
 
-from braid_testbed.netns import Namespace  # noqa: E402
+from braid_testbed.netns import Namespace, stop_process  # noqa: E402
 from braid_testbed.topology import Topology, interface_counters  # noqa: E402
 
 MPTCPD = "/usr/libexec/mptcpd"
@@ -48,7 +47,7 @@ NS_PREFIX = "bpm-"
 _counter = itertools.count()
 
 __all__ = ["MPTCPD", "PLUGIN_DIR", "TIME_SCALE", "Lab", "Namespace", "Topology",
-           "interface_counters", "popen_text", "start_mptcpd", "stop", "subflows", "wait_for"]
+           "interface_counters", "popen_text", "start_mptcpd", "stop_process", "subflows", "wait_for"]
 
 
 class GwsteerTopology(Topology):
@@ -89,26 +88,6 @@ class Lab:
         for topo in reversed(self._topologies):
             topo.down()
         self._topologies.clear()
-
-    @staticmethod
-    def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 5) -> None:
-        """Stop one process early (e.g. to read a capture); see :func:`stop`."""
-        stop(proc, sig, wait)
-
-
-def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 5) -> None:
-    """Stop one process started with ``Namespace.popen`` (its whole session)."""
-    if proc.poll() is not None:
-        return
-    for signum in (sig, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, signum)
-            proc.wait(timeout=wait)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def popen_text(ns: Namespace, cmd: list[str], **kwargs: Any) -> subprocess.Popen[str]:

@@ -13,7 +13,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from netlab import PLUGIN_DIR, TIME_SCALE, Lab, interface_counters, popen_text, start_mptcpd, subflows, wait_for
+from netlab import (
+    PLUGIN_DIR,
+    TIME_SCALE,
+    Lab,
+    interface_counters,
+    popen_text,
+    start_mptcpd,
+    stop_process,
+    subflows,
+    wait_for,
+)
 from topology import PORT, SERVER, Topo, onlink, onlink_gateways, twohop
 
 
@@ -83,7 +93,7 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
         # 10 MB over two 40 Mbit/s paths: each must carry a real share.
         assert sent["gw1"] > 2_000_000 and sent["gw2"] > 2_000_000, (round_, sent)
 
-    lab.stop(monitor)
+    stop_process(monitor)
     events = monitor.stdout.read() if monitor.stdout else ""
     established = re.findall(r"SF_ESTABLISHED.*?token=(\w+).*?saddr4=([\d.]+)", events)
     per_token: dict[str, list[str]] = {}
@@ -137,7 +147,7 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     _finish(topo, client, server)
     time.sleep(0.5)
     for _pcap, proc in caps.values():
-        lab.stop(proc, wait=5)
+        stop_process(proc, wait=5)
     gw2_dump = subprocess.run(["tcpdump", "-n", "-r", str(caps["gw2"][0])],
                               capture_output=True, text=True, check=False).stdout
     gw1_dump = subprocess.run(["tcpdump", "-n", "-r", str(caps["gw1"][0])],
@@ -184,7 +194,7 @@ def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
     assert interface_counters(topo.cli, "e1")[0] - before > 50_000, "no data on recovered gw1"
     assert client.poll() is None, "transfer should still be running (same connection)"
     _finish(topo, client, server)
-    lab.stop(monitor)
+    stop_process(monitor)
     events = monitor.stdout.read() if monitor.stdout else ""
     tokens = set(re.findall(r"ESTABLISHED.*?token=(\w+)", events))
     assert len(tokens) == 1, "recovery must reuse the existing connection"

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -158,18 +157,6 @@ class Testbed:
         finally:
             if not isinstance(out, int):
                 out.close()  # the child has its own copy
-
-    @staticmethod
-    def stop(p: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15) -> int:
-        """Signal one process we started and wait for it."""
-        if p.poll() is None:
-            p.send_signal(sig)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        return p.returncode
 
     def wait_port(self, role: str, host: str, port: int, timeout: float | None = None) -> None:
         """Wait until something listens on host:port inside ``role``.

@@ -32,6 +32,8 @@ from braidnet import (
     write_secret,
 )
 
+from braid_testbed.netns import stop_process
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 KEY = "box1 " + "3c" * 32 + "\n"
@@ -425,7 +427,7 @@ def test_reload_and_graceful_shutdown(bed: Bed, tmp_path: Path) -> None:
     )
     time.sleep(0.3)
     t0 = time.time()
-    rc = bed.stop(bed.server, signal.SIGTERM, timeout=20)
+    rc = stop_process(bed.server, signal.SIGTERM, wait=20)
     out, _ = dl.communicate(timeout=60)
     assert rc == 0, bed.server_log.read_text()[-2000:]
     assert time.time() - t0 < 10
