@@ -92,7 +92,6 @@ class Topo:
                                "--port", str(PORT), "--out", str(self.tmp / out),
                                "--timeout", str(timeout * TIME_SCALE)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
         self.srv.wait_listening(PORT, SERVER, 10, proc=proc)
         return proc
 
@@ -165,8 +164,9 @@ def twohop(lab: Lab, tmp: Path) -> Topo:
         net.node(name)
     net.address("srv", "lo", f"{SERVER}/32")
     net.link("cli", "e0", "10.1.0.2/24", "r1", "c", "10.1.0.1/24")
-    for node, cidr in (("cli", "10.1.0.3/24"), ("cli", "fc00:1::2/64"), ("r1", "fc00:1::1/64")):
-        net.address(node, "e0" if node == "cli" else "c", cidr)
+    net.address("cli", "e0", "10.1.0.3/24")
+    net.address("cli", "e0", "fc00:1::2/64")
+    net.address("r1", "c", "fc00:1::1/64")
     net.link("r1", "g1", "10.2.1.1/24", "gw1", "r", "10.2.1.2/24")
     net.link("r1", "g2", "10.2.2.1/24", "gw2", "r", "10.2.2.2/24")
     net.address("r1", "g2", "fc00:12::1/64")
