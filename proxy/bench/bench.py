@@ -63,7 +63,14 @@ SINK = f"{DEST}:9000"
 KEY = "bench " + "4b" * 32 + "\n"
 SS_CIPHER, SS_PASSWORD = "aes-256-gcm", "braid-bench-" + "5a" * 16
 BRAID_PORT, MICROSOCKS_PORT, SS_SERVER_PORT = 7443, 1081, 8388
-SOCKS = {"braid": 1080, "braid-plaintext": 1082, "braid-race": 1083, "shadowsocks": 1084, "braid-fastopen": 1085}
+SOCKS = {
+    "braid": 1080,
+    "braid-plaintext": 1082,
+    "braid-race": 1083,
+    "shadowsocks": 1084,
+    "braid-fastopen": 1085,
+    "braid-connected": 1086,
+}
 VARIANTS = {
     "direct-mptcp": ["-mptcp"],
     "braid": ["-socks", f"127.0.0.1:{SOCKS['braid']}"],
@@ -73,8 +80,14 @@ VARIANTS = {
 }
 # Setup latency also measures braid with its experimental fast_open (hello
 # in the SYN, so the exchange costs no round trip after the first
-# connection has fetched a Fast Open cookie).
-SETUP_VARIANTS = {**VARIANTS, "braid-fastopen": ["-socks", f"127.0.0.1:{SOCKS['braid-fastopen']}"]}
+# connection has fetched a Fast Open cookie), and braid answering SOCKS only
+# once the server has connected (socks_reply "connected": real reply codes,
+# one round trip more than the default early answer).
+SETUP_VARIANTS = {
+    **VARIANTS,
+    "braid-fastopen": ["-socks", f"127.0.0.1:{SOCKS['braid-fastopen']}"],
+    "braid-connected": ["-socks", f"127.0.0.1:{SOCKS['braid-connected']}"],
+}
 Result = dict[str, Any]
 
 
@@ -150,6 +163,7 @@ def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
         "braid-plaintext": ["-encrypt=false"],
         "braid-race": ["-race"],
         "braid-fastopen": ["-fast-open"],
+        "braid-connected": ["-socks-reply", "connected"],
     }
     for name, flags in extra.items():
         tb.spawn("c", [*client, "-socks-listen", f"127.0.0.1:{SOCKS[name]}", *flags], log=work / f"client-{name}.log")
@@ -343,6 +357,7 @@ def report(args: argparse.Namespace, results: Result) -> None:
         ratios["throughput veth braid-plaintext / direct-mptcp"] = t["braid-plaintext"] / t["direct-mptcp"]
     for base in ("shadowsocks", "microsocks"):
         ratios[f"ttfb braid / {base}"] = f["braid"] / f[base] if f[base] else nan
+    ratios["ttfb braid-connected / shadowsocks"] = f["braid-connected"] / f["shadowsocks"] if f["shadowsocks"] else nan
     ratios["setup braid / microsocks"] = s["braid"] / s["microsocks"] if s["microsocks"] else nan
     results["ratios"] = ratios
     overhead = s["braid"] - s["direct-mptcp"]

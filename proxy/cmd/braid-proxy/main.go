@@ -48,7 +48,10 @@ client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
   (exclude the server's own address from such rules). Each connection
   becomes one MPTCP connection to the server whose first subflow leaves
   through the gateway the path manager rates best (-gateway-status-file);
-  -race tries the two best gateways at once and keeps the first.
+  -race tries the two best gateways at once and keeps the first. SOCKS is
+  answered as soon as the server connection is up, and the application's
+  first bytes travel with the request (-socks-reply connected waits for the
+  destination instead: real SOCKS error codes, one round trip slower).
 
 server: MPTCP listener. Clients authenticate with a pre-shared key (mutual,
   replay-protected; data encrypted with AES-256-GCM unless both sides opt

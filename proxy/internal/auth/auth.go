@@ -22,9 +22,15 @@
 //	c2s       = HKDF(K, salt = Nc | Ns, info = "braid-v1 c2s" | H(ClientHello))
 //	s2c       = HKDF(K, salt = Nc | Ns, info = "braid-v1 s2c" | H(ClientHello))
 //
-// The early key protects only the one request frame (like TLS 0-RTT, with
-// the replay cache as its guard); all relay data in both directions uses
-// keys that include the server's nonce.
+// The early key protects the request frame (like TLS 0-RTT, with the replay
+// cache as its guard). By default relay data in both directions uses keys
+// that include the server's nonce. A hello with FlagEarlyData announces that
+// the client's data follows the request at once, before the server's answer,
+// still under the early key (its frame counter continuing); that saves the
+// round trip an application would otherwise wait for. Such data is only as
+// fresh as the replay cache can prove: a cache cannot vouch for hellos
+// stamped before it existed (they may have been recorded before a server
+// restart), so early-data hellos older than the cache are refused.
 package auth
 
 import (
@@ -52,6 +58,9 @@ const (
 	// FlagPlaintext asks the server to relay data without encryption after
 	// the authenticated exchange (only honoured if the server allows it).
 	FlagPlaintext = 0x01
+	// FlagEarlyData says the client's data follows the request without
+	// waiting for the server's answer, sealed with the early key.
+	FlagEarlyData = 0x02
 
 	labelClient = "braid-v1 client hello"
 	labelServer = "braid-v1 server hello"
@@ -194,6 +203,10 @@ func (v *Verifier) Verify(h *ClientHello) ([]byte, error) {
 	if d := now.Sub(h.Time); d > v.MaxSkew || d < -v.MaxSkew {
 		return nil, fmt.Errorf("%w: %v", ErrClockSkew, d.Round(time.Millisecond))
 	}
+	if h.Flags&FlagEarlyData != 0 && h.Time.Before(v.Replay.Start) {
+		return nil, fmt.Errorf("%w: early data stamped before the replay cache started (%v earlier)",
+			ErrReplay, v.Replay.Start.Sub(h.Time).Round(time.Millisecond))
+	}
 	if !v.Replay.Add(h.Nonce, now) {
 		return nil, ErrReplay
 	}
@@ -273,8 +286,9 @@ func expand(prk []byte, label string, th []byte) ([KeyLen]byte, error) {
 // by Max entries; when full it refuses new hellos (fail closed) rather than
 // forgetting nonces that may still be replayed.
 type ReplayCache struct {
-	TTL time.Duration
-	Max int
+	TTL   time.Duration
+	Max   int
+	Start time.Time // nothing before this was seen
 
 	mu    sync.Mutex
 	seen  map[[NonceLen]byte]struct{}
@@ -289,7 +303,9 @@ type replayEntry struct {
 
 // NewReplayCache returns a cache that keeps nonces for ttl.
 func NewReplayCache(ttl time.Duration, max int) *ReplayCache {
-	return &ReplayCache{TTL: ttl, Max: max, seen: map[[NonceLen]byte]struct{}{}}
+	// Hello times have millisecond resolution.
+	start := time.UnixMilli(time.Now().UnixMilli())
+	return &ReplayCache{TTL: ttl, Max: max, Start: start, seen: map[[NonceLen]byte]struct{}{}}
 }
 
 // Add records nonce and reports whether it was new.

@@ -206,3 +206,32 @@ func TestKeyDerivationMatchesSpec(t *testing.T) {
 		t.Fatalf("session keys differ from the spec (err %v)", err)
 	}
 }
+
+// A replay cache cannot vouch for hellos stamped before it started (they may
+// have been recorded before a server restart), so early data in such a hello
+// is refused; the same hello without early data only names a destination and
+// stays within the clock window's rules.
+func TestEarlyDataOlderThanReplayCacheRefused(t *testing.T) {
+	v := newVerifier(time.Now())
+	before := v.Replay.Start.Add(-time.Second)
+	for _, tc := range []struct {
+		flags   byte
+		stamp   time.Time
+		refused bool
+	}{
+		{FlagEarlyData, before, true},
+		{FlagEarlyData | FlagPlaintext, before, true},
+		{0, before, false},
+		{FlagEarlyData, v.Replay.Start.Add(time.Millisecond), false},
+	} {
+		ch, err := NewClientHello("box1", testKey, tc.flags, tc.stamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(ch)
+		if refused := errors.Is(err, ErrReplay); refused != tc.refused || (!tc.refused && err != nil) {
+			t.Errorf("flags %#x stamped %v before start: err %v, want refused=%v",
+				tc.flags, v.Replay.Start.Sub(tc.stamp), err, tc.refused)
+		}
+	}
+}

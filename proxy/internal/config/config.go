@@ -34,6 +34,13 @@ const (
 	DefaultServerMaxConns    = 16384
 	DefaultMaxConnsPerClient = 4096
 	DefaultRaceDelay         = 0
+
+	// SOCKSReplyEarly answers SOCKS as soon as the connection to the server
+	// is up; the application's first bytes then travel with the hello.
+	SOCKSReplyEarly = "early"
+	// SOCKSReplyConnected answers only after the server has reached the
+	// destination, with the real reply code; one round trip slower.
+	SOCKSReplyConnected = "connected"
 )
 
 // Duration is a time.Duration written as "10s" in JSON.
@@ -92,6 +99,7 @@ type Client struct {
 	ClientID          string   `json:"client_id"`
 	KeyFile           string   `json:"key_file"`
 	Encrypt           bool     `json:"encrypt"`
+	SOCKSReply        string   `json:"socks_reply"`      // early (default) or connected
 	SOCKSUsersFile    string   `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
 	GatewayStatusFile string   `json:"gateway_status_file"`
 	Race              bool     `json:"race"`
@@ -139,6 +147,7 @@ func DefaultClient() *Client {
 		Common:            defaultCommon(DefaultClientMetrics, DefaultClientMaxConns),
 		SOCKSListen:       DefaultSOCKSListen,
 		Encrypt:           true,
+		SOCKSReply:        SOCKSReplyEarly,
 		GatewayStatusFile: DefaultGatewayStatusFile,
 	}
 }
@@ -194,6 +203,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.StringVar(&c.ClientID, "client-id", c.ClientID, "this client's id in the key file")
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "pre-shared key file, mode 0600 (required)")
 	fs.BoolVar(&c.Encrypt, "encrypt", c.Encrypt, "encrypt relayed data (the server must allow_plaintext for false)")
+	fs.StringVar(&c.SOCKSReply, "socks-reply", c.SOCKSReply, "when to answer a SOCKS request: \"early\" once the server connection is up (the request and the first data go out together; a refused destination then shows as a reset connection), or \"connected\" after the server reached the destination (real SOCKS error codes, one round trip slower)")
 	fs.StringVar(&c.SOCKSUsersFile, "socks-users-file", c.SOCKSUsersFile, "require SOCKS5 user/password (file of user:password lines, mode 0600)")
 	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
 	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
@@ -382,6 +392,9 @@ func (c *Client) Validate() error {
 	}
 	if c.RaceDelay < 0 {
 		return ferr("client.race_delay", "must not be negative")
+	}
+	if c.SOCKSReply != SOCKSReplyEarly && c.SOCKSReply != SOCKSReplyConnected {
+		return ferr("client.socks_reply", "must be %q or %q, not %q", SOCKSReplyEarly, SOCKSReplyConnected, c.SOCKSReply)
 	}
 	return nil
 }

@@ -51,6 +51,22 @@ func TestValidationNamesField(t *testing.T) {
 	}
 }
 
+func TestSOCKSReplyValidated(t *testing.T) {
+	c := DefaultClient()
+	c.Server, c.KeyFile = "relay:7443", "/k"
+	for _, v := range []string{SOCKSReplyEarly, SOCKSReplyConnected} {
+		c.SOCKSReply = v
+		if err := c.Validate(); err != nil {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	c.SOCKSReply = "late"
+	var fe *FieldError
+	if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "client.socks_reply" {
+		t.Fatalf("want error on client.socks_reply, got %v", err)
+	}
+}
+
 func TestUnknownFieldRefused(t *testing.T) {
 	err := Decode([]byte(`{"listn":"x"}`), DefaultServer())
 	if err == nil || !strings.Contains(err.Error(), "listn") {

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,19 @@ var fastTimeouts = opts{
 	serverMut: func(s *config.Server) { s.HandshakeTimeout = config.Duration(time.Second) },
 	clientMut: func(c *config.Client) { c.HandshakeTimeout = config.Duration(time.Second) },
 }
+
+// connected makes the client answer SOCKS only after the server has reached
+// the destination, so refusals arrive as SOCKS reply codes.
+func connected(c *config.Client) { c.SOCKSReply = config.SOCKSReplyConnected }
+
+// both applies two client mutations.
+func both(a, b func(*config.Client)) func(*config.Client) {
+	return func(c *config.Client) { a(c); b(c) }
+}
+
+// isReset reports whether a transfer ended with the connection reset, which
+// is how an early-answered SOCKS connection learns that the server refused.
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 type opts struct {
 	serverMut func(*config.Server)
@@ -223,9 +237,19 @@ func TestByteExactThroughPair(t *testing.T) {
 }
 
 func TestPlaintextNeedsServerConsent(t *testing.T) {
-	p := startPair(t, opts{clientMut: func(c *config.Client) { c.Encrypt = false }})
+	plain := func(c *config.Client) { c.Encrypt = false }
+	p := startPair(t, opts{clientMut: both(plain, connected)})
 	if r := p.transfer(p.sink, 1000, 1000); r.Err == nil || !strings.Contains(r.Err.Error(), "code 2") {
 		t.Fatalf("plaintext relay accepted without allow_plaintext: %v", r.Err)
+	}
+	e := startPair(t, opts{clientMut: plain}) // early answer: the refusal is a reset
+	if r := e.transfer(e.sink, 1000, 1000); !isReset(r.Err) {
+		t.Fatalf("early: plaintext relay accepted without allow_plaintext: %v", r.Err)
+	}
+	if !waitFor(func() bool {
+		return e.counter(e.srvM, "refused_plaintext") == 1 && e.counter(e.clM, "upstream_refused") == 1
+	}) {
+		t.Fatalf("early refusal not counted: server %v client %v", e.srvM.Snapshot(), e.clM.Snapshot())
 	}
 	q := startPair(t, opts{
 		clientMut: func(c *config.Client) { c.Encrypt = false },
@@ -237,7 +261,11 @@ func TestPlaintextNeedsServerConsent(t *testing.T) {
 }
 
 func TestWrongKey(t *testing.T) {
-	p := startPair(t, opts{clientKey: strings.Repeat("a5", 32)})
+	e := startPair(t, opts{clientKey: strings.Repeat("a5", 32)})
+	if r := e.transfer(e.sink, 10, 10); !isReset(r.Err) {
+		t.Fatalf("wrong key, early answer: %v", r.Err)
+	}
+	p := startPair(t, opts{clientKey: strings.Repeat("a5", 32), clientMut: connected})
 	r := p.transfer(p.sink, 10, 10)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "code 1") {
 		t.Fatalf("wrong key: %v", r.Err)
@@ -320,7 +348,7 @@ func TestReplayedHandshake(t *testing.T) {
 }
 
 func TestSOCKSErrors(t *testing.T) {
-	p := startPair(t, fastTimeouts)
+	p := startPair(t, opts{serverMut: fastTimeouts.serverMut, clientMut: both(fastTimeouts.clientMut, connected)})
 	_, port, _ := net.SplitHostPort(p.sink)
 	reply := func(code byte) string {
 		return "\x05\x00\x05" + string([]byte{code}) + "\x00\x01\x00\x00\x00\x00\x00\x00"
@@ -409,7 +437,7 @@ func TestSOCKSUserPass(t *testing.T) {
 }
 
 func TestPerClientLimit(t *testing.T) {
-	p := startPair(t, opts{serverMut: func(s *config.Server) { s.MaxConnsPerClient = 2 }})
+	p := startPair(t, opts{serverMut: func(s *config.Server) { s.MaxConnsPerClient = 2 }, clientMut: connected})
 	// Hold two connections open.
 	var held []net.Conn
 	for i := 0; i < 2; i++ {

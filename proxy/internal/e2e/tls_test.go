@@ -40,6 +40,13 @@ func TestTLSMode(t *testing.T) {
 	if r := p.transfer(p.sink, 10<<20, 3<<20); r.Err != nil {
 		t.Fatalf("TLS relay: %v", r.Err)
 	}
+	c := startPair(t, opts{serverMut: srv, clientMut: func(c *config.Client) {
+		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", ccrt, ckey, spin
+		connected(c)
+	}})
+	if r := c.transfer(c.sink, 1<<20, 1<<20); r.Err != nil {
+		t.Fatalf("TLS relay, SOCKS answered when connected: %v", r.Err)
+	}
 	// A client with an unknown certificate is refused by the server.
 	q := startPair(t, opts{serverMut: srv, clientMut: func(c *config.Client) {
 		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", xcrt, xkey, spin

@@ -25,6 +25,16 @@ type Conn interface {
 	CloseWrite() error
 }
 
+// Deferred is a Conn that can be written at once but read only after an
+// exchange completes: a client sending early data writes before the
+// server's answer has arrived. Relay calls Await once, before the first
+// read, and then copies the underlying Conn directly (so plain TCP keeps
+// the splice path).
+type Deferred struct {
+	Conn
+	Await func() error
+}
+
 // Counters receives byte counts as they are copied.
 type Counters interface {
 	// Add reports n bytes copied; up is true for the a->b direction.
@@ -119,6 +129,15 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 }
 
 func copyCounted(dst, src Conn, up bool, ctr Counters, last *atomic.Int64, total *int64) error {
+	if d, ok := dst.(*Deferred); ok {
+		dst = d.Conn
+	}
+	if d, ok := src.(*Deferred); ok {
+		if err := d.Await(); err != nil {
+			return err
+		}
+		src = d.Conn
+	}
 	// Splice path: TCP to TCP (MPTCP sockets are *net.TCPConn too).
 	if dtc, ok := dst.(*net.TCPConn); ok {
 		if stc, ok := src.(*net.TCPConn); ok {

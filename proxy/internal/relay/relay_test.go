@@ -86,3 +86,50 @@ func TestRelayCancel(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 }
+
+// A Deferred far side is written before its answer arrives, and nothing is
+// read from it before Await; a failed Await ends the relay with its error.
+func TestRelayDeferredFarSide(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		app, aIn := tcpPair(t)
+		bOut, far := tcpPair(t)
+		answered := make(chan struct{})
+		d := &Deferred{Conn: bOut, Await: func() error {
+			<-answered
+			if fail {
+				return io.ErrUnexpectedEOF
+			}
+			return nil
+		}}
+		done := make(chan Result, 1)
+		go func() { done <- Relay(context.Background(), aIn, d, 5*time.Second, &ctr{}, nil) }()
+
+		app.Write([]byte("early"))
+		got := make([]byte, 5)
+		if _, err := io.ReadFull(far, got); err != nil || string(got) != "early" {
+			t.Fatalf("fail=%v: data written before the answer: %q %v", fail, got, err)
+		}
+		far.Write([]byte("reply"))
+		app.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, _ := app.Read(make([]byte, 5)); n != 0 {
+			t.Fatalf("fail=%v: relayed back before Await", fail)
+		}
+		close(answered)
+		app.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if fail {
+			res := <-done
+			if res.Err != io.ErrUnexpectedEOF {
+				t.Fatalf("failed Await: result %+v", res)
+			}
+			continue
+		}
+		if _, err := io.ReadFull(app, got); err != nil || string(got) != "reply" {
+			t.Fatalf("after the answer: %q %v", got, err)
+		}
+		app.CloseWrite()
+		far.CloseWrite()
+		if res := <-done; res.Err != nil || res.Up != 5 || res.Down != 5 {
+			t.Fatalf("result %+v", res)
+		}
+	}
+}

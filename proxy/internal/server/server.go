@@ -240,6 +240,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 		return
 	}
 	if status != wire.StatusOK {
+		discardEarlyData(c)
 		return
 	}
 	c.SetDeadline(time.Time{})
@@ -297,7 +298,8 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState) *session {
 		return nil
 	}
 	earlyAEAD, _ := wire.NewAEAD(early)
-	_, req, err := wire.NewOpener(earlyAEAD).ReadFrame(c, nil)
+	earlyOpener := wire.NewOpener(earlyAEAD)
+	_, req, err := earlyOpener.ReadFrame(c, nil)
 	if err != nil {
 		s.metrics.Counter("bad_requests").Add(1)
 		log.Warn("reading request failed", "err", err)
@@ -328,10 +330,31 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState) *session {
 			if plaintext {
 				return c
 			}
+			if ch.Flags&auth.FlagEarlyData != 0 {
+				// The client's data followed the request under the
+				// early key: keep reading with its opener.
+				return wire.NewConn(c, earlyOpener, sealer)
+			}
 			c2sAEAD, _ := wire.NewAEAD(c2s)
 			return wire.NewConn(c, wire.NewOpener(c2sAEAD), sealer)
 		},
 	}
+}
+
+// Bounds on what discardEarlyData reads after a negative answer.
+const (
+	discardLimit = 256 * 1024
+	discardTime  = 2 * time.Second
+)
+
+// discardEarlyData half-closes c after a negative answer and reads what the
+// client sent before it saw the answer (its early data) until the client
+// closes too. Closing with unread data would send a reset, which can destroy
+// the answer before the client reads it.
+func discardEarlyData(c *net.TCPConn) {
+	c.CloseWrite()
+	c.SetReadDeadline(time.Now().Add(discardTime))
+	io.Copy(io.Discard, io.LimitReader(c, discardLimit))
 }
 
 // acceptTLS runs mutual TLS 1.3 with pinned certificates, then reads the

@@ -178,6 +178,15 @@ func NewConn(raw HalfCloser, opener *Opener, sealer *Sealer) *Conn {
 	}
 }
 
+// SetOpener gives a Conn made without an opener its read direction, once
+// the key is known (a client sending early data learns the server's key
+// from its answer). Call it before the first Read.
+func (c *Conn) SetOpener(o *Opener) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.opener = o
+}
+
 // Read returns decrypted data; io.EOF only after the peer's FIN frame.
 func (c *Conn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
