@@ -89,6 +89,18 @@ SETUP_VARIANTS = {
     "braid-connected": ["-socks", f"127.0.0.1:{SOCKS['braid-connected']}"],
 }
 Result = dict[str, Any]
+UNIT = Path(__file__).resolve().parent.parent / "contrib" / "braid-proxy-client.service"
+
+
+def unit_environment() -> dict[str, str]:
+    """The environment the systemd units give braid-proxy (Environment=
+    lines), so the benchmark measures braid as deployed."""
+    env = {}
+    for line in UNIT.read_text().splitlines():
+        if line.startswith("Environment="):
+            key, _, value = line.removeprefix("Environment=").partition("=")
+            env[key] = value
+    return env
 
 
 def loadgen(tb: Testbed, lg: Path, *args: str, timeout: float = 300) -> Result:
@@ -128,7 +140,8 @@ def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
     tb.spawn("d", [str(lg), "serve", "-listen", SINK, "-mptcp"])
     server = [str(proxy), "server", "-listen", f"{SERVER_PUBLIC}:{BRAID_PORT}", "-key-file", str(keys)]
     server += ["-allow-cidr", "10.9.0.0/24", "-allow-plaintext", "-metrics-listen", "", "-log-level", "warn"]
-    tb.spawn("s", server, log=work / "server.log")
+    unit_env = unit_environment()
+    tb.spawn("s", server, log=work / "server.log", env=unit_env)
     tb.spawn("s", ["microsocks", "-i", SERVER_PUBLIC, "-p", str(MICROSOCKS_PORT)], log=work / "microsocks.log")
     mptcpize = ["mptcpize", "run"] if shutil.which("mptcpize") else []
     ss = ["-k", SS_PASSWORD, "-m", SS_CIPHER, "--no-delay", "-t", "60"]
@@ -166,7 +179,12 @@ def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
         "braid-connected": ["-socks-reply", "connected"],
     }
     for name, flags in extra.items():
-        tb.spawn("c", [*client, "-socks-listen", f"127.0.0.1:{SOCKS[name]}", *flags], log=work / f"client-{name}.log")
+        tb.spawn(
+            "c",
+            [*client, "-socks-listen", f"127.0.0.1:{SOCKS[name]}", *flags],
+            log=work / f"client-{name}.log",
+            env=unit_env,
+        )
     for role, host, port in (
         ("d", DEST, 9000),
         ("s", SERVER_PUBLIC, BRAID_PORT),
@@ -220,6 +238,7 @@ def main() -> int:
     wan = LinkSpec(delay_ms=args.wan_delay_ms) if args.wan_delay_ms else None
     with Testbed(wan1=wan, wan2=wan) as tb:
         ss_transport = start_proxies(tb, work, proxy, lg)
+        results["braid_environment"] = unit_environment()
         results["shadowsocks_transport"] = ss_transport
         print(f"shadowsocks-libev pair ({SS_CIPHER}) carried over {ss_transport}", flush=True)
 
@@ -329,6 +348,7 @@ def report(args: argparse.Namespace, results: Result) -> None:
         f"braid-proxy benchmark ({where}; WAN RTT {rtt_ms:.3f} ms; {args.setup_conns} setups per variant; "
         f"shadowsocks over {results['shadowsocks_transport']})"
     )
+    print(f"braid-proxy environment as in {UNIT.name}: {results['braid_environment']}")
     if results["in_vm"]:
         print("NOTE: TCG emulation inflates every CPU cost several times; round trips are exact (netem).")
     t = results.get("throughput_mbit_per_s", {})

@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -110,6 +111,18 @@ func newLogger(level, format string) (*slog.Logger, *slog.LevelVar) {
 	return slog.New(h), lv
 }
 
+// setMaxProcs applies max_procs. 0 leaves the runtime's choice (the
+// GOMAXPROCS environment variable, else one per CPU); going back to 0 on a
+// reload restores one per CPU.
+func setMaxProcs(n, prev int) {
+	switch {
+	case n > 0:
+		runtime.GOMAXPROCS(n)
+	case prev > 0:
+		runtime.SetDefaultGOMAXPROCS()
+	}
+}
+
 func setLevel(lv *slog.LevelVar, level string) {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
@@ -196,6 +209,7 @@ limits; SIGTERM drains relays for -shutdown-grace, then exits.`)
 		return err
 	}
 	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
+	setMaxProcs(cfg.MaxProcs, 0)
 	m := metrics.New()
 	srv, err := server.New(cfg, log, m)
 	if err != nil {
@@ -237,6 +251,7 @@ limits; SIGTERM drains relays for -shutdown-grace, then exits.`)
 			return err
 		}
 		setLevel(lv, next.LogLevel)
+		setMaxProcs(next.MaxProcs, current.MaxProcs)
 		current = next
 		return nil
 	}, errc)
@@ -261,6 +276,7 @@ gateway settings; SIGTERM drains relays, then exits.`)
 		return err
 	}
 	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
+	setMaxProcs(cfg.MaxProcs, 0)
 	m := metrics.New()
 	cl, err := client.New(cfg, log, m)
 	if err != nil {
@@ -313,6 +329,7 @@ gateway settings; SIGTERM drains relays, then exits.`)
 			return err
 		}
 		setLevel(lv, next.LogLevel)
+		setMaxProcs(next.MaxProcs, current.MaxProcs)
 		current = next
 		return nil
 	}, errc)
