@@ -46,6 +46,7 @@ type Client struct {
 	connCtx    context.Context
 	cancelConn context.CancelFunc
 	conns      acceptloop.Conns
+	pool       *preconnect
 }
 
 type runtimeState struct {
@@ -65,6 +66,8 @@ func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, er
 		return nil, err
 	}
 	m.Gauge("conns_active", c.conns.Active)
+	c.pool = newPreconnect(c)
+	go c.pool.run(c.connCtx)
 	return c, nil
 }
 
@@ -187,6 +190,10 @@ type pendingDial struct {
 
 func (c *Client) startDial(rt *runtimeState) *pendingDial {
 	p := &pendingDial{done: make(chan struct{})}
+	if p.conn, p.gwID = c.pool.take(rt); p.conn != nil {
+		close(p.done)
+		return p
+	}
 	go func() {
 		defer close(p.done)
 		ctx, cancel := context.WithTimeout(c.connCtx, time.Duration(rt.cfg.DialTimeout))

@@ -42,6 +42,12 @@ const (
 	DefaultClientMaxProcs = 1
 	DefaultServerMaxProcs = 0
 
+	// One spare connection to the server, replaced before the server's
+	// default handshake timeout (10s) would close it.
+	DefaultPreconnect       = 1
+	DefaultPreconnectMaxAge = 5 * time.Second
+	MaxPreconnect           = 64
+
 	// SOCKSReplyEarly answers SOCKS as soon as the connection to the server
 	// is up; the application's first bytes then travel with the hello.
 	SOCKSReplyEarly = "early"
@@ -112,8 +118,10 @@ type Client struct {
 	GatewayStatusFile string   `json:"gateway_status_file"`
 	Race              bool     `json:"race"`
 	RaceDelay         Duration `json:"race_delay"`
-	NoMPTCP           bool     `json:"no_mptcp"`       // testing only: plain TCP to the server
-	FastOpen          bool     `json:"fast_open"`      // TCP Fast Open to the server when not racing
+	NoMPTCP           bool     `json:"no_mptcp"`   // testing only: plain TCP to the server
+	FastOpen          bool     `json:"fast_open"`  // TCP Fast Open to the server when not racing
+	Preconnect        int      `json:"preconnect"` // idle connections kept ready to the server
+	PreconnectMaxAge  Duration `json:"preconnect_max_age"`
 	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: this client's certificate
 	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
 	TLSServerPin      string   `json:"tls_server_pin"` // auth tls: SHA-256 of the server certificate
@@ -158,6 +166,8 @@ func DefaultClient() *Client {
 		Encrypt:           true,
 		SOCKSReply:        SOCKSReplyEarly,
 		GatewayStatusFile: DefaultGatewayStatusFile,
+		Preconnect:        DefaultPreconnect,
+		PreconnectMaxAge:  Duration(DefaultPreconnectMaxAge),
 	}
 }
 
@@ -219,6 +229,8 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
 	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
 	fs.BoolVar(&c.FastOpen, "fast-open", c.FastOpen, "experimental, off by default: send the hello in the SYN (TCP Fast Open) when not racing; saves a round trip (server needs sysctl net.ipv4.tcp_fastopen=3). Known kernel problem: bulk downloads over such MPTCP connections can slow to a crawl (seen on Linux 6.12 and 6.18)")
+	fs.IntVar(&c.Preconnect, "preconnect", c.Preconnect, "idle connections kept open to the server, handshake done, so a new connection's hello leaves at once (0 disables; kept only within a minute of the last client connection; not with fast-open)")
+	fs.Var(&c.PreconnectMaxAge, "preconnect-max-age", "an idle preconnected connection is used only this young; keep it below the server's handshake-timeout")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "auth tls: client certificate (braid-proxy gencert)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "auth tls: client private key, mode 0600")
 	fs.StringVar(&c.TLSServerPin, "tls-server-pin", c.TLSServerPin, "auth tls: SHA-256 (hex) of the server certificate")
@@ -405,6 +417,12 @@ func (c *Client) Validate() error {
 	}
 	if c.RaceDelay < 0 {
 		return ferr("client.race_delay", "must not be negative")
+	}
+	if c.Preconnect < 0 || c.Preconnect > MaxPreconnect {
+		return ferr("client.preconnect", "must be between 0 and %d", MaxPreconnect)
+	}
+	if c.PreconnectMaxAge <= 0 {
+		return ferr("client.preconnect_max_age", "must be positive")
 	}
 	if c.SOCKSReply != SOCKSReplyEarly && c.SOCKSReply != SOCKSReplyConnected {
 		return ferr("client.socks_reply", "must be %q or %q, not %q", SOCKSReplyEarly, SOCKSReplyConnected, c.SOCKSReply)

@@ -49,9 +49,11 @@ type Server struct {
 	replay  *auth.ReplayCache
 	rt      atomic.Pointer[runtimeState]
 
-	connCtx    context.Context // cancelled to cut live relays
-	cancelConn context.CancelFunc
-	conns      acceptloop.Conns
+	connCtx     context.Context // cancelled to cut live relays
+	cancelConn  context.CancelFunc
+	quietCtx    context.Context // cancelled at shutdown: closes connections yet to speak
+	cancelQuiet context.CancelFunc
+	conns       acceptloop.Conns
 
 	mu        sync.Mutex
 	perClient map[string]int
@@ -82,6 +84,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 		failLog:   rateLimiter{perSecond: 10},
 	}
 	s.connCtx, s.cancelConn = context.WithCancel(context.Background())
+	s.quietCtx, s.cancelQuiet = context.WithCancel(context.Background())
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -163,6 +166,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Shutdown waits up to grace for relays to finish, then cuts the rest.
 // Connections accepted from then on are closed at once.
 func (s *Server) Shutdown(grace time.Duration) {
+	s.cancelQuiet()
 	s.conns.Drain(grace, func() {
 		s.log.Info("shutdown grace over; closing remaining relays", "active", s.conns.Active())
 		s.cancelConn()
@@ -199,11 +203,15 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	s.metrics.Counter("conns_total").Add(1)
 	c.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout)))
 
+	// A connection that has not spoken yet (a client's spare, kept ready
+	// for its next connection) carries nothing: at shutdown it is closed at
+	// once instead of holding the drain until its handshake timeout.
+	spoke := context.AfterFunc(s.quietCtx, func() { c.Close() })
 	var sess *session
 	if rt.tls != nil {
-		sess = s.acceptTLS(c, rt)
+		sess = s.acceptTLS(c, rt, spoke)
 	} else {
-		sess = s.acceptPSK(c, rt)
+		sess = s.acceptPSK(c, rt, spoke)
 	}
 	if sess == nil {
 		return
@@ -258,10 +266,11 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 
 // acceptPSK runs the pre-shared-key exchange (see package auth): it
 // verifies the hello and opens the request sealed into the first flight.
-func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState) *session {
+func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) *session {
 	ch, err := auth.ReadClientHello(c)
-	if errors.Is(err, io.EOF) {
-		// Closed before sending a byte (port scan, health check).
+	if !spoke() || errors.Is(err, io.EOF) {
+		// Closed before sending a byte (port scan, health check, a
+		// client's unused spare), or closed by us at shutdown.
 		s.metrics.Counter("conns_empty").Add(1)
 		return nil
 	}
@@ -359,9 +368,14 @@ func discardEarlyData(c *net.TCPConn) {
 
 // acceptTLS runs mutual TLS 1.3 with pinned certificates, then reads the
 // request (one length byte, then the wire request).
-func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState) *session {
+func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) *session {
 	tc := tls.Server(c, rt.tls)
-	if err := tc.Handshake(); err != nil {
+	err := tc.Handshake()
+	if !spoke() {
+		s.metrics.Counter("conns_empty").Add(1)
+		return nil
+	}
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			s.metrics.Counter("conns_empty").Add(1)
 			return nil
