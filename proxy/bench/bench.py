@@ -28,7 +28,15 @@ the host, the slow gateway is emulated by dropping SYNs on WAN1 (nftables).
 Setup = until the SOCKS reply (or connect, direct) arrives; ttfb = until the
 first byte of the response to the first request arrives. ss-local answers
 SOCKS before it contacts its server (optimistic reply), so its "setup" is
-local only; compare ttfb across all variants.
+local only; braid answers once its server connection is up (a spare one is
+ready after the first connection), braid-connected once the server reached
+the destination; compare ttfb across all variants. CPU us/conn and switches
+are the proxy processes' CPU time and thread switches (client and server
+side, every thread) per connection while their variant ran.
+
+braid-proxy runs with the environment its systemd units set (contrib/) and
+its default max_procs; --runtime go-defaults measures it with Go's defaults
+instead (see proxy/README.md, "Runtime settings").
 
 Usage: sudo proxy/bench.sh [--rounds 3] [--bytes 512M] [--setup-conns 300]
        sudo proxy/bench.sh --vm            (setup latency over netem WANs in the VM)
@@ -41,6 +49,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -135,23 +144,50 @@ def gateway_file(path: Path) -> None:
     path.write_text(json.dumps({"version": 1, "updated": now, "gateways": gws}))
 
 
-def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
-    """Start every proxy; return how shadowsocks is carried ("MPTCP"/"TCP")."""
+Procs = dict[str, list[subprocess.Popen[bytes]]]
+
+
+def cpu_and_switches(procs: list[subprocess.Popen[bytes]]) -> tuple[int, int]:
+    """CPU time (ns, exact: schedstat) and thread switches so far, summed
+    over every thread of procs."""
+    cpu_ns = switches = 0
+    for p in procs:
+        for task in Path(f"/proc/{p.pid}/task").iterdir():
+            try:
+                cpu_ns += int((task / "schedstat").read_text().split()[0])
+                for line in (task / "status").read_text().splitlines():
+                    if "ctxt_switches:" in line:
+                        switches += int(line.split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # a thread that just exited
+    return cpu_ns, switches
+
+
+def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path, runtime: str) -> tuple[str, Procs]:
+    """Start every proxy; return how shadowsocks is carried ("MPTCP"/"TCP")
+    and, per setup variant, the proxy processes that serve it. runtime
+    "go-defaults" runs braid-proxy without the units' environment and with
+    one Go thread per CPU on the client too (for comparison)."""
     keys = write_secret(work / "keys", KEY)
     tb.spawn("d", [str(lg), "serve", "-listen", SINK, "-mptcp"])
     server = [str(proxy), "server", "-listen", f"{SERVER_PUBLIC}:{BRAID_PORT}", "-key-file", str(keys)]
     server += ["-allow-cidr", "10.9.0.0/24", "-allow-plaintext", "-metrics-listen", "", "-log-level", "warn"]
-    unit_env = unit_environment()
-    tb.spawn("s", server, log=work / "server.log", env=unit_env)
-    tb.spawn("s", ["microsocks", "-i", SERVER_PUBLIC, "-p", str(MICROSOCKS_PORT)], log=work / "microsocks.log")
+    unit_env = unit_environment() if runtime == "deployed" else {}
+    braid_server = tb.spawn("s", server, log=work / "server.log", env=unit_env)
+    procs: Procs = {
+        "direct-mptcp": [],
+        "microsocks": [
+            tb.spawn("s", ["microsocks", "-i", SERVER_PUBLIC, "-p", str(MICROSOCKS_PORT)], log=work / "microsocks.log")
+        ],
+    }
     mptcpize = ["mptcpize", "run"] if shutil.which("mptcpize") else []
     ss = ["-k", SS_PASSWORD, "-m", SS_CIPHER, "--no-delay", "-t", "60"]
-    tb.spawn(
+    ss_server = tb.spawn(
         "s",
         [*mptcpize, "ss-server", "-s", SERVER_PUBLIC, "-p", str(SS_SERVER_PORT), *ss],
         log=work / "ss-server.log",
     )
-    tb.spawn(
+    ss_local = tb.spawn(
         "c",
         [
             *mptcpize,
@@ -168,10 +204,13 @@ def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
         ],
         log=work / "ss-local.log",
     )
+    procs["shadowsocks"] = [ss_local, ss_server]
     gw_file = work / "gateways.json"
     gateway_file(gw_file)
     client = [str(proxy), "client", "-server", f"{SERVER_PUBLIC}:{BRAID_PORT}", "-key-file", str(keys)]
     client += ["-metrics-listen", "", "-log-level", "warn", "-gateway-status-file", str(gw_file)]
+    if runtime == "go-defaults":
+        client += ["-max-procs", "0"]
     extra = {
         "braid": [],
         "braid-plaintext": ["-encrypt=false"],
@@ -183,12 +222,13 @@ def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
         "braid-connected": ["-socks-reply", "connected"],
     }
     for name, flags in extra.items():
-        tb.spawn(
+        braid_client = tb.spawn(
             "c",
             [*client, "-socks-listen", f"127.0.0.1:{SOCKS[name]}", *flags],
             log=work / f"client-{name}.log",
             env=unit_env,
         )
+        procs[name] = [braid_client, braid_server]
     for role, host, port in (
         ("d", DEST, 9000),
         ("s", SERVER_PUBLIC, BRAID_PORT),
@@ -202,7 +242,7 @@ def start_proxies(tb: Testbed, work: Path, proxy: Path, lg: Path) -> str:
     syn_rx = mptcp_counter(tb, "s", "MPTcpExtMPCapableSYNRX")
     loadgen(tb, lg, *VARIANTS["shadowsocks"], "-down", "1K")
     mptcp = mptcp_counter(tb, "s", "MPTcpExtMPCapableSYNRX") > syn_rx
-    return "MPTCP (mptcpize)" if mptcp else "plain TCP"
+    return "MPTCP (mptcpize)" if mptcp else "plain TCP", procs
 
 
 def main() -> int:
@@ -232,6 +272,12 @@ def main() -> int:
         default=100,
         help="with --wan-delay-ms: extra delay each way on WAN1 for the slow-gateway racing test",
     )
+    ap.add_argument(
+        "--runtime",
+        choices=("deployed", "go-defaults"),
+        default="deployed",
+        help="braid-proxy's Go runtime settings: as the systemd units run it, or Go's defaults (for comparison)",
+    )
     ap.add_argument("--json", type=Path, help="also write all results here")
     args = ap.parse_args()
 
@@ -241,8 +287,12 @@ def main() -> int:
     results: Result = {"config": vars(args) | {"json": str(args.json) if args.json else None}, "in_vm": in_vm}
     wan = LinkSpec(delay_ms=args.wan_delay_ms) if args.wan_delay_ms else None
     with Testbed(wan1=wan, wan2=wan) as tb:
-        ss_transport = start_proxies(tb, work, proxy, lg)
-        results["braid_environment"] = unit_environment()
+        ss_transport, procs = start_proxies(tb, work, proxy, lg, args.runtime)
+        results["braid_runtime"] = (
+            f"as deployed (client max_procs 1, {UNIT.name} environment {unit_environment()})"
+            if args.runtime == "deployed"
+            else "Go defaults (max_procs 0 on both ends, no GODEBUG)"
+        )
         results["shadowsocks_transport"] = ss_transport
         print(f"shadowsocks-libev pair ({SS_CIPHER}) carried over {ss_transport}", flush=True)
 
@@ -285,10 +335,18 @@ def main() -> int:
         setup: dict[str, list[float]] = {k: [] for k in SETUP_VARIANTS}
         ttfb: dict[str, list[float]] = {k: [] for k in SETUP_VARIANTS}
         failed = dict.fromkeys(SETUP_VARIANTS, 0)
+        # CPU time and thread switches of the proxy processes (client and
+        # server side) while their own variant runs.
+        cost = {k: [0, 0, 0] for k in SETUP_VARIANTS}  # cpu ns, switches, connections
         chunk = max(1, args.setup_conns // 3)
         for _ in range(3):
             for name, flags in SETUP_VARIANTS.items():
+                cpu0, sw0 = cpu_and_switches(procs[name])
                 r = loadgen(tb, lg, *flags, "-n", str(chunk), "-down", "1", "-verify=false", "-timeout", "60s")
+                cpu1, sw1 = cpu_and_switches(procs[name])
+                cost[name][0] += cpu1 - cpu0
+                cost[name][1] += sw1 - sw0
+                cost[name][2] += r["conns"]
                 failed[name] += r["failed"]
                 if r["failed"] < r["conns"]:
                     setup[name].append(r["setup_median_ms"])
@@ -297,6 +355,8 @@ def main() -> int:
         results["setup_median_ms"] = {k: statistics.median(v) if v else nan for k, v in setup.items()}
         results["ttfb_median_ms"] = {k: statistics.median(v) if v else nan for k, v in ttfb.items()}
         results["setup_failed"] = failed
+        results["proxy_cpu_us_per_conn"] = {k: v[0] / 1000 / max(v[2], 1) for k, v in cost.items()}
+        results["proxy_switches_per_conn"] = {k: v[1] / max(v[2], 1) for k, v in cost.items()}
 
         # Racing with a slow best gateway (gw1 = WAN1 is rated best).
         if wan:
@@ -352,20 +412,21 @@ def report(args: argparse.Namespace, results: Result) -> None:
         f"braid-proxy benchmark ({where}; WAN RTT {rtt_ms:.3f} ms; {args.setup_conns} setups per variant; "
         f"shadowsocks over {results['shadowsocks_transport']})"
     )
-    print(f"braid-proxy environment as in {UNIT.name}: {results['braid_environment']}")
+    print(f"braid-proxy runtime: {results['braid_runtime']}")
     if results["in_vm"]:
         print("NOTE: TCG emulation inflates every CPU cost several times; round trips are exact (netem).")
     t = results.get("throughput_mbit_per_s", {})
     st = results.get("shaped_throughput_mbit_per_s", {})
     nan = float("nan")
-    head = f"{'variant':18s} {'failed':>6s} {'setup ms':>9s} {'ttfb ms':>9s}"
+    cpu, sw = results["proxy_cpu_us_per_conn"], results["proxy_switches_per_conn"]
+    head = f"{'variant':18s} {'failed':>6s} {'setup ms':>9s} {'ttfb ms':>9s} {'CPU us/conn':>12s} {'switches':>9s}"
     if t:
         head += f" {'Mbit/s veth':>12s}"
     if st:
         head += f" {'Mbit/s ' + str(args.wan_mbit) + 'M WANs':>18s}"
     print(head)
     for k in SETUP_VARIANTS:
-        line = f"{k:18s} {results['setup_failed'][k]:6d} {s[k]:9.3f} {f[k]:9.3f}"
+        line = f"{k:18s} {results['setup_failed'][k]:6d} {s[k]:9.3f} {f[k]:9.3f} {cpu[k]:12.0f} {sw[k]:9.1f}"
         if t and k in t:
             line += f" {t[k]:12.0f}"
         if st and k in st:

@@ -273,10 +273,11 @@ def start_second_client(
 
 
 # curl's exit codes: the proxy refused in its SOCKS reply (socks_reply
-# "connected"); the connection was reset or closed with nothing received
-# (the default early SOCKS answer, when the server refuses afterwards).
+# "connected"); the connection was reset before or after curl sent its
+# request, or closed with nothing received (the default early SOCKS answer,
+# when the server refuses afterwards).
 CURL_PROXY_REFUSED = 97
-CURL_RESET_OR_EMPTY = (52, 56)
+CURL_RESET_OR_EMPTY = (52, 55, 56)
 
 
 def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None:

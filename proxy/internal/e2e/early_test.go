@@ -26,9 +26,11 @@ func TestEarlyAnswerRefusedDestinationResets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// 127.0.0.2 is loopback but not in the test server's allow_cidrs.
-	c.Write([]byte("\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x02" + string([]byte{byte(portNum(port) >> 8), byte(portNum(port))})))
-	c.Write([]byte("GET / HTTP/1.0\r\n\r\n")) // early data, never delivered
+	// 127.0.0.2 is loopback but not in the test server's allow_cidrs. The
+	// request and the early data (never delivered) go in one write: a
+	// second write after the reset would consume the reset's error.
+	c.Write([]byte("\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x02" + string([]byte{byte(portNum(port) >> 8), byte(portNum(port))}) +
+		"GET / HTTP/1.0\r\n\r\n"))
 	c.SetReadDeadline(time.Now().Add(4 * time.Second))
 	got := make([]byte, 12)
 	if _, err := io.ReadFull(c, got); err != nil {

@@ -1,0 +1,222 @@
+package client
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"braid/proxy/internal/auth"
+	"braid/proxy/internal/dest"
+	"braid/proxy/internal/metrics"
+	"braid/proxy/internal/relay"
+	"braid/proxy/internal/wire"
+)
+
+// upstream is the connection to the server carrying one client connection.
+type upstream struct {
+	conn    relay.Conn
+	raw     *net.TCPConn
+	gateway *metrics.Gateway
+	gwID    string
+	// await, if set, reads and checks the server's answer, which has not
+	// arrived yet (early data); nothing is relayed back before it.
+	await func() error
+}
+
+// open connects to the server (or takes the connection pre-dialed during
+// the SOCKS exchange), authenticates and names d. The hello and the sealed
+// request go out in the first flight.
+//
+// With early set, open returns as soon as they are sent: the application's
+// data follows at once (auth.FlagEarlyData), and the server's answer is
+// read and checked by the upstream's await before the first byte is relayed
+// back. The whole exchange then costs no round trip of its own. Otherwise
+// open waits for the answer, which costs one round trip after the MPTCP
+// handshake and yields the real status.
+func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early bool) (*upstream, wire.Status, error) {
+	cfg := rt.cfg
+	var (
+		ch          *auth.ClientHello
+		earlySealer *wire.Sealer
+		first       []byte
+		err         error
+	)
+	if rt.tls == nil {
+		var flags byte
+		if !cfg.Encrypt {
+			flags |= auth.FlagPlaintext
+		}
+		if early {
+			flags |= auth.FlagEarlyData
+		}
+		if ch, err = auth.NewClientHello(rt.id, rt.key, flags, time.Now()); err != nil {
+			return nil, wire.StatusGeneralFailure, err
+		}
+		key, err := auth.EarlyKey(rt.key, ch)
+		if err != nil {
+			return nil, wire.StatusGeneralFailure, err
+		}
+		earlyAEAD, _ := wire.NewAEAD(key)
+		earlySealer = wire.NewSealer(earlyAEAD)
+		first = earlySealer.Append(append([]byte(nil), ch.Raw...), 0, wire.AppendRequest(nil, d))
+	}
+
+	t0 := time.Now()
+	if pre == nil {
+		pre = c.startDial(rt)
+	}
+	raw, gwID, err := pre.wait()
+	t1 := time.Now()
+	if err != nil {
+		c.metrics.Counter("upstream_dial_failures").Add(1)
+		return nil, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", cfg.Server, err)
+	}
+	gw := c.metrics.Gateway(gwID)
+	gw.Conns.Add(1)
+	ok := false
+	defer func() {
+		if !ok {
+			raw.Close()
+		}
+	}()
+	raw.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout) + time.Duration(cfg.DialTimeout)))
+	setUp := func() {
+		raw.SetReadDeadline(time.Time{})
+		c.metrics.Counter("setup_count").Add(1)
+		c.metrics.Counter("setup_dial_us_total").Add(t1.Sub(t0).Microseconds())
+		c.metrics.Counter("setup_handshake_us_total").Add(time.Since(t1).Microseconds())
+	}
+	var (
+		up     = &upstream{raw: raw, gateway: gw, gwID: gwID}
+		answer func() (wire.Status, error)
+	)
+	if rt.tls != nil {
+		tc, err := c.openTLS(rt, raw, d)
+		if err != nil {
+			return nil, wire.StatusGeneralFailure, err
+		}
+		up.conn = tc
+		answer = func() (wire.Status, error) {
+			var rep [2]byte
+			if _, err := io.ReadFull(tc, rep[:]); err != nil {
+				return wire.StatusGeneralFailure, fmt.Errorf("reading reply: %w", err)
+			}
+			return wire.ParseReply(rep[:])
+		}
+	} else {
+		if _, err := raw.Write(first); err != nil {
+			c.metrics.Counter("upstream_dial_failures").Add(1)
+			return nil, wire.StatusNetUnreachable, fmt.Errorf("sending hello to %s: %w", cfg.Server, err)
+		}
+		var wc *wire.Conn
+		up.conn = raw
+		if cfg.Encrypt {
+			wc = wire.NewConn(raw, nil, earlySealer)
+			up.conn = wc
+		}
+		answer = func() (wire.Status, error) {
+			ns, status, err := c.serverHello(rt, raw, ch)
+			if err != nil {
+				return status, err
+			}
+			c2s, s2c, err := auth.SessionKeys(rt.key, ch, ns)
+			if err != nil {
+				return wire.StatusGeneralFailure, err
+			}
+			s2cAEAD, _ := wire.NewAEAD(s2c)
+			opener := wire.NewOpener(s2cAEAD)
+			_, reply, err := opener.ReadFrame(raw, nil)
+			if err != nil {
+				return wire.StatusGeneralFailure, fmt.Errorf("reading reply: %w", err)
+			}
+			switch {
+			case wc == nil: // plaintext relay
+			case early:
+				wc.SetOpener(opener)
+			default:
+				// The data waited for the answer: both directions use keys
+				// that include the server's nonce.
+				c2sAEAD, _ := wire.NewAEAD(c2s)
+				up.conn = wire.NewConn(raw, opener, wire.NewSealer(c2sAEAD))
+			}
+			return wire.ParseReply(reply)
+		}
+	}
+	if early {
+		ok = true
+		raw.SetWriteDeadline(time.Time{})
+		up.await = func() error {
+			status, err := answer()
+			if err == nil && status != wire.StatusOK {
+				err = fmt.Errorf("server answered %s", status)
+			}
+			if err != nil {
+				c.upstreamFailed(status, err)
+				return err
+			}
+			setUp()
+			return nil
+		}
+		return up, wire.StatusOK, nil
+	}
+	status, err := answer()
+	if err != nil || status != wire.StatusOK {
+		return nil, status, err
+	}
+	ok = true
+	raw.SetWriteDeadline(time.Time{})
+	setUp()
+	return up, wire.StatusOK, nil
+}
+
+// serverHello reads and checks the server's hello and returns its nonce.
+func (c *Client) serverHello(rt *runtimeState, raw *net.TCPConn, ch *auth.ClientHello) ([auth.NonceLen]byte, wire.Status, error) {
+	sh := make([]byte, auth.ServerHelloLen)
+	if _, err := io.ReadFull(raw, sh); err != nil {
+		if isConnectError(err) { // with Fast Open, connect errors surface here
+			c.metrics.Counter("upstream_dial_failures").Add(1)
+			return [auth.NonceLen]byte{}, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", rt.cfg.Server, err)
+		}
+		c.metrics.Counter("upstream_auth_failures").Add(1)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			err = errors.New("server closed the connection during the handshake (wrong key, unknown client id or clock skew?)")
+		}
+		c.log.Error("server handshake failed", "err", err)
+		return [auth.NonceLen]byte{}, wire.StatusGeneralFailure, err
+	}
+	ns, err := auth.CheckServerHello(rt.key, ch, sh)
+	if err != nil {
+		c.metrics.Counter("upstream_auth_failures").Add(1)
+		c.log.Error("server handshake failed", "err", err)
+		return ns, wire.StatusGeneralFailure, err
+	}
+	return ns, wire.StatusOK, nil
+}
+
+// upstreamFailed counts and logs a connection the server refused or could
+// not set up.
+func (c *Client) upstreamFailed(status wire.Status, err error) {
+	c.metrics.Counter("upstream_refused").Add(1)
+	c.log.Info("upstream refused or failed", "status", status.String(), "err", err)
+}
+
+// openTLS authenticates with mutual TLS 1.3 (pinned certificates) over raw
+// and names d: one length byte, then the wire request. The answer is the
+// 2-byte wire reply that follows.
+func (c *Client) openTLS(rt *runtimeState, raw *net.TCPConn, d dest.Addr) (*tls.Conn, error) {
+	tc := tls.Client(raw, rt.tls)
+	if err := tc.Handshake(); err != nil {
+		c.metrics.Counter("upstream_auth_failures").Add(1)
+		c.log.Error("server TLS handshake failed", "err", err)
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	req := wire.AppendRequest(nil, d)
+	if _, err := tc.Write(append([]byte{byte(len(req))}, req...)); err != nil {
+		return nil, fmt.Errorf("sending request: %w", err)
+	}
+	return tc, nil
+}
