@@ -12,7 +12,11 @@
 # minutes. The bulk test moves BRAID_PROXY_BULK_MIB (default here 32) MiB
 # each way instead of 512: every byte is copied and AES-GCM-sealed by
 # emulated instructions, and the checks (byte-exact, both WANs carry a
-# share) do not need a gigabyte; the host run keeps the full 1 GiB. The
+# share) do not need a gigabyte; the host run keeps the full 1 GiB. Its
+# WANs are shaped to BRAID_PROXY_BULK_WAN_MBIT (default here 6) Mbit/s each:
+# the emulated CPU relays ~16 Mbit/s a direction, and a CPU-bound stream
+# never fills one subflow, so MPTCP's default scheduler has no reason to use
+# the second. The
 # concurrency test opens its 1,000 connections 100 at a time
 # (BRAID_PROXY_CONCURRENT): 1,000 at once take longer than the proxies' 10 s
 # handshake timeouts under emulation.
@@ -24,6 +28,7 @@ mkdir -p "$bin"
 export BRAID_PROXY_BIN="$bin"
 export BRAID_PROXY_BULK_MIB="${BRAID_PROXY_BULK_MIB:-32}"
 export BRAID_PROXY_CONCURRENT="${BRAID_PROXY_CONCURRENT:-100}"
+export BRAID_PROXY_BULK_WAN_MBIT="${BRAID_PROXY_BULK_WAN_MBIT:-6}"
 export PYTHONPATH="$PWD/eval:$PWD/kernel"
 exec kernel/vm run --timeout "${BRAID_PROXY_VM_TIMEOUT:-600}" -- \
     python3 -m pytest -v -p no:cacheprovider --durations=0 proxy/tests

@@ -280,12 +280,15 @@ func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 	sampler := &metrics.SubflowSampler{Conn: up.raw}
 	var far relay.Conn = up.conn
 	if up.await != nil {
+		// The application was told it is connected: until the server
+		// confirms, any close of its connection (a refusal, or the upload
+		// direction failing first against a server that hung up) must be a
+		// reset, not a clean end of stream.
+		local.SetLinger(0)
 		far = &relay.Deferred{Conn: up.conn, Await: func() error {
 			err := up.await()
-			if err != nil {
-				// The application was told it is connected: a reset,
-				// not a clean end of stream, tells it otherwise.
-				local.SetLinger(0)
+			if err == nil {
+				local.SetLinger(-1)
 			}
 			return err
 		}}

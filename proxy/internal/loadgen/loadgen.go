@@ -25,6 +25,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -37,6 +38,9 @@ const (
 )
 
 var magic = [4]byte{'B', 'L', 'G', '1'}
+
+// errShortStream: the peer ended a stream before its announced length.
+var errShortStream = errors.New("stream ended")
 
 // stream produces the data for one direction.
 type stream struct {
@@ -113,7 +117,7 @@ func checkStream(r io.Reader, st *stream, n int64, first func()) (int64, error) 
 		}
 		if err == io.EOF {
 			if n >= 0 && got < n {
-				return got, fmt.Errorf("stream ended after %d of %d bytes", got, n)
+				return got, fmt.Errorf("%w after %d of %d bytes", errShortStream, got, n)
 			}
 			return got, nil
 		}
@@ -239,6 +243,18 @@ func TransferOpts(ctx context.Context, dial Dialer, seed, down, up uint64, o Opt
 	res.Bytes = got
 	if err != nil {
 		res.Err = fmt.Errorf("download: %w", err)
+		// The kernel reports a reset to one call only: if the upload's
+		// write took it, the download merely sees the stream end. The
+		// reset is the truth about how the connection ended.
+		if errors.Is(err, errShortStream) {
+			select {
+			case uerr := <-upErr:
+				if errors.Is(uerr, syscall.ECONNRESET) {
+					res.Err = fmt.Errorf("upload: %w", uerr)
+				}
+			case <-time.After(time.Second):
+			}
+		}
 		return res
 	}
 	if err := <-upErr; err != nil {
