@@ -292,6 +292,11 @@ CURL_PROXY_REFUSED = 97
 CURL_RESET_OR_EMPTY = (52, 55, 56)
 
 
+def curl_through(bed: Bed, proxy_flag: str, proxy: str, url: str) -> subprocess.CompletedProcess[str]:
+    """curl ``url`` from "c" through a SOCKS proxy, failures returned, not raised."""
+    return bed.run("c", "curl", "-s", "--max-time", "10", proxy_flag, proxy, url, check=False)
+
+
 def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None:
     # Wrong key: a second client with another key. Answering SOCKS when
     # connected, it sends a general failure; answering early (the default),
@@ -300,35 +305,15 @@ def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None
     start_second_client(bed, bad_keys, 2080, "-socks-reply", "connected")
     start_second_client(bed, bad_keys, 2081)
     for port, codes in ((2080, (CURL_PROXY_REFUSED,)), (2081, CURL_RESET_OR_EMPTY)):
-        r = bed.run(
-            "c",
-            "curl",
-            "-s",
-            "--max-time",
-            "10",
-            "--socks5-hostname",
-            f"127.0.0.1:{port}",
-            f"http://{DEST_NAME}:{WEB_PORT}/blob.bin",
-            check=False,
-        )
+        r = curl_through(bed, "--socks5-hostname", f"127.0.0.1:{port}", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin")
         assert r.returncode in codes and not r.stdout, (port, r)
     # No auth: plain SOCKS straight at the server gets nothing back.
-    r = bed.run(
-        "c",
-        "curl",
-        "-s",
-        "--max-time",
-        "10",
-        "--socks5-hostname",
-        f"{SERVER_PUBLIC}:{SERVER_PORT}",
-        f"http://{DEST_NAME}:{WEB_PORT}/",
-        check=False,
-    )
+    r = curl_through(bed, "--socks5-hostname", f"{SERVER_PUBLIC}:{SERVER_PORT}", f"http://{DEST_NAME}:{WEB_PORT}/")
     assert r.returncode != 0
     # Refused destination: the proxy's own loopback and the metadata address
     # (the main client answers SOCKS early: the refusal is a reset).
     for url in (f"http://127.0.0.1:{SERVER_METRICS}/status", "http://169.254.169.254/"):
-        r = bed.run("c", "curl", "-s", "--max-time", "10", "--socks5", f"127.0.0.1:{SOCKS_PORT}", url, check=False)
+        r = curl_through(bed, "--socks5", f"127.0.0.1:{SOCKS_PORT}", url)
         assert r.returncode in CURL_RESET_OR_EMPTY and not r.stdout, r
     # Unsupported command: curl cannot send BIND, so speak SOCKS by hand.
     r = bed.run(
