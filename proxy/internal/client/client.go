@@ -178,7 +178,7 @@ func (c *Client) socksError(conn *net.TCPConn, kind string, err error, reply byt
 func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	c.metrics.Counter("socks_conns_total").Add(1)
 	pre := c.startDial(rt)
-	defer pre.discard()
+	defer pre.discard(c.pool)
 	conn.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
 	methods, err := socks5.ReadGreeting(conn)
 	if err != nil {
@@ -233,20 +233,36 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	}
 	// The upstream exchange has its own time limits (dial and handshake).
 	conn.SetDeadline(time.Time{})
-	up, status, err := c.open(rt, req.Dest, pre, rt.cfg.SOCKSReply == config.SOCKSReplyEarly)
+	early := rt.cfg.SOCKSReply == config.SOCKSReplyEarly
+	replied := false
+	if _, _, err := pre.wait(); err == nil && early {
+		// The server connection is up (usually a spare): answer before
+		// sending the hello, so the application's first bytes are on their
+		// way while the hello goes out.
+		if err := socks5.WriteReply(conn, socks5.ReplySucceeded, netip.AddrPort{}); err != nil {
+			return
+		}
+		replied = true
+	}
+	up, status, err := c.open(rt, req.Dest, pre, early)
 	if err != nil || status != wire.StatusOK {
 		if status == wire.StatusOK {
 			status = wire.StatusGeneralFailure
 		}
 		c.upstreamFailed(status, err)
-		socks5.WriteReply(conn, byte(status), netip.AddrPort{})
+		if replied {
+			conn.SetLinger(0) // told it is connected: a reset, as from the far end
+		} else {
+			socks5.WriteReply(conn, byte(status), netip.AddrPort{})
+		}
 		return
 	}
 	defer up.conn.Close()
-	if err := socks5.WriteReply(conn, socks5.ReplySucceeded, netip.AddrPort{}); err != nil {
-		return
+	if !replied {
+		if err := socks5.WriteReply(conn, socks5.ReplySucceeded, netip.AddrPort{}); err != nil {
+			return
+		}
 	}
-	conn.SetDeadline(time.Time{})
 	c.relay(conn, up, rt)
 }
 
@@ -293,7 +309,9 @@ func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 			return err
 		}}
 	}
-	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), both{up.gateway, total{c.metrics}}, sampler.Sample)
+	refill := &refillOnFirstByte{pool: c.pool}
+	defer refill.now()
+	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), counters{up.gateway, total{c.metrics}, refill}, sampler.Sample)
 	sampler.Record(c.metrics, true)
 	c.log.Debug("relay finished", "gateway", up.gwID, "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
 }
@@ -308,6 +326,31 @@ func (t total) Add(up bool, n int64) {
 	}
 }
 
-type both struct{ a, b relay.Counters }
+type counters []relay.Counters
 
-func (x both) Add(up bool, n int64) { x.a.Add(up, n); x.b.Add(up, n) }
+func (cs counters) Add(up bool, n int64) {
+	for _, c := range cs {
+		c.Add(up, n)
+	}
+}
+
+// refillOnFirstByte asks the spare pool to replace the connection this relay
+// may have taken once the first byte has come back to the application (or
+// the relay ends): until then the replacement's dial would compete with the
+// connection on its way to that byte. See preconnect.take.
+type refillOnFirstByte struct {
+	pool *preconnect
+	done atomic.Bool
+}
+
+func (r *refillOnFirstByte) Add(up bool, _ int64) {
+	if !up {
+		r.now()
+	}
+}
+
+func (r *refillOnFirstByte) now() {
+	if !r.done.Swap(true) {
+		r.pool.kick()
+	}
+}

@@ -46,11 +46,13 @@ func (p *pendingDial) wait() (*net.TCPConn, string, error) {
 }
 
 // discard closes the connection if nobody took it (in the background, so a
-// failing SOCKS exchange is not delayed by the dial).
-func (p *pendingDial) discard() {
+// failing SOCKS exchange is not delayed by the dial), and lets the pool
+// replace a spare it may have been.
+func (p *pendingDial) discard(pool *preconnect) {
 	if p.taken {
 		return
 	}
+	pool.kick()
 	go func() {
 		<-p.done
 		if p.conn != nil {

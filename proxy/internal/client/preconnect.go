@@ -76,10 +76,15 @@ func size(rt *runtimeState) int {
 	return rt.cfg.Preconnect
 }
 
-// take returns a pooled connection that is still usable, or nil.
+// take returns a pooled connection that is still usable, or nil. It does
+// not refill the pool: the caller kicks once its own connection is set up
+// (or has failed), so that dialing the replacement does not compete for
+// the CPU, or with one scheduler thread for that thread, with the
+// connection that took the spare while it is still on its way to its first
+// byte. A burst of connections finds the pool empty after the first either
+// way; they dial their own.
 func (p *preconnect) take(rt *runtimeState) (*net.TCPConn, string) {
 	p.lastUse.Store(time.Now().UnixNano())
-	defer p.kick()
 	if size(rt) == 0 {
 		return nil, ""
 	}

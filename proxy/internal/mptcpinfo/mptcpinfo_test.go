@@ -52,6 +52,21 @@ func TestSubflowsLoopback(t *testing.T) {
 	if len(sf) != 1 || sf[0].Local.Addr().String() != "127.0.0.1" || sf[0].Remote.String() != ln.Addr().String() || sf[0].BytesAcked < 1<<20 {
 		t.Fatalf("subflows %+v", sf)
 	}
+	// Kernels without MPTCP_FULL_INFO are asked with two options: both
+	// ways must read the same subflow.
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ferr error
+	raw.Control(func(fd uintptr) { _, ferr = fullInfo(fd, new(queryBufs)) })
+	if ferr != nil {
+		t.Logf("MPTCP_FULL_INFO unavailable (%v): both reads used the older options", ferr)
+	}
+	old, err := subflowsTwoQueries(tc, raw, new(queryBufs))
+	if err != nil || len(old) != 1 || old[0] != sf[0] {
+		t.Fatalf("two-query subflows %+v (%v), full info %+v", old, err, sf)
+	}
 }
 
 func TestSubflowsPlainTCP(t *testing.T) {

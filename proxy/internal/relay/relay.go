@@ -54,22 +54,29 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b 
 
 // Relay copies a<->b until both directions end. idle > 0 closes the pair
 // when no byte moved in either direction for that long. sample, if not nil,
-// runs when each direction ends (before its FIN is forwarded, so the peer
-// cannot have torn the connection down yet) and before the connections are
-// closed: the moments to read socket statistics that closing destroys.
+// runs once: when the second direction ends, before its FIN is forwarded
+// (so the peer cannot have torn the connection down yet), or before the
+// connections are closed early. That is the moment to read socket
+// statistics that closing destroys; one reading per connection keeps its
+// cost (a system call) off every direction.
 func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sample func()) Result {
 	var (
-		last     atomic.Int64
-		closeOne sync.Once
-		reason   atomic.Value
+		last       atomic.Int64
+		closeOne   sync.Once
+		sampleOnce sync.Once
+		ended      atomic.Int32 // directions that ended cleanly
+		reason     atomic.Value
 	)
 	last.Store(time.Now().UnixNano())
+	takeSample := func() {
+		if sample != nil {
+			sampleOnce.Do(sample)
+		}
+	}
 	closeBoth := func(why string) {
 		closeOne.Do(func() {
 			reason.Store(why)
-			if sample != nil {
-				sample()
-			}
+			takeSample()
 			a.Close()
 			b.Close()
 		})
@@ -107,8 +114,8 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 			closeBoth("error")
 			return
 		}
-		if sample != nil {
-			sample()
+		if ended.Add(1) == 2 {
+			takeSample()
 		}
 		if cerr := dst.CloseWrite(); cerr != nil {
 			closeBoth("error")

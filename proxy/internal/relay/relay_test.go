@@ -133,3 +133,42 @@ func TestRelayDeferredFarSide(t *testing.T) {
 		}
 	}
 }
+
+func TestRelaySamplesOnce(t *testing.T) {
+	cases := map[string]func(app, far *net.TCPConn){
+		// Both directions end cleanly: one reading, when the second ends.
+		"clean": func(app, far *net.TCPConn) {
+			app.Write([]byte("up"))
+			app.CloseWrite()
+			io.ReadAll(far)
+			far.Write([]byte("down"))
+			far.CloseWrite()
+			io.ReadAll(app)
+		},
+		// Only one direction ends, then the idle timeout closes the pair.
+		"idle": func(app, far *net.TCPConn) {
+			app.CloseWrite()
+			io.ReadAll(far)
+		},
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			app, aIn := tcpPair(t)
+			bOut, far := tcpPair(t)
+			var samples atomic.Int32
+			done := make(chan Result, 1)
+			go func() {
+				done <- Relay(context.Background(), aIn, bOut, 200*time.Millisecond, nil, func() { samples.Add(1) })
+			}()
+			run(app, far)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("relay did not finish")
+			}
+			if n := samples.Load(); n != 1 {
+				t.Fatalf("sampled %d times, want once", n)
+			}
+		})
+	}
+}
