@@ -151,8 +151,7 @@ type HalfCloser interface {
 }
 
 // Conn is an encrypted stream over a raw connection. Read and Write may be
-// used from two goroutines (one each); CloseWrite sends FIN and shuts the
-// raw write side.
+// used from two goroutines (one each); CloseWrite sends the FIN frame.
 type Conn struct {
 	raw HalfCloser
 
@@ -317,7 +316,10 @@ func (c *Conn) ReadFrom(src io.Reader) (int64, error) {
 	}
 }
 
-// CloseWrite sends the FIN frame and shuts the raw write side.
+// CloseWrite sends the FIN frame. The raw connection's own FIN is left to
+// Close: the peer learns that this direction ended from the authenticated
+// FIN frame and never waits for the TCP one, so shutting the raw write side
+// here would only cost a system call and a packet per direction.
 func (c *Conn) CloseWrite() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -325,10 +327,8 @@ func (c *Conn) CloseWrite() error {
 		return nil
 	}
 	c.closed = true
-	if _, err := c.raw.Write(c.sealer.Append(nil, FlagFIN, nil)); err != nil {
-		return err
-	}
-	return c.raw.CloseWrite()
+	_, err := c.raw.Write(c.sealer.Append(nil, FlagFIN, nil))
+	return err
 }
 
 // Close closes the raw connection.
