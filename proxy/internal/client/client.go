@@ -120,9 +120,12 @@ func (c *Client) Reload(cfg *config.Client) error {
 	return nil
 }
 
-// ListenLocal opens a plain TCP listener for local applications.
+// ListenLocal opens a plain TCP listener for local applications. Their
+// connections get no TCP keepalive (Go's default sets it with four system
+// calls per connection): the application is on this box or its LAN, and
+// the idle timeout ends relays that go quiet.
 func ListenLocal(ctx context.Context, addr string) (net.Listener, error) {
-	var lc net.ListenConfig
+	lc := net.ListenConfig{KeepAlive: -1}
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", addr, err)

@@ -34,13 +34,14 @@ const (
 	DefaultServerMaxConns    = 16384
 	DefaultMaxConnsPerClient = 4096
 	DefaultRaceDelay         = 0
-	// The client runs its Go code on one scheduler thread: per-connection
-	// work is small and hand-offs between threads (and the runtime's
-	// monitor waking for them) cost more than they gain; one core of
-	// AES-GCM is far above a client box's WAN rates. The server, relaying
-	// for many clients, uses every CPU.
+	// Both roles run their Go code on one scheduler thread, as event-loop
+	// proxies do: per-connection work is small and hand-offs between
+	// threads (and the runtime's monitor waking for them) cost more than
+	// they gain. One thread relays several Gbit/s (proxy/README.md,
+	// "Runtime settings"), far above a client box's WANs and most relays'
+	// uplinks; a relay that must carry more raises max_procs.
 	DefaultClientMaxProcs = 1
-	DefaultServerMaxProcs = 0
+	DefaultServerMaxProcs = 1
 
 	// One spare connection to the server, replaced before the server's
 	// default handshake timeout (10s) would close it.

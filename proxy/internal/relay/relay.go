@@ -114,8 +114,15 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 			closeBoth("error")
 			return
 		}
-		if ended.Add(1) == 2 {
+		last := ended.Add(1) == 2
+		if last {
 			takeSample()
+		}
+		// A plain socket's FIN is also sent by the Close that follows the
+		// last direction at once (nothing is left unread, so it is a FIN,
+		// not a reset): shutting it first would cost a system call more.
+		if _, plain := dst.(*net.TCPConn); last && plain {
+			return
 		}
 		if cerr := dst.CloseWrite(); cerr != nil {
 			closeBoth("error")

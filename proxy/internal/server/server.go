@@ -195,7 +195,17 @@ type session struct {
 	plaintext bool                    // PSK client asked for a plaintext relay
 	reply     func(wire.Status) error // sends the server's answer
 	data      func() relay.Conn       // the stream to relay after a positive answer
+	// okAfterData, if set, returns the stream with a positive answer held
+	// back (wire.Conn.Hold) until the client's early data has gone on to
+	// the destination: the destination starts on the request before the
+	// server spends a write on the answer, which the client needs only
+	// when the response comes back.
+	okAfterData func() *wire.Conn
 }
+
+// answerHold bounds how long a positive answer waits when the client sends
+// no early data and the destination does not speak first either.
+const answerHold = 10 * time.Millisecond
 
 func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	defer c.Close()
@@ -243,19 +253,29 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	if destConn != nil {
 		defer destConn.Close()
 	}
-	if err := sess.reply(status); err != nil {
-		log.Debug("writing reply", "err", err)
-		return
-	}
-	if status != wire.StatusOK {
-		discardEarlyData(c)
-		return
+	var (
+		data relay.Conn
+		ctrs relay.Counters = byteCounter{s.metrics}
+	)
+	if status == wire.StatusOK && sess.okAfterData != nil {
+		wc := sess.okAfterData()
+		data, ctrs = wc, &flushOnFirstUp{Counters: ctrs, wc: wc}
+	} else {
+		if err := sess.reply(status); err != nil {
+			log.Debug("writing reply", "err", err)
+			return
+		}
+		if status != wire.StatusOK {
+			discardEarlyData(c)
+			return
+		}
+		data = sess.data()
 	}
 	c.SetDeadline(time.Time{})
 
 	s.metrics.Counter("relays_total").Add(1)
 	sampler := &metrics.SubflowSampler{Conn: c}
-	res := relay.Relay(s.connCtx, sess.data(), destConn, time.Duration(cfg.IdleTimeout), byteCounter{s.metrics}, sampler.Sample)
+	res := relay.Relay(s.connCtx, data, destConn, time.Duration(cfg.IdleTimeout), ctrs, sampler.Sample)
 	sampler.Record(s.metrics, false)
 	log.Debug("relay finished", "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
 	if res.Err != nil && errors.Is(res.Err, wire.ErrAuth) {
@@ -327,10 +347,19 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	s2cAEAD, _ := wire.NewAEAD(s2c)
 	sealer := wire.NewSealer(s2cAEAD)
 	plaintext := ch.Flags&auth.FlagPlaintext != 0
+	var okAfterData func() *wire.Conn
+	if ch.Flags&auth.FlagEarlyData != 0 && !plaintext {
+		okAfterData = func() *wire.Conn {
+			wc := wire.NewConn(c, earlyOpener, sealer)
+			wc.Hold(sealer.Append(sh, 0, wire.AppendReply(nil, wire.StatusOK)), answerHold)
+			return wc
+		}
+	}
 	return &session{
-		id:        ch.ID,
-		req:       req,
-		plaintext: plaintext,
+		id:          ch.ID,
+		req:         req,
+		plaintext:   plaintext,
+		okAfterData: okAfterData,
 		reply: func(st wire.Status) error {
 			_, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, st)))
 			return err
@@ -403,6 +432,22 @@ func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		},
 		data: func() relay.Conn { return tc },
 	}
+}
+
+// flushOnFirstUp sends a held answer once bytes have gone up to the
+// destination (see session.okAfterData); once only, so that the upload
+// never waits on the write lock of a download in progress.
+type flushOnFirstUp struct {
+	relay.Counters
+	wc      *wire.Conn
+	flushed atomic.Bool
+}
+
+func (f *flushOnFirstUp) Add(up bool, n int64) {
+	if up && !f.flushed.Swap(true) {
+		f.wc.Flush()
+	}
+	f.Counters.Add(up, n)
 }
 
 type byteCounter struct{ m *metrics.Registry }

@@ -24,6 +24,8 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 const (
@@ -166,6 +168,9 @@ type Conn struct {
 	sealer *Sealer
 	wbuf   []byte
 	closed bool
+	held   []byte                     // see Hold
+	flush  atomic.Pointer[time.Timer] // sends held on its own
+	werr   error                      // the timer's failed write, for the next one
 }
 
 // NewConn wraps raw with the given directions.
@@ -265,6 +270,43 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
+// Hold keeps b, bytes due to the peer before any frame (the server's
+// answer), until Flush, the next frame written (then in the same write) or
+// wait, whichever comes first.
+func (c *Conn) Hold(b []byte, wait time.Duration) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.held = b
+	c.flush.Store(time.AfterFunc(wait, c.Flush))
+}
+
+// Flush sends what Hold keeps, if it has not gone out yet.
+func (c *Conn) Flush() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.held != nil && c.werr == nil {
+		c.flush.Load().Stop()
+		_, c.werr = c.raw.Write(c.held)
+		c.held = nil
+	}
+}
+
+// writeFrames writes sealed frames after anything held (caller holds wmu).
+func (c *Conn) writeFrames(frames []byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.held == nil {
+		_, err := c.raw.Write(frames)
+		return err
+	}
+	c.flush.Load().Stop()
+	bufs := net.Buffers{c.held, frames} // one writev
+	c.held = nil
+	_, err := bufs.WriteTo(c.raw)
+	return err
+}
+
 // Write seals p into as many frames as needed and writes them.
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
@@ -279,7 +321,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		n := min(len(p), MaxPayload)
 		c.wbuf = c.sealer.Append(c.wbuf[:0], 0, p[:n])
-		if _, err := c.raw.Write(c.wbuf); err != nil {
+		if err := c.writeFrames(c.wbuf); err != nil {
 			return written, err
 		}
 		written += n
@@ -300,7 +342,7 @@ func (c *Conn) ReadFrom(src io.Reader) (int64, error) {
 		if n > 0 {
 			c.wmu.Lock()
 			out := c.sealer.Append(buf[:0], 0, buf[HeaderLen:HeaderLen+n])
-			_, werr := c.raw.Write(out)
+			werr := c.writeFrames(out)
 			c.wmu.Unlock()
 			if werr != nil {
 				return total, werr
@@ -327,12 +369,17 @@ func (c *Conn) CloseWrite() error {
 		return nil
 	}
 	c.closed = true
-	_, err := c.raw.Write(c.sealer.Append(nil, FlagFIN, nil))
-	return err
+	return c.writeFrames(c.sealer.Append(nil, FlagFIN, nil))
 }
 
-// Close closes the raw connection.
-func (c *Conn) Close() error { return c.raw.Close() }
+// Close closes the raw connection; anything still held is dropped. It does
+// not wait for a writer (closing is what unblocks one).
+func (c *Conn) Close() error {
+	if t := c.flush.Load(); t != nil {
+		t.Stop()
+	}
+	return c.raw.Close()
+}
 
 // Raw returns the underlying connection.
 func (c *Conn) Raw() HalfCloser { return c.raw }
