@@ -34,7 +34,6 @@
 package auth
 
 import (
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -118,19 +117,19 @@ func NewClientHello(id string, key []byte, flags byte, now time.Time) (*ClientHe
 	b = append(b, id...)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Time.UnixMilli()))
 	b = append(b, h.Nonce[:]...)
-	mac := macOf(key, labelClient, b)
-	copy(h.MAC[:], mac)
-	h.Raw = append(b, mac...)
+	h.MAC = macOf(key, labelClient, b)
+	h.Raw = append(b, h.MAC[:]...)
 	return h, nil
 }
 
-func macOf(key []byte, label string, parts ...[]byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(label))
-	for _, p := range parts {
-		m.Write(p)
+func macOf(key []byte, label string, msg ...[]byte) [MACLen]byte {
+	switch len(msg) {
+	case 1:
+		return hmacSHA256(key, []byte(label), msg[0])
+	case 2:
+		return hmacSHA256(key, []byte(label), msg[0], msg[1])
 	}
-	return m.Sum(nil)
+	panic("auth: macOf takes one or two messages")
 }
 
 // ReadClientHello reads exactly one hello from r (nothing past it).
@@ -193,7 +192,7 @@ func (v *Verifier) Verify(h *ClientHello) ([]byte, error) {
 		return nil, ErrUnknownID
 	}
 	want := macOf(key, labelClient, h.Raw[:len(h.Raw)-MACLen])
-	if !hmac.Equal(want, h.MAC[:]) {
+	if !hmac.Equal(want[:], h.MAC[:]) {
 		return nil, ErrBadMAC
 	}
 	now := time.Now()
@@ -226,7 +225,8 @@ func NewServerHello(key []byte, ch *ClientHello) ([]byte, [NonceLen]byte, error)
 	}
 	out := make([]byte, 0, ServerHelloLen)
 	out = append(out, ns[:]...)
-	out = append(out, macOf(key, labelServer, ch.Raw, ns[:])...)
+	mac := macOf(key, labelServer, ch.Raw, ns[:])
+	out = append(out, mac[:]...)
 	return out, ns, nil
 }
 
@@ -237,50 +237,39 @@ func CheckServerHello(key []byte, ch *ClientHello, sh []byte) ([NonceLen]byte, e
 		return ns, ErrServerAuth
 	}
 	copy(ns[:], sh)
-	if !hmac.Equal(macOf(key, labelServer, ch.Raw, ns[:]), sh[NonceLen:]) {
+	if mac := macOf(key, labelServer, ch.Raw, ns[:]); !hmac.Equal(mac[:], sh[NonceLen:]) {
 		return ns, ErrServerAuth
 	}
 	return ns, nil
 }
 
 // EarlyKey derives the key for the request sealed into the first flight.
-func EarlyKey(key []byte, ch *ClientHello) ([KeyLen]byte, error) {
-	prk, err := hkdf.Extract(sha256.New, key, ch.Nonce[:])
-	if err != nil {
-		return [KeyLen]byte{}, fmt.Errorf("deriving early key: %w", err)
-	}
-	return expand(prk, "braid-v1 early c2s", ch.transcriptHash())
+func EarlyKey(key []byte, ch *ClientHello) [KeyLen]byte {
+	prk := hkdfExtract(key, ch.Nonce[:])
+	return hkdfExpand32(prk[:], "braid-v1 early c2s", ch.transcriptHash())
 }
 
-// SessionKeys derives the relay keys once both nonces are known. Both
-// directions share one HKDF extract (same key and salt), then expand with
-// their own labels.
-func SessionKeys(key []byte, ch *ClientHello, ns [NonceLen]byte) (c2s, s2c [KeyLen]byte, err error) {
+// SessionSecret is the HKDF pseudorandom key both relay keys of a
+// connection expand from (salt: both nonces).
+type SessionSecret struct {
+	prk [sha256.Size]byte
+	th  []byte
+}
+
+// NewSessionSecret extracts the session secret once both nonces are known.
+func NewSessionSecret(key []byte, ch *ClientHello, ns [NonceLen]byte) SessionSecret {
 	var salt [2 * NonceLen]byte
 	copy(salt[:], ch.Nonce[:])
 	copy(salt[NonceLen:], ns[:])
-	prk, err := hkdf.Extract(sha256.New, key, salt[:])
-	if err != nil {
-		return c2s, s2c, fmt.Errorf("deriving session keys: %w", err)
-	}
-	th := ch.transcriptHash()
-	if c2s, err = expand(prk, "braid-v1 c2s", th); err != nil {
-		return
-	}
-	s2c, err = expand(prk, "braid-v1 s2c", th)
-	return
+	return SessionSecret{prk: hkdfExtract(key, salt[:]), th: ch.transcriptHash()}
 }
 
-// expand is HKDF-Expand(prk, label | transcript hash) to one key.
-func expand(prk []byte, label string, th []byte) ([KeyLen]byte, error) {
-	var out [KeyLen]byte
-	b, err := hkdf.Expand(sha256.New, prk, label+string(th), KeyLen)
-	if err != nil {
-		return out, fmt.Errorf("deriving %s key: %w", label, err)
-	}
-	copy(out[:], b)
-	return out, nil
-}
+// C2S is the client-to-server key (not needed when the client's data
+// continues under the early key).
+func (s SessionSecret) C2S() [KeyLen]byte { return hkdfExpand32(s.prk[:], "braid-v1 c2s", s.th) }
+
+// S2C is the server-to-client key.
+func (s SessionSecret) S2C() [KeyLen]byte { return hkdfExpand32(s.prk[:], "braid-v1 s2c", s.th) }
 
 // ReplayCache remembers the nonces of accepted hellos for TTL. It is bounded
 // by Max entries; when full it refuses new hellos (fail closed) rather than

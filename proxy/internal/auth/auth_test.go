@@ -3,8 +3,11 @@ package auth
 import (
 	"bytes"
 	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,10 +52,9 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if err != nil || ns2 != ns {
 		t.Fatalf("server hello: %v", err)
 	}
-	c1, s1, _ := SessionKeys(key, got, ns)
-	c2, s2, _ := SessionKeys(testKey, ch, ns2)
-	e1, _ := EarlyKey(key, got)
-	e2, _ := EarlyKey(testKey, ch)
+	sec1, sec2 := NewSessionSecret(key, got, ns), NewSessionSecret(testKey, ch, ns2)
+	c1, s1, c2, s2 := sec1.C2S(), sec1.S2C(), sec2.C2S(), sec2.S2C()
+	e1, e2 := EarlyKey(key, got), EarlyKey(testKey, ch)
 	if c1 != c2 || s1 != s2 || e1 != e2 || c1 == s1 || e1 == c1 {
 		t.Fatal("key derivation mismatch")
 	}
@@ -179,7 +181,8 @@ func FuzzParseKeys(f *testing.F) {
 }
 
 // The derivations are the protocol: HKDF-SHA256(K, salt, label | SHA-256(hello)).
-// Computing the shared extract once must not change a single key bit.
+// braid's allocation-free HMAC and HKDF (mac.go) must not change a single
+// key bit.
 func TestKeyDerivationMatchesSpec(t *testing.T) {
 	key := bytes.Repeat([]byte{0x3c}, 32)
 	ch, err := NewClientHello("box1", key, 0, time.Now())
@@ -196,14 +199,48 @@ func TestKeyDerivationMatchesSpec(t *testing.T) {
 		}
 		return [KeyLen]byte(b)
 	}
-	early, err := EarlyKey(key, ch)
-	if err != nil || early != spec(ch.Nonce[:], "braid-v1 early c2s") {
-		t.Fatalf("early key differs from the spec (err %v)", err)
+	if EarlyKey(key, ch) != spec(ch.Nonce[:], "braid-v1 early c2s") {
+		t.Fatal("early key differs from the spec")
 	}
-	c2s, s2c, err := SessionKeys(key, ch, ns)
+	secret := NewSessionSecret(key, ch, ns)
+	c2s, s2c := secret.C2S(), secret.S2C()
 	salt := append(append([]byte{}, ch.Nonce[:]...), ns[:]...)
-	if err != nil || c2s != spec(salt, "braid-v1 c2s") || s2c != spec(salt, "braid-v1 s2c") || c2s == s2c {
-		t.Fatalf("session keys differ from the spec (err %v)", err)
+	if c2s != spec(salt, "braid-v1 c2s") || s2c != spec(salt, "braid-v1 s2c") || c2s == s2c {
+		t.Fatal("session keys differ from the spec")
+	}
+}
+
+// hmacSHA256 is checked against crypto/hmac for keys shorter than, equal
+// to and longer than the hash block, and messages in several parts,
+// including ones longer than its scratch buffer.
+func TestHMACMatchesStandardLibrary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	bytesOf := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	for _, keyLen := range []int{0, 1, 32, 63, 64, 65, 200} {
+		for _, msgLens := range [][]int{{}, {0}, {21, 90}, {21, 90, 32}, {1000}, {55, 9}} {
+			key := bytesOf(keyLen)
+			var parts [][]byte
+			std := hmac.New(sha256.New, key)
+			for _, n := range msgLens {
+				p := bytesOf(n)
+				parts = append(parts, p)
+				std.Write(p)
+			}
+			if got := hmacSHA256(key, parts...); !bytes.Equal(got[:], std.Sum(nil)) {
+				t.Fatalf("key %d bytes, parts %v: HMAC differs from crypto/hmac", keyLen, msgLens)
+			}
+		}
+	}
+	// RFC 4231 test case 2.
+	want := "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+	if got := hmacSHA256([]byte("Jefe"), []byte("what do ya want "), []byte("for nothing?")); hex.EncodeToString(got[:]) != want {
+		t.Fatalf("RFC 4231 case 2: %x", got)
 	}
 }
 

@@ -162,8 +162,19 @@ func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, src netip.Addr)
 		}
 	}
 	d.SetMultipathTCP(!rt.cfg.NoMPTCP)
+	var local netip.AddrPort
 	if src.IsValid() {
-		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+		local = netip.AddrPortFrom(src, 0)
+	}
+	// A server given as an address, dialed from a gateway's address, skips
+	// the resolver's parsing and allocations. (Without a source, DialTCP
+	// would bind to the wildcard address first, so that path keeps
+	// DialContext; a name is resolved on every dial, it may move.)
+	if server, err := netip.ParseAddrPort(rt.cfg.Server); err == nil && local.IsValid() {
+		return d.DialTCP(ctx, "tcp", local, server)
+	}
+	if local.IsValid() {
+		d.LocalAddr = net.TCPAddrFromAddrPort(local)
 	}
 	conn, err := d.DialContext(ctx, "tcp", rt.cfg.Server)
 	if err != nil {

@@ -56,11 +56,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		if ch, err = auth.NewClientHello(rt.id, rt.key, flags, time.Now()); err != nil {
 			return nil, wire.StatusGeneralFailure, err
 		}
-		key, err := auth.EarlyKey(rt.key, ch)
-		if err != nil {
-			return nil, wire.StatusGeneralFailure, err
-		}
-		earlyAEAD, _ := wire.NewAEAD(key)
+		earlyAEAD, _ := wire.NewAEAD(auth.EarlyKey(rt.key, ch))
 		earlySealer = wire.NewSealer(earlyAEAD)
 		first = earlySealer.Append(append([]byte(nil), ch.Raw...), 0, wire.AppendRequest(nil, d))
 	}
@@ -123,11 +119,8 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			if err != nil {
 				return status, err
 			}
-			c2s, s2c, err := auth.SessionKeys(rt.key, ch, ns)
-			if err != nil {
-				return wire.StatusGeneralFailure, err
-			}
-			s2cAEAD, _ := wire.NewAEAD(s2c)
+			secret := auth.NewSessionSecret(rt.key, ch, ns)
+			s2cAEAD, _ := wire.NewAEAD(secret.S2C())
 			opener := wire.NewOpener(s2cAEAD)
 			_, reply, err := opener.ReadFrame(raw, nil)
 			if err != nil {
@@ -140,7 +133,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			default:
 				// The data waited for the answer: both directions use keys
 				// that include the server's nonce.
-				c2sAEAD, _ := wire.NewAEAD(c2s)
+				c2sAEAD, _ := wire.NewAEAD(secret.C2S())
 				up.conn = wire.NewConn(raw, opener, wire.NewSealer(c2sAEAD))
 			}
 			return wire.ParseReply(reply)

@@ -331,7 +331,7 @@ func TestReplayedHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	early, _ := auth.EarlyKey(key, ch)
+	early := auth.EarlyKey(key, ch)
 	a, _ := wire.NewAEAD(early)
 	_, port, _ := net.SplitHostPort(p.sink)
 	req := wire.AppendRequest(nil, mustDest("127.0.0.1:"+port))

@@ -63,7 +63,7 @@ func earlyFlight(t *testing.T, stamp time.Time, target string, data []byte) (*au
 	if err != nil {
 		t.Fatal(err)
 	}
-	early, _ := auth.EarlyKey(key, ch)
+	early := auth.EarlyKey(key, ch)
 	a, _ := wire.NewAEAD(early)
 	s := wire.NewSealer(a)
 	out := s.Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest(target)))
@@ -110,7 +110,7 @@ func TestEarlyDataInFirstFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, s2c, _ := auth.SessionKeys(key, ch, ns)
+	s2c := auth.NewSessionSecret(key, ch, ns).S2C()
 	a, _ := wire.NewAEAD(s2c)
 	o := wire.NewOpener(a)
 	_, reply, err := o.ReadFrame(c, nil)
@@ -143,7 +143,7 @@ func TestEarlyDataOlderThanServerRefused(t *testing.T) {
 	}
 	key, _ := hex.DecodeString(keyHex)
 	ch, _ := auth.NewClientHello("box1", key, 0, old)
-	early, _ := auth.EarlyKey(key, ch)
+	early := auth.EarlyKey(key, ch)
 	a, _ := wire.NewAEAD(early)
 	first := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
 	if out := p.rawServerN(first, auth.ServerHelloLen); len(out) != auth.ServerHelloLen {

@@ -226,7 +226,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	if sess == nil {
 		return
 	}
-	log := s.log.With("client_id", sess.id, "remote", c.RemoteAddr().String())
+	log := &connLog{base: s.log, id: sess.id, remote: c.RemoteAddr()}
 
 	status := wire.StatusOK
 	var destConn *net.TCPConn
@@ -320,13 +320,8 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		s.authFailure(c.RemoteAddr(), reason, err, ch.ID)
 		return nil
 	}
-	log := s.log.With("client_id", ch.ID, "remote", c.RemoteAddr().String())
-	early, err := auth.EarlyKey(key, ch)
-	if err != nil {
-		log.Error("deriving early key", "err", err)
-		return nil
-	}
-	earlyAEAD, _ := wire.NewAEAD(early)
+	log := &connLog{base: s.log, id: ch.ID, remote: c.RemoteAddr()}
+	earlyAEAD, _ := wire.NewAEAD(auth.EarlyKey(key, ch))
 	earlyOpener := wire.NewOpener(earlyAEAD)
 	_, req, err := earlyOpener.ReadFrame(c, nil)
 	if err != nil {
@@ -339,12 +334,8 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		log.Error("server hello", "err", err)
 		return nil
 	}
-	c2s, s2c, err := auth.SessionKeys(key, ch, ns)
-	if err != nil {
-		log.Error("session keys", "err", err)
-		return nil
-	}
-	s2cAEAD, _ := wire.NewAEAD(s2c)
+	secret := auth.NewSessionSecret(key, ch, ns)
+	s2cAEAD, _ := wire.NewAEAD(secret.S2C())
 	sealer := wire.NewSealer(s2cAEAD)
 	plaintext := ch.Flags&auth.FlagPlaintext != 0
 	var okAfterData func() *wire.Conn
@@ -373,7 +364,7 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 				// early key: keep reading with its opener.
 				return wire.NewConn(c, earlyOpener, sealer)
 			}
-			c2sAEAD, _ := wire.NewAEAD(c2s)
+			c2sAEAD, _ := wire.NewAEAD(secret.C2S())
 			return wire.NewConn(c, wire.NewOpener(c2sAEAD), sealer)
 		},
 	}
@@ -480,7 +471,7 @@ func (s *Server) release(id string) {
 
 // connect applies the policy, resolves and dials; it returns the status to
 // send back.
-func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log *slog.Logger) (*net.TCPConn, wire.Status) {
+func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log *connLog) (*net.TCPConn, wire.Status) {
 	var candidates []netip.Addr
 	if d.IsName() {
 		if err := rt.policy.CheckName(d.Name); err != nil {
@@ -534,7 +525,7 @@ func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log
 	return nil, status
 }
 
-func (s *Server) refused(log *slog.Logger, err error) {
+func (s *Server) refused(log *connLog, err error) {
 	s.metrics.Counter("refused_destinations").Add(1)
 	// The reason names the range (e.g. "loopback"); the address is only
 	// logged at debug level.
