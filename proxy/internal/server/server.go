@@ -195,16 +195,17 @@ type session struct {
 	plaintext bool                    // PSK client asked for a plaintext relay
 	reply     func(wire.Status) error // sends the server's answer
 	data      func() relay.Conn       // the stream to relay after a positive answer
-	// okAfterData, if set, returns the stream with a positive answer held
-	// back (wire.Conn.Hold) until the client's early data has gone on to
-	// the destination: the destination starts on the request before the
-	// server spends a write on the answer, which the client needs only
-	// when the response comes back.
-	okAfterData func() *wire.Conn
+	// okWithData, if set, returns the stream with a positive answer held
+	// back (wire.Conn.Hold) to leave with the destination's first bytes:
+	// the client sent early data and relays nothing back before those
+	// bytes, so the answer costs no write and no wake-up of the client of
+	// its own, and the destination starts on the request first.
+	okWithData func() *wire.Conn
 }
 
-// answerHold bounds how long a positive answer waits when the client sends
-// no early data and the destination does not speak first either.
+// answerHold bounds how long a positive answer waits for the destination's
+// first bytes: long enough for a nearby destination to answer, short enough
+// that the client's setup-time metrics stay meaningful when it does not.
 const answerHold = 10 * time.Millisecond
 
 func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
@@ -257,9 +258,9 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 		data relay.Conn
 		ctrs relay.Counters = byteCounter{s.metrics}
 	)
-	if status == wire.StatusOK && sess.okAfterData != nil {
-		wc := sess.okAfterData()
-		data, ctrs = wc, &flushOnFirstUp{Counters: ctrs, wc: wc}
+	if status == wire.StatusOK && sess.okWithData != nil {
+		wc := sess.okWithData()
+		data = wc
 	} else {
 		if err := sess.reply(status); err != nil {
 			log.Debug("writing reply", "err", err)
@@ -338,19 +339,19 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	s2cAEAD, _ := wire.NewAEAD(secret.S2C())
 	sealer := wire.NewSealer(s2cAEAD)
 	plaintext := ch.Flags&auth.FlagPlaintext != 0
-	var okAfterData func() *wire.Conn
+	var okWithData func() *wire.Conn
 	if ch.Flags&auth.FlagEarlyData != 0 && !plaintext {
-		okAfterData = func() *wire.Conn {
+		okWithData = func() *wire.Conn {
 			wc := wire.NewConn(c, earlyOpener, sealer)
 			wc.Hold(sealer.Append(sh, 0, wire.AppendReply(nil, wire.StatusOK)), answerHold)
 			return wc
 		}
 	}
 	return &session{
-		id:          ch.ID,
-		req:         req,
-		plaintext:   plaintext,
-		okAfterData: okAfterData,
+		id:         ch.ID,
+		req:        req,
+		plaintext:  plaintext,
+		okWithData: okWithData,
 		reply: func(st wire.Status) error {
 			_, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, st)))
 			return err
@@ -423,22 +424,6 @@ func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		},
 		data: func() relay.Conn { return tc },
 	}
-}
-
-// flushOnFirstUp sends a held answer once bytes have gone up to the
-// destination (see session.okAfterData); once only, so that the upload
-// never waits on the write lock of a download in progress.
-type flushOnFirstUp struct {
-	relay.Counters
-	wc      *wire.Conn
-	flushed atomic.Bool
-}
-
-func (f *flushOnFirstUp) Add(up bool, n int64) {
-	if up && !f.flushed.Swap(true) {
-		f.wc.Flush()
-	}
-	f.Counters.Add(up, n)
 }
 
 type byteCounter struct{ m *metrics.Registry }

@@ -271,24 +271,20 @@ func (c *Conn) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Hold keeps b, bytes due to the peer before any frame (the server's
-// answer), until Flush, the next frame written (then in the same write) or
-// wait, whichever comes first.
+// answer), to go out in the same write as the next frame, or on their own
+// once wait has passed without one.
 func (c *Conn) Hold(b []byte, wait time.Duration) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.held = b
-	c.flush.Store(time.AfterFunc(wait, c.Flush))
-}
-
-// Flush sends what Hold keeps, if it has not gone out yet.
-func (c *Conn) Flush() {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.held != nil && c.werr == nil {
-		c.flush.Load().Stop()
-		_, c.werr = c.raw.Write(c.held)
-		c.held = nil
-	}
+	c.flush.Store(time.AfterFunc(wait, func() {
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+		if c.held != nil && c.werr == nil {
+			_, c.werr = c.raw.Write(c.held)
+			c.held = nil
+		}
+	}))
 }
 
 // writeFrames writes sealed frames after anything held (caller holds wmu).

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"braid/proxy/internal/dest"
 )
@@ -152,4 +153,56 @@ func FuzzReadFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Held bytes (the server's answer) go out in front of the first frame, in
+// the same write, or alone once the wait has passed.
+func TestConnHold(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write bool
+	}{{"with the first frame", true}, {"alone after the wait", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			peer, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			s, o := aeadPair(t)
+			wc := NewConn(c.(*net.TCPConn), nil, s)
+			wait := time.Hour
+			if !tc.write {
+				wait = 20 * time.Millisecond
+			}
+			wc.Hold([]byte("ANSWER"), wait)
+			if tc.write {
+				if _, err := wc.Write([]byte("data")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+			got := make([]byte, 6)
+			if _, err := io.ReadFull(peer, got); err != nil || string(got) != "ANSWER" {
+				t.Fatalf("held bytes: %q, %v", got, err)
+			}
+			if tc.write {
+				if _, p, err := o.ReadFrame(peer, nil); err != nil || string(p) != "data" {
+					t.Fatalf("frame after the held bytes: %q, %v", p, err)
+				}
+			}
+			if err := wc.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
