@@ -299,18 +299,10 @@ func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 	sampler := &metrics.SubflowSampler{Conn: up.raw}
 	var far relay.Conn = up.conn
 	if up.await != nil {
-		// The application was told it is connected: until the server
-		// confirms, any close of its connection (a refusal, or the upload
-		// direction failing first against a server that hung up) must be a
-		// reset, not a clean end of stream.
-		local.SetLinger(0)
-		far = &relay.Deferred{Conn: up.conn, Await: func() error {
-			err := up.await()
-			if err == nil {
-				local.SetLinger(-1)
-			}
-			return err
-		}}
+		// The application was told it is connected: a refusal now, or the
+		// upload failing first against a server that hung up, fails the
+		// relay, which resets the application's connection.
+		far = &relay.Deferred{Conn: up.conn, Await: up.await}
 	}
 	refill := &refillOnFirstByte{pool: c.pool}
 	defer refill.now()

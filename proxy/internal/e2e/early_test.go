@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"braid/proxy/internal/auth"
+	"braid/proxy/internal/config"
 	"braid/proxy/internal/wire"
 )
 
@@ -148,5 +149,62 @@ func TestEarlyDataOlderThanServerRefused(t *testing.T) {
 	first := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
 	if out := p.rawServerN(first, auth.ServerHelloLen); len(out) != auth.ServerHelloLen {
 		t.Fatalf("hello without early data not answered: %d bytes", len(out))
+	}
+}
+
+// A plaintext relay's early data (raw bytes right behind the request) that
+// arrives with the hello is read in the same buffer as the handshake and
+// must still reach the destination first, ahead of the spliced rest.
+func TestPlaintextEarlyDataInFirstFlight(t *testing.T) {
+	p := startPair(t, opts{serverMut: func(s *config.Server) { s.AllowPlaintext = true }})
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		c, err := echo.Accept()
+		if err == nil {
+			io.Copy(c, c)
+			c.Close()
+		}
+	}()
+	key, _ := hex.DecodeString(keyHex)
+	ch, err := auth.NewClientHello("box1", key, auth.FlagEarlyData|auth.FlagPlaintext, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := wire.NewAEAD(auth.EarlyKey(key, ch))
+	flight := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest(echo.Addr().String())))
+	flight = append(flight, "first bytes|"...)
+
+	var d net.Dialer
+	d.SetMultipathTCP(true)
+	c, err := d.Dial("tcp", p.serverAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(flight); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	sh := make([]byte, auth.ServerHelloLen)
+	if _, err := io.ReadFull(c, sh); err != nil {
+		t.Fatalf("server hello: %v", err)
+	}
+	ns, err := auth.CheckServerHello(key, ch, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := wire.NewAEAD(auth.NewSessionSecret(key, ch, ns).S2C())
+	if _, reply, err := wire.NewOpener(b).ReadFrame(c, nil); err != nil || len(reply) == 0 {
+		t.Fatalf("reply %q, %v", reply, err)
+	}
+	c.Write([]byte("later bytes"))
+	want := "first bytes|later bytes"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+		t.Fatalf("echo %q, %v; want %q", got, err, want)
 	}
 }

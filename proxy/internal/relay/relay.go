@@ -53,7 +53,10 @@ const step = 256 * 1024
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
 
 // Relay copies a<->b until both directions end. idle > 0 closes the pair
-// when no byte moved in either direction for that long. sample, if not nil,
+// when no byte moved in either direction for that long. When the relay
+// fails (a read, write or Await error), a, the application's side, is reset
+// if it is a TCP socket, not closed with a FIN: the application must not
+// take a broken relay for the end of its stream. sample, if not nil,
 // runs once: when the second direction ends, before its FIN is forwarded
 // (so the peer cannot have torn the connection down yet), or before the
 // connections are closed early. That is the moment to read socket
@@ -77,6 +80,9 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 		closeOne.Do(func() {
 			reason.Store(why)
 			takeSample()
+			if tc, ok := a.(*net.TCPConn); ok && why == "error" {
+				tc.SetLinger(0)
+			}
 			a.Close()
 			b.Close()
 		})

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -170,5 +172,21 @@ func TestRelaySamplesOnce(t *testing.T) {
 				t.Fatalf("sampled %d times, want once", n)
 			}
 		})
+	}
+}
+
+// A failed relay resets the application's side: a close with a FIN would
+// look like the end of its stream.
+func TestRelayErrorResetsApplicationSide(t *testing.T) {
+	app, aIn := tcpPair(t)
+	bOut, _ := tcpPair(t)
+	refused := &Deferred{Conn: bOut, Await: func() error { return errors.New("refused") }}
+	res := Relay(context.Background(), aIn, refused, 0, nil, nil)
+	if res.Reason != "error" {
+		t.Fatalf("relay ended with %q, want error", res.Reason)
+	}
+	app.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := app.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("application read %v, want a reset", err)
 	}
 }

@@ -10,6 +10,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -128,9 +129,10 @@ func (s *Server) Reload(cfg *config.Server) error {
 }
 
 // Listen opens the MPTCP listener, with TCP Fast Open when the kernel
-// allows it (logged otherwise).
+// allows it (logged otherwise). Accepted connections get TCP keepalive only
+// when relays have no idle timeout (see keepAlive).
 func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	lc := net.ListenConfig{KeepAlive: -1, Control: func(_, _ string, c syscall.RawConn) error {
 		if err := sockopt.Listener(c); err != nil {
 			log.Warn("TCP Fast Open unavailable on the listener", "err", err)
 		}
@@ -201,6 +203,12 @@ type session struct {
 	// bytes, so the answer costs no write and no wake-up of the client of
 	// its own, and the destination starts on the request first.
 	okWithData func() *wire.Conn
+	// leftover is the plaintext relay data read with the handshake, to go
+	// to the destination before the rest.
+	leftover []byte
+	// release returns the handshake's read buffer unless data or
+	// okWithData handed it on.
+	release func()
 }
 
 // answerHold bounds how long a positive answer waits for the destination's
@@ -226,6 +234,9 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	}
 	if sess == nil {
 		return
+	}
+	if sess.release != nil {
+		defer sess.release()
 	}
 	log := &connLog{base: s.log, id: sess.id, remote: c.RemoteAddr()}
 
@@ -273,6 +284,16 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 		data = sess.data()
 	}
 	c.SetDeadline(time.Time{})
+	if len(sess.leftover) > 0 {
+		if _, err := destConn.Write(sess.leftover); err != nil {
+			log.Debug("forwarding early data", "err", err)
+			return
+		}
+		ctrs.Add(true, int64(len(sess.leftover)))
+	}
+	if keepAlive(cfg) >= 0 {
+		c.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true})
+	}
 
 	s.metrics.Counter("relays_total").Add(1)
 	sampler := &metrics.SubflowSampler{Conn: c}
@@ -287,8 +308,19 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 
 // acceptPSK runs the pre-shared-key exchange (see package auth): it
 // verifies the hello and opens the request sealed into the first flight.
+//
+// It reads through a buffer that the relay then keeps reading from, so the
+// hello, the request and early data that arrive together take one system
+// call.
 func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) *session {
-	ch, err := auth.ReadClientHello(c)
+	br := wire.NewReader(c)
+	handedOn := false
+	defer func() {
+		if !handedOn {
+			wire.PutReader(br)
+		}
+	}()
+	ch, err := auth.ReadClientHello(br)
 	if !spoke() || errors.Is(err, io.EOF) {
 		// Closed before sending a byte (port scan, health check, a
 		// client's unused spare), or closed by us at shutdown.
@@ -324,7 +356,7 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	log := &connLog{base: s.log, id: ch.ID, remote: c.RemoteAddr()}
 	earlyAEAD, _ := wire.NewAEAD(auth.EarlyKey(key, ch))
 	earlyOpener := wire.NewOpener(earlyAEAD)
-	_, req, err := earlyOpener.ReadFrame(c, nil)
+	_, req, err := earlyOpener.ReadFrame(br, nil)
 	if err != nil {
 		s.metrics.Counter("bad_requests").Add(1)
 		log.Warn("reading request failed", "err", err)
@@ -339,36 +371,49 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	s2cAEAD, _ := wire.NewAEAD(secret.S2C())
 	sealer := wire.NewSealer(s2cAEAD)
 	plaintext := ch.Flags&auth.FlagPlaintext != 0
-	var okWithData func() *wire.Conn
-	if ch.Flags&auth.FlagEarlyData != 0 && !plaintext {
-		okWithData = func() *wire.Conn {
-			wc := wire.NewConn(c, earlyOpener, sealer)
-			wc.Hold(sealer.Append(sh, 0, wire.AppendReply(nil, wire.StatusOK)), answerHold)
-			return wc
-		}
-	}
-	return &session{
-		id:         ch.ID,
-		req:        req,
-		plaintext:  plaintext,
-		okWithData: okWithData,
+	sess := &session{
+		id:        ch.ID,
+		req:       req,
+		plaintext: plaintext,
 		reply: func(st wire.Status) error {
 			_, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, st)))
 			return err
 		},
-		data: func() relay.Conn {
-			if plaintext {
-				return c
-			}
-			if ch.Flags&auth.FlagEarlyData != 0 {
-				// The client's data followed the request under the
-				// early key: keep reading with its opener.
-				return wire.NewConn(c, earlyOpener, sealer)
-			}
-			c2sAEAD, _ := wire.NewAEAD(secret.C2S())
-			return wire.NewConn(c, wire.NewOpener(c2sAEAD), sealer)
-		},
 	}
+	if plaintext {
+		// The relay splices the raw socket; what the buffer already holds
+		// goes first.
+		if n := br.Buffered(); n > 0 {
+			b, _ := br.Peek(n)
+			sess.leftover = append([]byte(nil), b...)
+		}
+		sess.data = func() relay.Conn { return c }
+		return sess
+	}
+	handedOn = true
+	pending := br
+	take := func() *bufio.Reader { b := pending; pending = nil; return b }
+	sess.release = func() {
+		if b := take(); b != nil {
+			wire.PutReader(b)
+		}
+	}
+	if ch.Flags&auth.FlagEarlyData != 0 {
+		// The client's data followed the request under the early key:
+		// keep reading with its opener.
+		sess.okWithData = func() *wire.Conn {
+			wc := wire.NewConnReader(c, take(), earlyOpener, sealer)
+			wc.Hold(sealer.Append(sh, 0, wire.AppendReply(nil, wire.StatusOK)), answerHold)
+			return wc
+		}
+		sess.data = func() relay.Conn { return wire.NewConnReader(c, take(), earlyOpener, sealer) }
+		return sess
+	}
+	sess.data = func() relay.Conn {
+		c2sAEAD, _ := wire.NewAEAD(secret.C2S())
+		return wire.NewConnReader(c, take(), wire.NewOpener(c2sAEAD), sealer)
+	}
+	return sess
 }
 
 // Bounds on what discardEarlyData reads after a negative answer.
@@ -493,7 +538,7 @@ func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log
 	if len(candidates) > 4 {
 		candidates = candidates[:4]
 	}
-	var dialer net.Dialer
+	dialer := net.Dialer{KeepAlive: keepAlive(rt.cfg)}
 	status := wire.StatusHostUnreachable
 	for _, ip := range candidates {
 		c, err := dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(ip, d.Port).String())
@@ -508,6 +553,18 @@ func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log
 	}
 	s.metrics.Counter("connect_failures").Add(1)
 	return nil, status
+}
+
+// keepAlive is the net package's keepalive setting for a relay's sockets:
+// off (-1) while the idle timeout ends relays that go quiet, which also
+// catches a peer that vanished (and saves the four system calls per socket
+// that turning it on costs); Go's default probes (0) when relays may idle
+// forever, so that a vanished client or destination does not hold one.
+func keepAlive(cfg *config.Server) time.Duration {
+	if cfg.IdleTimeout > 0 {
+		return -1
+	}
+	return 0
 }
 
 func (s *Server) refused(log *connLog, err error) {

@@ -182,6 +182,30 @@ func NewConn(raw HalfCloser, opener *Opener, sealer *Sealer) *Conn {
 	}
 }
 
+// NewReader returns a pooled read buffer over r, for a handshake whose
+// remainder a Conn then reads (NewConnReader): one read system call can
+// bring the hello, the request and the first data frame at once.
+// PutReader returns a buffer that was not handed on.
+func NewReader(r io.Reader) *bufio.Reader {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+// PutReader returns a buffer from NewReader to the pool.
+func PutReader(br *bufio.Reader) {
+	br.Reset(nil)
+	readers.Put(br)
+}
+
+// NewConnReader is NewConn for a raw connection read through br (from
+// NewReader), which may already hold its first bytes; the Conn owns br.
+func NewConnReader(raw HalfCloser, br *bufio.Reader, opener *Opener, sealer *Sealer) *Conn {
+	c := NewConn(raw, opener, sealer)
+	c.br = br
+	return c
+}
+
 // SetOpener gives a Conn made without an opener its read direction, once
 // the key is known (a client sending early data learns the server's key
 // from its answer). Call it before the first Read.
@@ -216,8 +240,9 @@ func (c *Conn) nextFrame() error {
 		c.rbuf = frameBufs.Get().(*[]byte)
 		// Frame bodies larger than the buffer are read straight into
 		// rbuf, so a small buffer only batches headers with short frames.
-		c.br = readers.Get().(*bufio.Reader)
-		c.br.Reset(c.raw)
+		if c.br == nil {
+			c.br = NewReader(c.raw)
+		}
 	}
 	flags, payload, err := c.opener.ReadFrame(c.br, *c.rbuf)
 	if err != nil {
@@ -237,12 +262,12 @@ func (c *Conn) nextFrame() error {
 
 // releaseRead returns the read buffers (caller holds rmu; nothing pending).
 func (c *Conn) releaseRead() {
-	if c.rbuf == nil {
-		return
+	if c.br != nil {
+		PutReader(c.br)
 	}
-	c.br.Reset(nil)
-	readers.Put(c.br)
-	frameBufs.Put(c.rbuf)
+	if c.rbuf != nil {
+		frameBufs.Put(c.rbuf)
+	}
 	c.br, c.rbuf, c.pending = nil, nil, nil
 }
 
