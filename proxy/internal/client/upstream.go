@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -108,21 +109,30 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			c.metrics.Counter("upstream_dial_failures").Add(1)
 			return nil, wire.StatusNetUnreachable, fmt.Errorf("sending hello to %s: %w", cfg.Server, err)
 		}
-		var wc *wire.Conn
+		var (
+			wc *wire.Conn
+			br *bufio.Reader
+			// The answer is read through the relay's buffer when there is
+			// one, so that it and the first data frame it usually arrives
+			// with take one read; a plaintext relay must not read past it.
+			src io.Reader = raw
+		)
 		up.conn = raw
 		if cfg.Encrypt {
-			wc = wire.NewConn(raw, nil, earlySealer)
+			br = wire.NewReader(raw)
+			src = br
+			wc = wire.NewConnReader(raw, br, nil, earlySealer)
 			up.conn = wc
 		}
 		answer = func() (wire.Status, error) {
-			ns, status, err := c.serverHello(rt, raw, ch)
+			ns, status, err := c.serverHello(rt, src, ch)
 			if err != nil {
 				return status, err
 			}
 			secret := auth.NewSessionSecret(rt.key, ch, ns)
 			s2cAEAD, _ := wire.NewAEAD(secret.S2C())
 			opener := wire.NewOpener(s2cAEAD)
-			_, reply, err := opener.ReadFrame(raw, nil)
+			_, reply, err := opener.ReadFrame(src, nil)
 			if err != nil {
 				return wire.StatusGeneralFailure, fmt.Errorf("reading reply: %w", err)
 			}
@@ -134,7 +144,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 				// The data waited for the answer: both directions use keys
 				// that include the server's nonce.
 				c2sAEAD, _ := wire.NewAEAD(secret.C2S())
-				up.conn = wire.NewConn(raw, opener, wire.NewSealer(c2sAEAD))
+				up.conn = wire.NewConnReader(raw, br, opener, wire.NewSealer(c2sAEAD))
 			}
 			return wire.ParseReply(reply)
 		}
@@ -167,9 +177,9 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 }
 
 // serverHello reads and checks the server's hello and returns its nonce.
-func (c *Client) serverHello(rt *runtimeState, raw *net.TCPConn, ch *auth.ClientHello) ([auth.NonceLen]byte, wire.Status, error) {
-	sh := make([]byte, auth.ServerHelloLen)
-	if _, err := io.ReadFull(raw, sh); err != nil {
+func (c *Client) serverHello(rt *runtimeState, src io.Reader, ch *auth.ClientHello) ([auth.NonceLen]byte, wire.Status, error) {
+	var sh [auth.ServerHelloLen]byte
+	if _, err := io.ReadFull(src, sh[:]); err != nil {
 		if isConnectError(err) { // with Fast Open, connect errors surface here
 			c.metrics.Counter("upstream_dial_failures").Add(1)
 			return [auth.NonceLen]byte{}, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", rt.cfg.Server, err)
@@ -181,7 +191,7 @@ func (c *Client) serverHello(rt *runtimeState, raw *net.TCPConn, ch *auth.Client
 		c.log.Error("server handshake failed", "err", err)
 		return [auth.NonceLen]byte{}, wire.StatusGeneralFailure, err
 	}
-	ns, err := auth.CheckServerHello(rt.key, ch, sh)
+	ns, err := auth.CheckServerHello(rt.key, ch, sh[:])
 	if err != nil {
 		c.metrics.Counter("upstream_auth_failures").Add(1)
 		c.log.Error("server handshake failed", "err", err)
