@@ -10,6 +10,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -183,7 +185,16 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	pre := c.startDial(rt)
 	defer pre.discard(c.pool)
 	conn.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
-	methods, err := socks5.ReadGreeting(conn)
+	// One read per SOCKS message, not one per field; bytes the application
+	// sent behind its request (without waiting for the answer) are relayed
+	// first.
+	br := socksReaders.Get().(*bufio.Reader)
+	br.Reset(conn)
+	defer func() {
+		br.Reset(nil)
+		socksReaders.Put(br)
+	}()
+	methods, err := socks5.ReadGreeting(br)
 	if err != nil {
 		c.socksError(conn, "malformed", err, 0xff)
 		return
@@ -205,7 +216,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		return
 	}
 	if rt.users != nil {
-		user, pass, err := socks5.ReadUserPass(conn)
+		user, pass, err := socks5.ReadUserPass(br)
 		if err != nil {
 			c.socksError(conn, "malformed", err, 0xff)
 			return
@@ -218,7 +229,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 			return
 		}
 	}
-	req, err := socks5.ReadRequest(conn)
+	req, err := socks5.ReadRequest(br)
 	if err != nil {
 		var pe *socks5.Error
 		if errors.As(err, &pe) {
@@ -266,8 +277,20 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 			return
 		}
 	}
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
+		if _, err := up.conn.Write(b); err != nil {
+			return
+		}
+		up.gateway.Add(true, int64(n))
+		c.metrics.Counter("bytes_up").Add(int64(n))
+	}
 	c.relay(conn, up, rt)
 }
+
+// socksReaders buffer the SOCKS exchange: its messages are at most a few
+// hundred bytes (a 255-byte name or password).
+var socksReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1024) }}
 
 func (c *Client) handleTransparent(conn *net.TCPConn, rt *runtimeState) {
 	c.metrics.Counter("transparent_conns_total").Add(1)

@@ -150,7 +150,13 @@ func (c *Client) race(ctx context.Context, rt *runtimeState, gws []gwstatus.Gate
 }
 
 func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, src netip.Addr) (*net.TCPConn, error) {
-	d := net.Dialer{}
+	// TCP keepalive only when relays never idle out: the idle timeout
+	// already ends relays that go quiet, including one whose server
+	// vanished, and turning it on costs four system calls per connection.
+	d := net.Dialer{KeepAlive: -1}
+	if rt.cfg.IdleTimeout == 0 {
+		d.KeepAlive = 0 // Go's default probes
+	}
 	// Fast Open makes connect return before the handshake, so it cannot be
 	// combined with racing, which keeps the first completed handshake.
 	if rt.cfg.FastOpen && !rt.cfg.Race {

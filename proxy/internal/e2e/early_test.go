@@ -208,3 +208,41 @@ func TestPlaintextEarlyDataInFirstFlight(t *testing.T) {
 		t.Fatalf("echo %q, %v; want %q", got, err, want)
 	}
 }
+
+// A SOCKS client may send its greeting, request and first data in one
+// write without waiting for the answers; the data read along with the
+// request is relayed first, ahead of the rest.
+func TestSOCKSPipelinedData(t *testing.T) {
+	p := startPair(t, opts{})
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		c, err := echo.Accept()
+		if err == nil {
+			io.Copy(c, c)
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(echo.Addr().String())
+	c, err := net.Dial("tcp", p.socks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pn := portNum(port)
+	c.Write([]byte("\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x01" + string([]byte{byte(pn >> 8), byte(pn)}) + "pipelined|"))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	answers := make([]byte, 12)
+	if _, err := io.ReadFull(c, answers); err != nil || answers[3] != 0 {
+		t.Fatalf("SOCKS answers %q, %v", answers, err)
+	}
+	c.Write([]byte("after"))
+	want := "pipelined|after"
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+		t.Fatalf("echo %q, %v; want %q", got, err, want)
+	}
+}
