@@ -183,7 +183,7 @@ func (c *Client) socksError(conn *net.TCPConn, kind string, err error, reply byt
 func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	c.metrics.Counter("socks_conns_total").Add(1)
 	pre := c.startDial(rt)
-	defer pre.discard(c.pool)
+	defer pre.discard()
 	conn.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
 	// One read per SOCKS message, not one per field; bytes the application
 	// sent behind its request (without waiting for the answer) are relayed
@@ -327,9 +327,7 @@ func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 		// relay, which resets the application's connection.
 		far = &relay.Deferred{Conn: up.conn, Await: up.await}
 	}
-	refill := &refillOnFirstByte{pool: c.pool}
-	defer refill.now()
-	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), counters{up.gateway, total{c.metrics}, refill}, sampler.Sample)
+	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), both{up.gateway, total{c.metrics}}, sampler.Sample)
 	sampler.Record(c.metrics, true)
 	c.log.Debug("relay finished", "gateway", up.gwID, "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
 }
@@ -344,31 +342,6 @@ func (t total) Add(up bool, n int64) {
 	}
 }
 
-type counters []relay.Counters
+type both struct{ a, b relay.Counters }
 
-func (cs counters) Add(up bool, n int64) {
-	for _, c := range cs {
-		c.Add(up, n)
-	}
-}
-
-// refillOnFirstByte asks the spare pool to replace the connection this relay
-// may have taken once the first byte has come back to the application (or
-// the relay ends): until then the replacement's dial would compete with the
-// connection on its way to that byte. See preconnect.take.
-type refillOnFirstByte struct {
-	pool *preconnect
-	done atomic.Bool
-}
-
-func (r *refillOnFirstByte) Add(up bool, _ int64) {
-	if !up {
-		r.now()
-	}
-}
-
-func (r *refillOnFirstByte) now() {
-	if !r.done.Swap(true) {
-		r.pool.kick()
-	}
-}
+func (x both) Add(up bool, n int64) { x.a.Add(up, n); x.b.Add(up, n) }

@@ -46,13 +46,11 @@ func (p *pendingDial) wait() (*net.TCPConn, string, error) {
 }
 
 // discard closes the connection if nobody took it (in the background, so a
-// failing SOCKS exchange is not delayed by the dial), and lets the pool
-// replace a spare it may have been.
-func (p *pendingDial) discard(pool *preconnect) {
+// failing SOCKS exchange is not delayed by the dial).
+func (p *pendingDial) discard() {
 	if p.taken {
 		return
 	}
-	pool.kick()
 	go func() {
 		<-p.done
 		if p.conn != nil {

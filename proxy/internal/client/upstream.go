@@ -203,7 +203,6 @@ func (c *Client) serverHello(rt *runtimeState, src io.Reader, ch *auth.ClientHel
 // upstreamFailed counts and logs a connection the server refused or could
 // not set up.
 func (c *Client) upstreamFailed(status wire.Status, err error) {
-	c.pool.kick()
 	c.metrics.Counter("upstream_refused").Add(1)
 	c.log.Info("upstream refused or failed", "status", status.String(), "err", err)
 }
