@@ -270,8 +270,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 		ctrs relay.Counters = byteCounter{s.metrics}
 	)
 	if status == wire.StatusOK && sess.okWithData != nil {
-		wc := sess.okWithData()
-		data = wc
+		data = sess.okWithData()
 	} else {
 		if err := sess.reply(status); err != nil {
 			log.Debug("writing reply", "err", err)

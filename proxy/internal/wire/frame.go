@@ -393,11 +393,20 @@ func (c *Conn) CloseWrite() error {
 	return c.writeFrames(c.sealer.Append(nil, FlagFIN, nil))
 }
 
-// Close closes the raw connection; anything still held is dropped. It does
-// not wait for a writer (closing is what unblocks one).
+// Close closes the raw connection. Bytes still held go out first if no
+// writer holds the write lock (the peer tells a refusal from a relay that
+// failed later by the server's answer they carry); Close never waits for a
+// writer, since closing is what unblocks one.
 func (c *Conn) Close() error {
 	if t := c.flush.Load(); t != nil {
 		t.Stop()
+		if c.wmu.TryLock() {
+			if c.held != nil && c.werr == nil {
+				c.raw.Write(c.held) // nothing was written before: the send buffer has room
+				c.held = nil
+			}
+			c.wmu.Unlock()
+		}
 	}
 	return c.raw.Close()
 }

@@ -156,12 +156,13 @@ func FuzzReadFrame(f *testing.F) {
 }
 
 // Held bytes (the server's answer) go out in front of the first frame, in
-// the same write, or alone once the wait has passed.
+// the same write, alone once the wait has passed, or before the connection
+// closes.
 func TestConnHold(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		write bool
-	}{{"with the first frame", true}, {"alone after the wait", false}} {
+		name         string
+		write, close bool
+	}{{"with the first frame", true, false}, {"alone after the wait", false, false}, {"before a close", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -181,7 +182,7 @@ func TestConnHold(t *testing.T) {
 			s, o := aeadPair(t)
 			wc := NewConn(c.(*net.TCPConn), nil, s)
 			wait := time.Hour
-			if !tc.write {
+			if !tc.write && !tc.close {
 				wait = 20 * time.Millisecond
 			}
 			wc.Hold([]byte("ANSWER"), wait)
@@ -189,6 +190,9 @@ func TestConnHold(t *testing.T) {
 				if _, err := wc.Write([]byte("data")); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if tc.close {
+				wc.Close()
 			}
 			peer.SetReadDeadline(time.Now().Add(5 * time.Second))
 			got := make([]byte, 6)
@@ -200,7 +204,11 @@ func TestConnHold(t *testing.T) {
 					t.Fatalf("frame after the held bytes: %q, %v", p, err)
 				}
 			}
-			if err := wc.Close(); err != nil {
+			if tc.close {
+				if n, err := peer.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+					t.Fatalf("after the held bytes: %d bytes, %v; want the end of the stream", n, err)
+				}
+			} else if err := wc.Close(); err != nil {
 				t.Fatal(err)
 			}
 		})
