@@ -76,41 +76,12 @@ func earlyFlight(t *testing.T, stamp time.Time, target string, data []byte) (*au
 // from the client, the echo comes back.
 func TestEarlyDataInFirstFlight(t *testing.T) {
 	p := startPair(t, opts{})
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		c, err := echo.Accept()
-		if err == nil {
-			io.Copy(c, c)
-			c.Close()
-		}
-	}()
+	echo := echoServer(t)
 	msg := []byte("hello before the answer")
-	ch, flight := earlyFlight(t, time.Now(), echo.Addr().String(), msg)
+	ch, flight := earlyFlight(t, time.Now(), echo, msg)
 
-	var d net.Dialer
-	d.SetMultipathTCP(true)
-	c, err := d.Dial("tcp", p.serverAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(flight); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	sh := make([]byte, auth.ServerHelloLen)
-	if _, err := io.ReadFull(c, sh); err != nil {
-		t.Fatalf("server hello: %v", err)
-	}
+	c, ns := sendFlight(t, p, ch, flight)
 	key, _ := hex.DecodeString(keyHex)
-	ns, err := auth.CheckServerHello(key, ch, sh)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s2c := auth.NewSessionSecret(key, ch, ns).S2C()
 	a, _ := wire.NewAEAD(s2c)
 	o := wire.NewOpener(a)
@@ -157,46 +128,17 @@ func TestEarlyDataOlderThanServerRefused(t *testing.T) {
 // must still reach the destination first, ahead of the spliced rest.
 func TestPlaintextEarlyDataInFirstFlight(t *testing.T) {
 	p := startPair(t, opts{serverMut: func(s *config.Server) { s.AllowPlaintext = true }})
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		c, err := echo.Accept()
-		if err == nil {
-			io.Copy(c, c)
-			c.Close()
-		}
-	}()
+	echo := echoServer(t)
 	key, _ := hex.DecodeString(keyHex)
 	ch, err := auth.NewClientHello("box1", key, auth.FlagEarlyData|auth.FlagPlaintext, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := wire.NewAEAD(auth.EarlyKey(key, ch))
-	flight := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest(echo.Addr().String())))
+	flight := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest(echo)))
 	flight = append(flight, "first bytes|"...)
 
-	var d net.Dialer
-	d.SetMultipathTCP(true)
-	c, err := d.Dial("tcp", p.serverAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write(flight); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	sh := make([]byte, auth.ServerHelloLen)
-	if _, err := io.ReadFull(c, sh); err != nil {
-		t.Fatalf("server hello: %v", err)
-	}
-	ns, err := auth.CheckServerHello(key, ch, sh)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns := sendFlight(t, p, ch, flight)
 	b, _ := wire.NewAEAD(auth.NewSessionSecret(key, ch, ns).S2C())
 	if _, reply, err := wire.NewOpener(b).ReadFrame(c, nil); err != nil || len(reply) == 0 {
 		t.Fatalf("reply %q, %v", reply, err)
@@ -214,19 +156,8 @@ func TestPlaintextEarlyDataInFirstFlight(t *testing.T) {
 // request is relayed first, ahead of the rest.
 func TestSOCKSPipelinedData(t *testing.T) {
 	p := startPair(t, opts{})
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		c, err := echo.Accept()
-		if err == nil {
-			io.Copy(c, c)
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(echo.Addr().String())
+	echo := echoServer(t)
+	_, port, _ := net.SplitHostPort(echo)
 	c, err := net.Dial("tcp", p.socks)
 	if err != nil {
 		t.Fatal(err)
@@ -245,4 +176,51 @@ func TestSOCKSPipelinedData(t *testing.T) {
 	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
 		t.Fatalf("echo %q, %v; want %q", got, err, want)
 	}
+}
+
+// echoServer returns the address of a loopback server that echoes one
+// connection.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(c, c)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// sendFlight dials the server as a client box does, writes a first flight
+// and checks the server's hello; it returns the connection (closed when
+// the test ends) and the server's nonce.
+func sendFlight(t *testing.T, p *pair, ch *auth.ClientHello, flight []byte) (net.Conn, [auth.NonceLen]byte) {
+	t.Helper()
+	var d net.Dialer
+	d.SetMultipathTCP(true)
+	c, err := d.Dial("tcp", p.serverAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write(flight); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	sh := make([]byte, auth.ServerHelloLen)
+	if _, err := io.ReadFull(c, sh); err != nil {
+		t.Fatalf("server hello: %v", err)
+	}
+	key, _ := hex.DecodeString(keyHex)
+	ns, err := auth.CheckServerHello(key, ch, sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ns
 }
