@@ -117,19 +117,14 @@ func NewClientHello(id string, key []byte, flags byte, now time.Time) (*ClientHe
 	b = append(b, id...)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.Time.UnixMilli()))
 	b = append(b, h.Nonce[:]...)
-	h.MAC = macOf(key, labelClient, b)
+	h.MAC = macOf(key, labelClient, b, nil)
 	h.Raw = append(b, h.MAC[:]...)
 	return h, nil
 }
 
-func macOf(key []byte, label string, msg ...[]byte) [MACLen]byte {
-	switch len(msg) {
-	case 1:
-		return hmacSHA256(key, []byte(label), msg[0])
-	case 2:
-		return hmacSHA256(key, []byte(label), msg[0], msg[1])
-	}
-	panic("auth: macOf takes one or two messages")
+// macOf is HMAC-SHA256(key, label | a | b); b may be nil.
+func macOf(key []byte, label string, a, b []byte) [MACLen]byte {
+	return hmacSHA256(key, []byte(label), a, b)
 }
 
 // ReadClientHello reads exactly one hello from r (nothing past it).
@@ -188,10 +183,10 @@ func (v *Verifier) Verify(h *ClientHello) ([]byte, error) {
 	key, ok := v.Keys[h.ID]
 	if !ok {
 		// Spend the same time as a MAC check so ids cannot be probed by timing.
-		macOf(make([]byte, KeyLen), labelClient, h.Raw[:len(h.Raw)-MACLen])
+		macOf(make([]byte, KeyLen), labelClient, h.Raw[:len(h.Raw)-MACLen], nil)
 		return nil, ErrUnknownID
 	}
-	want := macOf(key, labelClient, h.Raw[:len(h.Raw)-MACLen])
+	want := macOf(key, labelClient, h.Raw[:len(h.Raw)-MACLen], nil)
 	if !hmac.Equal(want[:], h.MAC[:]) {
 		return nil, ErrBadMAC
 	}

@@ -282,8 +282,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		if _, err := up.conn.Write(b); err != nil {
 			return
 		}
-		up.gateway.Add(true, int64(n))
-		c.metrics.Counter("bytes_up").Add(int64(n))
+		c.counters(up).Add(true, int64(n))
 	}
 	c.relay(conn, up, rt)
 }
@@ -327,9 +326,14 @@ func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 		// relay, which resets the application's connection.
 		far = &relay.Deferred{Conn: up.conn, Await: up.await}
 	}
-	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), both{up.gateway, total{c.metrics}}, sampler.Sample)
+	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), c.counters(up), sampler.Sample)
 	sampler.Record(c.metrics, true)
 	c.log.Debug("relay finished", "gateway", up.gwID, "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
+}
+
+// counters count bytes relayed over up: per gateway and in total.
+func (c *Client) counters(up *upstream) relay.Counters {
+	return both{up.gateway, total{c.metrics}}
 }
 
 type total struct{ m *metrics.Registry }

@@ -148,13 +148,7 @@ func (c *Client) race(ctx context.Context, rt *runtimeState, gws []gwstatus.Gate
 }
 
 func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, src netip.Addr) (*net.TCPConn, error) {
-	// TCP keepalive only when relays never idle out: the idle timeout
-	// already ends relays that go quiet, including one whose server
-	// vanished, and turning it on costs four system calls per connection.
-	d := net.Dialer{KeepAlive: -1}
-	if rt.cfg.IdleTimeout == 0 {
-		d.KeepAlive = 0 // Go's default probes
-	}
+	d := net.Dialer{KeepAlive: rt.cfg.RelayKeepAlive()}
 	// Fast Open makes connect return before the handshake, so it cannot be
 	// combined with racing, which keeps the first completed handshake.
 	if rt.cfg.FastOpen && !rt.cfg.Race {
@@ -166,18 +160,15 @@ func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, src netip.Addr)
 		}
 	}
 	d.SetMultipathTCP(!rt.cfg.NoMPTCP)
-	var local netip.AddrPort
 	if src.IsValid() {
-		local = netip.AddrPortFrom(src, 0)
-	}
-	// A server given as an address, dialed from a gateway's address, skips
-	// the resolver's parsing and allocations. (Without a source, DialTCP
-	// would bind to the wildcard address first, so that path keeps
-	// DialContext; a name is resolved on every dial, it may move.)
-	if server, err := netip.ParseAddrPort(rt.cfg.Server); err == nil && local.IsValid() {
-		return d.DialTCP(ctx, "tcp", local, server)
-	}
-	if local.IsValid() {
+		local := netip.AddrPortFrom(src, 0)
+		// A server given as an address skips the resolver's parsing and
+		// allocations. (Without a source, DialTCP would bind to the
+		// wildcard address first, so that path keeps DialContext; a name
+		// is resolved on every dial, it may move.)
+		if server, err := netip.ParseAddrPort(rt.cfg.Server); err == nil {
+			return d.DialTCP(ctx, "tcp", local, server)
+		}
 		d.LocalAddr = net.TCPAddrFromAddrPort(local)
 	}
 	conn, err := d.DialContext(ctx, "tcp", rt.cfg.Server)

@@ -105,6 +105,19 @@ type Common struct {
 	MaxProcs         int      `json:"max_procs"` // Go scheduler threads (GOMAXPROCS); 0 = one per CPU
 }
 
+// RelayKeepAlive is the net package's keepalive setting for the sockets a
+// relay spans between client box, server and destination: off (-1) while
+// the idle timeout ends relays that go quiet, which also catches a peer
+// that vanished (and saves the four system calls per socket that turning
+// it on costs); Go's default probes (0) when relays may idle forever, so
+// that a vanished peer does not hold one.
+func (c *Common) RelayKeepAlive() time.Duration {
+	if c.IdleTimeout > 0 {
+		return -1
+	}
+	return 0
+}
+
 // Client is the client-box role.
 type Client struct {
 	Common

@@ -143,12 +143,7 @@ func TestPlaintextEarlyDataInFirstFlight(t *testing.T) {
 	if _, reply, err := wire.NewOpener(b).ReadFrame(c, nil); err != nil || len(reply) == 0 {
 		t.Fatalf("reply %q, %v", reply, err)
 	}
-	c.Write([]byte("later bytes"))
-	want := "first bytes|later bytes"
-	got := make([]byte, len(want))
-	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
-		t.Fatalf("echo %q, %v; want %q", got, err, want)
-	}
+	checkEcho(t, c, "later bytes", "first bytes|later bytes")
 }
 
 // A SOCKS client may send its greeting, request and first data in one
@@ -170,12 +165,7 @@ func TestSOCKSPipelinedData(t *testing.T) {
 	if _, err := io.ReadFull(c, answers); err != nil || answers[3] != 0 {
 		t.Fatalf("SOCKS answers %q, %v", answers, err)
 	}
-	c.Write([]byte("after"))
-	want := "pipelined|after"
-	got := make([]byte, len(want))
-	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
-		t.Fatalf("echo %q, %v; want %q", got, err, want)
-	}
+	checkEcho(t, c, "after", "pipelined|after")
 }
 
 // echoServer returns the address of a loopback server that echoes one
@@ -195,6 +185,17 @@ func echoServer(t *testing.T) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// checkEcho writes then on c and expects want back from an echoServer: the
+// bytes sent before then come back first.
+func checkEcho(t *testing.T, c net.Conn, then, want string) {
+	t.Helper()
+	c.Write([]byte(then))
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != want {
+		t.Fatalf("echo %q, %v; want %q", got, err, want)
+	}
 }
 
 // sendFlight dials the server as a client box does, writes a first flight

@@ -130,7 +130,7 @@ func (s *Server) Reload(cfg *config.Server) error {
 
 // Listen opens the MPTCP listener, with TCP Fast Open when the kernel
 // allows it (logged otherwise). Accepted connections get TCP keepalive only
-// when relays have no idle timeout (see keepAlive).
+// when relays have no idle timeout (see config.Common.RelayKeepAlive).
 func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, error) {
 	lc := net.ListenConfig{KeepAlive: -1, Control: func(_, _ string, c syscall.RawConn) error {
 		if err := sockopt.Listener(c); err != nil {
@@ -290,7 +290,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 		}
 		ctrs.Add(true, int64(len(sess.leftover)))
 	}
-	if keepAlive(cfg) >= 0 {
+	if cfg.RelayKeepAlive() >= 0 {
 		c.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true})
 	}
 
@@ -537,7 +537,7 @@ func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log
 	if len(candidates) > 4 {
 		candidates = candidates[:4]
 	}
-	dialer := net.Dialer{KeepAlive: keepAlive(rt.cfg)}
+	dialer := net.Dialer{KeepAlive: rt.cfg.RelayKeepAlive()}
 	status := wire.StatusHostUnreachable
 	for _, ip := range candidates {
 		c, err := dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(ip, d.Port).String())
@@ -552,18 +552,6 @@ func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log
 	}
 	s.metrics.Counter("connect_failures").Add(1)
 	return nil, status
-}
-
-// keepAlive is the net package's keepalive setting for a relay's sockets:
-// off (-1) while the idle timeout ends relays that go quiet, which also
-// catches a peer that vanished (and saves the four system calls per socket
-// that turning it on costs); Go's default probes (0) when relays may idle
-// forever, so that a vanished client or destination does not hold one.
-func keepAlive(cfg *config.Server) time.Duration {
-	if cfg.IdleTimeout > 0 {
-		return -1
-	}
-	return 0
 }
 
 func (s *Server) refused(log *connLog, err error) {
