@@ -30,7 +30,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
-from .transfer import BULK_TOOL, BulkServer, measured_transfer, sched_fallbacks
+from .transfer import BULK_TOOL, BulkServer, measured_transfer, sched_bursts_moved
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 # E[min(C/s, C/(1-s))] / 2C for s ~ U[0, 1] on two equal WANs
@@ -77,9 +77,9 @@ def bench_scheduler(name: str, runs: int, nbytes: int, requests: int) -> dict[st
                 goodputs, efficiency = [], []
                 sender = "client" if mode == "upload" else "proxy"
                 for i in range(runs):
-                    before = sched_fallbacks(tb, sender)
+                    before = sched_bursts_moved(tb, sender)
                     r = measured_transfer(tb, server, nbytes, mode=mode, seed=i + 1)
-                    moved = sched_fallbacks(tb, sender) - before
+                    moved = sched_bursts_moved(tb, sender) - before
                     if not r.digest_ok:
                         raise RuntimeError(f"{name} {mode}: checksum mismatch")
                     goodputs.append(r.goodput_mbit)

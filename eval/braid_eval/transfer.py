@@ -173,7 +173,7 @@ def traced_series(
 
 
 def read_mib(ns_run: subprocess.CompletedProcess[str], name: str) -> int:
-    """A counter from `nstat -az` output, e.g. MPTcpExtSchedFallback."""
+    """A counter from `nstat -az` output, e.g. MPTcpExtSchedBurstMoved."""
     for line in ns_run.stdout.splitlines():
         fields = line.split()
         if fields and fields[0] == name:
@@ -181,6 +181,7 @@ def read_mib(ns_run: subprocess.CompletedProcess[str], name: str) -> int:
     raise KeyError(name)
 
 
-def sched_fallbacks(tb: StandardTestbed, node: str) -> int:
-    """Bursts the scheduler on ``node`` moved off a stuck subflow (MPTcpExtSchedFallback)."""
-    return read_mib(tb[node].run(["nstat", "-az"]), "MPTcpExtSchedFallback")
+def sched_bursts_moved(tb: StandardTestbed, node: str) -> int:
+    """Bursts the scheduler on ``node`` moved off the subflow its policy
+    chose: blocked too long, stale or gone (MPTcpExtSchedBurstMoved)."""
+    return read_mib(tb[node].run(["nstat", "-az"]), "MPTcpExtSchedBurstMoved")

@@ -36,7 +36,17 @@ void harness_seed(u64 seed)
 
 u32 harness_hywf_draw_burst(u32 ncons)
 {
-	return hywf_draw_burst(ncons, &rnd);
+	return hywf_draw_burst(ncons, xorshift_next(NULL));
+}
+
+u32 harness_hywf_draw_burst_from(u32 ncons, u32 r)
+{
+	return hywf_draw_burst(ncons, r);
+}
+
+u64 harness_hywf_log2(u64 x)
+{
+	return hywf_log2(x);
 }
 
 void harness_hywf_draw_weights(u32 ps_permille, u32 n, u32 *weight)
@@ -56,21 +66,21 @@ bool harness_hywf_idle_expired(u32 now_ms, u32 last_ms, u32 idle_ms)
 	return hywf_idle_expired(now_ms, last_ms, idle_ms);
 }
 
-u32 harness_hywf_next_burst(struct hywf_conn *c, u32 ps_permille, u32 ncons,
+u32 harness_hywf_next_burst(struct hywf_epoch *e, u32 ps_permille, u32 ncons,
 			    u32 n, u32 now_ms, u32 idle_ms, u32 *burst_pkts)
 {
 	struct hywf_params p = { .ps_permille = ps_permille, .ncons = ncons };
 
-	return hywf_next_burst(c, &p, n, now_ms, idle_ms, &rnd, burst_pkts);
+	return hywf_next_burst(e, &p, n, now_ms, idle_ms, &rnd, burst_pkts);
 }
 
-bool harness_hywf_keep_burst(struct hywf_conn *c, u32 n, u32 path,
-			     int bytes_left, u32 now_ms, u32 idle_ms)
+bool harness_hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
+			     u32 now_ms, u32 idle_ms)
 {
-	return hywf_keep_burst(c, n, path, bytes_left, now_ms, idle_ms);
+	return hywf_keep_burst(last_ms, present, segs_left, now_ms, idle_ms);
 }
 
-u32 harness_hywf_conn_size(void)
+u32 harness_hywf_epoch_size(void)
 {
-	return sizeof(struct hywf_conn);
+	return sizeof(struct hywf_epoch);
 }

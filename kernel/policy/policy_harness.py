@@ -22,8 +22,8 @@ HYWF_ONE = 1 << 16
 HYWF_MAX_PATHS = 8
 
 
-class HywfConn(ctypes.Structure):
-    """Mirror of struct hywf_conn (checked against sizeof at load)."""
+class HywfEpoch(ctypes.Structure):
+    """Mirror of struct hywf_epoch (checked against sizeof at load)."""
 
     _fields_ = (
         ("weight", ctypes.c_uint32 * HYWF_MAX_PATHS),
@@ -47,20 +47,23 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_seed.argtypes = [ctypes.c_uint64]
     lib.harness_hywf_draw_burst.argtypes = [u32]
     lib.harness_hywf_draw_burst.restype = u32
+    lib.harness_hywf_draw_burst_from.argtypes = [u32, u32]
+    lib.harness_hywf_draw_burst_from.restype = u32
+    lib.harness_hywf_log2.argtypes = [ctypes.c_uint64]
+    lib.harness_hywf_log2.restype = ctypes.c_uint64
     lib.harness_hywf_draw_weights.argtypes = [u32, u32, p_u32]
     lib.harness_hywf_pick_path.argtypes = [p_u32, u32]
     lib.harness_hywf_pick_path.restype = u32
     lib.harness_hywf_idle_expired.argtypes = [u32, u32, u32]
     lib.harness_hywf_idle_expired.restype = ctypes.c_bool
     lib.harness_hywf_next_burst.argtypes = [
-        ctypes.POINTER(HywfConn), u32, u32, u32, u32, u32, p_u32]
+        ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst.restype = u32
-    lib.harness_hywf_keep_burst.argtypes = [
-        ctypes.POINTER(HywfConn), u32, u32, ctypes.c_int, u32, u32]
+    lib.harness_hywf_keep_burst.argtypes = [p_u32, ctypes.c_bool, ctypes.c_int, u32, u32]
     lib.harness_hywf_keep_burst.restype = ctypes.c_bool
-    lib.harness_hywf_conn_size.restype = u32
-    if lib.harness_hywf_conn_size() != ctypes.sizeof(HywfConn):
-        raise RuntimeError("HywfConn mirror does not match struct hywf_conn")
+    lib.harness_hywf_epoch_size.restype = u32
+    if lib.harness_hywf_epoch_size() != ctypes.sizeof(HywfEpoch):
+        raise RuntimeError("HywfEpoch mirror does not match struct hywf_epoch")
     return lib
 
 

@@ -4,13 +4,14 @@ with fixed seeds so that results are reproducible."""
 from __future__ import annotations
 
 import ctypes
+import math
 from collections import Counter
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from policy_harness import HYWF_MAX_PATHS, HYWF_ONE, HywfConn, draw_weights, load_harness
+from policy_harness import HYWF_MAX_PATHS, HYWF_ONE, HywfEpoch, draw_weights, load_harness
 
 ALPHA = 0.01
 
@@ -20,7 +21,7 @@ def seeded() -> None:
     load_harness().harness_seed(20261122)
 
 
-@pytest.mark.parametrize("ncons", [1, 5, 20, 50])
+@pytest.mark.parametrize("ncons", [1, 5, 20, 50, 1000])
 def test_burst_lengths_are_geometric_with_mean_ncons(ncons: int) -> None:
     lib = load_harness()
     n = 20000
@@ -41,6 +42,35 @@ def test_burst_lengths_are_geometric_with_mean_ncons(ncons: int) -> None:
     expected.append(n - sum(expected))
     _, p = stats.chisquare(observed, expected)
     assert p > ALPHA, f"burst lengths are not geometric (p={p:.4g})"
+
+
+@pytest.mark.parametrize("x", [1, 2, 3, 1000, 9999, 10000, (1 << 32) - 1, 1 << 32])
+def test_fixed_point_log2_is_accurate(x: int) -> None:
+    got = load_harness().harness_hywf_log2(x) / (1 << 30)
+    assert got == pytest.approx(math.log2(x), abs=4e-9)
+
+
+@pytest.mark.parametrize("ncons", [2, 20, 10000])
+def test_burst_inversion_matches_the_geometric_quantiles(ncons: int) -> None:
+    """L = 1 + floor(log U / log q) at chosen U: P(L > k) = q^k exactly, so
+    the draw that is a quantile u of U gives the u-quantile of L."""
+    lib = load_harness()
+    q = 1 - 1 / ncons
+    for u in (0.999, 0.5, 0.1, 0.01, 1e-6):
+        r = int(u * (1 << 32)) - 1
+        expected = 1 + math.floor(math.log((r + 1) / (1 << 32)) / math.log(q))
+        assert abs(lib.harness_hywf_draw_burst_from(ncons, r) - expected) <= 1
+
+
+def test_burst_cost_does_not_grow_with_ncons() -> None:
+    """One draw per burst: even the smallest U (2^-32) is one step, and gives
+    the longest burst the 32-bit draw can express, 1 + 32 / log2(1/q), about
+    22 ncons, well inside the 64 ncons cap that keeps the arithmetic safe."""
+    lib = load_harness()
+    longest = 1 + math.floor(32 / -math.log2(1 - 1 / 10000))
+    assert abs(lib.harness_hywf_draw_burst_from(10000, 0) - longest) <= 1
+    assert longest < 64 * 10000
+    assert lib.harness_hywf_draw_burst_from(10000, 0xFFFFFFFF) == 1
 
 
 def test_split_is_uniform_on_unit_interval() -> None:
@@ -75,7 +105,7 @@ def test_long_run_fraction_equals_drawn_split() -> None:
     lib = load_harness()
     burst = ctypes.c_uint32()
     for _ in range(20):
-        conn = HywfConn()
+        conn = HywfEpoch()
         packets = [0, 0]
         while sum(packets) < 200_000:
             path = lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 2, 1, 1000,
@@ -89,7 +119,7 @@ def test_long_run_fraction_equals_drawn_split() -> None:
 def test_idle_gap_redraws_split_and_activity_does_not() -> None:
     lib = load_harness()
     burst = ctypes.c_uint32()
-    conn = HywfConn()
+    conn = HywfEpoch()
     idle_ms = 500
 
     def step(now: int) -> None:
@@ -111,30 +141,52 @@ def test_idle_detection_survives_clock_wrap() -> None:
     assert lib.harness_hywf_idle_expired(200, 0xFFFFFFF0, 100)
 
 
-def test_path_count_change_redraws() -> None:
+def test_path_count_change_redraws_and_one_path_keeps_the_split() -> None:
     lib = load_harness()
     burst = ctypes.c_uint32()
-    conn = HywfConn()
-    lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 1, 10, 500, ctypes.byref(burst))
-    assert conn.nr_paths == 1 and conn.weight[0] == HYWF_ONE
-    path = lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 2, 20, 500,
+    epoch = HywfEpoch()
+    # One subflow (waiting for its join): no split drawn yet, path 0.
+    assert lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 1, 10, 500,
+                                       ctypes.byref(burst)) == 0
+    assert epoch.draws == 0 and epoch.nr_paths == 0
+    path = lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 2, 20, 500,
                                        ctypes.byref(burst))
-    assert conn.nr_paths == 2 and conn.draws == 2 and path in (0, 1)
-    lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 99, 30, 500, ctypes.byref(burst))
-    assert conn.nr_paths == HYWF_MAX_PATHS
+    assert epoch.nr_paths == 2 and epoch.draws == 1 and path in (0, 1)
+    split = list(epoch.weight[:2])
+    # Another connection of the same epoch still has one subflow: the
+    # page's split stays.
+    lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 1, 25, 500, ctypes.byref(burst))
+    assert epoch.draws == 1 and list(epoch.weight[:2]) == split
+    lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 99, 30, 500, ctypes.byref(burst))
+    assert epoch.nr_paths == HYWF_MAX_PATHS and epoch.draws == 2
 
 
-def test_burst_goes_on_only_while_busy_and_paths_unchanged() -> None:
+def test_shared_epoch_gives_every_connection_the_same_split() -> None:
+    """Interleaved bursts of several connections of one page load draw one
+    split: the pooled share of path 0 follows it, not one half."""
     lib = load_harness()
     burst = ctypes.c_uint32()
-    conn = HywfConn()
-    lib.harness_hywf_next_burst(ctypes.byref(conn), 500, 20, 2, 1000, 500, ctypes.byref(burst))
+    for _ in range(10):
+        epoch = HywfEpoch()
+        packets = [0, 0]
+        now = 1000
+        while sum(packets) < 200_000:
+            now += 1  # eight connections take turns, never idle
+            path = lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 2, now, 500,
+                                               ctypes.byref(burst))
+            packets[path] += burst.value
+        assert epoch.draws == 1
+        assert packets[0] / sum(packets) == pytest.approx(epoch.weight[0] / HYWF_ONE, abs=0.03)
+
+
+def test_burst_goes_on_only_while_busy_and_present() -> None:
+    lib = load_harness()
     keep = lib.harness_hywf_keep_burst
-    assert keep(ctypes.byref(conn), 2, 0, 1448, 1100, 500)
-    assert conn.last_ms == 1100  # activity recorded
-    assert not keep(ctypes.byref(conn), 2, 0, 0, 1200, 500)  # burst spent
-    assert not keep(ctypes.byref(conn), 3, 0, 1448, 1200, 500)  # a subflow joined
-    assert not keep(ctypes.byref(conn), 2, 2, 1448, 1200, 500)  # its path is gone
-    # Bytes left, but the connection was idle: the next page load must not
-    # inherit the previous burst (and with it the previous split).
-    assert not keep(ctypes.byref(conn), 2, 0, 1448, 1100 + 501, 500)
+    last = ctypes.c_uint32(1000)
+    assert keep(ctypes.byref(last), True, 20, 1100, 500)
+    assert last.value == 1100  # activity recorded
+    assert not keep(ctypes.byref(last), True, 0, 1200, 500)  # burst spent
+    assert not keep(ctypes.byref(last), False, 20, 1200, 500)  # its subflow is gone
+    # Segments left, but the connection was idle: the next page load must
+    # not inherit the previous burst (and with it the previous split).
+    assert not keep(ctypes.byref(last), True, 20, 1100 + 501, 500)

@@ -4,6 +4,7 @@ captured on the WANs."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -20,10 +21,11 @@ from braid_eval.transfer import (
     ConnectionTrace,
     TransferResult,
     measured_transfer,
-    sched_fallbacks,
+    sched_bursts_moved,
     traced_series,
 )
 from braid_testbed import LinkSpec, StandardTestbed
+from braid_testbed.pcap import TcpPacket
 from braid_testbed.topology import interface_counters
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
@@ -37,12 +39,15 @@ CHANGED = 0.2
 
 
 def hywf_testbed(tag: str, **sysctls: int) -> StandardTestbed:
+    """Both ends hywf. These tests look at single connections one after
+    another, so each draws its own split (hywf_scope 0) unless a test says
+    otherwise; test_page_split.py covers the shared, per-page split."""
     tb = StandardTestbed(tag, wan1=EQUAL_WAN, wan2=EQUAL_WAN)
     tb.up()
     tb.enable_kernel_pm()
     tb.set_scheduler("hywf")
     for node in ("client", "proxy"):
-        for key, value in sysctls.items():
+        for key, value in {"hywf_scope": 0, **sysctls}.items():
             tb[node].sysctl(f"net.mptcp.{key}", value)
     return tb
 
@@ -110,6 +115,31 @@ def test_burst_length_seen_on_one_wan_has_mean_ncons(series: dict[str, list[Conn
     print(f"\n{mode}: {nruns} runs on wan1, burst mean estimate {estimate:.1f} (ncons {NCONS})")
     assert nruns >= 100
     assert estimate == pytest.approx(NCONS, rel=0.15)
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_bursts_end_on_full_segments(series: dict[str, list[ConnectionTrace]], mode: str) -> None:
+    """A burst of L is L full packets: switching paths leaves no runt.
+
+    Bursts counted in bytes of mss_cache ended with a short packet at every
+    switch, since the MSS in use is smaller by the DSS option: one runt per
+    burst, ~5% of the packets at a mean burst of 20. Allowed here: the last
+    packet of each connection and each of its phases, on each WAN.
+    """
+    upload = mode == "upload"
+    full = runts = 0
+    for t in series[mode]:
+        for wan in (1, 2):
+            sizes = [p.payload_len for p in t.packets[wan] if p.payload_len
+                     and (p.dport == BULK_PORT if upload else p.sport == BULK_PORT)]
+            if not sizes:
+                continue
+            mss = max(sizes)
+            full += sum(s == mss for s in sizes)
+            runts += sum(s < mss for s in sizes)
+    print(f"\n{mode}: {full} full-size data packets, {runts} shorter ones")
+    assert full > 10_000
+    assert runts <= 2 * len(series[mode]) * 2
 
 
 def phase_share_differences(tag: str, idle_ms: int, count: int) -> list[float]:
@@ -181,12 +211,58 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
             tb.cut_wan(1)
             worker.join(timeout=300)
             assert not worker.is_alive(), "transfer did not finish after the cut"
-            fallbacks = {n: sched_fallbacks(tb, n) for n in ("client", "proxy")}
+            moved = {n: sched_bursts_moved(tb, n) for n in ("client", "proxy")}
         r = result[0]
         print(f"\n{mode} with wan1 cut after 2 MB: digest_ok={r.digest_ok} "
-              f"wan bytes={r.wan_payload} fallbacks={fallbacks}")
+              f"wan bytes={r.wan_payload} bursts moved={moved}")
         assert r.digest_ok
         assert r.wan_payload[2] > 0
+    finally:
+        tb.down()
+
+
+# sched_hywf.c: a blocked burst moves after at most HYWF_STALL_MAX_MS.
+STALL_MAX_S = 1.0
+
+
+def longest_data_gap(packets: list[TcpPacket], upload: bool, after: float) -> float:
+    """Longest pause between data packets of the transfer after ``after``."""
+    times = sorted(p.ts for p in packets if p.payload_len and p.ts >= after
+                   and (p.dport == BULK_PORT if upload else p.sport == BULK_PORT))
+    return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_blackholed_burst_moves_within_the_stall_bound(tag: str, mode: str) -> None:
+    """wan1 silently drops everything mid-transfer (no link event, no
+    ACK, no error): bursts on its subflow stop draining, and hywf must move
+    them to wan2 within its stall bound, re-asked by its retry timer since
+    nothing else calls it, and count each move."""
+    tb = hywf_testbed(tag)
+    sender = "client" if mode == "upload" else "proxy"
+    try:
+        with BulkServer(tb) as server:
+            before = sched_bursts_moved(tb, sender)
+            result: list[TransferResult] = []
+            worker = threading.Thread(target=lambda: result.append(
+                measured_transfer(tb, server, 12 << 20, mode=mode, timeout_s=240)))
+            worker.start()
+            deadline = time.monotonic() + 120
+            while wan1_bytes(tb, mode) < (2 << 20) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            blackholed_at = time.time()
+            tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
+            worker.join(timeout=300)
+            assert not worker.is_alive(), "transfer did not finish after the blackhole"
+            moved = sched_bursts_moved(tb, sender) - before
+        r = result[0]
+        gap = longest_data_gap(r.wan_packets[2], mode == "upload", blackholed_at)
+        print(f"\n{mode}, wan1 blackholed after 2 MB: digest_ok={r.digest_ok} "
+              f"wan bytes={r.wan_payload} bursts moved={moved} "
+              f"longest pause on wan2 after it: {gap:.3f} s")
+        assert r.digest_ok
+        assert moved >= 1
+        assert gap <= 1.5 * STALL_MAX_S
     finally:
         tb.down()
 
@@ -201,7 +277,8 @@ def two_namespaces(tag: str) -> Iterator[StandardTestbed]:
 @pytest.mark.parametrize(
     ("key", "bad"),
     [("hywf_ncons", "0"), ("hywf_ncons", "10001"), ("hywf_ncons", "-1"), ("hywf_ncons", "abc"),
-     ("hywf_ps_permille", "1001"), ("hywf_idle_ms", "0"), ("hywf_idle_ms", "3600001")],
+     ("hywf_ps_permille", "1001"), ("hywf_idle_ms", "0"), ("hywf_idle_ms", "3600001"),
+     ("hywf_scope", "3"), ("hywf_join_wait_ms", "10001"), ("hywf_join_wait_ms", "-5")],
 )
 def test_invalid_sysctl_is_rejected_and_keeps_old_value(
         two_namespaces: StandardTestbed, key: str, bad: str) -> None:

@@ -15,7 +15,15 @@
  * sorted uniforms) and ps is not used.
  *
  * Burst lengths are geometric with mean ncons packets and support >= 1:
- * each further packet continues the burst with probability 1 - 1/ncons.
+ * each further packet continues the burst with probability q = 1 - 1/ncons.
+ * They are drawn in one step by inversion, L = 1 + floor(log U / log q),
+ * with base-2 logarithms in fixed point (HYWF_LOG_SHIFT fractional bits),
+ * so a burst costs the same whatever ncons is.
+ *
+ * A split belongs to an epoch (struct hywf_epoch): one page load. The
+ * epoch may be one connection's or shared by all connections to one peer
+ * or in one namespace (the kernel file decides); bursts are always per
+ * connection.
  */
 #ifndef __MPTCP_HYWF_POLICY_H
 #define __MPTCP_HYWF_POLICY_H
@@ -24,8 +32,14 @@
 #define HYWF_ONE		0x10000U	/* 1.0, i.e. 1 << HYWF_ONE_SHIFT */
 #define HYWF_PERMILLE		1000U
 #define HYWF_MAX_PATHS		8
-/* Truncate the geometric tail: P(L > 64 * ncons) = e^-64, never in practice. */
+/* Bound on a burst, in units of ncons: keeps every product in range. */
 #define HYWF_BURST_MAX_FACTOR	64
+/* fractional bits of the fixed-point base-2 logarithms */
+#define HYWF_LOG_SHIFT		30
+
+#ifndef hywf_div_u64
+#define hywf_div_u64(a, b)	((a) / (b))
+#endif
 
 /**
  * struct hywf_rand - injectable source of uniform 32-bit random numbers
@@ -124,27 +138,54 @@ static inline u32 hywf_pick_path(const u32 *weight, u32 n, u32 r)
 	return n - 1;
 }
 
-/**
- * hywf_draw_burst - length of the next burst, in packets
- * @ncons: mean burst length, >= 1
- * @rnd: random source
- *
- * Geometric with mean @ncons: every packet after the first continues the
- * burst with probability 1 - 1/@ncons. One random draw per packet.
+/*
+ * log2(@x) for 1 <= @x < 2^34, in units of 2^-HYWF_LOG_SHIFT: the integer
+ * part from the top bit, then one fractional bit per squaring of the
+ * mantissa (kept in [2^31, 2^32), so that its square fits 64 bits).
  */
-static inline u32 hywf_draw_burst(u32 ncons, struct hywf_rand *rnd)
+static inline u64 hywf_log2(u64 x)
 {
-	u32 len = 1, max = ncons * HYWF_BURST_MAX_FACTOR;
-	/* a draw below stop ends the burst: P = stop / 2^32 = 1 / ncons */
-	u64 stop = (1ULL << 32) / (ncons ? ncons : 1);
+	u32 msb = 63 - __builtin_clzll(x);
+	u64 res = (u64)msb << HYWF_LOG_SHIFT;
+	u64 m = msb >= 31 ? x >> (msb - 31) : x << (31 - msb);
+	int bit;
 
-	while (len < max && rnd->next(rnd->ctx) >= stop)
-		len++;
-	return len;
+	for (bit = HYWF_LOG_SHIFT - 1; bit >= 0; bit--) {
+		m = (m * m) >> 31;
+		if (m >= (1ULL << 32)) {
+			m >>= 1;
+			res |= 1ULL << bit;
+		}
+	}
+	return res;
 }
 
 /**
- * hywf_idle_expired - has the connection been idle long enough to redraw?
+ * hywf_draw_burst - length of the next burst, in packets
+ * @ncons: mean burst length, >= 1
+ * @r: one uniform 32-bit draw
+ *
+ * Geometric with mean @ncons by inversion: with U = (@r + 1) / 2^32 in
+ * (0, 1] and q = 1 - 1/@ncons, L = 1 + floor(log2 U / log2 q), so that
+ * P(L > k) = P(U <= q^k) = q^k. U's 32 bits end the tail near 22 @ncons
+ * (P = 2^-32); HYWF_BURST_MAX_FACTOR * @ncons bounds it whatever happens.
+ */
+static inline u32 hywf_draw_burst(u32 ncons, u32 r)
+{
+	u64 minus_log_u, minus_log_q, extra;
+
+	if (ncons <= 1)
+		return 1;
+	minus_log_u = (32ULL << HYWF_LOG_SHIFT) - hywf_log2((u64)r + 1);
+	minus_log_q = hywf_log2(ncons) - hywf_log2(ncons - 1);
+	extra = hywf_div_u64(minus_log_u, minus_log_q);
+	if (extra >= (u64)ncons * HYWF_BURST_MAX_FACTOR)
+		return ncons * HYWF_BURST_MAX_FACTOR;
+	return 1 + (u32)extra;
+}
+
+/**
+ * hywf_idle_expired - has the epoch been idle long enough to redraw?
  * @now_ms: current time, wrapping milliseconds
  * @last_ms: time of the last scheduling decision
  * @idle_ms: threshold
@@ -159,13 +200,13 @@ static inline bool hywf_idle_expired(u32 now_ms, u32 last_ms, u32 idle_ms)
 }
 
 /**
- * struct hywf_conn - per-connection decision state
- * @weight: current split, one weight per path, summing to HYWF_ONE
- * @last_ms: time of the last decision, for idle detection
+ * struct hywf_epoch - the split of one page load
+ * @weight: one weight per path, summing to HYWF_ONE
+ * @last_ms: time of the last burst decision in the epoch, for idle detection
  * @draws: number of splits drawn so far (observable by tests)
  * @nr_paths: number of paths @weight was drawn for; 0 before the first draw
  */
-struct hywf_conn {
+struct hywf_epoch {
 	u32 weight[HYWF_MAX_PATHS];
 	u32 last_ms;
 	u32 draws;
@@ -173,72 +214,69 @@ struct hywf_conn {
 };
 
 /**
- * hywf_note_activity - record that the connection sent at @now_ms
- * @c: connection state
- * @now_ms: current time, wrapping milliseconds
- */
-static inline void hywf_note_activity(struct hywf_conn *c, u32 now_ms)
-{
-	c->last_ms = now_ms;
-}
-
-/**
  * hywf_keep_burst - may the current burst go on?
- * @c: connection state
- * @n: number of usable paths now
- * @path: the burst's path
- * @bytes_left: what is left of the burst
+ * @last_ms: the connection's last decision, updated when the burst goes on
+ * @present: the burst's subflow is still usable
+ * @segs_left: what is left of the burst, in segments
  * @now_ms: current time, wrapping milliseconds
  * @idle_ms: idle gap that starts a new page load
  *
- * A burst goes on while it has bytes left and its path is still there;
- * an idle gap ends it even with bytes left, so that the next page load
- * starts with a new split rather than the tail of the previous one.
+ * A burst goes on while it has segments left and its subflow is still
+ * there; an idle gap ends it even with segments left, so that the next
+ * page load starts with a new split rather than the tail of the previous
+ * one.
  *
- * Return: true if the burst goes on (the activity is then recorded).
+ * Return: true if the burst goes on.
  */
-static inline bool hywf_keep_burst(struct hywf_conn *c, u32 n, u32 path,
-				   int bytes_left, u32 now_ms, u32 idle_ms)
+static inline bool hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
+				   u32 now_ms, u32 idle_ms)
 {
-	if (bytes_left <= 0 || path >= n || n != c->nr_paths ||
-	    hywf_idle_expired(now_ms, c->last_ms, idle_ms))
+	if (segs_left <= 0 || !present ||
+	    hywf_idle_expired(now_ms, *last_ms, idle_ms))
 		return false;
-	hywf_note_activity(c, now_ms);
+	*last_ms = now_ms;
 	return true;
 }
 
 /**
  * hywf_next_burst - decide the path and length of the next burst
- * @c: connection state
+ * @e: the epoch the connection belongs to
  * @p: parameters
- * @n: number of usable paths now, >= 1
+ * @n: number of usable paths of the connection now, >= 1
  * @now_ms: current time, wrapping milliseconds
  * @idle_ms: idle gap that starts a new page load
  * @rnd: random source
  * @burst_pkts: out, length of the burst in packets
  *
- * A new split is drawn on the first burst, after an idle gap (a new page
- * load) and when the number of paths changes (a subflow joined or died).
+ * A new split is drawn on the first burst with two paths or more, after an
+ * idle gap of the whole epoch (a new page load) and when the number of
+ * paths changes (a network came or went). A connection with one path
+ * leaves the split alone: in a shared epoch, it is only waiting for its
+ * second subflow to join.
  *
  * Return: index of the path for the burst, in [0, @n).
  */
-static inline u32 hywf_next_burst(struct hywf_conn *c,
+static inline u32 hywf_next_burst(struct hywf_epoch *e,
 				  const struct hywf_params *p, u32 n,
 				  u32 now_ms, u32 idle_ms,
 				  struct hywf_rand *rnd, u32 *burst_pkts)
 {
+	u32 path = 0;
+
 	if (n > HYWF_MAX_PATHS)
 		n = HYWF_MAX_PATHS;
-	if (n < 1)
-		n = 1;
-	if (c->nr_paths != n || hywf_idle_expired(now_ms, c->last_ms, idle_ms)) {
-		hywf_draw_weights(p, n, rnd, c->weight);
-		c->nr_paths = n;
-		c->draws++;
+	if (n >= 2) {
+		if (e->nr_paths != n ||
+		    hywf_idle_expired(now_ms, e->last_ms, idle_ms)) {
+			hywf_draw_weights(p, n, rnd, e->weight);
+			e->nr_paths = n;
+			e->draws++;
+		}
+		path = hywf_pick_path(e->weight, n, rnd->next(rnd->ctx));
 	}
-	hywf_note_activity(c, now_ms);
-	*burst_pkts = hywf_draw_burst(p->ncons, rnd);
-	return hywf_pick_path(c->weight, n, rnd->next(rnd->ctx));
+	e->last_ms = now_ms;
+	*burst_pkts = hywf_draw_burst(p->ncons, rnd->next(rnd->ctx));
+	return path;
 }
 
 #endif /* __MPTCP_HYWF_POLICY_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * HyWF: random split of one connection's packets over several networks, a
+ * HyWF: random split of a page load's packets over several networks, a
  * website-fingerprinting defense (Henri, Garcia-Aviles, Serrano, Banchs,
  * Thiran, "Protecting against website fingerprinting with multihoming",
  * PoPETs 2020).
@@ -20,44 +20,69 @@
  * scheduler independently: the client splits what it sends, the proxy what
  * it returns.
  *
- * State machine per connection (struct hywf_conn in hywf_policy.h):
+ * The unit is the page load, not the connection. A browser loads a page
+ * over tens of connections; a split per connection would show each
+ * observer an average of many draws, close to one half of every page. So
+ * the split lives in an epoch shared, per hywf_scope, by
  *
- *   no split --first data--> split drawn --idle > hywf_idle_ms--> redrawn
- *                                 |                                  ^
- *                                 +---- subflow joins or dies -------+
+ *   0  each connection alone (the thesis prototype's behaviour),
+ *   1  all connections to one peer address (default: on the client, every
+ *      connection to the proxy; on the proxy, every connection of one
+ *      client),
+ *   2  all connections of the network namespace,
  *
- * A Tor or HTTP keep-alive connection carries many page loads; one split
- * for all of them would let an observer learn it over time, so an idle gap
- * longer than hywf_idle_ms starts a new split. The default, 500 ms, is
- * longer than the gaps inside a page load on the paths we target (a few
- * round trips) and shorter than a user's dwell time between pages; a redraw
- * inside a page only adds randomness.
+ * and paths are numbered in the same order in every connection (by
+ * subflow addresses), so that "path 1" is the same network for all of
+ * them. Bursts stay per connection. An epoch starts a new split when all
+ * of its connections have been idle for hywf_idle_ms (a Tor connection
+ * carries many page loads), and when its number of paths changes:
  *
- * Bursts are honoured at segment granularity: the scheduler sets
- * msk->snd_burst to L * MSS and the push path asks again once it is spent.
+ *   no split --first burst, 2+ paths--> split drawn --epoch idle--> redrawn
+ *                                            |                        ^
+ *                                            +--- a network comes/goes +
  *
- * Never stalling: when the chosen subflow cannot take data the scheduler
- * waits, because sending the burst elsewhere would make the split follow the
- * paths' capacities and leak them. If it is still blocked after
+ * No single-network first flight: a new connection has one subflow until
+ * the others join, about one round trip after the peer's first data. On
+ * the side that answers (the proxy), the first flight would cross one
+ * network whole, and small objects would be seen entire by its observer.
+ * So a connection that has had one subflow only holds its data for up to
+ * hywf_join_wait_ms for a second one to join (MPTcpExtSchedJoinWait counts
+ * the holds, MPTcpExtSchedJoinWaitTimeout those that gave up). A client
+ * cannot wait like this before its first data: its subflows can only join
+ * once the peer has acknowledged data, so its first flight needs a
+ * connection opened, and joined, ahead of time (braid-proxy's spares).
+ *
+ * Bursts are counted in segments on the wire: the push path cuts a burst
+ * of L at exactly L packets of the MSS in use.
+ *
+ * Never stalling: when the burst's subflow cannot take data the scheduler
+ * waits, because sending the burst elsewhere would make the split follow
+ * the paths' capacities and leak them. If it is still blocked after
  * HYWF_STALL_RTTS smoothed RTTs (clamped to [HYWF_STALL_MIN_MS,
- * HYWF_STALL_MAX_MS]), or the subflow is no longer active, the burst moves
- * to another subflow and MPTcpExtSchedFallback counts it. Backup subflows
- * carry data only when no other subflow is active. Retransmissions
- * (reinjections) use the default choice: there is nothing left to hide.
+ * HYWF_STALL_MAX_MS]) the burst moves to another subflow; the scheduler
+ * arms a retry so that this holds even when no ACK comes back. A burst
+ * whose subflow went away or went stale also moves. MPTcpExtSchedBurstMoved
+ * counts every burst moved. Backup subflows carry data only when no other
+ * subflow is active. Retransmissions (reinjections) use the default choice:
+ * there is nothing left to hide.
  *
  * Parameters, per network namespace (net.mptcp.*):
- *   hywf_ps_permille  centre of the first path's split range, 0..1000 (500)
- *   hywf_ncons        mean burst length in packets, 1..10000 (20, as HyWF)
- *   hywf_idle_ms      idle gap that starts a new split, 1..3600000 (500)
+ *   hywf_ps_permille   centre of the first path's split range, 0..1000 (500)
+ *   hywf_ncons         mean burst length in packets, 1..10000 (20, as HyWF)
+ *   hywf_idle_ms       idle gap that starts a new split, 1..3600000 (500)
+ *   hywf_scope         what shares a split, 0..2 (1: per peer)
+ *   hywf_join_wait_ms  longest hold of a first flight, 0..10000 (200; 0: off)
  */
 
 #define pr_fmt(fmt) "MPTCP: " fmt
 
 #include <linux/init.h>
+#include <linux/jhash.h>
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/random.h>
-#include <linux/sizes.h>
+#include <linux/sort.h>
+#include <linux/spinlock.h>
 #include <linux/sysctl.h>
 #include <net/net_namespace.h>
 #include <net/netns/generic.h>
@@ -65,6 +90,8 @@
 
 #include "protocol.h"
 #include "mib.h"
+
+#define hywf_div_u64(a, b)	div64_u64(a, b)
 #include "hywf_policy.h"
 
 #define HYWF_PS_PERMILLE_DEFAULT	500
@@ -72,36 +99,101 @@
 #define HYWF_NCONS_MAX			10000
 #define HYWF_IDLE_MS_DEFAULT		500
 #define HYWF_IDLE_MS_MAX		3600000
+#define HYWF_SCOPE_CONNECTION		0
+#define HYWF_SCOPE_PEER			1
+#define HYWF_SCOPE_NAMESPACE		2
+#define HYWF_JOIN_WAIT_MS_DEFAULT	200
+#define HYWF_JOIN_WAIT_MS_MAX		10000
+/* how often a held first flight looks for a joined subflow */
+#define HYWF_JOIN_POLL_MS		5
 #define HYWF_STALL_RTTS			4
 #define HYWF_STALL_MIN_MS		50
 #define HYWF_STALL_MAX_MS		1000
-/* a backup subflow sends in bursts as large as the default scheduler's */
-#define HYWF_BACKUP_BURST_BYTES		SZ_64K
+/* a backup subflow sends in bursts about as large as the default's 64 KB */
+#define HYWF_BACKUP_BURST_SEGS		44
+/* peers with an epoch of their own per namespace, and slots probed per peer */
+#define HYWF_PEER_SLOTS			64
+#define HYWF_PEER_PROBES		4
 
-/**
- * struct hywf_sock - per-connection scheduler state, in msk's private area
- * @conn: split and idle state, shared with the policy core
- * @wait_start_ms: when the burst's subflow was first found unable to send
- * @path: index of the current burst's subflow among the usable ones
- * @waiting: @wait_start_ms is valid
- */
-struct hywf_sock {
-	struct hywf_conn conn;
-	u32 wait_start_ms;
-	u8 path;
-	u8 waiting;
+enum hywf_join {
+	HYWF_JOIN_UNDECIDED,	/* no data scheduled yet */
+	HYWF_JOIN_HOLDING,	/* first flight held for a join */
+	HYWF_JOIN_DONE,		/* joined, gave up, or never needed */
 };
 
 /**
- * struct hywf_pernet - per-namespace parameters and their sysctl table
+ * struct hywf_sock - per-connection scheduler state, in msk's private area
+ * @own: the split when hywf_scope is per connection
+ * @last_ms: the connection's last decision, for its own idle detection
+ * @burst_subflow: subflow_id of the current burst's subflow, 0 for none
+ * @wait_start_ms: when the burst's subflow was first found unable to send
+ * @join_start_ms: when the first flight started waiting for a join
+ * @waiting: @wait_start_ms is valid
+ * @join: enum hywf_join
+ */
+struct hywf_sock {
+	struct hywf_epoch own;
+	u32 last_ms;
+	u32 burst_subflow;
+	u32 wait_start_ms;
+	u32 join_start_ms;
+	u8 waiting;
+	u8 join;
+};
+
+/**
+ * struct hywf_peer - the epoch of every connection to one peer
+ * @addr: the peer's address, IPv4 mapped into IPv6; unused when @used is 0
+ * @epoch: its split
+ * @used: the slot holds a peer
+ */
+struct hywf_peer {
+	struct in6_addr addr;
+	struct hywf_epoch epoch;
+	u8 used;
+};
+
+/**
+ * struct hywf_settings - per-namespace parameters, set through sysctls
  * @params: split centre and mean burst length
  * @idle_ms: idle gap that starts a new split
+ * @scope: what shares a split, HYWF_SCOPE_*
+ * @join_wait_ms: longest hold of a first flight for a join, 0 for none
+ */
+struct hywf_settings {
+	struct hywf_params params;
+	u32 idle_ms;
+	u32 scope;
+	u32 join_wait_ms;
+};
+
+/**
+ * struct hywf_pernet - per-namespace settings, shared epochs, sysctls
+ * @cfg: the settings
+ * @lock: protects @ns_epoch and @peers
+ * @hash_seed: keeps remote peers from choosing which slots they share
+ * @ns_epoch: the split of every connection, for HYWF_SCOPE_NAMESPACE
+ * @peers: the splits per peer, for HYWF_SCOPE_PEER (least recently used
+ *	   of HYWF_PEER_PROBES slots is replaced when all are taken)
  * @ctl_hdr: registered sysctl table
  */
 struct hywf_pernet {
-	struct hywf_params params;
-	u32 idle_ms;
+	struct hywf_settings cfg;
+	spinlock_t lock;	/* protects ns_epoch and peers */
+	u32 hash_seed;
+	struct hywf_epoch ns_epoch;
+	struct hywf_peer peers[HYWF_PEER_SLOTS];
 	struct ctl_table_header *ctl_hdr;
+};
+
+/**
+ * struct hywf_path - a usable subflow and the key that orders paths
+ * @ssk: the subflow socket
+ * @key: local then remote address, IPv4 mapped into IPv6
+ */
+struct hywf_path {
+	struct sock *ssk;
+	struct in6_addr key[2];
 };
 
 static unsigned int hywf_net_id __read_mostly;
@@ -128,6 +220,27 @@ static struct hywf_pernet *hywf_pernet(const struct mptcp_sock *msk)
 	return net_generic(sock_net((const struct sock *)msk), hywf_net_id);
 }
 
+static void hywf_sk_addrs(const struct sock *sk, struct in6_addr *local,
+			  struct in6_addr *remote)
+{
+#if IS_ENABLED(CONFIG_MPTCP_IPV6)
+	if (sk->sk_family == AF_INET6) {
+		*local = sk->sk_v6_rcv_saddr;
+		*remote = sk->sk_v6_daddr;
+		return;
+	}
+#endif
+	ipv6_addr_set_v4mapped(inet_sk(sk)->inet_saddr, local);
+	ipv6_addr_set_v4mapped(inet_sk(sk)->inet_daddr, remote);
+}
+
+static int hywf_path_cmp(const void *a, const void *b)
+{
+	const struct hywf_path *pa = a, *pb = b;
+
+	return memcmp(pa->key, pb->key, sizeof(pa->key));
+}
+
 /* How long a burst may wait for its subflow before it moves elsewhere. */
 static u32 hywf_stall_ms(const struct sock *ssk)
 {
@@ -137,45 +250,140 @@ static u32 hywf_stall_ms(const struct sock *ssk)
 		       HYWF_STALL_MAX_MS);
 }
 
-static int hywf_schedule(struct mptcp_sock *msk, struct sock *ssk, u32 burst)
+static int hywf_schedule(struct sock *ssk)
 {
 	if (!ssk)
 		return -EINVAL;
-	if (burst)
-		msk->snd_burst = burst;
 	mptcp_subflow_set_scheduled(mptcp_subflow_ctx(ssk), true);
 	return 0;
 }
 
-static u32 hywf_burst_bytes(const struct sock *ssk, u32 packets)
+static void hywf_burst_moved(struct mptcp_sock *msk)
 {
-	u32 mss = max_t(u32, tcp_sk(ssk)->mss_cache, 1);
+	MPTCP_INC_STATS(sock_net((struct sock *)msk), MPTCP_MIB_SCHEDBURSTMOVED);
+}
 
-	return min_t(u64, (u64)packets * mss, INT_MAX);
+/* The epoch of @addr's connections: its slot, or the least recently used
+ * of the slots it may take, started afresh. Called with pn->lock held.
+ */
+static struct hywf_epoch *hywf_peer_epoch(struct hywf_pernet *pn,
+					  const struct in6_addr *addr, u32 now)
+{
+	u32 hash = jhash(addr, sizeof(*addr), pn->hash_seed);
+	struct hywf_peer *slot, *victim = NULL;
+	u32 i;
+
+	for (i = 0; i < HYWF_PEER_PROBES; i++) {
+		slot = &pn->peers[(hash + i) % HYWF_PEER_SLOTS];
+		if (slot->used && ipv6_addr_equal(&slot->addr, addr))
+			return &slot->epoch;
+		if (!victim || (victim->used &&
+				(!slot->used ||
+				 now - slot->epoch.last_ms > now - victim->epoch.last_ms)))
+			victim = slot;
+	}
+	memset(victim, 0, sizeof(*victim));
+	victim->addr = *addr;
+	victim->used = 1;
+	return &victim->epoch;
+}
+
+/* Draw the next burst from the connection's epoch. */
+static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
+{
+	struct hywf_pernet *pn = hywf_pernet(msk);
+	struct hywf_sock *hs = hywf_sk(msk);
+	struct in6_addr local, remote;
+	struct hywf_params params;
+	struct hywf_epoch *epoch;
+	u32 idle_ms, scope, path;
+
+	params.ps_permille = READ_ONCE(pn->cfg.params.ps_permille);
+	params.ncons = READ_ONCE(pn->cfg.params.ncons);
+	idle_ms = READ_ONCE(pn->cfg.idle_ms);
+	scope = READ_ONCE(pn->cfg.scope);
+
+	if (scope == HYWF_SCOPE_CONNECTION)
+		return hywf_next_burst(&hs->own, &params, n, now, idle_ms,
+				       &hywf_rand, pkts);
+
+	spin_lock_bh(&pn->lock);
+	if (scope == HYWF_SCOPE_NAMESPACE) {
+		epoch = &pn->ns_epoch;
+	} else {
+		hywf_sk_addrs((struct sock *)msk, &local, &remote);
+		epoch = hywf_peer_epoch(pn, &remote, now);
+	}
+	path = hywf_next_burst(epoch, &params, n, now, idle_ms, &hywf_rand,
+			       pkts);
+	spin_unlock_bh(&pn->lock);
+	return path;
+}
+
+/* Hold the first flight of a connection that has had one subflow only,
+ * for at most hywf_join_wait_ms, so that it does not cross one network
+ * whole. Before the connection is fully established no subflow can join
+ * (the peer has not acknowledged data yet): nothing is held then.
+ */
+static bool hywf_hold_for_join(struct mptcp_sock *msk, u32 n, u32 now)
+{
+	struct hywf_sock *hs = hywf_sk(msk);
+	u32 wait_ms, elapsed;
+
+	if (hs->join == HYWF_JOIN_DONE)
+		return false;
+	wait_ms = READ_ONCE(hywf_pernet(msk)->cfg.join_wait_ms);
+	/* subflow ids start at 1: a higher next id means a join happened */
+	if (n >= 2 || !wait_ms || msk->subflow_id > 2) {
+		hs->join = HYWF_JOIN_DONE;
+		return false;
+	}
+	if (!READ_ONCE(msk->fully_established))
+		return false;
+	if (hs->join == HYWF_JOIN_UNDECIDED) {
+		hs->join = HYWF_JOIN_HOLDING;
+		hs->join_start_ms = now;
+		MPTCP_INC_STATS(sock_net((struct sock *)msk),
+				MPTCP_MIB_SCHEDJOINWAIT);
+	}
+	elapsed = now - hs->join_start_ms;
+	if (elapsed >= wait_ms) {
+		hs->join = HYWF_JOIN_DONE;
+		MPTCP_INC_STATS(sock_net((struct sock *)msk),
+				MPTCP_MIB_SCHEDJOINWAITTIMEOUT);
+		return false;
+	}
+	mptcp_sched_retry(msk, min_t(u32, HYWF_JOIN_POLL_MS, wait_ms - elapsed));
+	return true;
 }
 
 /* The burst's subflow cannot send: wait, or move the burst if it is stuck. */
-static int hywf_blocked(struct mptcp_sock *msk, struct sock **paths, u32 n)
+static int hywf_blocked(struct mptcp_sock *msk, struct hywf_path *paths,
+			u32 n, u32 cur, u32 now)
 {
 	struct hywf_sock *hs = hywf_sk(msk);
-	struct sock *ssk = paths[hs->path];
-	u32 now = hywf_now_ms();
-	u32 i;
+	u32 stall_ms = hywf_stall_ms(paths[cur].ssk);
+	u32 i, elapsed;
 
 	if (!hs->waiting) {
 		hs->waiting = 1;
 		hs->wait_start_ms = now;
 	}
-	if ((u32)(now - hs->wait_start_ms) < hywf_stall_ms(ssk))
+	elapsed = now - hs->wait_start_ms;
+	if (elapsed < stall_ms) {
+		/* a blackholed subflow gets no ACK to call us again */
+		mptcp_sched_retry(msk, stall_ms - elapsed);
 		return -EINVAL;
+	}
 
 	for (i = 0; i < n; i++) {
-		if (i != hs->path && sk_stream_memory_free(paths[i])) {
-			MPTCP_INC_STATS(sock_net((struct sock *)msk),
-					MPTCP_MIB_SCHEDFALLBACK);
-			hs->path = i;
+		struct sock *ssk = paths[i].ssk;
+
+		if (i != cur && sk_stream_memory_free(ssk)) {
+			hywf_burst_moved(msk);
+			hs->burst_subflow = mptcp_subflow_ctx(ssk)->subflow_id;
 			hs->waiting = 0;
-			return hywf_schedule(msk, paths[i], 0);
+			return hywf_schedule(ssk);
 		}
 	}
 	return -EINVAL;
@@ -187,13 +395,12 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	struct hywf_pernet *pn = hywf_pernet(msk);
 	struct hywf_sock *hs = hywf_sk(msk);
 	struct mptcp_subflow_context *subflow;
-	struct sock *paths[HYWF_MAX_PATHS];
+	struct hywf_path paths[HYWF_MAX_PATHS];
 	struct sock *backup = NULL;
-	struct hywf_params params;
-	u32 n = 0, now, idle_ms, pkts;
+	u32 n = 0, cur, now, pkts;
 
 	if (data->reinject)
-		return hywf_schedule(msk, mptcp_subflow_get_retrans(msk), 0);
+		return hywf_schedule(mptcp_subflow_get_retrans(msk));
 
 	mptcp_for_each_subflow(msk, subflow) {
 		struct sock *ssk = mptcp_subflow_tcp_sock(subflow);
@@ -204,34 +411,52 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 			if (!backup)
 				backup = ssk;
 		} else if (n < HYWF_MAX_PATHS) {
-			paths[n++] = ssk;
+			paths[n].ssk = ssk;
+			hywf_sk_addrs(ssk, &paths[n].key[0], &paths[n].key[1]);
+			n++;
 		}
 	}
 
 	if (!n) {
+		/* the policy's burst is over: it starts afresh on recovery */
+		if (hs->burst_subflow && msk->snd_burst > 0)
+			hywf_burst_moved(msk);
+		hs->burst_subflow = 0;
+		hs->waiting = 0;
 		if (!backup || !sk_stream_memory_free(backup))
 			return -EINVAL;
-		return hywf_schedule(msk, backup, HYWF_BACKUP_BURST_BYTES);
+		msk->snd_burst = HYWF_BACKUP_BURST_SEGS;
+		return hywf_schedule(backup);
 	}
 
-	/* A subflow that left or joined changes n: the core then redraws. */
 	now = hywf_now_ms();
-	idle_ms = READ_ONCE(pn->idle_ms);
-	if (!hywf_keep_burst(&hs->conn, n, hs->path, msk->snd_burst, now,
-			     idle_ms)) {
-		params.ps_permille = READ_ONCE(pn->params.ps_permille);
-		params.ncons = READ_ONCE(pn->params.ncons);
-		hs->path = hywf_next_burst(&hs->conn, &params, n, now, idle_ms,
-					   &hywf_rand, &pkts);
-		msk->snd_burst = hywf_burst_bytes(paths[hs->path], pkts);
+	if (hywf_hold_for_join(msk, n, now))
+		return -EINVAL;
+
+	/* the same networks in the same order in every connection */
+	sort(paths, n, sizeof(paths[0]), hywf_path_cmp, NULL);
+	for (cur = 0; cur < n; cur++)
+		if (mptcp_subflow_ctx(paths[cur].ssk)->subflow_id ==
+		    hs->burst_subflow)
+			break;
+
+	if (!hywf_keep_burst(&hs->last_ms, cur < n, msk->snd_burst, now,
+			     READ_ONCE(pn->cfg.idle_ms))) {
+		/* its subflow left, or went stale, with segments to send */
+		if (cur == n && hs->burst_subflow && msk->snd_burst > 0)
+			hywf_burst_moved(msk);
+		cur = hywf_new_burst(msk, n, now, &pkts);
+		hs->last_ms = now;
+		hs->burst_subflow = mptcp_subflow_ctx(paths[cur].ssk)->subflow_id;
+		msk->snd_burst = pkts;
 		hs->waiting = 0;
 	}
 
-	if (!sk_stream_memory_free(paths[hs->path]))
-		return hywf_blocked(msk, paths, n);
+	if (!sk_stream_memory_free(paths[cur].ssk))
+		return hywf_blocked(msk, paths, n, cur, now);
 
 	hs->waiting = 0;
-	return hywf_schedule(msk, paths[hs->path], 0);
+	return hywf_schedule(paths[cur].ssk);
 }
 
 static void hywf_init(struct mptcp_sock *msk)
@@ -251,13 +476,17 @@ static struct mptcp_sched_ops mptcp_sched_hywf = {
 static const unsigned int hywf_ps_permille_max = HYWF_PERMILLE;
 static const unsigned int hywf_ncons_max = HYWF_NCONS_MAX;
 static const unsigned int hywf_idle_ms_max = HYWF_IDLE_MS_MAX;
+static const unsigned int hywf_scope_max = HYWF_SCOPE_NAMESPACE;
+static const unsigned int hywf_join_wait_ms_max = HYWF_JOIN_WAIT_MS_MAX;
 
-static struct hywf_pernet hywf_defaults = {
+static struct hywf_settings hywf_defaults = {
 	.params = {
 		.ps_permille	= HYWF_PS_PERMILLE_DEFAULT,
 		.ncons		= HYWF_NCONS_DEFAULT,
 	},
 	.idle_ms	= HYWF_IDLE_MS_DEFAULT,
+	.scope		= HYWF_SCOPE_PEER,
+	.join_wait_ms	= HYWF_JOIN_WAIT_MS_DEFAULT,
 };
 
 /* .data points into hywf_defaults; each namespace's copy is rebased. */
@@ -289,17 +518,36 @@ static const struct ctl_table hywf_sysctl_table[] = {
 		.extra1		= SYSCTL_ONE,
 		.extra2		= (void *)&hywf_idle_ms_max,
 	},
+	{
+		.procname	= "hywf_scope",
+		.data		= &hywf_defaults.scope,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec_minmax,
+		.extra1		= SYSCTL_ZERO,
+		.extra2		= (void *)&hywf_scope_max,
+	},
+	{
+		.procname	= "hywf_join_wait_ms",
+		.data		= &hywf_defaults.join_wait_ms,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec_minmax,
+		.extra1		= SYSCTL_ZERO,
+		.extra2		= (void *)&hywf_join_wait_ms_max,
+	},
 };
 
 static int __net_init hywf_net_init(struct net *net)
 {
 	struct hywf_pernet *pn = net_generic(net, hywf_net_id);
 
-	pn->params = hywf_defaults.params;
-	pn->idle_ms = hywf_defaults.idle_ms;
+	pn->cfg = hywf_defaults;
+	spin_lock_init(&pn->lock);
+	pn->hash_seed = get_random_u32();
 	pn->ctl_hdr = mptcp_sched_register_sysctl(net, hywf_sysctl_table,
 						  ARRAY_SIZE(hywf_sysctl_table),
-						  &hywf_defaults, pn);
+						  &hywf_defaults, &pn->cfg);
 	if (IS_ENABLED(CONFIG_SYSCTL) && !pn->ctl_hdr)
 		return -ENOMEM;
 	return 0;

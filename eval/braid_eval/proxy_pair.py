@@ -1,0 +1,91 @@
+"""braid-proxy on the standard testbed: its server on the proxy, its SOCKS5
+client on the client, the MPTCP connections between them crossing both WANs.
+
+Usage::
+
+    with StandardTestbed("t") as tb, BraidProxyPair(tb, workdir) as pair:
+        tb.client.run(["curl", "--socks5", pair.socks, ...])
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from types import TracebackType
+
+from braid_testbed import StandardTestbed
+from braid_testbed.netns import Namespace, stop_process
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER_PORT = 7443
+SOCKS_PORT = 1080
+# braid-proxy's key file: "<client id> <64 hex digits>" (proxy/README.md).
+TEST_KEY = "box1 " + "5a" * 32 + "\n"
+
+
+def proxy_binary() -> Path:
+    """braid-proxy, prebuilt in ``BRAID_PROXY_BIN`` (the VM stages build it
+    on the host: the guest's CPU is emulated), else built into out/."""
+    prebuilt = os.environ.get("BRAID_PROXY_BIN")
+    out = Path(prebuilt) if prebuilt else REPO / "out" / "proxy-bin"
+    binary = out / "braid-proxy"
+    if not prebuilt:
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["go", "build", "-o", str(out) + "/", "./cmd/braid-proxy"],
+                       cwd=REPO / "proxy", check=True)
+    if not os.access(binary, os.X_OK):
+        raise FileNotFoundError(f"{binary} missing or not executable (BRAID_PROXY_BIN={prebuilt})")
+    return binary
+
+
+class BraidProxyPair:
+    """braid-proxy server (proxy namespace) and client (client namespace)
+    for the lifetime of a with-block; their logs stay in ``workdir``."""
+
+    def __init__(self, tb: StandardTestbed, workdir: Path, client_args: tuple[str, ...] = ()) -> None:
+        self.tb = tb
+        self.workdir = workdir
+        self.client_args = client_args
+        self.socks = f"127.0.0.1:{SOCKS_PORT}"
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> BraidProxyPair:
+        binary = proxy_binary()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        keys = self.workdir / "keys"
+        fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(TEST_KEY)
+        server = f"{self.tb.proxy_ip}:{SERVER_PORT}"
+        try:
+            self._spawn(self.tb.proxy, "server.log",
+                        [str(binary), "server", "-listen", server, "-key-file", str(keys),
+                         # the page server lives in the testbed's private range
+                         "-allow-cidr", "10.10.0.0/24"])
+            self.tb.proxy.wait_listening(SERVER_PORT, self.tb.proxy_ip, timeout=60, proc=self._procs[-1])
+            self._spawn(self.tb.client, "client.log",
+                        [str(binary), "client", "-server", server, "-key-file", str(keys),
+                         "-socks-listen", self.socks, *self.client_args])
+            self.tb.client.wait_listening(SOCKS_PORT, "127.0.0.1", timeout=60, proc=self._procs[-1])
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _spawn(self, ns: Namespace, log: str, cmd: list[str]) -> None:
+        with open(self.workdir / log, "wb") as out:
+            self._procs.append(ns.popen(cmd, stdout=out, stderr=subprocess.STDOUT))
+
+    def close(self) -> None:
+        for proc in reversed(self._procs):
+            stop_process(proc)
+        self._procs.clear()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
