@@ -30,4 +30,4 @@ test: deps
 	@./scripts/test
 
 bench: kernel
-	@kernel/vm run --timeout 2400 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf
+	@kernel/vm run --timeout 3600 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf redundant

@@ -7,14 +7,16 @@ measures, in one run:
   random-split scheduler draws a new split per connection, so only the mean
   over many draws is a stable figure), also as a fraction of the sum of the
   WAN capacities and of what each transfer's own split allows;
-* 1 KiB request/response latency while a bulk upload loads the WANs.
+* 1 KiB request/response latency while a bulk upload loads the WANs;
+* 1 KiB request/response latency on two WANs with 1% loss each (no load),
+  where the tail is retransmission timeouts (``redundant``'s use case).
 
 and prints each braid scheduler's ratio to ``default``. Numbers are whatever
 this machine measures; nothing here asserts a target.
 
 Run inside braid's kernel::
 
-    kernel/vm run -- python3 -m braid_eval.bench_sched --schedulers default hywf
+    kernel/vm run -- python3 -m braid_eval.bench_sched --schedulers default hywf redundant
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 from .transfer import BULK_TOOL, BulkServer, measured_transfer, sched_bursts_moved
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
+LOSSY_WAN = LinkSpec(rate_mbit=20, delay_ms=10, loss_pct=1.0, queue_pkts=100)
 # E[min(C/s, C/(1-s))] / 2C for s ~ U[0, 1] on two equal WANs
 UNIFORM_SPLIT_BOUND = math.log(2)
 
@@ -97,13 +100,31 @@ def bench_scheduler(name: str, runs: int, nbytes: int, requests: int) -> dict[st
             out["rr_p50_ms"], out["rr_p90_ms"] = lat["p50"], lat["p90"]
             print(f"  {name:8} 1 KiB rr under load: p50 {lat['p50']:.1f} ms, "
                   f"p90 {lat['p90']:.1f} ms", flush=True)
-        return out
+    out |= rr_on_lossy_wans(name, requests)
+    return out
+
+
+def rr_on_lossy_wans(name: str, requests: int) -> dict[str, float]:
+    """1 KiB request/response on two WANs that each lose LOSSY_WAN's share
+    of packets, without other load: the tail is made of retransmission
+    timeouts, which a redundant scheduler avoids."""
+    with StandardTestbed(f"bench-l-{name}"[:20], wan1=LOSSY_WAN, wan2=LOSSY_WAN) as tb:
+        tb.enable_kernel_pm()
+        tb.set_scheduler(name)
+        with BulkServer(tb) as server:
+            out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
+                                 "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
+                                 "--requests", str(requests * 5)], timeout=900).stdout
+    lat: dict[str, float] = json.loads(out.strip().splitlines()[-1])["latency_ms"]
+    print(f"  {name:8} 1 KiB rr, {LOSSY_WAN.loss_pct:g}% loss WANs: p50 {lat['p50']:.1f} ms, "
+          f"p99 {lat['p99']:.1f} ms", flush=True)
+    return {"lossy_rr_p50_ms": lat["p50"], "lossy_rr_p99_ms": lat["p99"]}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--schedulers", nargs="+", default=["default", "hywf"],
-                   help="first one is the baseline (default: default hywf)")
+    p.add_argument("--schedulers", nargs="+", default=["default", "hywf", "redundant"],
+                   help="first one is the baseline (default: default hywf redundant)")
     p.add_argument("--runs", type=int, default=8, help="bulk transfers per direction")
     p.add_argument("--size", default="8M", help="bytes per bulk transfer")
     p.add_argument("--requests", type=int, default=200, help="request/response exchanges")
@@ -131,7 +152,9 @@ def main() -> int:
             ("  of WAN capacity", "download_capacity"),
             ("  of what its split allows", "download_split_eff"),
             ("1 KiB rr p50 under load (ms)", "rr_p50_ms"),
-            ("1 KiB rr p90 under load (ms)", "rr_p90_ms")]
+            ("1 KiB rr p90 under load (ms)", "rr_p90_ms"),
+            ("1 KiB rr p50, 1% loss (ms)", "lossy_rr_p50_ms"),
+            ("1 KiB rr p99, 1% loss (ms)", "lossy_rr_p99_ms")]
     for label, key in rows:
         line = f"{label:28}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers)
         line += "".join(f"{results[n][key] / results[base][key]:16.2f}"

@@ -18,16 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import random
 import subprocess
 from pathlib import Path
 from types import TracebackType
 
 from braid_eval.proxy_pair import SERVER_PORT
 from braid_testbed import StandardTestbed, ip
-from braid_testbed.pcap import TcpPacket
+from braid_testbed.pcap import TcpPacket, mptcp_connections
 
 PAGES_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "pages.py"
 PAGE_PORT = 8080
+# Payload per data packet on the testbed's WANs (1500-byte MTU, TCP
+# timestamps and the DSS option): what the model cuts responses into.
+WIRE_MSS = 1420
 
 
 class PageServer:
@@ -55,6 +60,19 @@ class PageServer:
             self.proc.wait(timeout=5)
 
 
+@dataclasses.dataclass(frozen=True)
+class FirstFlight:
+    """When a relay connection's first answer left, against when its second
+    subflow joined: an answer that leaves first crosses one network whole."""
+
+    answered_at: float
+    joined_at: float | None
+
+    @property
+    def before_join(self) -> bool:
+        return self.joined_at is None or self.answered_at < self.joined_at
+
+
 @dataclasses.dataclass
 class PageTrace:
     """One page load: the loader's result and the relay's payload bytes per
@@ -62,6 +80,7 @@ class PageTrace:
 
     result: dict[str, object]
     payload: dict[tuple[int, str], int]
+    first_flights: list[FirstFlight] = dataclasses.field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -79,6 +98,22 @@ def relay_payload(packets: list[TcpPacket], start: float, end: float, direction:
     return sum(p.payload_len for p in packets if start <= p.ts <= end and p.sport == SERVER_PORT)
 
 
+def first_flights(captured: dict[int, list[TcpPacket]]) -> list[FirstFlight]:
+    """For every relay connection: its first answer byte from the server,
+    on whichever subflow, and when its first join completed."""
+    first_data: dict[tuple[int, tuple[str, int, str, int]], float] = {}
+    for wan, packets in captured.items():
+        for p in packets:
+            if p.sport == SERVER_PORT and p.payload_len:
+                first_data.setdefault((wan, (p.dst, p.dport, p.src, p.sport)), p.ts)
+    out = []
+    for conn in mptcp_connections(captured).values():
+        times = [first_data[f] for f in (conn.first, *conn.joins) if f in first_data]
+        if times and conn.first[1][3] == SERVER_PORT:
+            out.append(FirstFlight(min(times), conn.joined_at))
+    return out
+
+
 def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] | None = None,
                  timeout_s: float = 1200) -> list[PageTrace]:
     """Load ``count`` pages through ``socks`` while capturing both WANs."""
@@ -90,11 +125,44 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
     if proc.returncode != 0 or len(results) != count:
         raise RuntimeError(f"page loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     captured = {1: cap1.packets, 2: cap2.packets}
+    flights = first_flights(captured)
     traces = []
     for r in results:
         start, end = float(r["start"]), float(r["end"])
         traces.append(PageTrace(r, {(w, d): relay_payload(pk, start, end, d)
-                                    for w, pk in captured.items() for d in ("up", "down")}))
+                                    for w, pk in captured.items() for d in ("up", "down")},
+                                [f for f in flights if start <= f.answered_at <= end]))
     cap1.cleanup()
     cap2.cleanup()
     return traces
+
+
+def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
+                 seed: int = 1) -> list[float]:
+    """HyWF's prediction for the wan1 share of these pages' downstream bytes.
+
+    Per page load (``per_page``) or per connection, a split p ~ U[0, 1];
+    each object's response, cut into WIRE_MSS packets, leaves in bursts of
+    Geometric(1 / ncons) packets, each on wan1 with probability p. Burst
+    noise makes a page's share differ from its p (a page of a few hundred
+    packets has a dozen bursts), so measured shares are compared with this,
+    the model's own distribution, rather than with U[0, 1] itself.
+    """
+    rng = random.Random(seed)
+    out = []
+    for _ in range(draws):
+        objects: list[list[int]] = rng.choice(pages).result["objects"]  # type: ignore[assignment]
+        page_p = rng.random()
+        wan1 = total = 0
+        for size, _request in objects:
+            p = page_p if per_page else rng.random()
+            packets = math.ceil(size / WIRE_MSS)
+            while packets > 0:
+                # Geometric on {1, 2, ...} with mean ncons, by inversion
+                burst = 1 if ncons <= 1 else 1 + int(math.log(1 - rng.random()) / math.log(1 - 1 / ncons))
+                sent = min(burst, packets)
+                wan1 += sent if rng.random() < p else 0
+                total += sent
+                packets -= sent
+        out.append(wan1 / total)
+    return out

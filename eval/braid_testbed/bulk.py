@@ -17,7 +17,8 @@ and exits 0 only if every byte arrived intact.
 
 ``phased`` mode uploads ``--phases`` chunks of ``nbytes``, waiting for the
 server to confirm each and pausing ``--pause-ms`` between them (a connection
-that goes idle and resumes, as a browser's does between page loads). ``rr``
+that goes idle and resumes, as a browser's does between page loads);
+``phased-download`` asks the server for each chunk in turn instead. ``rr``
 mode sends ``--requests`` request/response exchanges of ``nbytes`` each way
 and reports latency percentiles. ``--count`` runs that many connections one
 after another; every result line carries wall-clock ``start``/``end`` times
@@ -45,8 +46,9 @@ IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 HEADER = struct.Struct("!4sBQQ")
 REPLY = struct.Struct("!32sQd")
 MAGIC = b"BRD1"
-MODE_UPLOAD, MODE_DOWNLOAD, MODE_PHASED, MODE_RR = 1, 2, 3, 4
-MODES = {"upload": MODE_UPLOAD, "download": MODE_DOWNLOAD, "phased": MODE_PHASED, "rr": MODE_RR}
+MODE_UPLOAD, MODE_DOWNLOAD, MODE_PHASED, MODE_RR, MODE_PHASED_DOWN = 1, 2, 3, 4, 5
+MODES = {"upload": MODE_UPLOAD, "download": MODE_DOWNLOAD, "phased": MODE_PHASED, "rr": MODE_RR,
+         "phased-download": MODE_PHASED_DOWN}
 CHUNK = 64 * 1024
 IDLE_TIMEOUT_S = 60.0
 
@@ -142,6 +144,12 @@ def handle(conn: socket.socket) -> None:
                 total += got
                 conn.sendall(b"k")
             conn.sendall(REPLY.pack(combined.digest(), total, 0.0))
+        elif mode == MODE_PHASED_DOWN:
+            phase = 0
+            while conn.recv(1) == b"n":
+                for chunk in stream(seed + phase, nbytes):
+                    conn.sendall(chunk)
+                phase += 1
         elif mode == MODE_RR:
             while True:
                 try:
@@ -211,6 +219,25 @@ def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
         secs = time.monotonic() - start
         ok = digest == combined.digest() and got == args.bytes * args.phases
         result["phases"] = windows
+    elif mode == MODE_PHASED_DOWN:
+        windows = []
+        ok, got = True, 0
+        start = time.monotonic()
+        for phase in range(args.phases):
+            if phase:
+                time.sleep(args.pause_ms / 1000)
+            t0 = time.time()
+            sock.sendall(b"n")
+            digest, n, _ = receive_stream(sock, args.bytes)
+            expected = hashlib.sha256()
+            for chunk in stream(seed + phase, args.bytes):
+                expected.update(chunk)
+            ok &= digest == expected.digest() and n == args.bytes
+            got += n
+            windows.append([t0, time.time()])
+        sock.shutdown(socket.SHUT_WR)
+        secs = time.monotonic() - start
+        result["phases"] = windows
     else:
         payload = bytes(args.bytes)
         latencies = []
@@ -226,6 +253,7 @@ def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
         result["latency_ms"] = {
             "p50": round(latencies[len(latencies) // 2], 3),
             "p90": round(latencies[int(len(latencies) * 0.9)], 3),
+            "p99": round(latencies[int(len(latencies) * 0.99)], 3),
             "mean": round(sum(latencies) / len(latencies), 3),
         }
     sock.close()

@@ -13,6 +13,7 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import ipaddress
 import struct
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ IPPROTO_TCP = 6
 TCPOPT_MPTCP = 30
 
 
-MPTCP_SUB_DSS = 2
+MPTCP_SUB_CAPABLE, MPTCP_SUB_JOIN, MPTCP_SUB_DSS = 0, 1, 2
 DSS_DATA_ACK, DSS_ACK64, DSS_MAPPING, DSS_DSN64 = 0x01, 0x02, 0x04, 0x08
 
 
@@ -51,6 +52,10 @@ class TcpPacket:
     payload_len: int
     mptcp_subtype: int | None  # first MPTCP option's subtype, if any
     dss: DssMapping | None = None
+    # The connection token this packet names: the sender's, from the key of
+    # an MP_CAPABLE SYN/ACK; the receiver's, from an MP_JOIN SYN. It ties a
+    # join subflow to its connection's first subflow.
+    token: int | None = None
 
     @property
     def syn(self) -> bool:
@@ -77,10 +82,21 @@ def _parse_dss(opt: bytes) -> DssMapping | None:
     return DssMapping(dsn, ssn, length)
 
 
-def _mptcp_options(options: bytes) -> tuple[int | None, DssMapping | None]:
-    """First MPTCP option's subtype and the DSS mapping, if any."""
+def _token(sub: int, opt: bytes, flags: int) -> int | None:
+    """RFC 8684: a token is the top 32 bits of SHA-256 of the key."""
+    syn, ack = flags & 0x02, flags & 0x10
+    if sub == MPTCP_SUB_CAPABLE and syn and ack and len(opt) >= 12:
+        return int.from_bytes(hashlib.sha256(opt[4:12]).digest()[:4], "big")
+    if sub == MPTCP_SUB_JOIN and syn and not ack and len(opt) >= 8:
+        return int.from_bytes(opt[4:8], "big")
+    return None
+
+
+def _mptcp_options(options: bytes, flags: int = 0) -> tuple[int | None, DssMapping | None, int | None]:
+    """First MPTCP option's subtype, the DSS mapping and the token, if any."""
     subtype: int | None = None
     dss = None
+    token = None
     i = 0
     while i < len(options):
         kind = options[i]
@@ -100,8 +116,10 @@ def _mptcp_options(options: bytes) -> tuple[int | None, DssMapping | None]:
                 subtype = sub
             if sub == MPTCP_SUB_DSS:
                 dss = _parse_dss(options[i : i + length])
+            elif token is None:
+                token = _token(sub, options[i : i + length], flags)
         i += length
-    return subtype, dss
+    return subtype, dss, token
 
 
 def read_tcp_packets(path: Path) -> Iterator[TcpPacket]:
@@ -159,7 +177,7 @@ def _parse_frame(ts: float, frame: bytes) -> TcpPacket | None:
     sport, dport, seq = struct.unpack_from("!HHI", tcp, 0)
     doff = (tcp[12] >> 4) * 4
     flags = tcp[13]
-    subtype, dss = _mptcp_options(tcp[20:doff])
+    subtype, dss, token = _mptcp_options(tcp[20:doff], flags)
     return TcpPacket(
         ts=ts,
         src=src,
@@ -171,4 +189,48 @@ def _parse_frame(ts: float, frame: bytes) -> TcpPacket | None:
         payload_len=max(0, l4_len - doff),
         mptcp_subtype=subtype,
         dss=dss,
+        token=token,
     )
+
+
+@dataclasses.dataclass
+class MptcpConnection:
+    """One MPTCP connection's subflows in two captures, tied by its token.
+
+    ``first`` is the initial subflow's 4-tuple (client to server) and the
+    capture it was seen in; ``joins`` maps each join subflow's 4-tuple to
+    the time its third ACK passed (the join's handshake done at that point).
+    """
+
+    token: int
+    first: tuple[int, tuple[str, int, str, int]]
+    joins: dict[tuple[int, tuple[str, int, str, int]], float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def joined_at(self) -> float | None:
+        return min(self.joins.values(), default=None)
+
+
+def mptcp_connections(captures: dict[int, list[TcpPacket]]) -> dict[int, MptcpConnection]:
+    """Group the subflows seen in several captures (capture id -> packets)
+    into connections, keyed by the server's token (RFC 8684: the token in a
+    join's SYN is the SHA-256 of the key in the first subflow's SYN/ACK)."""
+    conns: dict[int, MptcpConnection] = {}
+    join_flows: dict[tuple[int, tuple[str, int, str, int]], int] = {}
+    for cap, packets in captures.items():
+        for pkt in packets:
+            if pkt.token is None:
+                continue
+            if pkt.mptcp_subtype == MPTCP_SUB_CAPABLE:  # SYN/ACK, server to client
+                reverse = (pkt.dst, pkt.dport, pkt.src, pkt.sport)
+                conns.setdefault(pkt.token, MptcpConnection(pkt.token, (cap, reverse)))
+            else:
+                join_flows[(cap, pkt.flow)] = pkt.token
+    for cap, packets in captures.items():
+        for pkt in packets:
+            key = (cap, pkt.flow)
+            token = join_flows.get(key)
+            conn = conns.get(token) if token is not None else None
+            if conn is not None and not pkt.syn and key not in conn.joins:
+                conn.joins[key] = pkt.ts  # the third ACK
+    return conns

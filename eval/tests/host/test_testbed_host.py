@@ -105,3 +105,23 @@ def test_single_mptcp_connection_uses_both_wans_on_host(tag: str) -> None:
         for wan in (1, 2):
             syns = [p for p in r.wan_packets[wan] if p.syn and p.mptcp_subtype is not None]
             assert syns, f"no MPTCP handshake seen on wan{wan}"
+
+
+def test_join_subflows_are_tied_to_their_connection_by_token(tag: str) -> None:
+    """The capture parser pairs each connection's wan2 join with its wan1
+    first subflow (the token in MP_JOIN's SYN is SHA-256 of MP_CAPABLE's
+    key), one connection per transfer."""
+    from braid_eval.transfer import BulkServer, traced_series
+    from braid_testbed.pcap import mptcp_connections
+
+    with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:
+        tb.enable_kernel_pm()
+        with BulkServer(tb) as server:
+            traces = traced_series(tb, server, 3, 4 << 20, "upload")
+    packets = {w: [p for t in traces for p in t.packets[w]] for w in (1, 2)}
+    conns = [c for c in mptcp_connections(packets).values() if c.first[1][3] == server.port]
+    assert len(conns) == 3
+    for conn in conns:
+        assert conn.first[0] == 1 and conn.first[1][0] == ip("client", "wan1")
+        assert [cap for cap, _flow in conn.joins] == [2]
+        assert conn.joined_at is not None

@@ -142,7 +142,7 @@ def test_bursts_end_on_full_segments(series: dict[str, list[ConnectionTrace]], m
     assert runts <= 2 * len(series[mode]) * 2
 
 
-def phase_share_differences(tag: str, idle_ms: int, count: int) -> list[float]:
+def phase_share_differences(tag: str, idle_ms: int, count: int, mode: str) -> list[float]:
     """|wan1 share of phase 1 - of phase 2| for connections that pause 800 ms.
 
     Bursts are made short (IDLE_TEST_NCONS) so that a kept split moves only
@@ -155,7 +155,7 @@ def phase_share_differences(tag: str, idle_ms: int, count: int) -> list[float]:
     tb = hywf_testbed(tag, hywf_idle_ms=idle_ms, hywf_ncons=IDLE_TEST_NCONS)
     try:
         with BulkServer(tb) as server:
-            traces = traced_series(tb, server, count, CONN_BYTES, "phased",
+            traces = traced_series(tb, server, count, CONN_BYTES, mode,
                                    ["--phases", "2", "--pause-ms", "800"])
     finally:
         tb.down()
@@ -167,14 +167,16 @@ def phase_share_differences(tag: str, idle_ms: int, count: int) -> list[float]:
         for start, end in phases:
             window = ConnectionTrace(t.result, {w: [p for p in pk if start <= p.ts <= end]
                                                 for w, pk in t.packets.items()})
-            shares.append(window.share(1, BULK_PORT, True))
+            shares.append(window.share(1, BULK_PORT, mode == "phased"))
         diffs.append(abs(shares[0] - shares[1]))
     return diffs
 
 
-def test_idle_connection_draws_a_new_split(tag: str) -> None:
-    """Pausing longer than hywf_idle_ms changes the split; with a huge
-    hywf_idle_ms the same pause keeps it (the control).
+@pytest.mark.parametrize("mode", ["phased", "phased-download"])
+def test_idle_connection_draws_a_new_split(tag: str, mode: str) -> None:
+    """Pausing longer than hywf_idle_ms changes the split, in each
+    direction (a Tor connection carries many page loads both ways); with a
+    huge hywf_idle_ms the same pause keeps it (the control).
 
     A change above CHANGED is a new split (phase_share_differences says why
     a kept one does not move that far). Two independent uniform splits
@@ -182,8 +184,8 @@ def test_idle_connection_draws_a_new_split(tag: str) -> None:
     changes appear with probability 0.17%.
     """
     count = 16
-    redrawn = phase_share_differences(tag, idle_ms=200, count=count)
-    kept = phase_share_differences(tag, idle_ms=60_000, count=count)
+    redrawn = phase_share_differences(tag, idle_ms=200, count=count, mode=mode)
+    kept = phase_share_differences(tag, idle_ms=60_000, count=count, mode=mode)
     print(f"\n|share change| after idle, redraw: {sorted(round(d, 2) for d in redrawn)}")
     print(f"|share change| after idle, control: {sorted(round(d, 2) for d in kept)}")
     assert sum(d > CHANGED for d in kept) <= 1
