@@ -17,9 +17,10 @@ and checks that each fits its own model and not the other's.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from scipy import stats
@@ -32,48 +33,80 @@ from braid_testbed import LinkSpec, StandardTestbed
 WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 PAGES = 40
 PAGE_OBJECTS = 8
+# Objects of 2-600 KB, about 0.8 MB a page: some 30 bursts of hywf's mean 20
+# packets, so a page's share is mostly its split, not burst noise (at 2-150
+# KB a page is a dozen bursts and the two scopes' models hardly differ).
+PAGE_SIZES = ["--min-object", "2000", "--max-object", "600000"]
 # Between pages: longer than hywf_idle_ms (500), so each page is a new epoch.
 GAP_MS = 800
 ALPHA = 0.05
 NCONS = 20  # hywf_ncons, the default
 MODEL_DRAWS = 4000
 SCOPE_CONNECTION, SCOPE_PEER = 0, 1
+HYWF_JOIN_WAIT_MS_DEFAULT = 200
 
 
-def load_pages(tag: str, workdir: Path, scope: int, extra: list[str], count: int = PAGES,
-               join_wait_ms: int | None = None) -> tuple[list[PageTrace], dict[str, int]]:
-    """Pages through braid-proxy with hywf at ``scope`` on both ends; also
-    the proxy's join-wait counters."""
-    tb = StandardTestbed(tag, wan1=WAN, wan2=WAN)
+@dataclasses.dataclass
+class PageBed:
+    """One testbed for every page series of this module (bringing one up
+    takes a minute under TCG): standard topology, hywf on both ends,
+    braid-proxy between them, the page server behind the proxy."""
+
+    tb: StandardTestbed
+    socks: str
+    series: int = 0
+
+    def load(self, scope: int, extra: list[str], count: int = PAGES,
+             join_wait_ms: int = HYWF_JOIN_WAIT_MS_DEFAULT) -> tuple[list[PageTrace], dict[str, int]]:
+        """``count`` pages with hywf at ``scope`` on both ends; also what the
+        proxy's join-wait and burst counters moved by during the series."""
+        for node in ("client", "proxy"):
+            self.tb[node].sysctl("net.mptcp.hywf_scope", scope)
+            self.tb[node].sysctl("net.mptcp.hywf_join_wait_ms", join_wait_ms)
+        before = self.counters()
+        self.series += 1
+        pages = traced_pages(self.tb, self.socks, count,
+                             ["--objects", str(PAGE_OBJECTS), "--gap-ms", str(GAP_MS),
+                              "--seed", str(self.series), *extra])
+        after = self.counters()
+        moved = {k: after[k] - before[k] for k in after}
+        flights = [f for page in pages for f in page.first_flights]
+        print(f"\nseries {self.series} (scope {scope}, join wait {join_wait_ms} ms): "
+              f"{sum(f.before_join for f in flights)} of {len(flights)} connections answered "
+              f"before their join; proxy counters {moved}")
+        return pages, moved
+
+    def counters(self) -> dict[str, int]:
+        nstat = self.tb.proxy.run(["nstat", "-az"])
+        return {name: read_mib(nstat, f"MPTcpExt{name}")
+                for name in ("SchedJoinWait", "SchedJoinWaitTimeout", "SchedBurstMoved")}
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PageBed]:
+    tb = StandardTestbed(f"pg{os.getpid() % 1000}", wan1=WAN, wan2=WAN)
     tb.up()
     try:
         tb.enable_kernel_pm()
         tb.set_scheduler("hywf")
-        for node in ("client", "proxy"):
-            tb[node].sysctl("net.mptcp.hywf_scope", scope)
-            if join_wait_ms is not None:
-                tb[node].sysctl("net.mptcp.hywf_join_wait_ms", join_wait_ms)
-        with PageServer(tb), BraidProxyPair(tb, workdir) as pair:
-            pages = traced_pages(tb, pair.socks, count,
-                                 ["--objects", str(PAGE_OBJECTS), "--gap-ms", str(GAP_MS), *extra])
-        nstat = tb.proxy.run(["nstat", "-az"])
-        counters = {name: read_mib(nstat, f"MPTcpExt{name}")
-                    for name in ("SchedJoinWait", "SchedJoinWaitTimeout", "SchedBurstMoved")}
-        return pages, counters
+        with PageServer(tb), BraidProxyPair(tb, tmp_path_factory.mktemp("proxy")) as pair:
+            bed = PageBed(tb, pair.socks)
+            # Warm-up, not measured: under emulation the first loads after
+            # start-up run with cold caches and freshly started processes.
+            bed.load(SCOPE_PEER, [], count=4)
+            yield bed
     finally:
         tb.down()
 
 
 @pytest.fixture(scope="module")
-def page_scope(tmp_path_factory: pytest.TempPathFactory) -> list[PageTrace]:
-    tag = f"pp{os.getpid() % 1000}"
-    return load_pages(tag, tmp_path_factory.mktemp("peer"), SCOPE_PEER, [])[0]
+def page_scope(bed: PageBed) -> list[PageTrace]:
+    return bed.load(SCOPE_PEER, PAGE_SIZES)[0]
 
 
 @pytest.fixture(scope="module")
-def connection_scope(tmp_path_factory: pytest.TempPathFactory) -> list[PageTrace]:
-    tag = f"pc{os.getpid() % 1000}"
-    return load_pages(tag, tmp_path_factory.mktemp("conn"), SCOPE_CONNECTION, [])[0]
+def connection_scope(bed: PageBed) -> list[PageTrace]:
+    return bed.load(SCOPE_CONNECTION, PAGE_SIZES)[0]
 
 
 def shares(pages: list[PageTrace], direction: str) -> list[float]:
@@ -94,7 +127,7 @@ def model_fit(measured: list[float], pages: list[PageTrace], per_page: bool) -> 
 
 
 def test_page_scope_downstream_share_is_uniform_per_page(
-        page_scope: list[PageTrace], tmp_path_factory: pytest.TempPathFactory) -> None:
+        page_scope: list[PageTrace], bed: PageBed) -> None:
     """What the proxy sends back: one split per page, p ~ U[0, 1].
 
     KS at ALPHA against the page-scope model, confirmed on a fresh sample
@@ -105,7 +138,7 @@ def test_page_scope_downstream_share_is_uniform_per_page(
     print(f"page scope, down: KS against the page-scope model p={fit:.4f}")
     if fit <= ALPHA:
         print("first sample rejected; confirming with a fresh one")
-        again = load_pages(f"pq{os.getpid() % 1000}", tmp_path_factory.mktemp("peer2"), SCOPE_PEER, [])[0]
+        again = bed.load(SCOPE_PEER, PAGE_SIZES)[0]
         down = shares(again, "down")
         fit = model_fit(down, again, per_page=True)
         describe("page scope, down, second sample", down)
@@ -142,7 +175,7 @@ def test_connection_scope_concentrates_each_page_near_half(
     assert statistics.pstdev(per_page) > statistics.pstdev(per_conn) + 0.08
 
 
-def test_small_first_flights_follow_the_split(tag: str, tmp_path: Path) -> None:
+def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
     """Pages of small objects, each response a single first flight of at
     most 16 KB. On the wire, per relay connection (its subflows tied by
     token): does its first answer byte leave before its second subflow has
@@ -151,8 +184,8 @@ def test_small_first_flights_follow_the_split(tag: str, tmp_path: Path) -> None:
     (MPTcpExtSchedJoinWaitTimeout) may leave early. The control, with the
     hold off, shows that answers do beat the join in this setting."""
     small = ["--min-object", "2000", "--max-object", "16000"]
-    held, counters = load_pages(tag, tmp_path / "held", SCOPE_PEER, small, count=24)
-    alone, off = load_pages(tag, tmp_path / "alone", SCOPE_PEER, small, count=24, join_wait_ms=0)
+    held, counters = bed.load(SCOPE_PEER, small, count=24)
+    alone, off = bed.load(SCOPE_PEER, small, count=24, join_wait_ms=0)
     early = {}
     for label, pages, c in (("held", held, counters), ("hold off", alone, off)):
         assert all(p.result["ok"] for p in pages)

@@ -29,20 +29,26 @@ def redundant_testbed(tag: str) -> StandardTestbed:
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_every_byte_crosses_each_wan(tag: str, mode: str) -> None:
+    """Each WAN carries about the whole transfer: copies, not a split.
+
+    Not every byte: the first flight leaves before the second subflow
+    joins, and a subflow still in slow start skips data the peer has
+    acknowledged through the other (a copy of it would be useless). At
+    4 MB that start-up was a third of the upload (measured 63% on wan2);
+    over 3 x 4 MB it is a few percent.
+    """
+    nbytes = 3 * NBYTES
     tb = redundant_testbed(tag)
     try:
         with BulkServer(tb) as server:
-            r = measured_transfer(tb, server, NBYTES, mode=mode)
+            r = measured_transfer(tb, server, nbytes, mode=mode)
     finally:
         tb.down()
-    print(f"\n{mode}: {NBYTES} bytes, wan payload {r.wan_payload}, "
+    print(f"\n{mode}: {nbytes} bytes, wan payload {r.wan_payload}, "
           f"{r.goodput_mbit:.1f} Mbit/s")
     assert r.digest_ok
-    # Each WAN carries (about) the whole transfer: copies, not a split. The
-    # first flight leaves before the second subflow joins; data acknowledged
-    # through the faster WAN is not copied onto the other any more.
     for wan in (1, 2):
-        assert r.wan_payload[wan] >= 0.9 * NBYTES
+        assert r.wan_payload[wan] >= 0.9 * nbytes
 
 
 def longest_gap(packets: list[TcpPacket], upload: bool, after: float) -> float:
