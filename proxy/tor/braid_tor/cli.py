@@ -93,17 +93,24 @@ def stop_tor(proc: Any, grace: float = 10) -> int:
     return code
 
 
-def client_status(control_port: int, data_dir: Path) -> str:
-    """One status line from tor's control port: circuits and bytes."""
+def connect_controller(control_port: int) -> Any:
+    """One control connection for the whole run. tor was started with this
+    process as its owner, and stem hands ownership to this connection: tor
+    exits when it closes (so never open a second, short-lived one)."""
     from stem.control import Controller
 
-    with Controller.from_port(address="127.0.0.1", port=control_port) as c:
-        c.authenticate(chroot_path=None)
-        circs = c.get_circuits()
-        built = [x for x in circs if x.status == "BUILT"]
-        read = int(c.get_info("traffic/read"))
-        written = int(c.get_info("traffic/written"))
-        phase = c.get_info("status/bootstrap-phase")
+    c = Controller.from_port(address="127.0.0.1", port=control_port)
+    c.authenticate()
+    return c
+
+
+def client_status(c: Any) -> str:
+    """One status line from tor's control port: circuits and bytes."""
+    circs = c.get_circuits()
+    built = [x for x in circs if x.status == "BUILT"]
+    read = int(c.get_info("traffic/read"))
+    written = int(c.get_info("traffic/written"))
+    phase = c.get_info("status/bootstrap-phase")
     progress = phase.split("PROGRESS=", 1)[-1].split()[0] if "PROGRESS=" in phase else "?"
     paths = "; ".join(",".join(hop[1] or hop[0][:8] for hop in x.path) for x in built[:3])
     return (
@@ -128,18 +135,22 @@ def run_client(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     proc = launch(torrc, args.bootstrap_timeout, 100, _bootstrap_line)
     _say(f"bootstrapped 100% in {time.monotonic() - t0:.1f} s; SOCKS on 127.0.0.1:{settings.socks_port}")
+    controller = None
     try:
+        controller = connect_controller(settings.control_port)
         while not stopper.stop:
             if proc.poll() is not None:
                 _say(f"tor exited unexpectedly with {proc.returncode}")
                 return 1
             try:
-                _say(client_status(settings.control_port, settings.data_dir))
+                _say(client_status(controller))
             except Exception as e:  # a status failure must not stop tor
                 _say(f"status unavailable: {e}")
             stopper.sleep(args.status_interval)
     finally:
         code = stop_tor(proc)
+        if controller is not None:
+            controller.close()
         _say(f"tor stopped (exit {code})")
     return 0
 

@@ -109,7 +109,8 @@ def check_dir_authorities(lines: list[str]) -> None:
 
 
 def _common(data_dir: Path, dir_authorities: list[str], testing: bool) -> list[str]:
-    lines = [f"DataDirectory {data_dir}", "AvoidDiskWrites 1"]
+    # stdout feeds the controller's progress display; the file keeps the log.
+    lines = [f"DataDirectory {data_dir}", "Log notice stdout", f"Log notice file {data_dir / 'notice.log'}"]
     if testing:
         if not dir_authorities:
             raise SettingsError("--testing-network needs the private network's --dir-authority lines")
@@ -147,6 +148,9 @@ class ClientSettings:
             f"ControlPort 127.0.0.1:{self.control_port}",
             "CookieAuthentication 1",
             "UseBridges 1",
+            # Conflux wants two bridges for its two legs; braid's one bridge
+            # already spreads its connection over every network.
+            "ConfluxEnabled 0",
             f"ClientTransportPlugin {TRANSPORT} exec {self.pt_binary}",
             f"Bridge {self.bridge.render()}",
         ]

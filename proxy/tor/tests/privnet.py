@@ -108,18 +108,34 @@ class PrivateTorNetwork:
     def _start(self) -> None:
         tb = self.tb
         tb.run("d", "ip", "addr", "add", f"{WEB_IP}/24", "dev", "d-s")
-        # The exit resolves the web server's name from its hosts file (no DNS
-        # server in the testbed).
+        # The exit resolves the web server's name through a DNS server of its
+        # own (tor's resolver ignores /etc/hosts).
         etc = Path("/etc/netns") / tb.ns("d")
         etc.mkdir(parents=True, exist_ok=True)
-        (etc / "hosts").write_text(f"127.0.0.1 localhost\n{WEB_IP} {WEB_NAME}\n")
         (etc / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+        tb.spawn("d", [sys.executable, str(HERE / "mini_dns.py"), "127.0.0.1", f"{WEB_NAME}={WEB_IP}"])
         self._authority_keys()
         self._tor("d", "auth", self._auth_torrc())
         for i in range(self.relays + self.exits):
             exit_ = i >= self.relays
             self._tor("d", f"relay{i}", self._relay_torrc(i, exit_))
+        self._wait_consensus(timeout=90)
         self._bridge()
+
+    def _wait_consensus(self, timeout: float) -> None:
+        """Until the authority's consensus lists every relay and an exit: a
+        client that bootstraps from an earlier one has no exit to use."""
+        want = 1 + self.relays + self.exits
+        path = self.tmp / "auth" / "cached-microdesc-consensus"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = path.read_text() if path.exists() else ""
+            routers = [line for line in text.splitlines() if line.startswith("r ")]
+            exits = [line for line in text.splitlines() if line.startswith("s ") and " Exit" in line]
+            if len(routers) >= want and exits:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"no consensus with {want} relays and an exit after {timeout:.0f} s\n{self.tor_log('auth')}")
 
     # -- directory authority -----------------------------------------------
     def _authority_keys(self) -> None:
@@ -184,7 +200,7 @@ class PrivateTorNetwork:
             f"ORPort {RELAY_IP}:{port}",
             f"DirPort {RELAY_IP}:{port + 1}",
             f"ExitRelay {1 if exit_ else 0}",
-            f"ExitPolicy accept {WEB_IP}:{WEB_PORT}" if exit_ else "ExitPolicy reject *:*",
+            f"ExitPolicy accept *:{WEB_PORT}" if exit_ else "ExitPolicy reject *:*",
             *(["ExitPolicy reject *:*"] if exit_ else []),
         ]
 
@@ -229,8 +245,15 @@ class PrivateTorNetwork:
 
     def pt_server_pids(self) -> list[int]:
         """The braid-pt server processes (children of the bridge's tor)."""
-        out = self.tb.run("s", "pgrep", "-f", f"^{self.pt}$", check=False).stdout
-        return [int(x) for x in out.split()]
+        pids = []
+        for pid in self.tb["s"].pids():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0] == str(self.pt).encode():
+                pids.append(pid)
+        return pids
 
     # -- the client ---------------------------------------------------------
     @contextlib.contextmanager
