@@ -216,7 +216,8 @@ def parser() -> argparse.ArgumentParser:
     def common(sp: argparse.ArgumentParser, data_dir: str) -> None:
         sp.add_argument("--pt", type=Path, default=Path("/usr/local/bin/braid-pt"),
                         help="the braid-pt binary (default %(default)s)")
-        sp.add_argument("--data-dir", type=Path, default=Path(data_dir), help="tor's DataDirectory (default %(default)s)")
+        sp.add_argument("--data-dir", type=Path, default=Path(data_dir),
+                        help="tor's DataDirectory (default %(default)s)")
         sp.add_argument("--dir-authority", action="append", default=[], metavar="LINE",
                         help="a 'DirAuthority …' torrc line (private networks; repeat per authority)")
         sp.add_argument("--testing-network", action="store_true",
@@ -229,12 +230,14 @@ def parser() -> argparse.ArgumentParser:
                    help="bridge line: 'braid <addr:port> <fingerprint> key=<hex> [id=<id>]'")
     c.add_argument("--socks-port", type=int, default=9050, help="tor's SOCKS port on 127.0.0.1 (default %(default)s)")
     c.add_argument("--control-port", type=int, default=9051, help="tor's control port (default %(default)s)")
-    c.add_argument("--status-interval", type=float, default=10, help="seconds between status lines (default %(default)s)")
+    c.add_argument("--status-interval", type=float, default=10,
+                   help="seconds between status lines (default %(default)s)")
     c.set_defaults(func=run_client)
 
     b = sub.add_parser("bridge", help="tor as a bridge behind the braid transport")
     common(b, "/var/lib/braid-tor/bridge")
-    b.add_argument("--pt-listen", default="0.0.0.0:4433", help="where the transport listens (MPTCP; default %(default)s)")
+    b.add_argument("--pt-listen", default="0.0.0.0:4433",
+                   help="where the transport listens (MPTCP; default %(default)s)")
     b.add_argument("--orport", default="127.0.0.1:9001", help="tor's ORPort, kept on loopback (default %(default)s)")
     b.add_argument("--nickname", default="braidbridge", help="default %(default)s")
     b.add_argument("--contact", default="", help="ContactInfo")

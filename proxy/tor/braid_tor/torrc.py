@@ -83,7 +83,9 @@ class BridgeLine:
         if unknown:
             raise SettingsError(f"unknown bridge line argument(s) {sorted(unknown)} (braid takes key= and id=)")
         if "key" not in args:
-            raise SettingsError("bridge line has no key= argument (copy the line from the bridge's braid_bridgeline.txt)")
+            raise SettingsError(
+                "bridge line has no key= argument (copy the line the bridge printed, or its braid_bridgeline.txt)"
+            )
         if not _HEXKEY.match(args["key"]):
             raise SettingsError("bridge line key= must be at least 16 bytes of hex")
         return cls(host, port, fpr.upper(), args["key"], args.get("id"))
@@ -99,7 +101,9 @@ def check_executable(path: Path, what: str) -> None:
     if not path.is_absolute():
         raise SettingsError(f"{what}: {path} must be an absolute path (tor starts it from its own directory)")
     if not path.is_file() or not os.access(path, os.X_OK):
-        raise SettingsError(f"{what}: transport binary {path} not found or not executable (build it: go build ./cmd/braid-pt)")
+        raise SettingsError(
+            f"{what}: transport binary {path} not found or not executable (build it: go build ./cmd/braid-pt)"
+        )
 
 
 def check_dir_authorities(lines: list[str]) -> None:
@@ -177,7 +181,7 @@ class BridgeSettings:
         check_executable(self.pt_binary, "--pt")
         check_dir_authorities(self.dir_authorities)
         parse_hostport(self.pt_listen, "--pt-listen")
-        host, port = parse_hostport(self.orport, "--orport")
+        host, _ = parse_hostport(self.orport, "--orport")
         if self.pt_listen == self.orport:
             raise SettingsError("--pt-listen and --orport must differ")
         if not _NICK.match(self.nickname):

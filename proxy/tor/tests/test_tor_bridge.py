@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from privnet import PT_PORT, WEB_NAME, WEB_PORT, ClientRun, PrivateTorNetwork  # noqa: E402
+from privnet import PT_PORT, WEB_NAME, WEB_PORT, ClientRun, PrivateTorNetwork
 
-from braid_testbed.capture import WanCapture  # noqa: E402
+from braid_testbed.capture import WanCapture
 
 
 def _missing() -> str | None:
@@ -77,7 +77,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with PrivateTorNetwork() as net:
         net.web_server(root)
         pcaps = tmp_path_factory.mktemp("pcap")
-        caps = [WanCapture(net.tb["c"], f"c-w{i}", f"wan{i}", snaplen=65535, path=pcaps / f"wan{i}.pcap") for i in (1, 2)]
+        caps = [
+            WanCapture(net.tb["c"], f"c-w{i}", f"wan{i}", snaplen=65535, path=pcaps / f"wan{i}.pcap") for i in (1, 2)
+        ]
         for c in caps:
             c.start()
         try:
@@ -120,8 +122,9 @@ def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Pat
         other = [p for p in cap.packets if p.payload_len and PT_PORT not in (p.sport, p.dport)]
         assert not other, f"{cap.label}: traffic outside the transport: {other[:3]}"
         raw = cap.path.read_bytes()
-        for needle, what in ((lab.marker, "page content"), (chunk, "page bytes"), (WEB_NAME.encode(), "destination name"),
-                             (b"HTTP/1", "HTTP")):
+        needles = ((lab.marker, "page content"), (chunk, "page bytes"), (WEB_NAME.encode(), "destination name"),
+                   (b"HTTP/1", "HTTP"))
+        for needle, what in needles:
             assert needle not in raw, f"{cap.label} shows the {what} in clear"
     down = sum(c.bytes_for_port(PT_PORT).from_port for c in caps)
     assert down > PAGE_SIZE, f"the page ({PAGE_SIZE} B) did not come over the WANs (only {down} B)"
