@@ -81,8 +81,15 @@ gateway, as with braid-proxy client.
 `
 
 func main() {
+	if len(os.Args) > 1 && (os.Args[1] == "tunnel-client" || os.Args[1] == "tunnel-server") {
+		if err := runTunnel(os.Args[1], os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "braid-pt:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(os.Stderr, usage+"\n"+tunnelUsage)
 		if a := os.Args[1]; a == "-h" || a == "--help" || a == "help" {
 			return
 		}

@@ -36,6 +36,15 @@ for p in (REPO / "proxy" / "tests", REPO / "proxy" / "tor", REPO / "eval"):
 
 from braidnet import DEST, SERVER_PUBLIC, Testbed  # noqa: E402
 
+__all__ = [
+    "PT_PORT",
+    "SERVER_PUBLIC",
+    "WEB_NAME",
+    "WEB_PORT",
+    "ClientRun",
+    "PrivateTorNetwork",
+]
+
 RELAY_IP = DEST  # authority, relays and exit share d's address (TestingTorNetwork allows it)
 WEB_IP = "10.9.0.3"
 WEB_NAME = "web.braid.test"
@@ -218,6 +227,19 @@ class PrivateTorNetwork:
                 raise RuntimeError(f"tor {name} did not start:\n{self.tor_log(name)}")
             time.sleep(0.05)
         return proc
+
+    def start_tor(self, role: str, name: str, extra: list[str]) -> subprocess.Popen[bytes]:
+        """A plain tor client of the private network in namespace ``role``."""
+        base = [line for line in self._base(name) if not line.startswith(("SocksPort", "AssumeReachable"))]
+        return self._tor(role, name, [*base, *extra])
+
+    def wait_log(self, name: str, text: str, timeout: float) -> None:
+        log = self.tmp / name / "log"
+        deadline = time.monotonic() + timeout
+        while text not in (log.read_text() if log.exists() else ""):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"tor {name}: no {text!r} after {timeout:.0f} s\n{self.tor_log(name)}")
+            time.sleep(0.2)
 
     # -- the braid bridge ---------------------------------------------------
     def _bridge(self) -> None:
