@@ -44,6 +44,13 @@ def write_torrc(data_dir: Path, text: str) -> Path:
     return path
 
 
+def extra_lines(lines: list[str]) -> str:
+    for line in lines:
+        if "\n" in line or not line.strip():
+            raise SettingsError(f"--torrc-extra {line!r}: one non-empty torrc line each")
+    return "".join(line + "\n" for line in lines)
+
+
 class Stopper:
     """SIGINT/SIGTERM set a flag; the main loop stops tor and exits 0."""
 
@@ -129,7 +136,7 @@ def run_client(args: argparse.Namespace) -> int:
         dir_authorities=args.dir_authority,
         testing_network=args.testing_network,
     )
-    torrc = write_torrc(settings.data_dir, settings.torrc())
+    torrc = write_torrc(settings.data_dir, settings.torrc() + extra_lines(args.torrc_extra))
     _say(f"torrc: {torrc}; bridge {settings.bridge.host}:{settings.bridge.port} {settings.bridge.fingerprint}")
     stopper = Stopper()
     t0 = time.monotonic()
@@ -167,7 +174,7 @@ def run_bridge(args: argparse.Namespace) -> int:
         dir_authorities=args.dir_authority,
         testing_network=args.testing_network,
     )
-    torrc = write_torrc(settings.data_dir, settings.torrc())
+    torrc = write_torrc(settings.data_dir, settings.torrc() + extra_lines(args.torrc_extra))
     _say(f"torrc: {torrc}")
     stopper = Stopper()
     # A bridge is ready to serve once tor has started its transport; it
@@ -223,6 +230,8 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--testing-network", action="store_true",
                         help="TestingTorNetwork 1 (private test networks only; needs --dir-authority)")
         sp.add_argument("--bootstrap-timeout", type=float, default=300, help="seconds (default %(default)s)")
+        sp.add_argument("--torrc-extra", action="append", default=[], metavar="LINE",
+                        help="a torrc line appended verbatim (repeatable; e.g. for tests and benchmarks)")
 
     c = sub.add_parser("client", help="tor through a braid bridge")
     common(c, "/var/lib/braid-tor/client")

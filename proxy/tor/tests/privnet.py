@@ -34,7 +34,7 @@ for p in (REPO / "proxy" / "tests", REPO / "proxy" / "tor", REPO / "eval"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from braidnet import DEST, SERVER_PUBLIC, Testbed  # noqa: E402
+from braidnet import DEST, SERVER_PUBLIC, LinkSpec, Testbed  # noqa: E402
 
 __all__ = [
     "PT_PORT",
@@ -42,6 +42,7 @@ __all__ = [
     "WEB_NAME",
     "WEB_PORT",
     "ClientRun",
+    "LinkSpec",
     "PrivateTorNetwork",
 ]
 
@@ -80,10 +81,14 @@ class PrivateTorNetwork:
 
     __test__ = False
 
-    def __init__(self, relays: int = 2, exits: int = 1) -> None:
+    def __init__(
+        self, relays: int = 2, exits: int = 1, bridge_extra: list[str] | None = None,
+        wan1: LinkSpec | None = None, wan2: LinkSpec | None = None,
+    ) -> None:
+        self.bridge_extra = bridge_extra or []
         self.tmp = Path(tempfile.mkdtemp(prefix="braid-tor-"))
         self.tmp.chmod(0o755)
-        self.tb = Testbed()
+        self.tb = Testbed(wan1=wan1, wan2=wan2)
         self.relays, self.exits = relays, exits
         self.dir_authority = ""
         self.bridge_line = ""
@@ -249,7 +254,8 @@ class PrivateTorNetwork:
             "s",
             [sys.executable, "-m", "braid_tor", "bridge", "--pt", str(self.pt), "--data-dir", str(d),
              "--pt-listen", f"{SERVER_PUBLIC}:{PT_PORT}", "--orport", BRIDGE_ORPORT,
-             "--testing-network", "--dir-authority", self.dir_authority, "--bootstrap-timeout", "60"],
+             "--testing-network", "--dir-authority", self.dir_authority, "--bootstrap-timeout", "60",
+             *[arg for line in self.bridge_extra for arg in ("--torrc-extra", line)]],
             log=log,
             env={"PYTHONPATH": str(REPO / "proxy" / "tor")},
         )
