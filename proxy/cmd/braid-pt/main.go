@@ -210,6 +210,7 @@ type bridges struct {
 	m        *metrics.Registry
 	clients  map[string]*client.Client
 	socks    string
+	out      *pt.Out // tor's log gets the errors a user must act on
 }
 
 func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, error) {
@@ -303,7 +304,7 @@ func runClient(out *pt.Out) error {
 	out.CMethodsDone()
 	log.Info("client transport listening", "socks", addr.String())
 
-	b := &bridges{stateDir: env.StateDir, log: log, m: metrics.New(), clients: map[string]*client.Client{}, socks: addr.String()}
+	b := &bridges{stateDir: env.StateDir, log: log, m: metrics.New(), clients: map[string]*client.Client{}, socks: addr.String(), out: out}
 	var wg sync.WaitGroup
 	go func() {
 		<-ctx.Done()
@@ -351,6 +352,7 @@ func handleSOCKS(conn *net.TCPConn, b *bridges, log *slog.Logger) {
 		// No arguments means no key: tor's bridge line lacks key=.
 		socks5.WriteMethod(conn, socks5.MethodNone)
 		log.Error("bridge line has no arguments; braid needs key=")
+		b.out.Log("error", "braid: the bridge line has no arguments; it needs key=")
 		return
 	}
 	if err := socks5.WriteMethod(conn, socks5.MethodUserPass); err != nil {
@@ -369,6 +371,7 @@ func handleSOCKS(conn *net.TCPConn, b *bridges, log *slog.Logger) {
 	if err != nil {
 		socks5.WriteUserPassStatus(conn, false)
 		log.Error("bad bridge line arguments", "err", err)
+		b.out.Log("error", "braid: "+err.Error())
 		return
 	}
 	if err := socks5.WriteUserPassStatus(conn, true); err != nil {
@@ -407,6 +410,7 @@ func handleSOCKS(conn *net.TCPConn, b *bridges, log *slog.Logger) {
 	if err != nil && status != wire.StatusOK {
 		socks5.WriteReply(conn, byte(status), netip.AddrPort{})
 		log.Warn("bridge connection failed", "bridge", server.String(), "err", err)
+		b.out.Log("warning", fmt.Sprintf("braid: connection to %s failed: %v", server, err))
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +35,15 @@ func TestMain(m *testing.M) {
 type ptProc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	lines []string
+	lines []string // up to "…METHODS DONE"
+	mu    sync.Mutex
+	later []string // after it (LOG lines), read until the process exits
+}
+
+func (p *ptProc) laterLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.later...)
 }
 
 // startPT runs the transport with env and reads its stdout up to the
@@ -58,19 +68,29 @@ func startPT(t *testing.T, env map[string]string) *ptProc {
 	})
 	sc := bufio.NewScanner(stdout)
 	done := make(chan struct{})
+	ready := done
 	go func() {
-		defer close(done)
 		for sc.Scan() {
+			if done == nil {
+				p.mu.Lock()
+				p.later = append(p.later, sc.Text())
+				p.mu.Unlock()
+				continue
+			}
 			p.lines = append(p.lines, sc.Text())
 			if strings.HasSuffix(sc.Text(), "METHODS DONE") {
-				return
+				close(done)
+				done = nil
 			}
+		}
+		if done != nil {
+			close(done)
 		}
 	}()
 	select {
-	case <-done:
+	case <-ready:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("transport printed no METHODS DONE; lines so far %q", p.lines)
+		t.Fatalf("transport printed no METHODS DONE")
 	}
 	return p
 }
@@ -223,6 +243,15 @@ func TestClientRefusesBadBridgeArgs(t *testing.T) {
 		if rep != 0xff {
 			t.Errorf("args %q: accepted (reply %#x)", args, rep)
 		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.ContainsFunc(p.client.laterLines(), func(l string) bool {
+		return strings.HasPrefix(l, "LOG SEVERITY=error MESSAGE=\"braid: bridge line has no key= argument")
+	}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no LOG line for tor about the missing key; got %q", p.client.laterLines())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// A wrong key passes the argument check but the server sends nothing
 	// back: the SOCKS reply is a failure and no relay starts.
