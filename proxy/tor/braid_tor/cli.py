@@ -51,16 +51,25 @@ def extra_lines(lines: list[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+class Interrupted(Exception):
+    """SIGINT/SIGTERM while tor was still starting (stem then kills it)."""
+
+
 class Stopper:
-    """SIGINT/SIGTERM set a flag; the main loop stops tor and exits 0."""
+    """SIGINT/SIGTERM set a flag; the main loop stops tor and exits 0.
+    While ``starting`` (stem waiting for tor's bootstrap) they interrupt
+    the wait instead."""
 
     def __init__(self) -> None:
         self.stop = False
+        self.starting = True
         signal.signal(signal.SIGINT, self._handler)
         signal.signal(signal.SIGTERM, self._handler)
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         self.stop = True
+        if self.starting:
+            raise Interrupted
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -141,6 +150,7 @@ def run_client(args: argparse.Namespace) -> int:
     stopper = Stopper()
     t0 = time.monotonic()
     proc = launch(torrc, args.bootstrap_timeout, 100, _bootstrap_line)
+    stopper.starting = False
     _say(f"bootstrapped 100% in {time.monotonic() - t0:.1f} s; SOCKS on 127.0.0.1:{settings.socks_port}")
     controller = None
     try:
@@ -180,6 +190,7 @@ def run_bridge(args: argparse.Namespace) -> int:
     # A bridge is ready to serve once tor has started its transport; it
     # need not wait for a full bootstrap.
     proc = launch(torrc, args.bootstrap_timeout, 0, _bootstrap_line)
+    stopper.starting = False
     try:
         line = bridge_line(settings.data_dir, timeout=30, alive=lambda: proc.poll() is None)
         _say(f"bridge line: {line}")
@@ -263,7 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as e:
         print(f"braid-tor: {e}", file=sys.stderr)
         return 2
-    except OSError as e:
+    except Interrupted:
+        print("braid-tor: stopped before tor finished starting", file=sys.stderr)
+        return 0
+    except (OSError, RuntimeError) as e:  # stem's launch failures are OSError
         print(f"braid-tor: {e}", file=sys.stderr)
         return 1
 

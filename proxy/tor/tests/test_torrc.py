@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from braid_tor.cli import main
+from braid_tor.cli import extra_lines, main
 from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
 from mini_dns import answer
 
@@ -111,3 +111,10 @@ def test_mini_dns_answers() -> None:
     nx = answer(q.replace(b"\x03web", b"\x03www"), {"web.braid.test": "10.9.0.3"})
     assert nx is not None and struct.unpack("!H", nx[2:4])[0] & 0xF == 3
     assert answer(b"short", {}) is None
+
+
+def test_torrc_extra_lines() -> None:
+    assert extra_lines(["ORPort 10.0.0.1:9002 NoAdvertise"]) == "ORPort 10.0.0.1:9002 NoAdvertise\n"
+    for bad in ("", "   ", "Log notice stdout\nSocksPort 0"):
+        with pytest.raises(SettingsError, match="one non-empty torrc line"):
+            extra_lines([bad])
