@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -120,8 +121,41 @@ def connect_controller(control_port: int) -> Any:
     return c
 
 
-def client_status(c: Any) -> str:
-    """One status line from tor's control port: circuits and bytes."""
+def parse_ss(text: str) -> dict[str, tuple[int, int]]:
+    """Bytes (sent, received) per local address from ``ss -tinH`` output:
+    a socket line, then its info line (``bytes_sent:…`` ``bytes_received:…``)."""
+    out: dict[str, tuple[int, int]] = {}
+    local = None
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if not line[0].isspace() and len(fields) >= 4:
+            # "… local peer"; a subflow bound to a device shows "addr%dev".
+            local = fields[-2].rsplit(":", 1)[0].strip("[]").split("%", 1)[0]
+            continue
+        if local is None:
+            continue
+        vals = dict(f.split(":", 1) for f in fields if ":" in f and f.split(":", 1)[1].isdigit())
+        sent, recv = out.get(local, (0, 0))
+        out[local] = (sent + int(vals.get("bytes_sent", 0)), recv + int(vals.get("bytes_received", 0)))
+        local = None
+    return out
+
+
+def per_network(host: str, port: int) -> dict[str, tuple[int, int]]:
+    """Bytes per local address (one per network) of the TCP subflows to
+    the bridge's transport: the MPTCP split, from the kernel."""
+    r = subprocess.run(
+        ["ss", "-tinH", "state", "established", f"( dport = :{port} and dst {host} )"],
+        capture_output=True, text=True, timeout=5, check=False,
+    )
+    return parse_ss(r.stdout) if r.returncode == 0 else {}
+
+
+def client_status(c: Any, bridge: BridgeLine | None = None) -> str:
+    """One status line from tor's control port (circuits, bytes) and the
+    kernel (bytes per network to the bridge)."""
     circs = c.get_circuits()
     built = [x for x in circs if x.status == "BUILT"]
     read = int(c.get_info("traffic/read"))
@@ -129,9 +163,12 @@ def client_status(c: Any) -> str:
     phase = c.get_info("status/bootstrap-phase")
     progress = phase.split("PROGRESS=", 1)[-1].split()[0] if "PROGRESS=" in phase else "?"
     paths = "; ".join(",".join(hop[1] or hop[0][:8] for hop in x.path) for x in built[:3])
+    nets = per_network(bridge.host, bridge.port) if bridge else {}
+    split = " ".join(f"{ip}:sent={s},recv={r}" for ip, (s, r) in sorted(nets.items()))
     return (
         f"status: bootstrap {progress}% circuits built {len(built)} of {len(circs)}"
-        f" read {read} B written {written} B" + (f" paths {paths}" if paths else "")
+        f" read {read} B written {written} B" + (f" networks {split}" if split else "")
+        + (f" paths {paths}" if paths else "")
     )
 
 
@@ -160,7 +197,7 @@ def run_client(args: argparse.Namespace) -> int:
                 _say(f"tor exited unexpectedly with {proc.returncode}")
                 return 1
             try:
-                _say(client_status(controller))
+                _say(client_status(controller, settings.bridge))
             except Exception as e:  # a status failure must not stop tor
                 _say(f"status unavailable: {e}")
             stopper.sleep(args.status_interval)

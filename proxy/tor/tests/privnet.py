@@ -34,9 +34,11 @@ for p in (REPO / "proxy" / "tests", REPO / "proxy" / "tor", REPO / "eval"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from braidnet import DEST, SERVER_PUBLIC, LinkSpec, Testbed  # noqa: E402
+from braidnet import CLIENT_W1, CLIENT_W2, DEST, SERVER_PUBLIC, LinkSpec, Testbed  # noqa: E402
 
 __all__ = [
+    "CLIENT_W1",
+    "CLIENT_W2",
     "PT_PORT",
     "SERVER_PUBLIC",
     "WEB_NAME",

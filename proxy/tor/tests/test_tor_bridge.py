@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from privnet import PT_PORT, SERVER_PUBLIC, WEB_NAME, WEB_PORT, ClientRun, PrivateTorNetwork
+from privnet import CLIENT_W1, CLIENT_W2, PT_PORT, SERVER_PUBLIC, WEB_NAME, WEB_PORT, ClientRun, PrivateTorNetwork
 
 from braid_testbed.capture import WanCapture
 
@@ -214,6 +214,13 @@ def test_controller_reports_and_stops_cleanly(lab: Lab) -> None:
     # (The restart test above broke the circuits of its time: look at all.)
     built = max(int(line.split("circuits built ")[1].split()[0]) for line in status)
     assert built >= 1, status
+    # Bytes per network, from the kernel's subflows to the transport: both
+    # WANs received some (the first test cut WAN1 for one page).
+    for wan in (CLIENT_W1, CLIENT_W2):
+        recv = [
+            int(line.split(f"{wan}:sent=")[1].split(",recv=")[1].split()[0]) for line in status if f" {wan}:" in line
+        ]
+        assert recv and max(recv) > 0, f"no bytes received over {wan} in the status lines:\n{status[-3:]}"
     proc = lab.client.proc
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, lab.client.output()[-2000:]

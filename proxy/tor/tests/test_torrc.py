@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from braid_tor.cli import extra_lines, main
+from braid_tor.cli import extra_lines, main, parse_ss
 from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
 from mini_dns import answer
 
@@ -118,3 +118,18 @@ def test_torrc_extra_lines() -> None:
     for bad in ("", "   ", "Log notice stdout\nSocksPort 0"):
         with pytest.raises(SettingsError, match="one non-empty torrc line"):
             extra_lines([bad])
+
+
+SS = """0      0      10.1.1.2:58278 10.0.0.1:4433
+\t bbr wscale:10,10 rto:204 cwnd:11 bytes_sent:5000 bytes_acked:5001 bytes_received:3000 tcp-ulp-mptcp flags:Mmec
+0      0      10.1.2.2%c-w2:40000 10.0.0.1:4433
+\t cubic bytes_sent:7 bytes_received:900 tcp-ulp-mptcp flags:Jec
+0      0      [2001:db8::2]:40001 [2001:db8::1]:4433
+\t cubic bytes_received:1
+"""
+
+
+def test_parse_ss_bytes_per_network() -> None:
+    # Real `ss -tinH state established …` layout (no state column).
+    assert parse_ss(SS) == {"10.1.1.2": (5000, 3000), "10.1.2.2": (7, 900), "2001:db8::2": (0, 1)}
+    assert parse_ss("") == {}
