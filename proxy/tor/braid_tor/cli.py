@@ -19,6 +19,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,12 +79,19 @@ class Stopper:
             time.sleep(0.1)
 
 
-def launch(torrc: Path, timeout: float, percent: int, on_line: Callable[[str], None]) -> Any:
+def find_tor(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SettingsError(f"--tor: {name!r} not found (apt install tor)")
+    return path
+
+
+def launch(tor: str, torrc: Path, timeout: float, percent: int, on_line: Callable[[str], None]) -> Any:
     """Start tor and wait for ``percent`` % bootstrap (stem parses its log)."""
     import stem.process
 
     return stem.process.launch_tor(
-        tor_cmd="tor",
+        tor_cmd=tor,
         args=["-f", str(torrc)],
         completion_percent=percent,
         init_msg_handler=on_line,
@@ -182,11 +190,13 @@ def run_client(args: argparse.Namespace) -> int:
         dir_authorities=args.dir_authority,
         testing_network=args.testing_network,
     )
-    torrc = write_torrc(settings.data_dir, settings.torrc() + extra_lines(args.torrc_extra))
+    text = settings.torrc() + extra_lines(args.torrc_extra)
+    tor = find_tor(args.tor)
+    torrc = write_torrc(settings.data_dir, text)
     _say(f"torrc: {torrc}; bridge {settings.bridge.host}:{settings.bridge.port} {settings.bridge.fingerprint}")
     stopper = Stopper()
     t0 = time.monotonic()
-    proc = launch(torrc, args.bootstrap_timeout, 100, _bootstrap_line)
+    proc = launch(tor, torrc, args.bootstrap_timeout, 100, _bootstrap_line)
     stopper.starting = False
     _say(f"bootstrapped 100% in {time.monotonic() - t0:.1f} s; SOCKS on 127.0.0.1:{settings.socks_port}")
     controller = None
@@ -221,12 +231,14 @@ def run_bridge(args: argparse.Namespace) -> int:
         dir_authorities=args.dir_authority,
         testing_network=args.testing_network,
     )
-    torrc = write_torrc(settings.data_dir, settings.torrc() + extra_lines(args.torrc_extra))
+    text = settings.torrc() + extra_lines(args.torrc_extra)
+    tor = find_tor(args.tor)
+    torrc = write_torrc(settings.data_dir, text)
     _say(f"torrc: {torrc}")
     stopper = Stopper()
     # A bridge is ready to serve once tor has started its transport; it
     # need not wait for a full bootstrap.
-    proc = launch(torrc, args.bootstrap_timeout, 0, _bootstrap_line)
+    proc = launch(tor, torrc, args.bootstrap_timeout, 0, _bootstrap_line)
     stopper.starting = False
     try:
         line = bridge_line(settings.data_dir, timeout=30, alive=lambda: proc.poll() is None)
@@ -271,6 +283,7 @@ def parser() -> argparse.ArgumentParser:
     def common(sp: argparse.ArgumentParser, data_dir: str) -> None:
         sp.add_argument("--pt", type=Path, default=Path("/usr/local/bin/braid-pt"),
                         help="the braid-pt binary (default %(default)s)")
+        sp.add_argument("--tor", default="tor", help="the tor binary (default: tor from PATH)")
         sp.add_argument("--data-dir", type=Path, default=Path(data_dir),
                         help="tor's DataDirectory (default %(default)s)")
         sp.add_argument("--dir-authority", action="append", default=[], metavar="LINE",

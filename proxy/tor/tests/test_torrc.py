@@ -133,3 +133,10 @@ def test_parse_ss_bytes_per_network() -> None:
     # Real `ss -tinH state established …` layout (no state column).
     assert parse_ss(SS) == {"10.1.1.2": (5000, 3000), "10.1.2.2": (7, 900), "2001:db8::2": (0, 1)}
     assert parse_ss("") == {}
+
+
+def test_cli_refuses_missing_tor(pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["client", "--tor", "no-such-tor", "--pt", str(pt), "--data-dir", str(tmp_path / "d"), "--bridge", GOOD]
+    assert main(args) == 2
+    assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
