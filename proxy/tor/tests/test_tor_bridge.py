@@ -45,6 +45,7 @@ def _missing() -> str | None:
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
 PAGE_SIZE = 300_000
+TLS_APP_DATA = b"\x17\x03\x03"  # TLS 1.2/1.3 application-data record header
 
 
 class Lab:
@@ -100,7 +101,11 @@ def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Pat
     # Positive control: the exit's connection to the web server is plain
     # HTTP, so the same search must find the page there.
     clear = WanCapture(tb["d"], "lo", "exit-web", snaplen=65535, path=tmp_path / "exit-web.pcap")
+    # ...and the bridge side: the transport server's connection to the
+    # ORPort is Tor's own TLS, with its record headers in clear.
+    orport = WanCapture(tb["s"], "lo", "orport", snaplen=65535, path=tmp_path / "orport.pcap")
     clear.start()
+    orport.start()
     try:
         r = lab.fetch(tmp_path)
         assert r.returncode == 0, f"curl through tor failed: {r.stderr}\n{lab.client.output()[-2000:]}"
@@ -118,8 +123,12 @@ def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Pat
             tb.run("c", "ip", "route", "replace", "10.9.0.0/24", "via", "10.1.1.1")
         assert r.returncode == 0, f"fetch with WAN1 down failed: {r.stderr}"
     finally:
-        for c in (*caps, clear):
+        for c in (*caps, clear, orport):
             c.stop()
+    # TLS application-data record headers: Tor's traffic in clear has one
+    # per record; braid's ciphertext only by chance (about 1 in 16 M).
+    tls_records = orport.path.read_bytes().count(TLS_APP_DATA)
+    assert tls_records >= 20, f"positive control: only {tls_records} TLS records seen at the ORPort"
     clear_raw = clear.path.read_bytes()
     assert lab.marker in clear_raw and WEB_NAME.encode() in clear_raw, "positive control: page not seen in clear"
     chunk = lab.page[-4096:-4096 + 64]
@@ -139,6 +148,7 @@ def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Pat
                    (b"HTTP/1", "HTTP"))
         for needle, what in needles:
             assert needle not in raw, f"{cap.label} shows the {what} in clear"
+        assert raw.count(TLS_APP_DATA) <= 3, f"{cap.label} shows Tor's TLS records ({raw.count(TLS_APP_DATA)})"
     down = sum(c.bytes_for_port(PT_PORT).from_port for c in caps)
     assert down > 2 * PAGE_SIZE, f"two pages ({PAGE_SIZE} B each) did not come over the WANs (only {down} B)"
 
