@@ -99,7 +99,11 @@ class PrivateTorNetwork:
 
     # -- lifecycle ----------------------------------------------------------
     def __enter__(self) -> Self:
-        self.pt = build_pt(self.tmp / "bin")
+        try:
+            self.pt = build_pt(self.tmp / "bin")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
         self.tb.__enter__()
         try:
             self._start()
