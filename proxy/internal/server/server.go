@@ -59,6 +59,12 @@ type Server struct {
 	mu        sync.Mutex
 	perClient map[string]int
 
+	// Target, if set, is the only destination: every request connects
+	// there, whatever it names, and the policy is not consulted (a Tor
+	// pluggable transport's server forwards to its bridge's ORPort, usually
+	// on loopback). Set it before Serve.
+	Target netip.AddrPort
+
 	failLog rateLimiter
 
 	// Resolver and Dial are replaceable for tests.
@@ -502,7 +508,9 @@ func (s *Server) release(id string) {
 // send back.
 func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log *connLog) (*net.TCPConn, wire.Status) {
 	var candidates []netip.Addr
-	if d.IsName() {
+	if s.Target.IsValid() {
+		candidates, d = []netip.Addr{s.Target.Addr()}, dest.FromIP(s.Target)
+	} else if d.IsName() {
 		if err := rt.policy.CheckName(d.Name); err != nil {
 			s.refused(log, err)
 			return nil, wire.StatusNotAllowed

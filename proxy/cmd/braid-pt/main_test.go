@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"braid/proxy/internal/dest"
+	"braid/proxy/internal/socks5"
+)
+
+// The test binary doubles as braid-pt: the end-to-end tests below start it
+// as tor would, with the managed-proxy environment, and speak the protocol
+// to it over real sockets.
+func TestMain(m *testing.M) {
+	if os.Getenv("BRAID_PT_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type ptProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines []string // up to "…METHODS DONE"
+	mu    sync.Mutex
+	later []string // after it (LOG lines), read until the process exits
+}
+
+func (p *ptProc) laterLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.later...)
+}
+
+// startPT runs the transport with env and reads its stdout up to the
+// "…METHODS DONE" line (or EOF).
+func startPT(t *testing.T, env map[string]string) *ptProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{"BRAID_PT_TEST_MAIN=1", "BRAID_PT_LOG_LEVEL=debug", "BRAID_GATEWAY_STATUS=/nonexistent"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &ptProc{cmd: cmd, stdin: stdin}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	sc := bufio.NewScanner(stdout)
+	done := make(chan struct{})
+	ready := done
+	go func() {
+		for sc.Scan() {
+			if done == nil {
+				p.mu.Lock()
+				p.later = append(p.later, sc.Text())
+				p.mu.Unlock()
+				continue
+			}
+			p.lines = append(p.lines, sc.Text())
+			if strings.HasSuffix(sc.Text(), "METHODS DONE") {
+				close(done)
+				done = nil
+			}
+		}
+		if done != nil {
+			close(done)
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("transport printed no METHODS DONE")
+	}
+	return p
+}
+
+func (p *ptProc) line(prefix string) (string, bool) {
+	for _, l := range p.lines {
+		if strings.HasPrefix(l, prefix) {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+// echoORPort stands in for the bridge's ORPort.
+func echoORPort(t *testing.T) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return ln
+}
+
+type pair struct {
+	server, client *ptProc
+	serverAddr     netip.AddrPort
+	socks          string
+	key            string
+}
+
+func startPair(t *testing.T) pair {
+	orport := echoORPort(t)
+	dir := t.TempDir()
+	srv := startPT(t, map[string]string{
+		"TOR_PT_MANAGED_TRANSPORT_VER": "1",
+		"TOR_PT_STATE_LOCATION":        filepath.Join(dir, "server"),
+		"TOR_PT_SERVER_TRANSPORTS":     "braid",
+		"TOR_PT_SERVER_BINDADDR":       "braid-127.0.0.1:0",
+		"TOR_PT_ORPORT":                orport.Addr().String(),
+		"TOR_PT_EXIT_ON_STDIN_CLOSE":   "1",
+	})
+	sm, ok := srv.line("SMETHOD braid ")
+	if !ok || srv.lines[0] != "VERSION 1" {
+		t.Fatalf("server said %q", srv.lines)
+	}
+	f := strings.Fields(sm)
+	if len(f) != 4 || !strings.HasPrefix(f[3], "ARGS:key=") {
+		t.Fatalf("SMETHOD line %q", sm)
+	}
+	p := pair{server: srv, serverAddr: netip.MustParseAddrPort(f[2]), key: strings.TrimPrefix(f[3], "ARGS:key=")}
+	fi, err := os.Stat(filepath.Join(dir, "server", serverKeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("server key file: %v %v", fi, err)
+	}
+	bl, err := os.ReadFile(filepath.Join(dir, "server", bridgeLineFile))
+	if err != nil || !strings.Contains(string(bl), "Bridge braid "+f[2]+" <FINGERPRINT> key="+p.key+"\n") {
+		t.Fatalf("bridge line file %q %v", bl, err)
+	}
+	p.client = startPT(t, map[string]string{
+		"TOR_PT_MANAGED_TRANSPORT_VER": "1",
+		"TOR_PT_STATE_LOCATION":        filepath.Join(dir, "client"),
+		"TOR_PT_CLIENT_TRANSPORTS":     "braid,obfs4",
+		"TOR_PT_EXIT_ON_STDIN_CLOSE":   "1",
+	})
+	want := []string{"VERSION 1", "CMETHOD-ERROR obfs4 no such transport here (braid-pt only provides braid)"}
+	if len(p.client.lines) != 4 || p.client.lines[0] != want[0] || p.client.lines[1] != want[1] || p.client.lines[3] != "CMETHODS DONE" {
+		t.Fatalf("client said %q", p.client.lines)
+	}
+	cm := strings.Fields(p.client.lines[2])
+	if len(cm) != 4 || cm[0] != "CMETHOD" || cm[1] != "braid" || cm[2] != "socks5" {
+		t.Fatalf("CMETHOD line %q", p.client.lines[2])
+	}
+	p.socks = cm[3]
+	return p
+}
+
+// socksConnect does tor's side of the SOCKS5 exchange with args in the user
+// name (NUL password); it returns the connection and the reply code, or
+// 0xff when the argument check itself failed.
+func socksConnect(t *testing.T, socks, args string, to netip.AddrPort) (net.Conn, byte) {
+	t.Helper()
+	c, err := net.Dial("tcp", socks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	msg := []byte{5, 1, socks5.MethodUserPass}
+	msg = append(msg, 1, byte(len(args)))
+	msg = append(msg, args...)
+	msg = append(msg, 1, 0)
+	msg = socks5.AppendRequest(msg, socks5.CmdConnect, dest.FromIP(to))
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	var resp [4]byte
+	if _, err := io.ReadFull(c, resp[:]); err != nil {
+		t.Fatalf("method and auth answer: %v", err)
+	}
+	if resp[1] != socks5.MethodUserPass || resp[3] != 0 {
+		return c, 0xff
+	}
+	var rep [10]byte
+	if _, err := io.ReadFull(c, rep[:]); err != nil {
+		t.Fatalf("SOCKS reply: %v", err)
+	}
+	c.SetDeadline(time.Time{})
+	return c, rep[1]
+}
+
+func TestClientServerRelayToORPort(t *testing.T) {
+	p := startPair(t)
+	c, rep := socksConnect(t, p.socks, "key="+p.key, p.serverAddr)
+	defer c.Close()
+	if rep != socks5.ReplySucceeded {
+		t.Fatalf("SOCKS reply %#x", rep)
+	}
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	go c.Write(data)
+	got := make([]byte, len(data))
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("echoed bytes differ")
+	}
+	// Escaped, split arguments (user + password) with an explicit id.
+	c2, rep := socksConnect(t, p.socks, "id=tor;key="+p.key, p.serverAddr)
+	defer c2.Close()
+	if rep != socks5.ReplySucceeded {
+		t.Fatalf("with id: SOCKS reply %#x", rep)
+	}
+}
+
+func TestClientRefusesBadBridgeArgs(t *testing.T) {
+	p := startPair(t)
+	for _, args := range []string{"id=tor", "key=00", "key=" + p.key + ";cert=x", "key"} {
+		c, rep := socksConnect(t, p.socks, args, p.serverAddr)
+		c.Close()
+		if rep != 0xff {
+			t.Errorf("args %q: accepted (reply %#x)", args, rep)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.ContainsFunc(p.client.laterLines(), func(l string) bool {
+		return strings.HasPrefix(l, "LOG SEVERITY=error MESSAGE=\"braid: bridge line has no key= argument")
+	}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no LOG line for tor about the missing key; got %q", p.client.laterLines())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A wrong key passes the argument check but the server sends nothing
+	// back: the SOCKS reply is a failure and no relay starts.
+	wrong := make([]byte, 32)
+	rand.Read(wrong)
+	c, rep := socksConnect(t, p.socks, "key="+hex.EncodeToString(wrong), p.serverAddr)
+	c.Close()
+	if rep == socks5.ReplySucceeded || rep == 0xff {
+		t.Fatalf("wrong key: reply %#x", rep)
+	}
+}
+
+func TestExitOnStdinClose(t *testing.T) {
+	p := startPair(t)
+	for _, proc := range []*ptProc{p.client, p.server} {
+		proc.stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- proc.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("exit: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("transport still running 10 s after its stdin closed")
+		}
+	}
+}
+
+func TestEnvironmentErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"TOR_PT_MANAGED_TRANSPORT_VER": "2", "TOR_PT_STATE_LOCATION": dir, "TOR_PT_CLIENT_TRANSPORTS": "braid"}, "VERSION-ERROR no-version"},
+		{map[string]string{"TOR_PT_MANAGED_TRANSPORT_VER": "1", "TOR_PT_CLIENT_TRANSPORTS": "braid"}, "ENV-ERROR TOR_PT_STATE_LOCATION is not set"},
+		{map[string]string{"TOR_PT_MANAGED_TRANSPORT_VER": "1", "TOR_PT_STATE_LOCATION": dir, "TOR_PT_SERVER_TRANSPORTS": "braid", "TOR_PT_EXTENDED_SERVER_PORT": "127.0.0.1:1"}, "SMETHOD-ERROR braid TOR_PT_ORPORT is not set"},
+		{map[string]string{"TOR_PT_MANAGED_TRANSPORT_VER": "1", "TOR_PT_STATE_LOCATION": dir, "TOR_PT_CLIENT_TRANSPORTS": "braid", "TOR_PT_PROXY": "socks5://127.0.0.1:1"}, "PROXY-ERROR"},
+		{map[string]string{"TOR_PT_MANAGED_TRANSPORT_VER": "1", "TOR_PT_STATE_LOCATION": dir, "TOR_PT_CLIENT_TRANSPORTS": "obfs4"}, "CMETHOD-ERROR obfs4"},
+		{map[string]string{}, "ENV-ERROR neither TOR_PT_CLIENT_TRANSPORTS nor TOR_PT_SERVER_TRANSPORTS"},
+	}
+	for _, tc := range tests {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = []string{"BRAID_PT_TEST_MAIN=1"}
+		for k, v := range tc.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, _ := cmd.Output()
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("env %v: stdout %q, want a line with %q", tc.env, out, tc.want)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+// The server role: a braid relay whose only destination is the ORPort.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"braid/proxy/internal/auth"
+	"braid/proxy/internal/config"
+	"braid/proxy/internal/metrics"
+	"braid/proxy/internal/pt"
+	"braid/proxy/internal/server"
+)
+
+func runServer(out *pt.Out) error {
+	env, err := pt.ParseServer(os.Getenv)
+	if err != nil {
+		return report(out, err)
+	}
+	out.Version()
+	if !pt.Wants(env.Transports, transport) {
+		for _, t := range env.Transports {
+			out.SMethodError(t, "no such transport here (braid-pt only provides braid)")
+		}
+		out.SMethodsDone()
+		return nil
+	}
+	for _, t := range env.Transports {
+		if t != transport && t != "*" {
+			out.SMethodError(t, "no such transport here (braid-pt only provides braid)")
+		}
+	}
+	fail := func(err error) error {
+		out.SMethodError(transport, err.Error())
+		out.SMethodsDone()
+		return err
+	}
+	if !env.ORPort.IsValid() {
+		// The Extended ORPort would need its cookie authentication; braid
+		// forwards to the plain ORPort, which tor always has on a bridge.
+		return fail(errors.New("TOR_PT_ORPORT is not set (braid forwards to the plain ORPort, not the Extended ORPort)"))
+	}
+	if err := os.MkdirAll(env.StateDir, 0o700); err != nil {
+		return fail(fmt.Errorf("state directory: %w", err))
+	}
+	bind, ok := env.BindFor(transport)
+	if !ok {
+		bind = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	}
+	keyFile := filepath.Join(env.StateDir, serverKeyFile)
+	key, err := serverKey(keyFile)
+	if err != nil {
+		return fail(err)
+	}
+	log, closeLog := newLogger(env.StateDir)
+	defer closeLog()
+
+	cfg := config.DefaultServer()
+	cfg.Listen = bind.String()
+	cfg.KeyFile = keyFile
+	cfg.MetricsListen = ""
+	cfg.IdleTimeout = 0 // tor's own keepalives (and TCP's) manage its connections
+	if err := cfg.Validate(); err != nil {
+		return fail(err)
+	}
+	srv, err := server.New(cfg, log, metrics.New())
+	if err != nil {
+		return fail(err)
+	}
+	srv.Target = env.ORPort
+	ctx, cancel := stop(env.ExitOnStdinClose)
+	defer cancel()
+	ln, err := server.Listen(ctx, cfg.Listen, log)
+	if err != nil {
+		return fail(err)
+	}
+	addr := ln.Addr().(*net.TCPAddr).AddrPort()
+	args := pt.Args{{Key: "key", Value: key}}
+	if err := writeBridgeLine(env.StateDir, addr, args); err != nil {
+		ln.Close()
+		return fail(err)
+	}
+	if err := out.SMethod(transport, addr, args); err != nil {
+		ln.Close()
+		return fail(err)
+	}
+	out.SMethodsDone()
+	log.Info("server transport listening (MPTCP)", "addr", addr.String(), "orport", env.ORPort.String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	log.Info("server transport stopping")
+	srv.Shutdown(shutdownGrace)
+	return err
+}
+
+// serverKey returns the hex key of serverID from path, creating the file
+// with a fresh 32-byte key on first start.
+func serverKey(path string) (string, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		k := make([]byte, 32)
+		rand.Read(k)
+		if err := writeSecret(path, fmt.Sprintf("%s %s\n", serverID, hex.EncodeToString(k))); err != nil {
+			return "", err
+		}
+	}
+	keys, err := auth.LoadKeys(path)
+	if err != nil {
+		return "", err
+	}
+	k, ok := keys[serverID]
+	if !ok {
+		return "", fmt.Errorf("%s: no key for id %q (the one the bridge line advertises)", path, serverID)
+	}
+	return hex.EncodeToString(k), nil
+}
+
+func writeBridgeLine(dir string, addr netip.AddrPort, args pt.Args) error {
+	enc, err := pt.EncodeArgs(args, ' ')
+	if err != nil {
+		return err
+	}
+	text := "# braid bridge line for clients' torrc; replace <FINGERPRINT> with the bridge's\n" +
+		"# (its DataDirectory/fingerprint file) and the address with a public one if it is 0.0.0.0.\n" +
+		fmt.Sprintf("Bridge %s %s <FINGERPRINT> %s\n", transport, addr, enc)
+	return writeSecret(filepath.Join(dir, bridgeLineFile), text)
+}

@@ -1,0 +1,1 @@
+"""braid's Tor controller: tor with the braid pluggable transport, client or bridge."""

@@ -1,0 +1,360 @@
+"""A private Tor network in network namespaces, for tests.
+
+Real tor (Debian's package) with ``TestingTorNetwork``: one directory
+authority (keys from ``tor-gencert``), relays, an exit, a web server, all in
+the testbed's destination namespace "d"; the braid bridge (tor + braid-pt
+server) in the proxy namespace "s"; the client's tor (through the braid
+controller, braid-pt client) in "c". The client reaches the bridge's
+transport over MPTCP across both WANs (braidnet's topology)::
+
+    c: tor client + braid-pt ══ WAN1/WAN2 (MPTCP) ══ s: braid-pt server -> bridge tor
+                                                     s ── d: authority, relays, exit, web
+
+Votes every few seconds, so a client bootstraps in well under a minute. All
+processes and namespaces go away when the with-block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+for p in (REPO / "proxy" / "tests", REPO / "proxy" / "tor", REPO / "eval"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from braidnet import CLIENT_W1, CLIENT_W2, DEST, SERVER_PUBLIC, LinkSpec, Testbed  # noqa: E402
+
+__all__ = [
+    "CLIENT_W1",
+    "CLIENT_W2",
+    "PT_PORT",
+    "SERVER_PUBLIC",
+    "WEB_NAME",
+    "WEB_PORT",
+    "ClientRun",
+    "LinkSpec",
+    "PrivateTorNetwork",
+]
+
+RELAY_IP = DEST  # authority, relays and exit share d's address (TestingTorNetwork allows it)
+WEB_IP = "10.9.0.3"
+WEB_NAME = "web.braid.test"
+WEB_PORT = 8080
+AUTH_DIRPORT, AUTH_ORPORT = 7000, 7001
+PT_PORT = 4433
+BRIDGE_ORPORT = "127.0.0.1:9001"
+
+# Short voting so a consensus exists seconds after start.
+AUTH_TIMING = [
+    "V3AuthVotingInterval 10",
+    "V3AuthVoteDelay 2",
+    "V3AuthDistDelay 2",
+    "TestingV3AuthInitialVotingInterval 10",
+    "TestingV3AuthInitialVoteDelay 2",
+    "TestingV3AuthInitialDistDelay 2",
+    "TestingV3AuthVotingStartOffset 0",
+]
+
+
+def build_pt(out: Path) -> Path:
+    """braid-pt, built into ``out`` (or prebuilt in BRAID_PROXY_BIN)."""
+    prebuilt = os.environ.get("BRAID_PROXY_BIN")
+    if prebuilt and os.access(Path(prebuilt) / "braid-pt", os.X_OK):
+        return Path(prebuilt) / "braid-pt"
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["go", "build", "-o", str(out) + "/", "./cmd/braid-pt"], cwd=REPO / "proxy", check=True)
+    return out / "braid-pt"
+
+
+class PrivateTorNetwork:
+    """The testbed plus a private Tor network and the braid bridge."""
+
+    __test__ = False
+
+    def __init__(
+        self, relays: int = 2, exits: int = 1, bridge_extra: list[str] | None = None,
+        wan1: LinkSpec | None = None, wan2: LinkSpec | None = None,
+    ) -> None:
+        self.bridge_extra = bridge_extra or []
+        self.tmp = Path(tempfile.mkdtemp(prefix="braid-tor-"))
+        self.tmp.chmod(0o755)
+        self.tb = Testbed(wan1=wan1, wan2=wan2)
+        self.relays, self.exits = relays, exits
+        self.dir_authority = ""
+        self.bridge_line = ""
+        self.pt = self.tmp / "bin" / "braid-pt"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- lifecycle ----------------------------------------------------------
+    def __enter__(self) -> Self:
+        try:
+            self.pt = build_pt(self.tmp / "bin")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        self.tb.__enter__()
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc: BaseException | None = None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        try:
+            self.tb.__exit__(None, None, None)
+        finally:
+            shutil.rmtree(Path("/etc/netns") / self.tb.ns("d"), ignore_errors=True)
+            if os.environ.get("BRAID_KEEP_TOR_LOGS") != "1":
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _start(self) -> None:
+        tb = self.tb
+        tb.run("d", "ip", "addr", "add", f"{WEB_IP}/24", "dev", "d-s")
+        # The exit resolves the web server's name through a DNS server of its
+        # own (tor's resolver ignores /etc/hosts).
+        etc = Path("/etc/netns") / tb.ns("d")
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+        tb.spawn("d", [sys.executable, str(HERE / "mini_dns.py"), "127.0.0.1", f"{WEB_NAME}={WEB_IP}"])
+        self._authority_keys()
+        self._tor("d", "auth", self._auth_torrc())
+        for i in range(self.relays + self.exits):
+            exit_ = i >= self.relays
+            self._tor("d", f"relay{i}", self._relay_torrc(i, exit_))
+        self._wait_consensus(timeout=90)
+        self._bridge()
+
+    def _wait_consensus(self, timeout: float) -> None:
+        """Until the authority's consensus lists every relay and an exit: a
+        client that bootstraps from an earlier one has no exit to use."""
+        want = 1 + self.relays + self.exits
+        path = self.tmp / "auth" / "cached-microdesc-consensus"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = path.read_text() if path.exists() else ""
+            routers = [line for line in text.splitlines() if line.startswith("r ")]
+            exits = [line for line in text.splitlines() if line.startswith("s ") and " Exit" in line]
+            if len(routers) >= want and exits:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"no consensus with {want} relays and an exit after {timeout:.0f} s\n{self.tor_log('auth')}")
+
+    # -- directory authority -----------------------------------------------
+    def _authority_keys(self) -> None:
+        d = self.tmp / "auth"
+        keys = d / "keys"
+        keys.mkdir(parents=True)
+        subprocess.run(
+            ["tor-gencert", "--create-identity-key", "-m", "12", "-a", f"{RELAY_IP}:{AUTH_DIRPORT}",
+             "-i", str(keys / "authority_identity_key"), "-s", str(keys / "authority_signing_key"),
+             "-c", str(keys / "authority_certificate"), "--passphrase-fd", "0"],
+            input=b"\n", check=True, capture_output=True, timeout=60,
+        )
+        v3ident = ""
+        for line in (keys / "authority_certificate").read_text().splitlines():
+            if line.startswith("fingerprint "):
+                v3ident = line.split()[1]
+        out = subprocess.run(
+            ["tor", "--quiet", "--ignore-missing-torrc", "--list-fingerprint", "--orport", "1",
+             "--datadirectory", str(d)],
+            check=True, capture_output=True, text=True, timeout=60,
+        ).stdout
+        fpr = "".join(out.split()[1:])
+        self.dir_authority = (
+            f"DirAuthority auth orport={AUTH_ORPORT} no-v2 v3ident={v3ident} {RELAY_IP}:{AUTH_DIRPORT} {fpr}"
+        )
+
+    def _base(self, name: str) -> list[str]:
+        return [
+            "TestingTorNetwork 1",
+            f"DataDirectory {self.tmp / name}",
+            f"Nickname {name}",
+            "SocksPort 0",
+            "Log notice stdout",
+            "ContactInfo test@braid.test",
+            "AssumeReachable 1",
+            self.dir_authority,
+        ]
+
+    def _auth_torrc(self) -> list[str]:
+        return [
+            *self._base("auth"),
+            f"Address {RELAY_IP}",
+            f"ORPort {RELAY_IP}:{AUTH_ORPORT}",
+            f"DirPort {RELAY_IP}:{AUTH_DIRPORT}",
+            "AuthoritativeDirectory 1",
+            "V3AuthoritativeDirectory 1",
+            "ExitPolicy reject *:*",
+            *AUTH_TIMING,
+            # Every relay gets the flags a small network could not earn.
+            f"TestingDirAuthVoteExit {RELAY_IP}",
+            "TestingDirAuthVoteGuard *",
+            "TestingDirAuthVoteHSDir *",
+            "TestingMinExitFlagThreshold 0",
+            "TestingMinFastFlagThreshold 0",
+        ]
+
+    def _relay_torrc(self, i: int, exit_: bool) -> list[str]:
+        port = AUTH_ORPORT + 10 * (i + 1)
+        return [
+            *self._base(f"relay{i}"),
+            f"Address {RELAY_IP}",
+            f"ORPort {RELAY_IP}:{port}",
+            f"DirPort {RELAY_IP}:{port + 1}",
+            f"ExitRelay {1 if exit_ else 0}",
+            f"ExitPolicy accept *:{WEB_PORT}" if exit_ else "ExitPolicy reject *:*",
+            *(["ExitPolicy reject *:*"] if exit_ else []),
+        ]
+
+    def _tor(self, role: str, name: str, torrc: list[str]) -> subprocess.Popen[bytes]:
+        d = self.tmp / name
+        d.mkdir(mode=0o700, exist_ok=True)
+        d.chmod(0o700)
+        (d / "torrc").write_text("\n".join(torrc) + "\n")
+        proc = self.tb.spawn(role, ["tor", "-f", str(d / "torrc")], log=d / "log")
+        self.procs[name] = proc
+        # A bad torrc makes tor exit at once: fail here, with its log.
+        deadline = time.monotonic() + 30
+        while "Bootstrapped 0%" not in ((d / "log").read_text() if (d / "log").exists() else ""):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tor {name} did not start:\n{self.tor_log(name)}")
+            time.sleep(0.05)
+        return proc
+
+    def start_tor(self, role: str, name: str, extra: list[str]) -> subprocess.Popen[bytes]:
+        """A plain tor client of the private network in namespace ``role``."""
+        base = [line for line in self._base(name) if not line.startswith(("SocksPort", "AssumeReachable"))]
+        return self._tor(role, name, [*base, *extra])
+
+    def wait_log(self, name: str, text: str, timeout: float) -> None:
+        log = self.tmp / name / "log"
+        deadline = time.monotonic() + timeout
+        while text not in (log.read_text() if log.exists() else ""):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"tor {name}: no {text!r} after {timeout:.0f} s\n{self.tor_log(name)}")
+            time.sleep(0.2)
+
+    # -- the braid bridge ---------------------------------------------------
+    def _bridge(self) -> None:
+        d = self.tmp / "bridge"
+        log = self.tmp / "bridge.out"
+        proc = self.tb.spawn(
+            "s",
+            [sys.executable, "-m", "braid_tor", "bridge", "--pt", str(self.pt), "--data-dir", str(d),
+             "--pt-listen", f"{SERVER_PUBLIC}:{PT_PORT}", "--orport", BRIDGE_ORPORT,
+             "--testing-network", "--dir-authority", self.dir_authority, "--bootstrap-timeout", "60",
+             *[arg for line in self.bridge_extra for arg in ("--torrc-extra", line)]],
+            log=log,
+            env={"PYTHONPATH": str(REPO / "proxy" / "tor")},
+        )
+        self.procs["bridge"] = proc
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for line in log.read_text().splitlines():
+                if line.startswith("bridge line: "):
+                    self.bridge_line = line.removeprefix("bridge line: ")
+                    return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"bridge did not start:\n{log.read_text()}\n{self.tor_log('bridge')}")
+
+    def pt_server_pids(self) -> list[int]:
+        """The braid-pt server processes (children of the bridge's tor)."""
+        pids = []
+        for pid in self.tb["s"].pids():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0] == str(self.pt).encode():
+                pids.append(pid)
+        return pids
+
+    # -- the client ---------------------------------------------------------
+    @contextlib.contextmanager
+    def client(self, socks_port: int = 9050, control_port: int = 9051) -> Iterator[ClientRun]:
+        d = self.tmp / "client"
+        log = self.tmp / "client.out"
+        proc = self.tb.spawn(
+            "c",
+            [sys.executable, "-m", "braid_tor", "client", "--pt", str(self.pt), "--data-dir", str(d),
+             "--bridge", self.bridge_line, "--socks-port", str(socks_port), "--control-port", str(control_port),
+             "--testing-network", "--dir-authority", self.dir_authority, "--bootstrap-timeout", "120",
+             "--status-interval", "2"],
+            log=log,
+            env={"PYTHONPATH": str(REPO / "proxy" / "tor")},
+        )
+        run = ClientRun(self, proc, log, socks_port)
+        try:
+            yield run
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def tor_log(self, name: str) -> str:
+        for p in (self.tmp / name / "log", self.tmp / f"{name}.out"):
+            if p.exists():
+                return f"--- {p}\n" + "\n".join(p.read_text().splitlines()[-40:])
+        return ""
+
+    def web_server(self, root: Path) -> subprocess.Popen[bytes]:
+        proc = self.tb.spawn(
+            "d", [sys.executable, "-m", "http.server", str(WEB_PORT), "--bind", WEB_IP, "--directory", str(root)]
+        )
+        self.tb.wait_port("d", WEB_IP, WEB_PORT)
+        return proc
+
+
+class ClientRun:
+    """The braid controller's client process and what it printed."""
+
+    def __init__(self, net: PrivateTorNetwork, proc: subprocess.Popen[bytes], log: Path, socks_port: int) -> None:
+        self.net, self.proc, self.log, self.socks_port = net, proc, log, socks_port
+
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def wait_bootstrapped(self, timeout: float) -> float:
+        """Seconds until the controller reported 100 %."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if "bootstrapped 100%" in self.output():
+                return time.monotonic() - t0
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise AssertionError(
+            f"client did not bootstrap in {timeout:.0f} s:\n{self.output()}\n"
+            + self.net.tor_log("bridge") + self.net.tor_log("client")
+        )
+
+    def curl(self, url: str, out: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return self.net.tb.run(
+            "c", "curl", "-sS", "--fail", "--max-time", str(int(timeout)),
+            "--socks5-hostname", f"127.0.0.1:{self.socks_port}", "-o", str(out), url,
+            check=False, timeout=timeout + 10,
+        )

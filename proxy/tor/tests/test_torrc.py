@@ -1,0 +1,142 @@
+"""The controller's settings checks and torrc output (no tor started)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from braid_tor.cli import extra_lines, main, parse_ss
+from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
+from mini_dns import answer
+
+FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
+KEY = "ab" * 32
+GOOD = f"braid 10.0.0.1:4433 {FPR} key={KEY}"
+
+
+@pytest.fixture
+def pt(tmp_path: Path) -> Path:
+    p = tmp_path / "braid-pt"
+    p.write_text("#!/bin/sh\n")
+    p.chmod(0o755)
+    return p
+
+
+def test_bridge_line_round_trip() -> None:
+    b = BridgeLine.parse("Bridge " + GOOD + " id=box1")
+    assert (b.host, b.port, b.fingerprint, b.key, b.client_id) == ("10.0.0.1", 4433, FPR, KEY, "box1")
+    assert BridgeLine.parse(b.render()) == b
+    v6 = BridgeLine.parse(f"braid [2001:db8::1]:443 {FPR.lower()} key={KEY}")
+    assert v6.render() == f"braid [2001:db8::1]:443 {FPR} key={KEY}"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (f"obfs4 10.0.0.1:4433 {FPR} key={KEY}", "must start with the transport name 'braid'"),
+        ("braid", "no address"),
+        (f"braid bridge.example:4433 {FPR} key={KEY}", "not an IP address"),
+        (f"braid 10.0.0.1 {FPR} key={KEY}", "not address:port"),
+        (f"braid 10.0.0.1:4433 key={KEY}", "no fingerprint"),
+        ("braid 10.0.0.1:4433", "no fingerprint"),
+        (f"braid 10.0.0.1:4433 ABC key={KEY}", "not 40 hex digits"),
+        (f"braid 10.0.0.1:4433 {FPR}", "no key= argument"),
+        (f"braid 10.0.0.1:4433 {FPR} key=abcd", "at least 16 bytes of hex"),
+        (f"braid 10.0.0.1:4433 {FPR} key={KEY} cert=x", "unknown bridge line argument"),
+        (f"braid 10.0.0.1:4433 {FPR} key={KEY} key={KEY}", "given twice"),
+        (f"braid 10.0.0.1:4433 {FPR} key={KEY} junk", "not key=value"),
+    ],
+)
+def test_bridge_line_refused(line: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
+        BridgeLine.parse(line)
+
+
+def test_client_torrc(pt: Path, tmp_path: Path) -> None:
+    s = ClientSettings(data_dir=tmp_path / "d", bridge=BridgeLine.parse(GOOD), pt_binary=pt)
+    text = s.torrc().splitlines()
+    for want in ("UseBridges 1", f"ClientTransportPlugin braid exec {pt}", f"Bridge {GOOD}",
+                 "SocksPort 127.0.0.1:9050", "ControlPort 127.0.0.1:9051", "CookieAuthentication 1"):
+        assert want in text
+    assert "TestingTorNetwork 1" not in text
+
+
+def test_client_refuses_inconsistent_settings(pt: Path, tmp_path: Path) -> None:
+    b = BridgeLine.parse(GOOD)
+    with pytest.raises(SettingsError, match="not found or not executable"):
+        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=tmp_path / "nope").torrc()
+    with pytest.raises(SettingsError, match="absolute path"):
+        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=Path("braid-pt")).torrc()
+    with pytest.raises(SettingsError, match="must differ"):
+        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=pt, socks_port=9, control_port=9).torrc()
+    with pytest.raises(SettingsError, match="needs the private network's --dir-authority"):
+        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=pt, testing_network=True).torrc()
+    with pytest.raises(SettingsError, match="DirAuthority torrc line"):
+        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=pt, dir_authorities=["auth 1.2.3.4:80"]).torrc()
+
+
+def test_bridge_torrc_and_refusals(pt: Path, tmp_path: Path) -> None:
+    text = BridgeSettings(data_dir=tmp_path, pt_binary=pt).torrc().splitlines()
+    for want in ("BridgeRelay 1", "ORPort 127.0.0.1:9001", f"ServerTransportPlugin braid exec {pt}",
+                 "ServerTransportListenAddr braid 0.0.0.0:4433", "PublishServerDescriptor 0"):
+        assert want in text
+    for kwargs, message in (
+        ({"orport": "0.0.0.0:4433", "pt_listen": "0.0.0.0:4433"}, "must differ"),
+        ({"nickname": "has space"}, "letters and digits"),
+        ({"publish": True}, "loopback"),
+        ({"pt_listen": "anywhere"}, "not address:port"),
+    ):
+        with pytest.raises(SettingsError, match=message):
+            BridgeSettings(data_dir=tmp_path, pt_binary=pt, **kwargs).torrc()
+
+
+def test_cli_explains_and_exits_2(pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["client", "--pt", str(pt), "--data-dir", str(tmp_path / "d"), "--bridge", f"braid 10.0.0.1:4433 {FPR}"]
+    code = main(args)
+    assert code == 2
+    assert "braid-tor: bridge line has no key= argument" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists(), "nothing written for refused settings"
+
+
+def test_mini_dns_answers() -> None:
+    q = struct.pack("!HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x03web\x05braid\x04test\x00" + struct.pack("!HH", 1, 1)
+    r = answer(q, {"web.braid.test": "10.9.0.3"})
+    assert r is not None and r[:2] == q[:2] and r.endswith(socket.inet_aton("10.9.0.3"))
+    nx = answer(q.replace(b"\x03web", b"\x03www"), {"web.braid.test": "10.9.0.3"})
+    assert nx is not None and struct.unpack("!H", nx[2:4])[0] & 0xF == 3
+    assert answer(b"short", {}) is None
+
+
+def test_torrc_extra_lines() -> None:
+    assert extra_lines(["ORPort 10.0.0.1:9002 NoAdvertise"]) == "ORPort 10.0.0.1:9002 NoAdvertise\n"
+    for bad in ("", "   ", "Log notice stdout\nSocksPort 0"):
+        with pytest.raises(SettingsError, match="one non-empty torrc line"):
+            extra_lines([bad])
+
+
+SS = """0      0      10.1.1.2:58278 10.0.0.1:4433
+\t bbr wscale:10,10 rto:204 cwnd:11 bytes_sent:5000 bytes_acked:5001 bytes_received:3000 tcp-ulp-mptcp flags:Mmec
+0      0      10.1.2.2%c-w2:40000 10.0.0.1:4433
+\t cubic bytes_sent:7 bytes_received:900 tcp-ulp-mptcp flags:Jec
+0      0      [2001:db8::2]:40001 [2001:db8::1]:4433
+\t cubic bytes_received:1
+"""
+
+
+def test_parse_ss_bytes_per_network() -> None:
+    # Real `ss -tinH state established …` layout (no state column).
+    assert parse_ss(SS) == {"10.1.1.2": (5000, 3000), "10.1.2.2": (7, 900), "2001:db8::2": (0, 1)}
+    assert parse_ss("") == {}
+
+
+def test_cli_refuses_missing_tor(pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["client", "--tor", "no-such-tor", "--pt", str(pt), "--data-dir", str(tmp_path / "d"), "--bridge", GOOD]
+    assert main(args) == 2
+    assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
