@@ -277,9 +277,11 @@ def test_blackholed_burst_moves_within_the_stall_bound(tag: str, mode: str) -> N
         tb.down()
 
 
-@pytest.fixture
-def two_namespaces(tag: str) -> Iterator[StandardTestbed]:
-    tb = StandardTestbed(tag, wan1=EQUAL_WAN, wan2=EQUAL_WAN)
+@pytest.fixture(scope="module")
+def two_namespaces() -> Iterator[StandardTestbed]:
+    """One testbed for the sysctl tests (a bring-up takes ~40 s under TCG);
+    each test reads the values it compares against."""
+    tb = StandardTestbed(f"hn{os.getpid() % 1000}", wan1=EQUAL_WAN, wan2=EQUAL_WAN)
     with tb:
         yield tb
 
