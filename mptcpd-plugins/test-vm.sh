@@ -5,13 +5,19 @@
 # config-parity and bad-input tests check our parsers and validation, not the
 # kernel, and stay on the host (under TCG the bad-input test alone, a dozen
 # interpreter starts, takes over three minutes).
-# Builds only the plugin; the kernel must be built or cached (kernel/build).
-# Fails on any test failure, or when the VM exceeds VM_TIMEOUT seconds
-# (boot included; time spent waiting for another VM is not counted).
+# On the host it builds the plugin (BRAID_VM_PREPARE_ONLY=1 stops there:
+# scripts/test-vm then runs this inside one VM for every suite), boots the
+# VM and runs itself inside; the kernel must be built or cached
+# (kernel/build). Fails on any test failure, or when the VM exceeds
+# VM_TIMEOUT seconds (boot included; time spent waiting for another VM is
+# not counted).
 set -eu
 cd "$(dirname "$0")"
-make -s all
-# kernel/vm runs the command in this directory, inside the guest.
-exec ../kernel/vm run --timeout "${VM_TIMEOUT:-720}" -- \
-        python3 -m pytest -q -rfE -p no:cacheprovider --durations=0 \
-                -k "not bad_input" tests/test_integration.py
+if [ "${BRAID_IN_VM:-0}" != 1 ]; then
+	make -s all
+	[ "${BRAID_VM_PREPARE_ONLY:-0}" = 1 ] && exit 0
+	# kernel/vm runs the command in this directory, inside the guest.
+	exec ../kernel/vm run --timeout "${VM_TIMEOUT:-720}" -- ./test-vm.sh
+fi
+exec python3 -m pytest -q -rfE -p no:cacheprovider --durations=0 \
+	-k "not bad_input" tests/test_integration.py
