@@ -12,14 +12,19 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import subprocess
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.capture import WanCapture
 from braid_testbed.pcap import TcpPacket
+from braid_testbed.topology import interface_counters
 
 BULK_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "bulk.py"
 BULK_PORT = 5201
@@ -185,3 +190,32 @@ def sched_bursts_moved(tb: StandardTestbed, node: str) -> int:
     """Bursts the scheduler on ``node`` moved off the subflow its policy
     chose: blocked too long, stale or gone (MPTcpExtSchedBurstMoved)."""
     return read_mib(tb[node].run(["nstat", "-az"]), "MPTcpExtSchedBurstMoved")
+
+
+def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int, mode: str,
+                           after_wan1_bytes: int, breakage: Callable[[], object]) -> tuple[TransferResult, float]:
+    """A measured transfer during which ``breakage`` (a WAN cut, a
+    blackhole) happens once wan1 has carried ``after_wan1_bytes`` in the
+    transfer's direction; returns the result and when the breakage began."""
+    result: list[TransferResult] = []
+    worker = threading.Thread(target=lambda: result.append(
+        measured_transfer(tb, server, nbytes, mode=mode, timeout_s=240)))
+    worker.start()
+    index = 0 if mode == "upload" else 1
+    deadline = time.monotonic() + 120
+    while (interface_counters(tb.client, "wan1")[index] < after_wan1_bytes
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
+    broken_at = time.time()
+    breakage()
+    worker.join(timeout=300)
+    if worker.is_alive() or not result:
+        raise AssertionError(f"{mode} did not finish after the breakage")
+    return result[0], broken_at
+
+
+def longest_data_gap(packets: list[TcpPacket], port: int, upload: bool, after: float) -> float:
+    """Longest pause between a transfer's data packets seen after ``after``."""
+    times = sorted(p.ts for p in packets if p.payload_len and p.ts >= after
+                   and (p.dport == port if upload else p.sport == port))
+    return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))

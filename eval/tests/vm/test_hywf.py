@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
-import time
 from collections.abc import Iterator
 from typing import cast
 
@@ -19,14 +17,12 @@ from braid_eval.transfer import (
     BULK_PORT,
     BulkServer,
     ConnectionTrace,
-    TransferResult,
-    measured_transfer,
+    longest_data_gap,
     sched_bursts_moved,
     traced_series,
+    transfer_with_breakage,
 )
 from braid_testbed import LinkSpec, StandardTestbed
-from braid_testbed.pcap import TcpPacket
-from braid_testbed.topology import interface_counters
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 CONNECTIONS = 30
@@ -195,9 +191,9 @@ def test_idle_connection_draws_a_new_split(tag: str, mode: str) -> None:
     assert sum(d > CHANGED for d in redrawn) >= 5
 
 
-def wan1_bytes(tb: StandardTestbed, mode: str) -> int:
-    tx, rx = interface_counters(tb.client, "wan1")
-    return tx if mode == "upload" else rx
+def blackhole_wan1(tb: StandardTestbed) -> None:
+    """wan1 silently drops everything: no link event, no ACK, no error."""
+    tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
@@ -205,19 +201,8 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
     tb = hywf_testbed(tag)
     try:
         with BulkServer(tb) as server:
-            result: list[TransferResult] = []
-            worker = threading.Thread(target=lambda: result.append(
-                measured_transfer(tb, server, 12 << 20, mode=mode, timeout_s=240)))
-            worker.start()
-            # Cut once the transfer is well under way: 2 MB through wan1.
-            deadline = time.monotonic() + 120
-            while wan1_bytes(tb, mode) < (2 << 20) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            tb.cut_wan(1)
-            worker.join(timeout=300)
-            assert not worker.is_alive(), "transfer did not finish after the cut"
+            r, _ = transfer_with_breakage(tb, server, 12 << 20, mode, 2 << 20, lambda: tb.cut_wan(1))
             moved = {n: sched_bursts_moved(tb, n) for n in ("client", "proxy")}
-        r = result[0]
         print(f"\n{mode} with wan1 cut after 2 MB: digest_ok={r.digest_ok} "
               f"wan bytes={r.wan_payload} bursts moved={moved}")
         assert r.digest_ok
@@ -230,19 +215,12 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
 STALL_MAX_S = 1.0
 
 
-def longest_data_gap(packets: list[TcpPacket], upload: bool, after: float) -> float:
-    """Longest pause between data packets of the transfer after ``after``."""
-    times = sorted(p.ts for p in packets if p.payload_len and p.ts >= after
-                   and (p.dport == BULK_PORT if upload else p.sport == BULK_PORT))
-    return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
-
-
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_blackholed_burst_moves_within_the_stall_bound(tag: str, mode: str) -> None:
-    """wan1 silently drops everything mid-transfer (no link event, no
-    ACK, no error): bursts on its subflow stop draining, and hywf must move
-    them to wan2 within its stall bound, re-asked by its retry timer since
-    nothing else calls it, and count each move."""
+    """wan1 silently drops everything mid-transfer: bursts on its subflow
+    stop draining, and hywf must move them to wan2 within its stall bound,
+    re-asked by its retry timer since nothing else calls it, and count each
+    move."""
     tb = hywf_testbed(tag)
     sender = "client" if mode == "upload" else "proxy"
     # Send buffers of at most 64 KB (a BDP here is 50 KB): the blackholed
@@ -253,20 +231,10 @@ def test_blackholed_burst_moves_within_the_stall_bound(tag: str, mode: str) -> N
     try:
         with BulkServer(tb) as server:
             before = sched_bursts_moved(tb, sender)
-            result: list[TransferResult] = []
-            worker = threading.Thread(target=lambda: result.append(
-                measured_transfer(tb, server, 12 << 20, mode=mode, timeout_s=240)))
-            worker.start()
-            deadline = time.monotonic() + 120
-            while wan1_bytes(tb, mode) < (2 << 20) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            blackholed_at = time.time()
-            tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
-            worker.join(timeout=300)
-            assert not worker.is_alive(), "transfer did not finish after the blackhole"
+            r, dark_at = transfer_with_breakage(tb, server, 12 << 20, mode, 2 << 20,
+                                                lambda: blackhole_wan1(tb))
             moved = sched_bursts_moved(tb, sender) - before
-        r = result[0]
-        gap = longest_data_gap(r.wan_packets[2], mode == "upload", blackholed_at)
+        gap = longest_data_gap(r.wan_packets[2], BULK_PORT, mode == "upload", dark_at)
         print(f"\n{mode}, wan1 blackholed after 2 MB: digest_ok={r.digest_ok} "
               f"wan bytes={r.wan_payload} bursts moved={moved} "
               f"longest pause on wan2 after it: {gap:.3f} s")

@@ -4,16 +4,16 @@ WAN captures."""
 
 from __future__ import annotations
 
-import itertools
-import threading
-import time
-
 import pytest
 
-from braid_eval.transfer import BULK_PORT, BulkServer, TransferResult, measured_transfer
+from braid_eval.transfer import (
+    BULK_PORT,
+    BulkServer,
+    longest_data_gap,
+    measured_transfer,
+    transfer_with_breakage,
+)
 from braid_testbed import LinkSpec, StandardTestbed
-from braid_testbed.pcap import TcpPacket
-from braid_testbed.topology import interface_counters
 
 WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 NBYTES = 4 << 20
@@ -51,12 +51,6 @@ def test_every_byte_crosses_each_wan(tag: str, mode: str) -> None:
         assert r.wan_payload[wan] >= 0.9 * nbytes
 
 
-def longest_gap(packets: list[TcpPacket], upload: bool, after: float) -> float:
-    times = sorted(p.ts for p in packets if p.payload_len and p.ts >= after
-                   and (p.dport == BULK_PORT if upload else p.sport == BULK_PORT))
-    return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
-
-
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_no_stall_when_a_wan_goes_dark(tag: str, mode: str) -> None:
     """wan1 drops everything mid-transfer (no link event): wan2 carried
@@ -65,23 +59,12 @@ def test_no_stall_when_a_wan_goes_dark(tag: str, mode: str) -> None:
     tb = redundant_testbed(tag)
     try:
         with BulkServer(tb) as server:
-            result: list[TransferResult] = []
-            worker = threading.Thread(target=lambda: result.append(
-                measured_transfer(tb, server, 3 * NBYTES, mode=mode, timeout_s=240)))
-            worker.start()
-            deadline = time.monotonic() + 120
-            index = 0 if mode == "upload" else 1
-            while (interface_counters(tb.client, "wan1")[index] < NBYTES
-                   and time.monotonic() < deadline):
-                time.sleep(0.1)
-            dark_at = time.time()
-            tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
-            worker.join(timeout=300)
-            assert not worker.is_alive(), "transfer did not finish after wan1 went dark"
-        r = result[0]
+            r, dark_at = transfer_with_breakage(
+                tb, server, 3 * NBYTES, mode, NBYTES,
+                lambda: tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"]))
     finally:
         tb.down()
-    gap = longest_gap(r.wan_packets[2], mode == "upload", dark_at)
+    gap = longest_data_gap(r.wan_packets[2], BULK_PORT, mode == "upload", dark_at)
     print(f"\n{mode}, wan1 dark after {NBYTES} bytes: digest_ok={r.digest_ok}, "
           f"longest pause on wan2 after it {gap:.3f} s, wan payload {r.wan_payload}")
     assert r.digest_ok
