@@ -75,8 +75,18 @@ struct gwsteer_subflow
         /// Gateway the local address belongs to, or @c NULL.
         struct gateway *gw;
 
-        /// Backup flag as the kernel last reported it.
+        /// Backup flag as the kernel last showed it (if @c backup_known).
         bool backup;
+
+        /**
+         * @brief Whether @c backup comes from the kernel.
+         *
+         * mptcpd 0.12 reports every new subflow with backup set
+         * (it passes on the presence of the attribute, not its
+         * value), so the flag of a reported subflow is unknown until
+         * the kernel's sock_diag view shows it.
+         */
+        bool backup_known;
 
         /// A backup flag change was requested and is not confirmed yet.
         bool backup_requested;
@@ -194,9 +204,33 @@ struct gwsteer_state
         /// Deferred reaction to health changes, or @c NULL.
         struct l_idle *health_idle;
 
+        /// Pick-up of existing connections once mptcpd is up, or @c NULL.
+        struct l_idle *adopt_idle;
+
         /// Gateways (bit = index) that changed state since the last run.
         uint32_t changed_gateways;
 };
+
+/// Name under which the path manager operations are registered.
+#define GWSTEER_PLUGIN_NAME "gwsteer"
+
+/**
+ * @brief Tell mptcpd which plugin manages a connection (libmptcpd).
+ *
+ * mptcpd routes a connection's events to the plugin it saw create
+ * the connection, and drops the events of connections it never saw
+ * ("Unable to match token to plugin").  libmptcpd 0.12 exports this
+ * function (declared in a private header, so not installed): it maps
+ * the token to the named plugin and calls its new_connection
+ * operation, which is what a connection that outlived an mptcpd
+ * restart needs.
+ */
+void mptcpd_plugin_new_connection(char const *name,
+                                  mptcpd_token_t token,
+                                  struct sockaddr const *laddr,
+                                  struct sockaddr const *raddr,
+                                  bool server_side,
+                                  struct mptcpd_pm *pm);
 
 /// Plugin state (single instance per mptcpd process).
 static struct gwsteer_state *gwsteer;
@@ -430,14 +464,15 @@ static struct gwsteer_subflow *add_tracked_subflow(
         struct gwsteer_connection *conn,
         struct sockaddr const *laddr,
         struct sockaddr const *raddr,
-        bool backup)
+        struct kernel_subflow const *ksf)
 {
         struct gwsteer_subflow *const sf = l_new(struct gwsteer_subflow, 1);
 
         copy_sockaddr(&sf->laddr, laddr);
         copy_sockaddr(&sf->raddr, raddr);
         sf->gw = gateway_health_find(gwsteer->health, laddr);
-        sf->backup = backup;
+        sf->backup_known = ksf != NULL;
+        sf->backup = ksf != NULL && kernel_subflow_backup(ksf);
         l_queue_push_tail(conn->subflows, sf);
 
         return sf;
@@ -685,7 +720,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
 
                 bool const want = gateway_health_is_backup(gwsteer->health,
                                                            sf->gw);
-                if (want == sf->backup) {
+                if (sf->backup_known && want == sf->backup) {
                         sf->backup_requested = false;
                         continue;
                 }
@@ -708,6 +743,9 @@ static void reconcile_client(struct gwsteer_connection *conn)
                         continue;
                 }
 
+                l_info("token %08x: backup flag %s on subflow via %s",
+                       conn->token, want ? "set" : "cleared",
+                       sf->gw->spec->id);
                 sf->backup_requested = true;
                 sf->backup_wanted = want;
                 sf->backup_request_us = now;
@@ -759,6 +797,7 @@ static void verify_one(struct kernel_subflow const *ksf, void *user_data)
                 return;
 
         sf->seen = true;
+        sf->backup_known = true;
         sf->backup = kernel_subflow_backup(ksf);
         if (sf->backup_requested && sf->backup == sf->backup_wanted)
                 sf->backup_requested = false;
@@ -946,7 +985,7 @@ static struct gwsteer_connection *track_connection(
         mptcpd_token_t token,
         struct sockaddr const *laddr,
         struct sockaddr const *raddr,
-        bool backup)
+        struct kernel_subflow const *ksf)
 {
         struct gwsteer_connection *const old =
                 l_hashmap_remove(gwsteer->connections, L_UINT_TO_PTR(token));
@@ -968,7 +1007,7 @@ static struct gwsteer_connection *track_connection(
         conn->token = token;
         conn->subflows = l_queue_new();
         copy_sockaddr(&conn->remote, raddr);
-        add_tracked_subflow(conn, laddr, raddr, backup);
+        add_tracked_subflow(conn, laddr, raddr, ksf);
 
         l_hashmap_insert(gwsteer->connections, L_UINT_TO_PTR(token), conn);
         status_changed();
@@ -990,7 +1029,7 @@ static void gwsteer_new_connection(mptcpd_token_t token,
         if (!is_managed(server_side))
                 return;
 
-        track_connection(token, laddr, raddr, false);
+        track_connection(token, laddr, raddr, NULL);
         l_debug("token %08x: new connection", token);
 }
 
@@ -1011,7 +1050,7 @@ static void gwsteer_connection_established(mptcpd_token_t token,
         struct gwsteer_connection *conn = find_connection(token);
 
         if (conn == NULL)  // Missed the creation event: adopt.
-                conn = track_connection(token, laddr, raddr, false);
+                conn = track_connection(token, laddr, raddr, NULL);
 
         conn->established = true;
 
@@ -1069,6 +1108,7 @@ static void gwsteer_new_subflow(mptcpd_token_t token,
                                 bool backup,
                                 struct mptcpd_pm *pm)
 {
+        (void) backup;
         (void) pm;
 
         struct gwsteer_connection *const conn = find_connection(token);
@@ -1076,8 +1116,9 @@ static void gwsteer_new_subflow(mptcpd_token_t token,
         if (conn == NULL || find_subflow(conn, laddr, raddr) != NULL)
                 return;
 
+        // The backup argument is not the kernel's flag (see backup_known).
         struct gwsteer_subflow *const sf =
-                add_tracked_subflow(conn, laddr, raddr, backup);
+                add_tracked_subflow(conn, laddr, raddr, NULL);
 
         status_changed();
 
@@ -1203,11 +1244,18 @@ static void adopt_initial(struct kernel_subflow const *ksf, void *user_data)
         if (!initial || find_connection(ksf->token) != NULL)
                 return;
 
-        struct gwsteer_connection *const conn =
-                track_connection(ksf->token,
-                                 (struct sockaddr const *) &ksf->laddr,
-                                 (struct sockaddr const *) &ksf->raddr,
-                                 kernel_subflow_backup(ksf));
+        // Through mptcpd, so that its later events reach us too.
+        mptcpd_plugin_new_connection(GWSTEER_PLUGIN_NAME, ksf->token,
+                                     (struct sockaddr const *) &ksf->laddr,
+                                     (struct sockaddr const *) &ksf->raddr,
+                                     gwsteer->config->role
+                                     == GWSTEER_ROLE_PROXY,
+                                     gwsteer->pm);
+
+        struct gwsteer_connection *const conn = find_connection(ksf->token);
+
+        if (conn == NULL)
+                return;
 
         conn->established = true;
         ++*adopted;
@@ -1225,7 +1273,7 @@ static void adopt_join(struct kernel_subflow const *ksf, void *user_data)
         (void) user_data;
 
         if (conn != NULL && find_subflow(conn, l, r) == NULL)
-                add_tracked_subflow(conn, l, r, kernel_subflow_backup(ksf));
+                add_tracked_subflow(conn, l, r, ksf);
 }
 
 /**
@@ -1238,8 +1286,13 @@ static void adopt_join(struct kernel_subflow const *ksf, void *user_data)
  * health change).  Their listener references are not re-taken: a
  * previous mptcpd's announcements died with it.
  */
-static void adopt_existing(void)
+static void adopt_existing(struct l_idle *idle, void *user_data)
 {
+        (void) user_data;
+
+        l_idle_remove(idle);
+        gwsteer->adopt_idle = NULL;
+
         unsigned int adopted = 0;
         int err = kernel_subflows_walk(adopt_initial, &adopted);
 
@@ -1250,9 +1303,12 @@ static void adopt_existing(void)
                 l_error("gwsteer: cannot list existing MPTCP connections: %s",
                         strerror(err));
 
-        if (adopted > 0)
+        if (adopted > 0) {
                 l_info("gwsteer: picked up %u existing connection%s",
                        adopted, adopted == 1 ? "" : "s");
+                reconcile_all();
+                status_changed();
+        }
 }
 
 // ----------------------------------------------------------------
@@ -1271,6 +1327,7 @@ static void gwsteer_state_free(struct gwsteer_state *s)
         l_timeout_remove(s->status_write);
         l_timeout_remove(s->backup_verify);
         l_idle_remove(s->health_idle);
+        l_idle_remove(s->adopt_idle);
         l_hashmap_destroy(s->connections, connection_destroy);
         l_queue_destroy(s->announce, l_free);
         gateway_health_destroy(s->health);
@@ -1283,7 +1340,6 @@ static void gwsteer_state_free(struct gwsteer_state *s)
  */
 static int gwsteer_init(struct mptcpd_pm *pm)
 {
-        static char const name[] = "gwsteer";
         char const *path = getenv(GWSTEER_CONFIG_ENV);
 
         if (path == NULL || *path == '\0')
@@ -1314,14 +1370,18 @@ static int gwsteer_init(struct mptcpd_pm *pm)
 
         gwsteer->health = gateway_health_new(config, on_gateway_change, NULL);
 
-        if (!mptcpd_plugin_register_ops(name, &pm_ops)) {
+        if (!mptcpd_plugin_register_ops(GWSTEER_PLUGIN_NAME, &pm_ops)) {
                 l_error("gwsteer: failed to register path manager ops");
                 gwsteer_state_free(gwsteer);
                 gwsteer = NULL;
                 return -1;
         }
 
-        adopt_existing();
+        /*
+         * mptcpd maps connections to plugins only after every plugin's
+         * init returned: pick up existing connections from the loop.
+         */
+        gwsteer->adopt_idle = l_idle_create(adopt_existing, NULL, NULL);
 
         gwsteer->maintenance = l_timeout_create_ms(config->status_interval_ms,
                                                    on_maintenance, NULL,

@@ -205,6 +205,8 @@ static int walk_family(int fd, int family, kernel_subflow_cb cb,
                         .sdiag_family = (uint8_t) family,
                         .sdiag_protocol = IPPROTO_TCP,
                         .idiag_states = 1u << TCP_ESTABLISHED,
+                        // The kernel adds ULP info only along with tcp_info.
+                        .idiag_ext = 1u << (INET_DIAG_INFO - 1),
                 },
         };
         static char buf[DIAG_BUF_LEN];

@@ -71,11 +71,13 @@ static void append_gateway(struct l_string *out,
 
         l_string_append_printf(out,
                                "%s{\"id\":\"%s\",\"source\":\"%s\","
-                               "\"up\":%s,\"backup\":%s,",
+                               "\"up\":%s,\"backup\":%s,\"best\":%s,",
                                first ? "" : ",",
                                gw->spec->id, source,
                                gw->up ? "true" : "false",
                                gateway_health_is_backup(h, gw)
+                               ? "true" : "false",
+                               gateway_health_best(h) == gw
                                ? "true" : "false");
 
         if (gw->has_rtt)
@@ -84,6 +86,9 @@ static void append_gateway(struct l_string *out,
                                        gw->ewma_ms, gw->rtt_ms);
         else
                 l_string_append(out, "\"ewma_ms\":null,\"rtt_ms\":null,");
+
+        // The AvMet score that elects the best gateway (prefer_best).
+        l_string_append_printf(out, "\"avmet\":%.3f,", gw->avmet);
 
         l_string_append_printf(out,
                                "\"last_change\":\"%s\",\"subflows\":%u}",

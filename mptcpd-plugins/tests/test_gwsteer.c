@@ -23,6 +23,7 @@
 
 #include "gateway_config.h"
 #include "gateway_health.h"
+#include "kernel_subflows.h"
 #include "status_file.h"
 
 /// Number of failed checks.
@@ -282,12 +283,14 @@ static void test_status_file(void)
 
         CHECK(strncmp(buf, "{\"version\":1,\"updated\":\"", 24) == 0);
         CHECK(strstr(buf, "{\"id\":\"gw1\",\"source\":\"10.1.1.2\","
-                          "\"up\":true,\"backup\":false,\"ewma_ms\":12.000,"
-                          "\"rtt_ms\":12.000,\"last_change\":\"") != NULL);
+                          "\"up\":true,\"backup\":false,\"best\":true,"
+                          "\"ewma_ms\":12.000,\"rtt_ms\":12.000,"
+                          "\"avmet\":0.500,\"last_change\":\"") != NULL);
         CHECK(strstr(buf, "\"subflows\":3}") != NULL);
         CHECK(strstr(buf, "{\"id\":\"gw2\",\"source\":\"10.1.0.3\","
-                          "\"up\":false,\"backup\":false,\"ewma_ms\":null,"
-                          "\"rtt_ms\":null,") != NULL);
+                          "\"up\":false,\"backup\":false,\"best\":false,"
+                          "\"ewma_ms\":null,\"rtt_ms\":null,"
+                          "\"avmet\":0.000,") != NULL);
 
         char *const tmp = l_strdup_printf("%s.tmp", path);
         CHECK(access(tmp, F_OK) != 0);  // Renamed, not left behind.
@@ -296,6 +299,24 @@ static void test_status_file(void)
         l_free(path);
         gateway_health_destroy(h);
         gwsteer_config_free(c);
+}
+
+/**
+ * @brief kernel_subflows_walk() callback: print one subflow.
+ */
+static void print_subflow(struct kernel_subflow const *sf, void *user_data)
+{
+        char l[INET6_ADDRSTRLEN];
+        char r[INET6_ADDRSTRLEN];
+
+        (void) user_data;
+        printf("%08x %s %u %s %u id %u flags %#x%s\n", sf->token,
+               gwsteer_ntop((struct sockaddr const *) &sf->laddr, l, sizeof(l)),
+               ntohs(((struct sockaddr_in const *) &sf->laddr)->sin_port),
+               gwsteer_ntop((struct sockaddr const *) &sf->raddr, r, sizeof(r)),
+               ntohs(((struct sockaddr_in const *) &sf->raddr)->sin_port),
+               sf->local_id, sf->flags,
+               kernel_subflow_backup(sf) ? " backup" : "");
 }
 
 /**
@@ -312,6 +333,9 @@ int main(int argc, char **argv)
                 gwsteer_config_free(c);
                 return status;
         }
+
+        if (argc == 2 && strcmp(argv[1], "subflows") == 0)
+                return kernel_subflows_walk(print_subflow, NULL) == 0 ? 0 : 1;
 
         if (mkdtemp(tmpdir) == NULL)
                 return 1;

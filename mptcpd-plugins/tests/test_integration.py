@@ -16,8 +16,10 @@ from pathlib import Path
 from netlab import (
     PLUGIN_DIR,
     TIME_SCALE,
+    KernelSubflow,
     Lab,
     interface_counters,
+    kernel_subflows,
     popen_text,
     start_mptcpd,
     stop_process,
@@ -118,8 +120,8 @@ def test_status_file_format(lab: Lab, tmp: Path) -> None:
     rfc3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
     assert rfc3339.match(data["updated"])
     for g in data["gateways"]:
-        assert list(g) == ["id", "source", "up", "backup", "ewma_ms", "rtt_ms",
-                           "last_change", "subflows"]
+        assert list(g) == ["id", "source", "up", "backup", "best", "ewma_ms", "rtt_ms",
+                           "avmet", "last_change", "subflows"]
         assert rfc3339.match(g["last_change"])
         assert isinstance(g["ewma_ms"], float) and isinstance(g["rtt_ms"], float)
     assert [g["backup"] for g in data["gateways"]] == [False, True]
@@ -274,3 +276,71 @@ def test_bad_input_clear_error_nothing_installed(lab: Lab, tmp: Path) -> None:
     assert "proto 180" in topo.cli.run(["ip", "rule"]).stdout
     topo.route("uninstall")
     _nothing_installed(topo)
+
+
+def _by_gateway(topo: Topo) -> dict[str, list[KernelSubflow]]:
+    """The client's kernel subflows to the server, grouped by gateway source."""
+    found: dict[str, list[KernelSubflow]] = {gw: [] for gw in topo.sources}
+    for sf in kernel_subflows(topo.cli, PORT):
+        for gw, src in topo.sources.items():
+            if sf.local == src:
+                found[gw].append(sf)
+    return found
+
+
+def test_restart_picks_up_existing_connection(lab: Lab, tmp: Path) -> None:
+    """A connection opened while the client's mptcpd is down is steered once it starts.
+
+    gw2 is a backup gateway: the kernel must show our backup flag on its
+    subflow (and none on gw1's), whatever mptcpd's event says.
+    """
+    topo = onlink(lab, tmp)
+    topo.write_config(onlink_gateways(topo, backup=("gw2",)))
+    topo.route("install")
+    topo.start_proxy_pm()
+    topo.cli.sysctl("net.mptcp.pm_type", "1")  # userspace PM, nobody managing it yet
+    server = topo.server()
+    release = tmp / "release"
+    client = topo.client(1_000_000, rate=500_000, hold=release)
+    wait_for(lambda: _per_source(topo)["gw1"] == 1, 5, what="the initial subflow")
+    time.sleep(0.5)
+    assert _per_source(topo) == {"gw1": 1, "gw2": 0}
+    token = kernel_subflows(topo.cli, PORT)[0].token
+
+    started = time.monotonic()
+    topo.start_client_pm()
+    wait_for(lambda: len(_by_gateway(topo)["gw2"]) == 1, 5, what="a gw2 subflow on the old connection")
+    picked_up = time.monotonic() - started
+    wait_for(lambda: all(sf.backup for sf in _by_gateway(topo)["gw2"]), 3,
+             what="the kernel's backup flag on gw2's subflow")
+    found = _by_gateway(topo)
+    assert [sf.token for sf in found["gw1"] + found["gw2"]] == [token, token]
+    assert not any(sf.backup for sf in found["gw1"])
+    wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1 and st["gw2"]["subflows"] == 1,
+             3, what="status counts the adopted subflows")
+    assert "picked up 1 existing connection" in (tmp / "client.log").read_text()
+    release.touch()
+    _finish(topo, client, server)
+    print(f"existing connection got its gw2 subflow {picked_up:.2f}s after mptcpd started")
+
+
+def test_prefer_best_backup_flags_in_kernel(lab: Lab, tmp: Path) -> None:
+    """prefer_best: exactly the non-best gateway's subflow carries the backup flag in the kernel."""
+    topo = onlink(lab, tmp)
+    topo.write_config(onlink_gateways(topo), extra="prefer_best = true")
+    topo.route("install")
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    server = topo.server()
+    release = tmp / "release"
+    client = topo.client(1_000_000, rate=500_000, hold=release)
+    wait_for(lambda: all(len(v) == 1 for v in _by_gateway(topo).values()), 5, what="both subflows")
+    wait_for(lambda: sum(sf.backup for v in _by_gateway(topo).values() for sf in v) == 1,
+             3, what="one backup subflow in the kernel")
+    status = _status(topo)
+    best = [gw for gw, g in status.items() if g["best"]]
+    assert len(best) == 1 and not status[best[0]]["backup"], status
+    for gw, sfs in _by_gateway(topo).items():
+        assert [sf.backup for sf in sfs] == [gw != best[0]], (gw, sfs)
+    release.touch()
+    _finish(topo, client, server)

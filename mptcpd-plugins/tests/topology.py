@@ -75,11 +75,23 @@ class Topo:
 
     def start_pm(self, proxy_extra: str = "") -> None:
         """Start mptcpd+gwsteer on the client (client) and server (proxy)."""
+        self.start_proxy_pm(proxy_extra)
+        self.start_client_pm()
+
+    def start_proxy_pm(self, proxy_extra: str = "") -> subprocess.Popen[str]:
+        """Start mptcpd+gwsteer in the proxy role on the server."""
         proxy_conf = self.tmp / "proxy.conf"
         proxy_conf.write_text(
             f"[gwsteer]\nrole = proxy\nstatus_file = {self.tmp}/proxy.json\n{proxy_extra}\n")
-        self.procs.append(start_mptcpd(self.srv, proxy_conf, self.tmp / "proxy.log"))
-        self.procs.append(start_mptcpd(self.cli, self.config, self.tmp / "client.log"))
+        proc = start_mptcpd(self.srv, proxy_conf, self.tmp / "proxy.log")
+        self.procs.append(proc)
+        return proc
+
+    def start_client_pm(self, log: str = "client.log") -> subprocess.Popen[str]:
+        """Start mptcpd+gwsteer in the client role on the client."""
+        proc = start_mptcpd(self.cli, self.config, self.tmp / log)
+        self.procs.append(proc)
+        return proc
 
     def server(self, out: str = "recv.json", timeout: float = 60) -> subprocess.Popen[bytes]:
         """Start the byte-counting receiver on srv; return once it listens.
