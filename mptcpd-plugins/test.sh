@@ -11,6 +11,7 @@ make -s all
 
 echo "== C unit tests"
 ./test_gwsteer
+./test_plugin
 
 echo "== ruff"
 ruff check gwsteer tests bench.py gwsteer-route gwsteer-cli
