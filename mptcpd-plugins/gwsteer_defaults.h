@@ -31,6 +31,13 @@
 /// Longest gateway identifier, without the terminating NUL.
 #define GWSTEER_MAX_ID_LEN 31
 
+/// Longest hop list (SRv6 segments) of one gateway.
+#define GWSTEER_MAX_HOPS 16
+
+/// Probe rounds in flight per gateway: probe_timeout_ms must stay below
+/// this many probe intervals.
+#define GWSTEER_ROUND_SLOTS 16
+
 #define GWSTEER_DEFAULTS(GWSTEER_DEFAULT) \
 GWSTEER_DEFAULT(role, role, "client", "client: one subflow per healthy gateway; proxy: announce and accept joins") \
 GWSTEER_DEFAULT(status_file, str, "/run/braid/gateways.json", "JSON gateway state read by braid-proxy and gwsteer-cli") \

@@ -136,7 +136,7 @@ def kernel_subflows(ns: Namespace, port: int) -> list[KernelSubflow]:
     out = ns.run(["ss", "-tniH", "state", "established",
                   f"( dport = :{port} or sport = :{port} )"]).stdout.splitlines()
     found = []
-    for head, info in zip(out, out[1:]):
+    for head, info in itertools.pairwise(out):
         cols = head.split()
         m = _SS_MPTCP.search(info)
         if head[:1].isspace() or len(cols) < 4 or m is None:

@@ -9,8 +9,8 @@
  * (gateway_health_new_passive()), so the tests need no network.
  *
  * Usage: test_gwsteer            run the tests
- *        test_gwsteer check FILE  validate FILE like the plugin does
- *                                 (exit 2 and an error naming the field)
+ *        test_gwsteer subflows    list the kernel's MPTCP subflows
+ *                                 (sock_diag, as the plugin sees them)
  */
 
 #include <stdio.h>
@@ -128,6 +128,9 @@ static void test_config_bad(void)
                 "[gateways]\n",
                 "[gwsteer]\nrole=client\n",
                 "[gateway gw1]\nsource=10.1.1.2\nhops=fc00::1\n",
+                // Rounds would be dropped: timeout >= 16 intervals.
+                "[gwsteer]\nprobe_interval_ms=10\nprobe_timeout_ms=160\n"
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n",
         };
 
         for (size_t i = 0; i < L_ARRAY_SIZE(bad); ++i) {
@@ -325,14 +328,6 @@ static void print_subflow(struct kernel_subflow const *sf, void *user_data)
 int main(int argc, char **argv)
 {
         l_log_set_stderr();
-
-        if (argc == 3 && strcmp(argv[1], "check") == 0) {
-                struct gwsteer_config *const c = gwsteer_config_load(argv[2]);
-                int const status = c ? 0 : 2;
-
-                gwsteer_config_free(c);
-                return status;
-        }
 
         if (argc == 2 && strcmp(argv[1], "subflows") == 0)
                 return kernel_subflows_walk(print_subflow, NULL) == 0 ? 0 : 1;
