@@ -295,10 +295,42 @@ static void test_status_file(void)
                           "\"ewma_ms\":null,\"rtt_ms\":null,"
                           "\"avmet\":0.000,") != NULL);
 
-        char *const tmp = l_strdup_printf("%s.tmp", path);
-        CHECK(access(tmp, F_OK) != 0);  // Renamed, not left behind.
+        // Only the status file is left in the directory (renamed tmp).
+        char *const ls = l_strdup_printf("test $(ls -A %s/sub | wc -l) = 1",
+                                         tmpdir);
+        CHECK(system(ls) == 0);
+        l_free(ls);
 
-        l_free(tmp);
+        /*
+         * A link planted where the old code put its fixed temporary
+         * file (<path>.tmp) must not make root truncate or expose its
+         * target.
+         */
+        char *const victim = l_strdup_printf("%s/victim", tmpdir);
+        char *const planted = l_strdup_printf("%s.tmp", path);
+        FILE *const v = fopen(victim, "w");
+        CHECK(v != NULL);
+        if (v) {
+                fputs("secret", v);
+                fclose(v);
+        }
+        CHECK(chmod(victim, 0600) == 0);
+        CHECK(symlink(victim, planted) == 0);
+        CHECK(status_file_write(path, h));
+        CHECK(stat(victim, &st) == 0 && st.st_size == 6
+              && (st.st_mode & 0777) == 0600);
+
+        // A directory others can write is refused, nothing written.
+        char *const open_dir = l_strdup_printf("%s/open", tmpdir);
+        char *const open_path = l_strdup_printf("%s/gateways.json", open_dir);
+        CHECK(mkdir(open_dir, 0755) == 0 && chmod(open_dir, 0777) == 0);
+        CHECK(!status_file_write(open_path, h));
+        CHECK(access(open_path, F_OK) != 0);
+
+        l_free(open_path);
+        l_free(open_dir);
+        l_free(planted);
+        l_free(victim);
         l_free(path);
         gateway_health_destroy(h);
         gwsteer_config_free(c);
