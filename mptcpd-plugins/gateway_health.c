@@ -469,8 +469,8 @@ static struct gateway_health *health_new(struct gwsteer_config const *config,
                         entry->probe = gateway_probe_new(
                                 (struct sockaddr const *) &spec->source,
                                 (struct sockaddr const *) &spec->probe,
-                                (uint16_t) ((getpid() & 0x7ff) << 5
-                                            | entry->gw.index),
+                                // Random: not guessable off path.
+                                (uint16_t) l_getrandom_uint32(),
                                 on_probe_reply,
                                 entry);
 

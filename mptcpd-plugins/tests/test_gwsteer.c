@@ -23,6 +23,7 @@
 
 #include "gateway_config.h"
 #include "gateway_health.h"
+#include "gateway_probe.h"
 #include "kernel_subflows.h"
 #include "status_file.h"
 
@@ -336,6 +337,76 @@ static void test_status_file(void)
         gwsteer_config_free(c);
 }
 
+/// Probe reply callback of the matching test (never called there).
+static void on_reply(uint16_t seq, void *user_data)
+{
+        (void) seq;
+        (void) user_data;
+}
+
+/**
+ * @brief Answers count only from the target, with our id and token.
+ */
+static void test_probe_match(void)
+{
+        struct sockaddr_storage src, target, other;
+        uint8_t req[128];
+        uint8_t reply[160] = { 0 };
+        uint16_t seq = 0;
+
+        gwsteer_parse_addr("10.1.1.2", &src);
+        gwsteer_parse_addr("10.99.0.1", &target);
+        gwsteer_parse_addr("10.99.0.66", &other);
+
+        struct gateway_probe *const p =
+                gateway_probe_new((struct sockaddr *) &src,
+                                  (struct sockaddr *) &target, 0x1234,
+                                  on_reply, NULL);
+        size_t const n = gateway_probe_build(p, 7, req, sizeof(req));
+
+        CHECK(n == 64);
+
+        // The kernel's answer: IPv4 header, then our message as a reply.
+        reply[0] = 0x45;
+        memcpy(reply + 20, req, n);
+        reply[20] = 0;  // ICMP_ECHOREPLY
+
+        CHECK(gateway_probe_match(p, reply, 20 + n,
+                                  (struct sockaddr *) &target, &seq));
+        CHECK(seq == 7);
+
+        // Same bytes from anyone else: a forgery.
+        CHECK(!gateway_probe_match(p, reply, 20 + n,
+                                   (struct sockaddr *) &other, &seq));
+
+        // Right source, but not our token (the old constant payload).
+        reply[20 + 8] ^= 0xff;
+        CHECK(!gateway_probe_match(p, reply, 20 + n,
+                                   (struct sockaddr *) &target, &seq));
+        reply[20 + 8] ^= 0xff;
+
+        // Right source and token, another identifier.
+        reply[20 + 4] ^= 0x01;
+        CHECK(!gateway_probe_match(p, reply, 20 + n,
+                                   (struct sockaddr *) &target, &seq));
+        reply[20 + 4] ^= 0x01;
+
+        // Truncated before the token.
+        CHECK(!gateway_probe_match(p, reply, 20 + 8 + 4,
+                                   (struct sockaddr *) &target, &seq));
+
+        // Two probers never share a token.
+        struct gateway_probe *const q =
+                gateway_probe_new((struct sockaddr *) &src,
+                                  (struct sockaddr *) &target, 0x1234,
+                                  on_reply, NULL);
+        CHECK(!gateway_probe_match(q, reply, 20 + n,
+                                   (struct sockaddr *) &target, &seq));
+
+        gateway_probe_destroy(q);
+        gateway_probe_destroy(p);
+}
+
 /**
  * @brief kernel_subflows_walk() callback: print one subflow.
  */
@@ -372,6 +443,7 @@ int main(int argc, char **argv)
         test_health_hysteresis();
         test_health_avmet();
         test_status_file();
+        test_probe_match();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)
