@@ -109,8 +109,12 @@ def _on_link(ipr: IPRoute, local: LocalAddress, hop: IPAddress) -> bool:
         return True
     if hop == local.peer or (hop.version == 6 and hop.is_link_local):
         return True
+    if local.network.prefixlen < local.network.max_prefixlen:
+        return False
+    # A host address: the kernel's own route to the hop must be direct, on that interface
+    # (no oif in the query: with one, the kernel answers "direct" for anything).
     try:
-        found = ipr.route("get", dst=str(hop), oif=local.ifindex, family=_family(hop))
+        found = ipr.route("get", dst=str(hop), family=_family(hop))
     except NetlinkError:
         return False
     return bool(found) and found[0].get("RTA_GATEWAY") is None and found[0].get("RTA_OIF") == local.ifindex

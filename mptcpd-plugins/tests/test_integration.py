@@ -185,15 +185,24 @@ def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
     cut = time.monotonic()
     wait_for(lambda: _per_source(topo)["gw1"] == 0, 5, what="gw1 subflow removed")
     removed_after = time.monotonic() - cut
+    assert _per_source(topo)["gw2"] == 1, "gw2's subflow must survive gw1's failure"
     assert not _status(topo)["gw1"]["up"]
     time.sleep(1)
     topo.restore("gw1")
     restored = time.monotonic()
     wait_for(lambda: _per_source(topo)["gw1"] == 1, 6, what="gw1 subflow back")
     back_after = time.monotonic() - restored
-    before = interface_counters(topo.cli, "e1")[0]
+    # Bytes arriving at the server through each gateway (its links g1, g2).
+    before = {dev: interface_counters(topo.srv, dev)[1] for dev in ("g1", "g2")}
     time.sleep(1)
-    assert interface_counters(topo.cli, "e1")[0] - before > 50_000, "no data on recovered gw1"
+    arrived = {dev: interface_counters(topo.srv, dev)[1] - before[dev] for dev in ("g1", "g2")}
+    assert arrived["g1"] > 50_000, f"no data through recovered gw1: {arrived}"
+    assert arrived["g2"] > 50_000, f"no data through gw2: {arrived}"
+    # Detection: fail_after (3) x probe_interval_ms (100) + probe_timeout_ms
+    # (300) is 0.6 s; recovery: hold_ms (500) + recover_after (3) x 100 ms.
+    # Both with room for a loaded machine, in host seconds.
+    assert removed_after < 2.0 * TIME_SCALE, f"gw1 subflow removed only {removed_after:.2f}s after the cut"
+    assert back_after < 3.0 * TIME_SCALE, f"gw1 subflow back only {back_after:.2f}s after restore"
     assert client.poll() is None, "transfer should still be running (same connection)"
     _finish(topo, client, server)
     stop_process(monitor)
@@ -342,5 +351,32 @@ def test_prefer_best_backup_flags_in_kernel(lab: Lab, tmp: Path) -> None:
     assert len(best) == 1 and not status[best[0]]["backup"], status
     for gw, sfs in _by_gateway(topo).items():
         assert [sf.backup for sf in sfs] == [gw != best[0]], (gw, sfs)
+    release.touch()
+    _finish(topo, client, server)
+
+
+def test_missing_source_waits_then_steers(lab: Lab, tmp: Path) -> None:
+    """A gateway whose source is not on the host yet: mptcpd runs, the gateway
+    stays down, and once the address appears (e.g. DHCP) it is probed, comes
+    up and gets subflows."""
+    topo = onlink(lab, tmp)
+    topo.write_config(onlink_gateways(topo))
+    topo.route("install")
+    topo.cli.run(["ip", "addr", "del", "10.1.2.2/24", "dev", "e2"])
+    topo.start_pm()
+    wait_for(lambda: _status(topo).get("gw1", {}).get("up"), 5, what="gw1 up")
+    mptcpd = topo.procs[-1]
+    time.sleep(0.5)
+    assert mptcpd.poll() is None, "mptcpd must keep running"
+    assert not _status(topo)["gw2"]["up"]
+    assert "probe source 10.1.2.2 is not usable" in (tmp / "client.log").read_text()
+
+    topo.cli.run(["ip", "addr", "add", "10.1.2.2/24", "dev", "e2"])
+    topo.route("install")  # the routes need the address's interface
+    wait_for(lambda: _status(topo)["gw2"]["up"], 5, what="gw2 up once its source exists")
+    server = topo.server()
+    release = tmp / "release"
+    client = topo.client(1_000_000, rate=500_000, hold=release)
+    wait_for(lambda: _per_source(topo) == {"gw1": 1, "gw2": 1}, 5, what="a subflow through gw2")
     release.touch()
     _finish(topo, client, server)
