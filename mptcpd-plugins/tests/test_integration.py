@@ -380,3 +380,25 @@ def test_missing_source_waits_then_steers(lab: Lab, tmp: Path) -> None:
     wait_for(lambda: _per_source(topo) == {"gw1": 1, "gw2": 1}, 5, what="a subflow through gw2")
     release.touch()
     _finish(topo, client, server)
+
+
+def test_ipv6_gateway_never_used_for_an_ipv4_peer(lab: Lab, tmp: Path) -> None:
+    """An IPv6 gateway (up: its probes are answered) next to IPv4 ones gets no
+    subflow request for an IPv4 connection; the IPv4 gateways get theirs."""
+    topo = onlink(lab, tmp)
+    topo.cli.run(["ip", "-6", "addr", "add", "fc00:2::2/64", "dev", "e2", "nodad"])
+    topo.gws["gw2"].run(["ip", "-6", "addr", "add", "fc00:2::1/64", "dev", "c", "nodad"])
+    topo.write_config(onlink_gateways(topo)
+                      + "[gateway gw6]\nsource = fc00:2::2\nhops = fc00:2::1\nprobe = fc00:2::1\n")
+    topo.route("install")
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="all three gateways up, gw6 included")
+    server = topo.server()
+    release = tmp / "release"
+    client = topo.client(1_000_000, rate=500_000, hold=release)
+    wait_for(lambda: _per_source(topo) == {"gw1": 1, "gw2": 1}, 5, what="the IPv4 gateways' subflows")
+    time.sleep(1.0)
+    assert {sf.local for sf in kernel_subflows(topo.cli, PORT)} == {"10.1.1.2", "10.1.2.2"}
+    assert "via gw6" not in (tmp / "client.log").read_text()
+    release.touch()
+    _finish(topo, client, server)
