@@ -216,6 +216,8 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     topo = onlink(lab, tmp, gateways=3)
     topo.write_config(onlink_gateways(topo))
     topo.route("install")
+    # The proxy's kernel reports every join and every close (PM events).
+    monitor = popen_text(topo.srv, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
     topo.start_pm(proxy_extra="max_subflows = 2")
     wait_for(lambda: _all_up(topo), 5, what="gateways up")
     server = topo.server()
@@ -227,11 +229,13 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     # subflows stay, and no extra one lives on (seen without a break).
     kept = set(subflows(topo.srv, PORT))
     run_start: dict[tuple[str, str], float] = {}
-    longest, sightings = 0.0, 0
+    longest, sightings, most = 0.0, 0, 0
     end = time.monotonic() + 2 * TIME_SCALE
     while time.monotonic() < end:
         now = time.monotonic()
-        extra = set(subflows(topo.srv, PORT)) - kept
+        current = set(subflows(topo.srv, PORT))
+        most = max(most, len(current))
+        extra = current - kept
         run_start = {sf: run_start.get(sf, now) for sf in extra}
         sightings += len(extra)
         longest = max([longest, *(now - t for t in run_start.values())])
@@ -239,8 +243,19 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     print(f"extra subflows seen in {sightings} samples, longest run {longest:.2f}s")
     assert set(subflows(topo.srv, PORT)) == kept, "the proxy must close newcomers, not the first subflows"
     assert longest <= 0.5 * TIME_SCALE, f"an extra subflow lived {longest:.2f}s"
+    # Never more than one newcomer at a time beside the two kept subflows.
+    assert most <= 3, most
     _finish(topo, client, server)
     assert "over max_subflows" in (tmp / "proxy.log").read_text()
+    stop_process(monitor)
+    events = monitor.stdout.read() if monitor.stdout else ""
+    joins = len(re.findall(r"SF_ESTABLISHED", events))
+    closed = len(re.findall(r"SF_CLOSED", events))
+    # Every join but the one kept was closed: the cap held in the kernel,
+    # and the client backed off (a few attempts, not one per probe interval).
+    print(f"proxy kernel: {joins} joins, {closed} closed")
+    assert joins >= 2 and closed >= joins - 1, (joins, closed, events[-1500:])
+    assert joins - 1 <= 8, f"{joins - 1} extra joins in the watch: no back-off?"
 
 
 def _nothing_installed(topo: Topo) -> None:
