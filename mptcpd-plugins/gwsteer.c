@@ -757,23 +757,56 @@ static void reconcile_client(struct gwsteer_connection *conn)
 }
 
 /**
- * @brief l_hashmap_foreach() adapter for reconcile_client().
+ * @brief Make a proxy connection keep at most max_subflows subflows.
+ *
+ * Normally done when the kernel reports the join; this catches a
+ * removal that could not be sent or that the kernel ignored.  The
+ * newest subflows go first, the initial one never.
+ */
+static void reconcile_proxy(struct gwsteer_connection *conn)
+{
+        retry_unconfirmed(conn, l_time_now());
+
+        while (live_subflows(conn) > gwsteer->config->max_subflows) {
+                struct gwsteer_subflow *newest = NULL;
+
+                for (struct l_queue_entry const *e =
+                             l_queue_get_entries(conn->subflows);
+                     e;
+                     e = e->next)
+                        if (!((struct gwsteer_subflow *) e->data)->closing
+                            && e != l_queue_get_entries(conn->subflows))
+                                newest = e->data;
+
+                if (newest == NULL)
+                        break;
+
+                close_subflow(conn, newest, "over max_subflows");
+                if (!newest->closing)
+                        break;  // Not sent: next maintenance run.
+        }
+}
+
+/**
+ * @brief l_hashmap_foreach() adapter for the role's reconcile.
  */
 static void reconcile_one(void const *key, void *value, void *user_data)
 {
         (void) key;
         (void) user_data;
 
-        reconcile_client(value);
+        if (gwsteer->config->role == GWSTEER_ROLE_CLIENT)
+                reconcile_client(value);
+        else
+                reconcile_proxy(value);
 }
 
 /**
- * @brief Reconcile every client connection.
+ * @brief Reconcile every connection.
  */
 static void reconcile_all(void)
 {
-        if (gwsteer->config->role == GWSTEER_ROLE_CLIENT)
-                l_hashmap_foreach(gwsteer->connections, reconcile_one, NULL);
+        l_hashmap_foreach(gwsteer->connections, reconcile_one, NULL);
 }
 
 // ----------------------------------------------------------------

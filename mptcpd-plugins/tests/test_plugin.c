@@ -643,7 +643,8 @@ static void test_max_subflows_and_preference(void)
         stop();
 
         // Proxy: the initial subflow and one join, the next join closed.
-        CHECK(start("[gwsteer]\nrole = proxy\nmax_subflows = 2\n"));
+        CHECK(start("[gwsteer]\nrole = proxy\nmax_subflows = 2\n"
+                    "status_interval_ms = 10\n"));
         ops->new_connection(13, sa("10.99.0.1", 5201), sa("10.1.1.2", 4000),
                             true, PM);
         ops->connection_established(13, sa("10.99.0.1", 5201),
@@ -655,6 +656,14 @@ static void test_max_subflows_and_preference(void)
                          false, PM);
         CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 1);
         CHECK(strcmp(cmds[ncmds - 1].remote, "10.1.3.2") == 0);
+
+        // A join whose removal could not be sent is closed later.
+        fail_next[CMD_REMOVE_SUBFLOW] = EAGAIN;
+        ops->new_subflow(13, sa("10.99.0.1", 5201), sa("10.1.4.2", 4003),
+                         false, PM);
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 2);
+        run_for(30);  // status_interval_ms = 10: maintenance retries.
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) >= 3);
         stop();
 }
 
