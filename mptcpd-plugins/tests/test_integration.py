@@ -89,6 +89,7 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
         shown = {g["id"]: g["subflow_list"] for g in json.loads(cli.stdout)["gateways"]}
         assert [len(shown["gw1"]), len(shown["gw2"])] == [1, 1], shown
         assert shown["gw1"][0]["token"] == shown["gw2"][0]["token"] != "?"
+        assert [shown["gw1"][0]["backup"], shown["gw2"][0]["backup"]] == [False, False]
         release.touch()
         _finish(topo, client, server)
         sent = {gw: interface_counters(topo.cli, dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
