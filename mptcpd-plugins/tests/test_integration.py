@@ -26,7 +26,7 @@ from netlab import (
     subflows,
     wait_for,
 )
-from topology import PORT, SERVER, Topo, onlink, onlink_gateways, twohop
+from topology import PORT, SERVER, SERVER6, Topo, onlink, onlink_gateways, twohop
 
 
 def _per_source(topo: Topo) -> dict[str, int]:
@@ -418,3 +418,25 @@ def test_ipv6_gateway_never_used_for_an_ipv4_peer(lab: Lab, tmp: Path) -> None:
     assert "via gw6" not in (tmp / "client.log").read_text()
     release.touch()
     _finish(topo, client, server)
+
+
+def test_ipv6_connection_one_subflow_per_gateway(lab: Lab, tmp: Path) -> None:
+    """IPv6 end to end: IPv6 gateways, an IPv6 MPTCP connection, one subflow
+    per gateway in the kernel, data through both, byte-exact."""
+    topo = onlink(lab, tmp, shape_mbit=40, ipv6=True)
+    topo.sources = {"gw1": "fc00:1::2", "gw2": "fc00:2::2"}
+    topo.write_config("".join(f"[gateway {gw}]\nsource = fc00:{k}::2\nhops = fc00:{k}::1\n"
+                              f"probe = {SERVER6}\n" for k, gw in ((1, "gw1"), (2, "gw2"))))
+    topo.route("install")
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="IPv6 gateways up")
+    before = {gw: interface_counters(topo.cli, dev)[0] for gw, dev in topo.client_dev.items()}
+    server = topo.server(bind=SERVER6)
+    release = tmp / "release"
+    client = topo.client(6_000_000, hold=release, dst=SERVER6)
+    wait_for(lambda: {gw: len(v) for gw, v in _by_gateway(topo).items()} == {"gw1": 1, "gw2": 1},
+             5, what="one IPv6 subflow per gateway")
+    release.touch()
+    _finish(topo, client, server)
+    sent = {gw: interface_counters(topo.cli, dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
+    assert sent["gw1"] > 1_000_000 and sent["gw2"] > 1_000_000, sent

@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROUTE = str(HERE.parent / "gwsteer-route")
 XFER = str(HERE / "mptcp_xfer.py")
 SERVER = "10.99.0.1"
+SERVER6 = "fc00:99::1"
 PORT = 5201
 
 
@@ -93,28 +94,30 @@ class Topo:
         self.procs.append(proc)
         return proc
 
-    def server(self, out: str = "recv.json", timeout: float = 60) -> subprocess.Popen[bytes]:
+    def server(self, out: str = "recv.json", timeout: float = 60,
+               bind: str = SERVER) -> subprocess.Popen[bytes]:
         """Start the byte-counting receiver on srv; return once it listens.
 
         A client started before the listener exists is refused, and how
         long an interpreter takes to start varies (seconds in braid's
         emulated VM), so wait for the socket rather than for a fixed time.
         """
-        proc = self.srv.popen([sys.executable, XFER, "server", "--bind", SERVER,
+        proc = self.srv.popen([sys.executable, XFER, "server", "--bind", bind,
                                "--port", str(PORT), "--out", str(self.tmp / out),
                                "--timeout", str(timeout * TIME_SCALE)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.srv.wait_listening(PORT, SERVER, 10, proc=proc)
+        self.srv.wait_listening(PORT, bind, 10, proc=proc)
         return proc
 
     def client(self, nbytes: int, rate: float = 0, source: str | None = None,
-               seconds: float | None = None, hold: Path | None = None) -> subprocess.Popen[str]:
+               seconds: float | None = None, hold: Path | None = None,
+               dst: str = SERVER) -> subprocess.Popen[str]:
         """Start the sender on cli (stdout: JSON result).
 
         With ``hold`` the sender keeps the connection open after the data
         until that file exists (create it to let the transfer finish).
         """
-        args = [sys.executable, XFER, "client", "--dst", SERVER, "--port", str(PORT),
+        args = [sys.executable, XFER, "client", "--dst", dst, "--port", str(PORT),
                 "--bytes", str(nbytes), "--rate", str(rate), "--timeout", str(60 * TIME_SCALE)]
         if source:
             args += ["--source", source]
@@ -131,12 +134,19 @@ def _shape(ns: Namespace, dev: str, mbit: int) -> None:
             "burst", "32kb", "latency", "50ms"])
 
 
-def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2) -> Topo:
-    """Client with ``gateways`` on-link gateways to one server."""
+def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2,
+           ipv6: bool = False) -> Topo:
+    """Client with ``gateways`` on-link gateways to one server.
+
+    With ``ipv6`` every link also carries fc00:<k>::/64 (client side) and
+    fc00:9<k>::/64 (server side), and the server has SERVER6.
+    """
     net = lab.topology()
     net.node("cli", forward=False)
     net.node("srv", forward=False)
     net.address("srv", "lo", f"{SERVER}/32")
+    if ipv6:
+        net.address("srv", "lo", f"{SERVER6}/128")
     for k in range(1, gateways + 1):
         gw = f"gw{k}"
         net.node(gw)
@@ -144,7 +154,16 @@ def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2) -> Topo:
         net.link(gw, "s", f"10.9.{k}.1/24", "srv", f"g{k}", f"10.9.{k}.2/24")
         net.route(gw, f"{SERVER}/32", f"10.9.{k}.2")
         net.route("srv", f"10.1.{k}.0/24", f"10.9.{k}.1")
+        if ipv6:
+            net.address("cli", f"e{k}", f"fc00:{k}::2/64")
+            net.address(gw, "c", f"fc00:{k}::1/64")
+            net.address(gw, "s", f"fc00:9{k}::1/64")
+            net.address("srv", f"g{k}", f"fc00:9{k}::2/64")
+            net.route(gw, f"{SERVER6}/128", f"fc00:9{k}::2")
+            net.route("srv", f"fc00:{k}::/64", f"fc00:9{k}::1")
     net.route("cli", "default", "10.1.1.1")
+    if ipv6:
+        net.route("cli", "::/0", "fc00:1::1")
     lab.up(net)
     gws = {f"gw{k}": net[f"gw{k}"] for k in range(1, gateways + 1)}
     topo = Topo(lab, tmp, net, net["cli"], net["srv"], gws,
