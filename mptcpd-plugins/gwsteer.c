@@ -102,9 +102,6 @@ struct gwsteer_subflow
 
         /// Monotonic time of the last removal request, microseconds.
         uint64_t closing_since_us;
-
-        /// Seen in the current kernel dump (backup verification).
-        bool seen;
 };
 
 /**
@@ -615,7 +612,7 @@ static int preference_compare(void const *a, void const *b, void *user_data)
 }
 
 /**
- * @brief Close, retry or confirm what the kernel has not done yet.
+ * @brief Make removals the kernel never confirmed eligible again.
  */
 static void retry_unconfirmed(struct gwsteer_connection *conn, uint64_t now)
 {
@@ -829,7 +826,6 @@ static void verify_one(struct kernel_subflow const *ksf, void *user_data)
         if (sf == NULL)
                 return;
 
-        sf->seen = true;
         sf->backup_known = true;
         sf->backup = kernel_subflow_backup(ksf);
         if (sf->backup_requested && sf->backup == sf->backup_wanted)
