@@ -63,7 +63,7 @@ def _churn(cli: Namespace, srv: Namespace, count: int) -> float:
     server = srv.popen([sys.executable, CHURN, "server", "--bind", MAIN, "--port", str(PORT),
                         "--count", str(count), "--timeout", str(120 * TIME_SCALE)],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    srv.wait_listening(PORT, MAIN, 10, proc=server)
+    srv.wait_listening(PORT, MAIN, 10 * TIME_SCALE, proc=server)
     client = cli.run([sys.executable, CHURN, "client", "--dst", MAIN, "--port", str(PORT),
                       "--count", str(count), "--timeout", str(120 * TIME_SCALE)],
                      check=False, timeout=150 * TIME_SCALE)
@@ -111,7 +111,7 @@ def test_join_to_announced_address_is_accepted(lab: Lab, tmp: Path) -> None:
     server = srv.popen([sys.executable, CHURN, "server", "--bind", MAIN, "--port", str(PORT),
                         "--count", "2", "--timeout", str(30 * TIME_SCALE)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    srv.wait_listening(PORT, MAIN, 10, proc=server)
+    srv.wait_listening(PORT, MAIN, 10 * TIME_SCALE, proc=server)
     ports = set()
     for _ in range(2):  # the second connection reuses the first one's listener
         client = cli.popen([sys.executable, CHURN, "client", "--dst", MAIN, "--port", str(PORT),

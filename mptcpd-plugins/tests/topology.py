@@ -72,7 +72,9 @@ class Topo:
 
     def route(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run gwsteer-route in the client namespace."""
-        return self.cli.run([ROUTE, "--config", str(self.config), *args], check=check)
+        # An interpreter start plus pyroute2's import take tens of seconds in braid's VM.
+        return self.cli.run([ROUTE, "--config", str(self.config), *args], check=check,
+                            timeout=60 * TIME_SCALE)
 
     def start_pm(self, proxy_extra: str = "") -> None:
         """Start mptcpd+gwsteer on the client (client) and server (proxy)."""
@@ -106,7 +108,7 @@ class Topo:
                                "--port", str(PORT), "--out", str(self.tmp / out),
                                "--timeout", str(timeout * TIME_SCALE)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.srv.wait_listening(PORT, bind, 10, proc=proc)
+        self.srv.wait_listening(PORT, bind, 10 * TIME_SCALE, proc=proc)
         return proc
 
     def client(self, nbytes: int, rate: float = 0, source: str | None = None,
