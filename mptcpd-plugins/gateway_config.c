@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,7 +152,9 @@ static bool parse_uint(char const *text, unsigned int *out)
 {
         char *end = NULL;
 
-        if (*text == '\0' || *text == '-')
+        // Plain ASCII digits only: no sign, no space, no 0x (strtoul
+        // would take all three).
+        if (*text == '\0' || strspn(text, "0123456789") != strlen(text))
                 return false;
 
         errno = 0;
@@ -169,8 +172,17 @@ static bool parse_uint(char const *text, unsigned int *out)
 static bool parse_double(char const *text, double *out)
 {
         char *end = NULL;
+        size_t const whole = strspn(text, "0123456789");
 
-        if (*text == '\0')
+        /*
+         * Decimal "12", "0.5" or ".5" only: strtod would also take a
+         * sign, hex floats, "inf" and "nan", which no setting needs.
+         */
+        if (*text == '\0'
+            || (text[whole] != '\0'
+                && (text[whole] != '.' || text[whole + 1] == '\0'
+                    || strspn(text + whole + 1, "0123456789")
+                       != strlen(text + whole + 1))))
                 return false;
 
         errno = 0;
@@ -385,6 +397,10 @@ static bool apply_global(struct gwsteer_config *config,
                 config->switch_margin = d;
         else if (strcmp(n, "prefer_best") == 0)
                 config->prefer_best = b;
+        else if (strcmp(n, "route_table_base") == 0)
+                config->route_table_base = u;
+        else if (strcmp(n, "rule_priority") == 0)
+                config->rule_priority = u;
 
         return true;
 }
@@ -424,6 +440,25 @@ static bool check_global_ranges(struct gwsteer_config const *c,
         if (!(c->switch_margin >= 0 && c->switch_margin <= 1)) {
                 l_error("%s: [%s] switch_margin: must be in [0, 1]",
                         path, GLOBAL_GROUP);
+                return false;
+        }
+
+        /*
+         * Each gateway has GWSTEER_ROUND_SLOTS probes in flight at most;
+         * a timeout of that many intervals would drop rounds unseen.
+         */
+        if ((uint64_t) c->probe_timeout_ms
+            >= (uint64_t) GWSTEER_ROUND_SLOTS * c->probe_interval_ms) {
+                l_error("%s: [%s] probe_timeout_ms: must be less than %d x "
+                        "probe_interval_ms (%u)", path, GLOBAL_GROUP,
+                        GWSTEER_ROUND_SLOTS,
+                        GWSTEER_ROUND_SLOTS * c->probe_interval_ms);
+                return false;
+        }
+
+        if (l_queue_length(c->announce) > GWSTEER_MAX_GATEWAYS) {
+                l_error("%s: [%s] announce: at most %d addresses",
+                        path, GLOBAL_GROUP, GWSTEER_MAX_GATEWAYS);
                 return false;
         }
 
@@ -594,6 +629,9 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
                  == NULL)
                 l_error("%s: [%s] hops: '%s' is not an IP address",
                         path, group, bad);
+        else if (g->hop_count > GWSTEER_MAX_HOPS)
+                l_error("%s: [%s] hops: at most %d entries", path, group,
+                        GWSTEER_MAX_HOPS);
         else if (!check_hops(g, hop_list, path))
                 ;  // Already logged.
         else if (backup != NULL && !parse_bool(backup, &g->backup))
@@ -605,6 +643,16 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
                         path, group, probe);
         else
                 ok = true;
+
+        if (ok) {
+                unsigned int i = 0;
+
+                for (struct l_queue_entry const *e =
+                             l_queue_get_entries(hop_list);
+                     e;
+                     e = e->next)
+                        g->hops[i++] = *(struct sockaddr_storage *) e->data;
+        }
 
         if (ok && g->probe.ss_family == AF_UNSPEC) {
                 struct sockaddr_storage const *const hop =
@@ -732,8 +780,78 @@ static bool load_gateways(struct gwsteer_config *config,
         return ok;
 }
 
+/**
+ * @brief l_queue_find() match: equal strings.
+ */
+static bool str_match(void const *a, void const *b)
+{
+        return strcmp(a, b) == 0;
+}
+
+/**
+ * @brief Check what ELL's parser accepts silently or refuses vaguely.
+ *
+ * l_settings keeps one of two values given for the same key without a
+ * word, and refuses a continuation line without saying which; both
+ * are named here, with the line number.
+ */
+static bool prescan(char const *path)
+{
+        FILE *const f = fopen(path, "re");
+        char line[1024];
+        char section[128] = "";
+        struct l_queue *const keys = l_queue_new();
+        unsigned int n = 0;
+        bool ok = true;
+
+        if (f == NULL)
+                return true;  // l_settings reports it.
+
+        while (ok && fgets(line, sizeof(line), f) != NULL) {
+                char *const t = trim(line);
+
+                ++n;
+                if (*t == '\0' || *t == '#')
+                        continue;
+
+                if (isspace((unsigned char) line[0])) {
+                        l_error("%s: line %u: continuation lines are not "
+                                "supported (one key = value per line)",
+                                path, n);
+                        ok = false;
+                } else if (*t == '[') {
+                        l_strlcpy(section, t, sizeof(section));
+                        l_queue_clear(keys, l_free);
+                } else {
+                        char *const eq = strchr(t, '=');
+
+                        if (eq == NULL)
+                                continue;  // l_settings reports it.
+
+                        *eq = '\0';
+                        char *const key = trim(t);
+
+                        if (l_queue_find(keys, str_match, key) != NULL) {
+                                l_error("%s: %s %s: set twice (line %u)",
+                                        path, section, key, n);
+                                ok = false;
+                        } else {
+                                l_queue_push_tail(keys, l_strdup(key));
+                        }
+                }
+        }
+
+        l_queue_destroy(keys, l_free);
+        fclose(f);
+
+        return ok;
+}
+
 struct gwsteer_config *gwsteer_config_load(char const *path)
 {
+        if (!prescan(path))
+                return NULL;
+
         struct l_settings *const s = l_settings_new();
 
         if (!l_settings_load_from_file(s, path)) {

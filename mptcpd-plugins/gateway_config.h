@@ -56,6 +56,9 @@ struct gateway_spec
 
         /// Number of entries in the hop list.
         unsigned int hop_count;
+
+        /// The hop list, in travel order (gwsteer-check prints it).
+        struct sockaddr_storage hops[GWSTEER_MAX_HOPS];
 };
 
 /**
@@ -111,6 +114,12 @@ struct gwsteer_config
 
         /// Proxy: addresses to announce (struct sockaddr_storage *).
         struct l_queue *announce;
+
+        /// Routing helper: gateway k uses routing table base + k.
+        unsigned int route_table_base;
+
+        /// Routing helper: priority of the from-source rules.
+        unsigned int rule_priority;
 
         /// Gateways in file order (struct gateway_spec *).
         struct l_queue *gateways;

@@ -52,8 +52,17 @@
 #include "gateway_health.h"
 #include "gateway_probe.h"
 
-/// Probes in flight per gateway (rounds + out-of-cycle probes).
-#define PROBE_SLOTS 16
+/// Out-of-cycle probes in flight per gateway, at most.
+#define EXTRA_SLOTS 4
+
+/**
+ * @brief Probes in flight per gateway.
+ *
+ * The configuration keeps probe_timeout_ms below GWSTEER_ROUND_SLOTS
+ * intervals, so rounds always find a slot; out-of-cycle probes get
+ * the few extra ones and never take a round's.
+ */
+#define PROBE_SLOTS (GWSTEER_ROUND_SLOTS + EXTRA_SLOTS)
 
 /// Sequence numbers with this bit set are out-of-cycle probes.
 #define PROBE_SEQ_EXTRA 0x8000
@@ -324,13 +333,26 @@ static void send_probe(struct gateway_entry *entry,
                        uint64_t now_us)
 {
         struct probe_slot *slot = NULL;
+        unsigned int extras = 0;
 
-        for (size_t i = 0; i < PROBE_SLOTS && slot == NULL; ++i)
-                if (!entry->slots[i].used)
-                        slot = &entry->slots[i];
+        for (size_t i = 0; i < PROBE_SLOTS; ++i) {
+                if (!entry->slots[i].used) {
+                        if (slot == NULL)
+                                slot = &entry->slots[i];
+                } else {
+                        extras += entry->slots[i].round < 0;
+                }
+        }
 
-        if (slot == NULL)
-                return;  // Too many in flight; timeouts will free slots.
+        if (round < 0 && extras >= EXTRA_SLOTS)
+                return;  // Enough hints in flight already.
+
+        if (slot == NULL) {
+                // Cannot happen with a validated configuration.
+                l_error("gateway %s: no probe slot free, round %lld lost",
+                        entry->gw.spec->id, (long long) round);
+                return;
+        }
 
         if (!gateway_probe_send(entry->probe, seq)) {
                 gateway_health_record(entry->health, &entry->gw, false, 0,
@@ -447,8 +469,8 @@ static struct gateway_health *health_new(struct gwsteer_config const *config,
                         entry->probe = gateway_probe_new(
                                 (struct sockaddr const *) &spec->source,
                                 (struct sockaddr const *) &spec->probe,
-                                (uint16_t) ((getpid() & 0x7ff) << 5
-                                            | entry->gw.index),
+                                // Random: not guessable off path.
+                                (uint16_t) l_getrandom_uint32(),
                                 on_probe_reply,
                                 entry);
 

@@ -11,6 +11,12 @@
  * A raw socket bound to the source only receives packets addressed to
  * that source, so each gateway has its own socket and replies never
  * need to be demultiplexed between gateways.
+ *
+ * A forged answer would keep a dead gateway up or win the preference
+ * race, so an answer counts only if it comes from the probe target,
+ * carries our random identifier and echoes our random 16-byte token;
+ * the kernel filters everything but echo replies before they reach
+ * us, and one wake-up reads a bounded number of datagrams.
  */
 
 #include <errno.h>
@@ -30,6 +36,15 @@
 /// Echo payload size: a classic 64-byte ping including the header.
 #define PROBE_PAYLOAD_LEN 56
 
+/// Random bytes at the start of the payload that an answer must echo.
+#define PROBE_TOKEN_LEN 16
+
+/// ICMP_FILTER of <linux/icmp.h>, which clashes with <netinet/ip_icmp.h>.
+#define GWSTEER_ICMP_FILTER 1
+
+/// Datagrams read per wake-up at most (a flood cannot starve mptcpd).
+#define PROBE_MAX_READS 32
+
 /**
  * @struct gateway_probe
  *
@@ -45,6 +60,9 @@ struct gateway_probe
 
         /// ICMP identifier.
         uint16_t ident;
+
+        /// Random token echoed in every answer.
+        uint8_t token[PROBE_TOKEN_LEN];
 
         /// Raw socket, watched by @c io; @c NULL until first send.
         struct l_io *io;
@@ -79,51 +97,59 @@ static uint16_t inet_checksum(void const *data, size_t len)
         return htons((uint16_t) ~sum);
 }
 
-/**
- * @brief Parse one received datagram; report it if it is our reply.
- */
-static void handle_datagram(struct gateway_probe *p,
-                            uint8_t const *buf,
-                            size_t len)
+bool gateway_probe_match(struct gateway_probe const *p,
+                         uint8_t const *buf, size_t len,
+                         struct sockaddr const *from, uint16_t *seq)
 {
+        uint8_t const *payload;
+        size_t left;
         uint16_t ident;
-        uint16_t seq;
+
+        if (from == NULL || !gwsteer_same_ip(from, (struct sockaddr const *)
+                                             &p->target))
+                return false;  // Only the target answers for the path.
 
         if (p->source.ss_family == AF_INET) {
                 // IPv4 raw sockets deliver the IP header too.
                 if (len < sizeof(struct ip))
-                        return;
+                        return false;
 
                 size_t const ihl = (size_t) (buf[0] & 0x0f) * 4;
-                if (len < ihl + sizeof(struct icmphdr))
-                        return;
+                if (ihl < sizeof(struct ip)
+                    || len < ihl + sizeof(struct icmphdr))
+                        return false;
 
                 struct icmphdr icmp;
                 memcpy(&icmp, buf + ihl, sizeof(icmp));
-                if (icmp.type != ICMP_ECHOREPLY)
-                        return;
+                if (icmp.type != ICMP_ECHOREPLY || icmp.code != 0)
+                        return false;
 
                 ident = ntohs(icmp.un.echo.id);
-                seq = ntohs(icmp.un.echo.sequence);
+                *seq = ntohs(icmp.un.echo.sequence);
+                payload = buf + ihl + sizeof(icmp);
+                left = len - ihl - sizeof(icmp);
         } else {
                 if (len < sizeof(struct icmp6_hdr))
-                        return;
+                        return false;
 
                 struct icmp6_hdr icmp6;
                 memcpy(&icmp6, buf, sizeof(icmp6));
-                if (icmp6.icmp6_type != ICMP6_ECHO_REPLY)
-                        return;
+                if (icmp6.icmp6_type != ICMP6_ECHO_REPLY
+                    || icmp6.icmp6_code != 0)
+                        return false;
 
                 ident = ntohs(icmp6.icmp6_id);
-                seq = ntohs(icmp6.icmp6_seq);
+                *seq = ntohs(icmp6.icmp6_seq);
+                payload = buf + sizeof(icmp6);
+                left = len - sizeof(icmp6);
         }
 
-        if (ident == p->ident)
-                p->on_reply(seq, p->user_data);
+        return ident == p->ident && left >= PROBE_TOKEN_LEN
+                && memcmp(payload, p->token, PROBE_TOKEN_LEN) == 0;
 }
 
 /**
- * @brief l_io read handler: drain the socket.
+ * @brief l_io read handler: read what is there, up to a bound.
  */
 static bool probe_readable(struct l_io *io, void *user_data)
 {
@@ -131,13 +157,20 @@ static bool probe_readable(struct l_io *io, void *user_data)
         int const fd = l_io_get_fd(io);
         uint8_t buf[512];
 
-        for (;;) {
-                ssize_t const n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        for (int i = 0; i < PROBE_MAX_READS; ++i) {
+                struct sockaddr_storage from;
+                socklen_t fromlen = sizeof(from);
+                uint16_t seq;
+                ssize_t const n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
+                                           (struct sockaddr *) &from,
+                                           &fromlen);
 
                 if (n < 0)
                         break;
 
-                handle_datagram(p, buf, (size_t) n);
+                if (gateway_probe_match(p, buf, (size_t) n,
+                                        (struct sockaddr *) &from, &seq))
+                        p->on_reply(seq, p->user_data);
         }
 
         return true;
@@ -182,12 +215,17 @@ static bool probe_open(struct gateway_probe *p)
                 return false;
         }
 
+        // Only echo replies wake us up.
         if (family == AF_INET6) {
-                // Only echo replies wake us up.
                 struct icmp6_filter filter;
                 ICMP6_FILTER_SETBLOCKALL(&filter);
                 ICMP6_FILTER_SETPASS(ICMP6_ECHO_REPLY, &filter);
                 (void) setsockopt(fd, IPPROTO_ICMPV6, ICMP6_FILTER,
+                                  &filter, sizeof(filter));
+        } else {
+                // struct icmp_filter: a bit per ICMP type to drop.
+                uint32_t const filter = ~(1u << ICMP_ECHOREPLY);
+                (void) setsockopt(fd, SOL_RAW, GWSTEER_ICMP_FILTER,
                                   &filter, sizeof(filter));
         }
 
@@ -212,21 +250,23 @@ struct gateway_probe *gateway_probe_new(struct sockaddr const *source,
         memcpy(&p->target, target, target->sa_family == AF_INET
                ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
         p->ident = ident;
+        l_getrandom(p->token, sizeof(p->token));
         p->on_reply = on_reply;
         p->user_data = user_data;
 
         return p;
 }
 
-bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
+size_t gateway_probe_build(struct gateway_probe const *p, uint16_t seq,
+                           uint8_t *buf, size_t len)
 {
-        if (p->io == NULL && !probe_open(p))
-                return false;
+        size_t const total = sizeof(struct icmphdr) + PROBE_PAYLOAD_LEN;
 
-        uint8_t msg[sizeof(struct icmphdr) + PROBE_PAYLOAD_LEN];
-        memset(msg, 0xa5, sizeof(msg));
+        if (len < total)
+                return 0;
 
-        socklen_t len;
+        memset(buf, 0xa5, total);
+        memcpy(buf + sizeof(struct icmphdr), p->token, PROBE_TOKEN_LEN);
 
         if (p->source.ss_family == AF_INET) {
                 struct icmphdr icmp = {
@@ -235,10 +275,9 @@ bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
                 };
                 icmp.un.echo.id = htons(p->ident);
                 icmp.un.echo.sequence = htons(seq);
-                memcpy(msg, &icmp, sizeof(icmp));
-                icmp.checksum = inet_checksum(msg, sizeof(msg));
-                memcpy(msg, &icmp, sizeof(icmp));
-                len = sizeof(struct sockaddr_in);
+                memcpy(buf, &icmp, sizeof(icmp));
+                icmp.checksum = inet_checksum(buf, total);
+                memcpy(buf, &icmp, sizeof(icmp));
         } else {
                 // The kernel fills in the ICMPv6 checksum.
                 struct icmp6_hdr icmp6 = {
@@ -247,11 +286,24 @@ bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
                 };
                 icmp6.icmp6_id = htons(p->ident);
                 icmp6.icmp6_seq = htons(seq);
-                memcpy(msg, &icmp6, sizeof(icmp6));
-                len = sizeof(struct sockaddr_in6);
+                memcpy(buf, &icmp6, sizeof(icmp6));
         }
 
-        ssize_t const n = sendto(l_io_get_fd(p->io), msg, sizeof(msg),
+        return total;
+}
+
+bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
+{
+        if (p->io == NULL && !probe_open(p))
+                return false;
+
+        uint8_t msg[sizeof(struct icmphdr) + PROBE_PAYLOAD_LEN];
+        size_t const size = gateway_probe_build(p, seq, msg, sizeof(msg));
+        socklen_t const len = p->source.ss_family == AF_INET
+                ? sizeof(struct sockaddr_in)
+                : sizeof(struct sockaddr_in6);
+
+        ssize_t const n = sendto(l_io_get_fd(p->io), msg, size,
                                  MSG_DONTWAIT,
                                  (struct sockaddr *) &p->target, len);
 

@@ -31,7 +31,7 @@ typedef void (*gateway_probe_reply_cb)(uint16_t seq, void *user_data);
  * @param[in] source    Local address; policy routing sends packets
  *                      from it through its gateway.
  * @param[in] target    Echo target (same family as @a source).
- * @param[in] ident     ICMP identifier distinguishing this prober.
+ * @param[in] ident     ICMP identifier (random: not guessable off path).
  * @param[in] on_reply  Reply callback.
  * @param[in] user_data Passed to @a on_reply.
  */
@@ -53,5 +53,30 @@ bool gateway_probe_send(struct gateway_probe *p, uint16_t seq);
  * @brief Close the socket and free the prober.
  */
 void gateway_probe_destroy(struct gateway_probe *p);
+
+/**
+ * @brief Build the echo request with sequence @a seq into @a buf.
+ *
+ * The payload carries the prober's random token, which an answer must
+ * echo back (used by gateway_probe_send() and the unit tests).
+ *
+ * @return The message length, or 0 if @a len is too small.
+ */
+size_t gateway_probe_build(struct gateway_probe const *p, uint16_t seq,
+                           uint8_t *buf, size_t len);
+
+/**
+ * @brief Is @a buf, received from @a from, an answer to one of our probes?
+ *
+ * An answer must come from the probe target, be an echo reply with our
+ * identifier and carry our token; @a buf starts with the IPv4 header
+ * for IPv4 (raw sockets deliver it) and with the ICMPv6 header for
+ * IPv6.
+ *
+ * @param[out] seq The sequence number answered.
+ */
+bool gateway_probe_match(struct gateway_probe const *p,
+                         uint8_t const *buf, size_t len,
+                         struct sockaddr const *from, uint16_t *seq);
 
 #endif  // GWSTEER_GATEWAY_PROBE_H

@@ -36,11 +36,13 @@
 #include <ell/ell.h>
 
 #include <mptcpd/id_manager.h>
+#include <mptcpd/listener_manager.h>
 #include <mptcpd/path_manager.h>
 #include <mptcpd/plugin.h>
 
 #include "gateway_config.h"
 #include "gateway_health.h"
+#include "kernel_subflows.h"
 #include "status_file.h"
 
 /// Delay used to coalesce status file writes after bursts of events.
@@ -49,10 +51,18 @@
 /// Longest back-off before re-opening a subflow that keeps closing.
 #define MAX_RETRY_BACKOFF_MS 30000
 
+/// Delay before asking the kernel whether backup flag requests applied.
+#define BACKUP_VERIFY_MS 50
 /**
  * @struct gwsteer_subflow
  *
  * @brief One subflow of a tracked connection.
+ *
+ * Tracked from the kernel's report (new_subflow, or the sock_diag
+ * dump at start-up) until the kernel reports it closed: a removal
+ * that was requested but not yet confirmed keeps the subflow here,
+ * marked @c closing, so a request that was lost or refused is
+ * noticed and sent again.
  */
 struct gwsteer_subflow
 {
@@ -65,8 +75,54 @@ struct gwsteer_subflow
         /// Gateway the local address belongs to, or @c NULL.
         struct gateway *gw;
 
-        /// Backup flag as last set or reported.
+        /// Backup flag as the kernel last showed it (if @c backup_known).
         bool backup;
+
+        /**
+         * @brief Whether @c backup comes from the kernel.
+         *
+         * mptcpd 0.12 reports every new subflow with backup set
+         * (it passes on the presence of the attribute, not its
+         * value), so the flag of a reported subflow is unknown until
+         * the kernel's sock_diag view shows it.
+         */
+        bool backup_known;
+
+        /// A backup flag change was requested and is not confirmed yet.
+        bool backup_requested;
+
+        /// Value of the unconfirmed request.
+        bool backup_wanted;
+
+        /// Monotonic time of the last backup request, microseconds.
+        uint64_t backup_request_us;
+
+        /// Removal requested, the kernel has not reported it closed yet.
+        bool closing;
+
+        /// Monotonic time of the last removal request, microseconds.
+        uint64_t closing_since_us;
+};
+
+/**
+ * @struct gwsteer_announce
+ *
+ * @brief One proxy address announced on every connection.
+ *
+ * mptcpd opens a listening socket for each ADD_ADDR, keyed by address
+ * and port, reference counted.  Announcing with port 0 would make a
+ * new ephemeral listener per connection that nobody closes, so the
+ * first announcement picks the port and keeps that listener for the
+ * life of the plugin; later connections announce the same port (one
+ * more reference) and give their reference back when they close.
+ */
+struct gwsteer_announce
+{
+        /// Address and, once listening, the listener's port.
+        struct sockaddr_storage addr;
+
+        /// The plugin holds the base reference of a listener.
+        bool listening;
 };
 
 /**
@@ -98,14 +154,17 @@ struct gwsteer_connection
          * @brief Per gateway: no new subflow before this time.
          *
          * Set when a subflow closes without us asking (a peer that
-         * refuses joins, a path that resets): retrying at once would
-         * churn.  Cleared when the gateway changes state, so a
-         * recovered gateway is re-used immediately.
+         * refuses joins, a path that resets) or a request times out:
+         * retrying at once would churn.  Cleared when the gateway
+         * changes state, so a recovered gateway is re-used at once.
          */
         uint64_t retry_after_us[GWSTEER_MAX_GATEWAYS];
 
         /// Per gateway: current retry back-off, milliseconds.
         unsigned int backoff_ms[GWSTEER_MAX_GATEWAYS];
+
+        /// Announcements (bit = index) holding a listener reference.
+        uint32_t announced;
 };
 
 /**
@@ -127,15 +186,53 @@ struct gwsteer_state
         /// mptcpd path manager, for commands issued from timers.
         struct mptcpd_pm *pm;
 
+        /// Proxy: announced addresses (struct gwsteer_announce *).
+        struct l_queue *announce;
+
         /// Periodic status rewrite and maintenance timer.
         struct l_timeout *maintenance;
 
         /// One-shot coalesced status write, @c NULL if none pending.
         struct l_timeout *status_write;
+
+        /// One-shot kernel check of backup requests, or @c NULL.
+        struct l_timeout *backup_verify;
+
+        /// Deferred reaction to health changes, or @c NULL.
+        struct l_idle *health_idle;
+
+        /// Pick-up of existing connections once mptcpd is up, or @c NULL.
+        struct l_idle *adopt_idle;
+
+        /// Gateways (bit = index) that changed state since the last run.
+        uint32_t changed_gateways;
 };
+
+/// Name under which the path manager operations are registered.
+#define GWSTEER_PLUGIN_NAME "gwsteer"
+
+/**
+ * @brief Tell mptcpd which plugin manages a connection (libmptcpd).
+ *
+ * mptcpd routes a connection's events to the plugin it saw create
+ * the connection, and drops the events of connections it never saw
+ * ("Unable to match token to plugin").  libmptcpd 0.12 exports this
+ * function (declared in a private header, so not installed): it maps
+ * the token to the named plugin and calls its new_connection
+ * operation, which is what a connection that outlived an mptcpd
+ * restart needs.
+ */
+void mptcpd_plugin_new_connection(char const *name,
+                                  mptcpd_token_t token,
+                                  struct sockaddr const *laddr,
+                                  struct sockaddr const *raddr,
+                                  bool server_side,
+                                  struct mptcpd_pm *pm);
 
 /// Plugin state (single instance per mptcpd process).
 static struct gwsteer_state *gwsteer;
+
+static void schedule_backup_verify(void);
 
 /**
  * @brief Size of the sockaddr in @a ss for its family.
@@ -159,19 +256,21 @@ static void copy_sockaddr(struct sockaddr_storage *dst,
 }
 
 /**
+ * @brief Port of a socket address (network byte order).
+ */
+static in_port_t sockaddr_port(struct sockaddr const *sa)
+{
+        return sa->sa_family == AF_INET
+                ? ((struct sockaddr_in const *) sa)->sin_port
+                : ((struct sockaddr_in6 const *) sa)->sin6_port;
+}
+
+/**
  * @brief Do two socket addresses have the same IP and port?
  */
 static bool same_endpoint(struct sockaddr const *a, struct sockaddr const *b)
 {
-        if (!gwsteer_same_ip(a, b))
-                return false;
-
-        if (a->sa_family == AF_INET)
-                return ((struct sockaddr_in const *) a)->sin_port
-                        == ((struct sockaddr_in const *) b)->sin_port;
-
-        return ((struct sockaddr_in6 const *) a)->sin6_port
-                == ((struct sockaddr_in6 const *) b)->sin6_port;
+        return gwsteer_same_ip(a, b) && sockaddr_port(a) == sockaddr_port(b);
 }
 
 /**
@@ -258,11 +357,36 @@ static void status_changed(void)
 // ----------------------------------------------------------------
 
 /**
- * @brief Free a tracked connection.
+ * @brief Give back the listener references a connection holds.
+ */
+static void release_announcements(struct gwsteer_connection *conn)
+{
+        struct mptcpd_lm *const lm = mptcpd_pm_get_lm(gwsteer->pm);
+        unsigned int i = 0;
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(gwsteer->announce);
+             e;
+             e = e->next, ++i) {
+                struct gwsteer_announce *const a = e->data;
+
+                if (conn->announced & (1u << i))
+                        (void) mptcpd_lm_close(lm,
+                                               (struct sockaddr *) &a->addr);
+        }
+
+        conn->announced = 0;
+}
+
+/**
+ * @brief Free a tracked connection (and its listener references).
  */
 static void connection_destroy(void *data)
 {
         struct gwsteer_connection *const conn = data;
+
+        if (gwsteer != NULL && gwsteer->pm != NULL && conn->announced)
+                release_announcements(conn);
 
         l_queue_destroy(conn->subflows, l_free);
         l_free(conn);
@@ -297,7 +421,7 @@ static struct gwsteer_subflow *find_subflow(struct gwsteer_connection *conn,
 }
 
 /**
- * @brief Number of subflows of @a conn through @a gw.
+ * @brief Number of subflows of @a conn through @a gw, removals excluded.
  */
 static unsigned int subflows_on(struct gwsteer_connection const *conn,
                                 struct gateway const *gw)
@@ -306,8 +430,26 @@ static unsigned int subflows_on(struct gwsteer_connection const *conn,
 
         for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
              e;
+             e = e->next) {
+                struct gwsteer_subflow const *const sf = e->data;
+
+                n += sf->gw == gw && !sf->closing;
+        }
+
+        return n;
+}
+
+/**
+ * @brief Subflows of @a conn that are not being removed.
+ */
+static unsigned int live_subflows(struct gwsteer_connection const *conn)
+{
+        unsigned int n = 0;
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
              e = e->next)
-                n += ((struct gwsteer_subflow *) e->data)->gw == gw;
+                n += !((struct gwsteer_subflow *) e->data)->closing;
 
         return n;
 }
@@ -319,24 +461,26 @@ static struct gwsteer_subflow *add_tracked_subflow(
         struct gwsteer_connection *conn,
         struct sockaddr const *laddr,
         struct sockaddr const *raddr,
-        bool backup)
+        struct kernel_subflow const *ksf)
 {
         struct gwsteer_subflow *const sf = l_new(struct gwsteer_subflow, 1);
 
         copy_sockaddr(&sf->laddr, laddr);
         copy_sockaddr(&sf->raddr, raddr);
         sf->gw = gateway_health_find(gwsteer->health, laddr);
-        sf->backup = backup;
+        sf->backup_known = ksf != NULL;
+        sf->backup = ksf != NULL && kernel_subflow_backup(ksf);
         l_queue_push_tail(conn->subflows, sf);
 
         return sf;
 }
 
 /**
- * @brief Close a subflow and stop tracking it.
+ * @brief Ask the kernel to close a subflow.
  *
- * It is forgotten immediately, so its later @c subflow_closed event is
- * recognised as our own doing rather than a failure hint.
+ * The subflow stays tracked, marked @c closing, until the kernel
+ * reports it closed: a request that could not be sent, or that the
+ * kernel refused, is sent again by a later reconcile.
  */
 static void close_subflow(struct gwsteer_connection *conn,
                           struct gwsteer_subflow *sf,
@@ -354,16 +498,17 @@ static void close_subflow(struct gwsteer_connection *conn,
         char const *const remote =
                 addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r));
 
-        if (err != 0)
+        if (err != 0) {
                 l_error("token %08x: closing subflow %s -> %s (%s): "
-                        "request not sent: %s",
+                        "request not sent, will retry: %s",
                         conn->token, local, remote, why, strerror(err));
-        else
-                l_info("token %08x: closing subflow %s -> %s (%s)",
-                       conn->token, local, remote, why);
+                return;
+        }
 
-        l_queue_remove(conn->subflows, sf);
-        l_free(sf);
+        l_info("token %08x: closing subflow %s -> %s (%s)",
+               conn->token, local, remote, why);
+        sf->closing = true;
+        sf->closing_since_us = l_time_now();
         status_changed();
 }
 
@@ -393,7 +538,8 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
          * The kernel answers asynchronously: mptcpd logs a refusal as
          * "add_subflow: <reason>: <error>" right after this request's
          * log line, and the request then times out here
-         * (subflow_timeout_ms), which probes the gateway and retries.
+         * (subflow_timeout_ms), which probes the gateway and retries
+         * with back-off.
          */
         l_info("token %08x: opening subflow via %s: %s (id %u) -> %s",
                conn->token, gw->spec->id,
@@ -416,11 +562,82 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 }
 
 /**
+ * @brief Back off before the next subflow through @a gw.
+ *
+ * Doubles from probe_interval_ms up to MAX_RETRY_BACKOFF_MS, and
+ * probes the gateway out of cycle: a failed subflow is a hint.
+ */
+static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
+                     char const *why)
+{
+        unsigned int *const backoff = &conn->backoff_ms[gw->index];
+
+        *backoff = *backoff == 0
+                ? gwsteer->config->probe_interval_ms
+                : *backoff * 2;
+        if (*backoff > MAX_RETRY_BACKOFF_MS)
+                *backoff = MAX_RETRY_BACKOFF_MS;
+        conn->retry_after_us[gw->index] =
+                l_time_now() + (uint64_t) *backoff * 1000;
+
+        l_debug("token %08x: subflow via %s %s, retry in %u ms",
+                conn->token, gw->spec->id, why, *backoff);
+        gateway_health_suspect(gwsteer->health, gw);
+}
+
+/**
+ * @brief Gateway order for opening subflows: the preferred first.
+ *
+ * Non-backup before backup, then the best gateway, then higher AvMet
+ * score, then file order; so with max_subflows smaller than the number
+ * of gateways the subflows go to the gateways the health tracker
+ * prefers, not to the first ones in the file.
+ */
+static int preference_compare(void const *a, void const *b, void *user_data)
+{
+        struct gateway const *const x = a;
+        struct gateway const *const y = b;
+        struct gateway const *const best = user_data;
+        bool const xb = gateway_health_is_backup(gwsteer->health, x);
+        bool const yb = gateway_health_is_backup(gwsteer->health, y);
+
+        if (xb != yb)
+                return xb ? 1 : -1;
+        if ((x == best) != (y == best))
+                return x == best ? -1 : 1;
+        if (x->avmet != y->avmet)
+                return x->avmet > y->avmet ? -1 : 1;
+
+        return (int) x->index - (int) y->index;
+}
+
+/**
+ * @brief Make removals the kernel never confirmed eligible again.
+ */
+static void retry_unconfirmed(struct gwsteer_connection *conn, uint64_t now)
+{
+        uint64_t const timeout =
+                (uint64_t) gwsteer->config->subflow_timeout_ms * 1000;
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
+             e = e->next) {
+                struct gwsteer_subflow *const sf = e->data;
+
+                // A removal the kernel never confirmed: ask again.
+                if (sf->closing && now - sf->closing_since_us > timeout)
+                        sf->closing = false;
+        }
+}
+
+/**
  * @brief Make a client connection match the gateways' state.
  *
- * One subflow per up gateway, none on down gateways (but never remove
- * the last subflow: with no subflow left the connection could not be
- * revived), backup flags as the health tracker wants them.
+ * One subflow per up gateway of the peer's address family, in
+ * preference order, at most max_subflows in all (the initial subflow
+ * included); none on down gateways (but never remove the last
+ * subflow: with no subflow left the connection could not be
+ * revived); backup flags as the health tracker wants them.
  */
 static void reconcile_client(struct gwsteer_connection *conn)
 {
@@ -430,40 +647,53 @@ static void reconcile_client(struct gwsteer_connection *conn)
         if (!conn->established)
                 return;
 
+        retry_unconfirmed(conn, now);
+
+        struct l_queue *const order = l_queue_new();
+
         for (struct l_queue_entry const *e =
                      l_queue_get_entries(
                              gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next)
+                l_queue_insert(order, e->data, preference_compare,
+                               (void *) gateway_health_best(gwsteer->health));
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(order);
              e;
              e = e->next) {
                 struct gateway *const gw = e->data;
                 uint32_t const bit = 1u << gw->index;
 
-                // A request that never produced a subflow: a hint.
+                // A request that never produced a subflow: back off.
                 if ((conn->pending & bit)
                     && now - conn->pending_since_us[gw->index]
                        > (uint64_t) c->subflow_timeout_ms * 1000) {
                         conn->pending &= ~bit;
-                        gateway_health_suspect(gwsteer->health, gw);
+                        back_off(conn, gw, "not up in time");
                 }
 
                 if (!gw->up) {
-                        struct l_queue_entry const *s =
-                                l_queue_get_entries(conn->subflows);
-
-                        while (s != NULL) {
+                        for (struct l_queue_entry const *s =
+                                     l_queue_get_entries(conn->subflows);
+                             s;
+                             s = s->next) {
                                 struct gwsteer_subflow *const sf = s->data;
-                                s = s->next;
 
-                                if (sf->gw == gw
-                                    && l_queue_length(conn->subflows) > 1)
+                                if (sf->gw == gw && !sf->closing
+                                    && live_subflows(conn) > 1)
                                         close_subflow(conn, sf,
                                                       "gateway down");
                         }
                         continue;
                 }
 
+                // A v6 source cannot reach a v4 peer (nor the reverse).
+                if (gw->spec->source.ss_family != conn->remote.ss_family)
+                        continue;
+
                 unsigned int const total =
-                        l_queue_length(conn->subflows)
+                        live_subflows(conn)
                         + (unsigned int) __builtin_popcount(conn->pending);
 
                 if (subflows_on(conn, gw) == 0 && !(conn->pending & bit)
@@ -472,18 +702,30 @@ static void reconcile_client(struct gwsteer_connection *conn)
                         open_subflow(conn, gw);
         }
 
+        l_queue_destroy(order, NULL);
+
         // Backup flags follow configuration and preference.
+        bool requested = false;
+
         for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
              e;
              e = e->next) {
                 struct gwsteer_subflow *const sf = e->data;
 
-                if (sf->gw == NULL)
+                if (sf->gw == NULL || sf->closing)
                         continue;
 
                 bool const want = gateway_health_is_backup(gwsteer->health,
                                                            sf->gw);
-                if (want == sf->backup)
+                if (sf->backup_known && want == sf->backup) {
+                        sf->backup_requested = false;
+                        continue;
+                }
+
+                // One request at a time; the kernel check confirms it.
+                if (sf->backup_requested && sf->backup_wanted == want
+                    && now - sf->backup_request_us
+                       < (uint64_t) c->subflow_timeout_ms * 1000)
                         continue;
 
                 int const err = mptcpd_pm_set_backup(
@@ -491,62 +733,201 @@ static void reconcile_client(struct gwsteer_connection *conn)
                         (struct sockaddr *) &sf->laddr,
                         (struct sockaddr *) &sf->raddr, want);
 
-                if (err == 0)
-                        sf->backup = want;
-                else
+                if (err != 0) {
                         l_error("token %08x: cannot set backup flag on "
                                 "subflow via %s: %s", conn->token,
                                 sf->gw->spec->id, strerror(err));
+                        continue;
+                }
+
+                l_info("token %08x: backup flag %s on subflow via %s",
+                       conn->token, want ? "set" : "cleared",
+                       sf->gw->spec->id);
+                sf->backup_requested = true;
+                sf->backup_wanted = want;
+                sf->backup_request_us = now;
+                requested = true;
+        }
+
+        if (requested)
+                schedule_backup_verify();
+}
+
+/**
+ * @brief Make a proxy connection keep at most max_subflows subflows.
+ *
+ * Normally done when the kernel reports the join; this catches a
+ * removal that could not be sent or that the kernel ignored.  The
+ * newest subflows go first, the initial one never.
+ */
+static void reconcile_proxy(struct gwsteer_connection *conn)
+{
+        retry_unconfirmed(conn, l_time_now());
+
+        while (live_subflows(conn) > gwsteer->config->max_subflows) {
+                struct gwsteer_subflow *newest = NULL;
+
+                for (struct l_queue_entry const *e =
+                             l_queue_get_entries(conn->subflows);
+                     e;
+                     e = e->next)
+                        if (!((struct gwsteer_subflow *) e->data)->closing
+                            && e != l_queue_get_entries(conn->subflows))
+                                newest = e->data;
+
+                if (newest == NULL)
+                        break;
+
+                close_subflow(conn, newest, "over max_subflows");
+                if (!newest->closing)
+                        break;  // Not sent: next maintenance run.
         }
 }
 
 /**
- * @brief l_hashmap_foreach() adapter for reconcile_client().
+ * @brief l_hashmap_foreach() adapter for the role's reconcile.
  */
 static void reconcile_one(void const *key, void *value, void *user_data)
 {
         (void) key;
         (void) user_data;
 
-        reconcile_client(value);
+        if (gwsteer->config->role == GWSTEER_ROLE_CLIENT)
+                reconcile_client(value);
+        else
+                reconcile_proxy(value);
 }
 
 /**
- * @brief Reconcile every client connection.
+ * @brief Reconcile every connection.
  */
 static void reconcile_all(void)
 {
-        if (gwsteer->config->role == GWSTEER_ROLE_CLIENT)
-                l_hashmap_foreach(gwsteer->connections, reconcile_one, NULL);
+        l_hashmap_foreach(gwsteer->connections, reconcile_one, NULL);
+}
+
+// ----------------------------------------------------------------
+//                 Backup flags: what the kernel applied
+// ----------------------------------------------------------------
+
+/**
+ * @brief kernel_subflows_walk() callback: note a subflow's backup flag.
+ */
+static void verify_one(struct kernel_subflow const *ksf, void *user_data)
+{
+        struct gwsteer_connection *const conn = find_connection(ksf->token);
+        struct gwsteer_subflow *const sf = conn == NULL
+                ? NULL
+                : find_subflow(conn, (struct sockaddr const *) &ksf->laddr,
+                               (struct sockaddr const *) &ksf->raddr);
+
+        (void) user_data;
+
+        if (sf == NULL)
+                return;
+
+        sf->backup_known = true;
+        sf->backup = kernel_subflow_backup(ksf);
+        if (sf->backup_requested && sf->backup == sf->backup_wanted)
+                sf->backup_requested = false;
 }
 
 /**
- * @brief l_hashmap_foreach() helper: forget back-off for a gateway.
+ * @brief One-shot timer: read the backup flags back from the kernel.
+ *
+ * mptcpd does not tell the plugin whether the kernel accepted a
+ * priority change, and the kernel sends no event for a local one, so
+ * the flag counts as applied only once the kernel shows it.  A
+ * refused request is sent again by the next reconcile after
+ * subflow_timeout_ms.
+ */
+static void on_backup_verify(struct l_timeout *timeout, void *user_data)
+{
+        (void) user_data;
+
+        l_timeout_remove(timeout);
+        gwsteer->backup_verify = NULL;
+
+        int const err = kernel_subflows_walk(verify_one, NULL);
+        if (err != 0)
+                l_error("cannot read subflow flags from the kernel: %s",
+                        strerror(err));
+
+        status_changed();
+}
+
+/**
+ * @brief Check backup requests against the kernel soon.
+ */
+static void schedule_backup_verify(void)
+{
+        if (gwsteer->backup_verify == NULL)
+                gwsteer->backup_verify =
+                        l_timeout_create_ms(BACKUP_VERIFY_MS,
+                                            on_backup_verify, NULL, NULL);
+}
+
+// ----------------------------------------------------------------
+//                   Health changes and maintenance
+// ----------------------------------------------------------------
+
+/**
+ * @brief l_hashmap_foreach() helper: forget back-off for gateways.
  */
 static void clear_backoff(void const *key, void *value, void *user_data)
 {
         struct gwsteer_connection *const conn = value;
-        struct gateway const *const gw = user_data;
+        uint32_t const changed = L_PTR_TO_UINT(user_data);
 
         (void) key;
 
-        conn->retry_after_us[gw->index] = 0;
-        conn->backoff_ms[gw->index] = 0;
+        for (unsigned int i = 0; i < GWSTEER_MAX_GATEWAYS; ++i)
+                if (changed & (1u << i)) {
+                        conn->retry_after_us[i] = 0;
+                        conn->backoff_ms[i] = 0;
+                }
+}
+
+/**
+ * @brief Idle callback: act on the health changes collected so far.
+ */
+static void on_health_idle(struct l_idle *idle, void *user_data)
+{
+        uint32_t const changed = gwsteer->changed_gateways;
+
+        (void) user_data;
+
+        l_idle_remove(idle);
+        gwsteer->health_idle = NULL;
+        gwsteer->changed_gateways = 0;
+
+        if (changed != 0)
+                l_hashmap_foreach(gwsteer->connections, clear_backoff,
+                                  L_UINT_TO_PTR(changed));
+
+        reconcile_all();
+        // Gateway state is what readers poll for: publish it at once.
+        write_status();
 }
 
 /**
  * @brief Health tracker callback: a gateway or the preference changed.
+ *
+ * Called from inside the tracker (a probe answer, a timeout, or a
+ * probe sent by reconcile itself): acting here would re-enter the
+ * plugin while it walks its lists.  The work runs from the event
+ * loop instead, once per burst of changes.
  */
 static void on_gateway_change(struct gateway *gw, void *user_data)
 {
         (void) user_data;
 
         if (gw != NULL)
-                l_hashmap_foreach(gwsteer->connections, clear_backoff, gw);
+                gwsteer->changed_gateways |= 1u << gw->index;
 
-        reconcile_all();
-        // Gateway state is what readers poll for: publish it at once.
-        write_status();
+        if (gwsteer->health_idle == NULL)
+                gwsteer->health_idle = l_idle_create(on_health_idle, NULL,
+                                                     NULL);
 }
 
 /**
@@ -561,21 +942,26 @@ static void on_maintenance(struct l_timeout *timeout, void *user_data)
         l_timeout_modify_ms(timeout, gwsteer->config->status_interval_ms);
 }
 
+// ----------------------------------------------------------------
+//                     Proxy: announcements
+// ----------------------------------------------------------------
+
 /**
  * @brief Proxy: announce the configured extra addresses.
  */
 static void announce_addresses(struct gwsteer_connection *conn)
 {
         struct mptcpd_idm *const idm = mptcpd_pm_get_idm(gwsteer->pm);
+        unsigned int i = 0;
 
         for (struct l_queue_entry const *e =
-                     l_queue_get_entries(gwsteer->config->announce);
+                     l_queue_get_entries(gwsteer->announce);
              e;
-             e = e->next) {
-                struct sockaddr_storage addr = *(struct sockaddr_storage *)
-                        e->data;
+             e = e->next, ++i) {
+                struct gwsteer_announce *const a = e->data;
+                struct sockaddr_storage addr = a->addr;
                 struct sockaddr *const sa = (struct sockaddr *) &addr;
-                char a[INET6_ADDRSTRLEN];
+                char text[INET6_ADDRSTRLEN];
 
                 if (sa->sa_family != conn->remote.ss_family)
                         continue;  // A v4 peer cannot join a v6 address.
@@ -586,10 +972,23 @@ static void announce_addresses(struct gwsteer_connection *conn)
                         : mptcpd_pm_add_addr(gwsteer->pm, sa, id,
                                              conn->token);
 
-                if (err != 0)
+                if (err != 0) {
                         l_error("token %08x: cannot announce %s (%d)",
-                                conn->token, addr_text(sa, a, sizeof(a)),
+                                conn->token, addr_text(sa, text, sizeof(text)),
                                 err);
+                        continue;
+                }
+
+                if (!a->listening) {
+                        // mptcpd chose the port: keep this listener.
+                        a->addr = addr;
+                        a->listening = true;
+                        l_info("announcing %s port %u on every connection",
+                               addr_text(sa, text, sizeof(text)),
+                               ntohs(sockaddr_port(sa)));
+                } else {
+                        conn->announced |= 1u << i;
+                }
         }
 }
 
@@ -609,6 +1008,43 @@ static bool is_managed(bool server_side)
 }
 
 /**
+ * @brief Start tracking a connection (replacing a stale one).
+ */
+static struct gwsteer_connection *track_connection(
+        mptcpd_token_t token,
+        struct sockaddr const *laddr,
+        struct sockaddr const *raddr,
+        struct kernel_subflow const *ksf)
+{
+        struct gwsteer_connection *const old =
+                l_hashmap_remove(gwsteer->connections, L_UINT_TO_PTR(token));
+
+        /*
+         * A token is only unique among live connections: if it is
+         * still tracked, its connection closed without us hearing of
+         * it, and nothing of the old state applies to the new one.
+         */
+        if (old != NULL) {
+                l_info("token %08x: reused, forgetting the old connection",
+                       token);
+                connection_destroy(old);
+        }
+
+        struct gwsteer_connection *const conn =
+                l_new(struct gwsteer_connection, 1);
+
+        conn->token = token;
+        conn->subflows = l_queue_new();
+        copy_sockaddr(&conn->remote, raddr);
+        add_tracked_subflow(conn, laddr, raddr, ksf);
+
+        l_hashmap_insert(gwsteer->connections, L_UINT_TO_PTR(token), conn);
+        status_changed();
+
+        return conn;
+}
+
+/**
  * @brief New MPTCP connection: start tracking it.
  */
 static void gwsteer_new_connection(mptcpd_token_t token,
@@ -619,20 +1055,11 @@ static void gwsteer_new_connection(mptcpd_token_t token,
 {
         (void) pm;
 
-        if (!is_managed(server_side) || find_connection(token) != NULL)
+        if (!is_managed(server_side))
                 return;
 
-        struct gwsteer_connection *const conn =
-                l_new(struct gwsteer_connection, 1);
-
-        conn->token = token;
-        conn->subflows = l_queue_new();
-        copy_sockaddr(&conn->remote, raddr);
-        add_tracked_subflow(conn, laddr, raddr, false);
-
-        l_hashmap_insert(gwsteer->connections, L_UINT_TO_PTR(token), conn);
+        track_connection(token, laddr, raddr, NULL);
         l_debug("token %08x: new connection", token);
-        status_changed();
 }
 
 /**
@@ -646,15 +1073,13 @@ static void gwsteer_connection_established(mptcpd_token_t token,
 {
         (void) pm;
 
+        if (!is_managed(server_side))
+                return;
+
         struct gwsteer_connection *conn = find_connection(token);
 
-        if (conn == NULL) {
-                // Missed the creation event (mptcpd restarted): adopt.
-                gwsteer_new_connection(token, laddr, raddr, server_side, pm);
-                conn = find_connection(token);
-                if (conn == NULL)
-                        return;
-        }
+        if (conn == NULL)  // Missed the creation event: adopt.
+                conn = track_connection(token, laddr, raddr, NULL);
 
         conn->established = true;
 
@@ -712,6 +1137,7 @@ static void gwsteer_new_subflow(mptcpd_token_t token,
                                 bool backup,
                                 struct mptcpd_pm *pm)
 {
+        (void) backup;
         (void) pm;
 
         struct gwsteer_connection *const conn = find_connection(token);
@@ -719,15 +1145,19 @@ static void gwsteer_new_subflow(mptcpd_token_t token,
         if (conn == NULL || find_subflow(conn, laddr, raddr) != NULL)
                 return;
 
+        // The backup argument is not the kernel's flag (see backup_known).
         struct gwsteer_subflow *const sf =
-                add_tracked_subflow(conn, laddr, raddr, backup);
+                add_tracked_subflow(conn, laddr, raddr, NULL);
 
         status_changed();
 
         if (gwsteer->config->role == GWSTEER_ROLE_PROXY) {
-                // Userspace PM accepts every join: enforce the limit.
-                if (l_queue_length(conn->subflows)
-                    > gwsteer->config->max_subflows)
+                /*
+                 * The kernel's userspace PM accepts every join while
+                 * mptcpd runs: enforce the limit, which counts the
+                 * initial subflow, by closing the newcomer.
+                 */
+                if (live_subflows(conn) > gwsteer->config->max_subflows)
                         close_subflow(conn, sf, "over max_subflows");
                 return;
         }
@@ -741,6 +1171,8 @@ static void gwsteer_new_subflow(mptcpd_token_t token,
                 close_subflow(conn, sf, "gateway went down meanwhile");
         else if (subflows_on(conn, sf->gw) > 1)
                 close_subflow(conn, sf, "duplicate for this gateway");
+        else if (live_subflows(conn) > gwsteer->config->max_subflows)
+                close_subflow(conn, sf, "over max_subflows");
         else
                 reconcile_client(conn);  // Applies the backup flag.
 }
@@ -776,24 +1208,11 @@ static void gwsteer_subflow_closed(mptcpd_token_t token,
          * A subflow we did not close (reset, timeout, refused or failed
          * join) is a hint that its gateway may be failing: probe it
          * now, and back off before opening another one.  Subflows we
-         * closed ourselves are no longer tracked and land nowhere here.
+         * asked to close are marked closing and land nowhere here.
          */
         if (gw != NULL && gwsteer->config->role == GWSTEER_ROLE_CLIENT
-            && (sf != NULL || was_pending)) {
-                unsigned int *const backoff = &conn->backoff_ms[gw->index];
-
-                *backoff = *backoff == 0
-                        ? gwsteer->config->probe_interval_ms
-                        : *backoff * 2;
-                if (*backoff > MAX_RETRY_BACKOFF_MS)
-                        *backoff = MAX_RETRY_BACKOFF_MS;
-                conn->retry_after_us[gw->index] =
-                        l_time_now() + (uint64_t) *backoff * 1000;
-
-                l_debug("token %08x: subflow via %s closed, retry in %u ms",
-                        token, gw->spec->id, *backoff);
-                gateway_health_suspect(gwsteer->health, gw);
-        }
+            && ((sf != NULL && !sf->closing) || (sf == NULL && was_pending)))
+                back_off(conn, gw, "closed");
 
         if (sf != NULL) {
                 l_queue_remove(conn->subflows, sf);
@@ -812,13 +1231,18 @@ static void gwsteer_subflow_priority(mptcpd_token_t token,
                                      struct mptcpd_pm *pm)
 {
         (void) pm;
+        (void) backup;
 
         struct gwsteer_connection *const conn = find_connection(token);
         struct gwsteer_subflow *const sf =
                 conn ? find_subflow(conn, laddr, raddr) : NULL;
 
+        /*
+         * The event carries the peer's flag, not ours (which is what
+         * gwsteer manages): check ours with the kernel.
+         */
         if (sf != NULL)
-                sf->backup = backup;
+                schedule_backup_verify();
 }
 
 /// Path manager event handlers, in the order events happen.
@@ -832,6 +1256,94 @@ static struct mptcpd_plugin_ops const pm_ops = {
         .subflow_priority       = gwsteer_subflow_priority,
 };
 
+// ----------------------------------------------------------------
+//            Start-up: connections that outlived mptcpd
+// ----------------------------------------------------------------
+
+/**
+ * @brief kernel_subflows_walk() callback, pass 1: initial subflows.
+ */
+static void adopt_initial(struct kernel_subflow const *ksf, void *user_data)
+{
+        bool const initial = gwsteer->config->role == GWSTEER_ROLE_CLIENT
+                ? kernel_subflow_initial_client(ksf)
+                : kernel_subflow_initial_server(ksf);
+        unsigned int *const adopted = user_data;
+
+        if (!initial || find_connection(ksf->token) != NULL)
+                return;
+
+        // Through mptcpd, so that its later events reach us too.
+        mptcpd_plugin_new_connection(GWSTEER_PLUGIN_NAME, ksf->token,
+                                     (struct sockaddr const *) &ksf->laddr,
+                                     (struct sockaddr const *) &ksf->raddr,
+                                     gwsteer->config->role
+                                     == GWSTEER_ROLE_PROXY,
+                                     gwsteer->pm);
+
+        struct gwsteer_connection *const conn = find_connection(ksf->token);
+
+        if (conn == NULL)
+                return;
+
+        conn->established = true;
+        ++*adopted;
+}
+
+/**
+ * @brief kernel_subflows_walk() callback, pass 2: joined subflows.
+ */
+static void adopt_join(struct kernel_subflow const *ksf, void *user_data)
+{
+        struct gwsteer_connection *const conn = find_connection(ksf->token);
+        struct sockaddr const *const l = (struct sockaddr const *) &ksf->laddr;
+        struct sockaddr const *const r = (struct sockaddr const *) &ksf->raddr;
+
+        (void) user_data;
+
+        if (conn != NULL && find_subflow(conn, l, r) == NULL)
+                add_tracked_subflow(conn, l, r, ksf);
+}
+
+/**
+ * @brief Pick up connections that exist already (mptcpd restarted).
+ *
+ * mptcpd reports only new events, so without this the connections of
+ * a previous mptcpd would never be steered again.  They are adopted
+ * established, with the subflows and backup flags the kernel shows,
+ * and reconciled like any other (the first maintenance run and every
+ * health change).  Their listener references are not re-taken: a
+ * previous mptcpd's announcements died with it.
+ */
+static void adopt_existing(struct l_idle *idle, void *user_data)
+{
+        (void) user_data;
+
+        l_idle_remove(idle);
+        gwsteer->adopt_idle = NULL;
+
+        unsigned int adopted = 0;
+        int err = kernel_subflows_walk(adopt_initial, &adopted);
+
+        if (err == 0)
+                err = kernel_subflows_walk(adopt_join, NULL);
+
+        if (err != 0)
+                l_error("gwsteer: cannot list existing MPTCP connections: %s",
+                        strerror(err));
+
+        if (adopted > 0) {
+                l_info("gwsteer: picked up %u existing connection%s",
+                       adopted, adopted == 1 ? "" : "s");
+                reconcile_all();
+                status_changed();
+        }
+}
+
+// ----------------------------------------------------------------
+//                          Plugin life
+// ----------------------------------------------------------------
+
 /**
  * @brief Free everything the plugin owns.
  */
@@ -842,7 +1354,11 @@ static void gwsteer_state_free(struct gwsteer_state *s)
 
         l_timeout_remove(s->maintenance);
         l_timeout_remove(s->status_write);
+        l_timeout_remove(s->backup_verify);
+        l_idle_remove(s->health_idle);
+        l_idle_remove(s->adopt_idle);
         l_hashmap_destroy(s->connections, connection_destroy);
+        l_queue_destroy(s->announce, l_free);
         gateway_health_destroy(s->health);
         gwsteer_config_free(s->config);
         l_free(s);
@@ -853,7 +1369,6 @@ static void gwsteer_state_free(struct gwsteer_state *s)
  */
 static int gwsteer_init(struct mptcpd_pm *pm)
 {
-        static char const name[] = "gwsteer";
         char const *path = getenv(GWSTEER_CONFIG_ENV);
 
         if (path == NULL || *path == '\0')
@@ -869,14 +1384,33 @@ static int gwsteer_init(struct mptcpd_pm *pm)
         gwsteer->config = config;
         gwsteer->pm = pm;
         gwsteer->connections = l_hashmap_new();
+        gwsteer->announce = l_queue_new();
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(config->announce);
+             e;
+             e = e->next) {
+                struct gwsteer_announce *const a =
+                        l_new(struct gwsteer_announce, 1);
+
+                a->addr = *(struct sockaddr_storage const *) e->data;
+                l_queue_push_tail(gwsteer->announce, a);
+        }
+
         gwsteer->health = gateway_health_new(config, on_gateway_change, NULL);
 
-        if (!mptcpd_plugin_register_ops(name, &pm_ops)) {
+        if (!mptcpd_plugin_register_ops(GWSTEER_PLUGIN_NAME, &pm_ops)) {
                 l_error("gwsteer: failed to register path manager ops");
                 gwsteer_state_free(gwsteer);
                 gwsteer = NULL;
                 return -1;
         }
+
+        /*
+         * mptcpd maps connections to plugins only after every plugin's
+         * init returned: pick up existing connections from the loop.
+         */
+        gwsteer->adopt_idle = l_idle_create(adopt_existing, NULL, NULL);
 
         gwsteer->maintenance = l_timeout_create_ms(config->status_interval_ms,
                                                    on_maintenance, NULL,

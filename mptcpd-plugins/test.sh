@@ -11,6 +11,7 @@ make -s all
 
 echo "== C unit tests"
 ./test_gwsteer
+./test_plugin
 
 echo "== ruff"
 ruff check gwsteer tests bench.py gwsteer-route gwsteer-cli
@@ -27,4 +28,4 @@ if [ "$(id -u)" -ne 0 ]; then
         echo "integration tests need root (network namespaces)" >&2
         exit 1
 fi
-timeout 420 python3 -m pytest -q -p no:cacheprovider tests
+timeout 420 python3 -m pytest -q -p no:cacheprovider --durations=8 tests

@@ -24,6 +24,8 @@ from .config import ConfigError, load_config
 
 # ss prints "token:<join token>(id:N)/<connection token>(id:M)".
 _TOKEN_RE = re.compile(r"token:\w+\(id:\d+\)/(\w+)")
+# ... and "flags:<letters>": b = our backup flag, B = the peer's.
+_FLAGS_RE = re.compile(r"tcp-ulp-mptcp flags:(\w*)")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class Subflow:
     local: str
     remote: str
     token: str
+    #: Whether the kernel carries our backup flag on it (what the peer's scheduler sees).
+    backup: bool = False
 
 
 def _split_endpoint(text: str) -> tuple[str, str]:
@@ -54,7 +58,9 @@ def list_subflows() -> list[Subflow]:
         if "tcp-ulp-mptcp" not in info:
             continue
         m = _TOKEN_RE.search(info)
-        subflows.append(Subflow(cols[2], cols[3], m.group(1) if m else "?"))
+        f = _FLAGS_RE.search(info)
+        subflows.append(Subflow(cols[2], cols[3], m.group(1) if m else "?",
+                                backup=bool(f and "b" in f.group(1))))
     return subflows
 
 
@@ -100,7 +106,8 @@ def render(status: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                    f"{'yes' if g['backup'] else 'no':<6} {_ms(g['ewma_ms']):>8} "
                    f"{_ms(g['rtt_ms']):>7} {g['subflows']:>8}  {g['last_change']}")
         for s in g["subflow_list"]:
-            out.append(f"{'':<10}   subflow {s['local']} -> {s['remote']} token {s['token']}")
+            flag = " backup" if s["backup"] else ""
+            out.append(f"{'':<10}   subflow {s['local']} -> {s['remote']} token {s['token']}{flag}")
     return "\n".join(out)
 
 

@@ -1,9 +1,12 @@
-"""Read and validate the gwsteer gateway configuration.
+"""The gwsteer gateway configuration, as the C loader validated it.
 
-The file is the one the C plugin reads (ELL ``l_settings``), parsed here
-with :mod:`configparser`; the validation rules are the same, and the
-defaults are read from ``gwsteer_defaults.h`` so there is one source of
-truth for every default.
+There is one validator: the mptcpd plugin's loader (``gateway_config.c``),
+run as the ``gwsteer-check`` command.  This module does not parse the
+file; it runs ``gwsteer-check --json`` and reads the settings and
+gateways from its output, so the routing helper, the CLI and the plugin
+accept exactly the same files and refuse the others with the same
+message.  The defaults table for the README still comes from
+``gwsteer_defaults.h``.
 
 Example::
 
@@ -20,29 +23,28 @@ Example::
 
 from __future__ import annotations
 
-import configparser
 import ipaddress
-import math
+import json
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 DEFAULT_CONFIG_PATH = "/etc/braid/gateways.conf"
 CONFIG_ENV = "BRAID_GWSTEER_CONFIG"
-GATEWAY_PREFIX = "gateway "
-GLOBAL_SECTION = "gwsteer"
-GATEWAY_KEYS = ("source", "hops", "backup", "probe")
+CHECK_ENV = "BRAID_GWSTEER_CHECK"
 MAX_GATEWAYS = 32
-MAX_ID_LEN = 31
-_ID_RE = re.compile(rf"^[A-Za-z0-9_.-]{{1,{MAX_ID_LEN}}}$")
 _DEFAULT_RE = re.compile(
     r'^GWSTEER_DEFAULT\((\w+),\s*(\w+),\s*"([^"]*)",\s*"([^"]*)"\)'
 )
-_BOOLS = {"1": True, "yes": True, "true": True, "on": True,
-          "0": False, "no": False, "false": False, "off": False}
+#: gwsteer-check answers at once; a hang is a bug, not a reason to wait.
+_CHECK_TIMEOUT_S = 10
 
 
 class ConfigError(ValueError):
@@ -73,7 +75,7 @@ def defaults_header() -> Path:
 
 
 def read_defaults(header: Path | None = None) -> dict[str, DefaultKey]:
-    """Parse the GWSTEER_DEFAULT(...) table of the C header.
+    """Parse the GWSTEER_DEFAULT(...) table of the C header (for the README).
 
     >>> read_defaults()["probe_interval_ms"].default
     '200'
@@ -87,6 +89,22 @@ def read_defaults(header: Path | None = None) -> dict[str, DefaultKey]:
     if not keys:
         raise ConfigError("gwsteer_defaults.h lists no defaults")
     return keys
+
+
+def check_command() -> str:
+    """Path of ``gwsteer-check``: $BRAID_GWSTEER_CHECK, the source tree, the install, PATH."""
+    env = os.environ.get(CHECK_ENV)
+    if env:
+        return env
+    here = Path(__file__).resolve().parent
+    for c in (here.parent / "gwsteer-check", here.parent.parent.parent / "bin" / "gwsteer-check"):
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    found = shutil.which("gwsteer-check")
+    if found is None:
+        raise ConfigError("cannot find gwsteer-check, the configuration validator "
+                          f"(build it with make, install it, or set {CHECK_ENV})")
+    return found
 
 
 @dataclass(frozen=True)
@@ -137,167 +155,54 @@ class Config:
         return value
 
 
-def _addr(path: str, where: str, key: str, text: str) -> IPAddress:
-    try:
-        return ipaddress.ip_address(text.strip())
-    except ValueError:
-        raise ConfigError(f"{path}: [{where}] {key}: '{text.strip()}' is not an IP address") from None
-
-
-def _addr_list(path: str, where: str, key: str, text: str) -> list[IPAddress]:
-    if not text.strip():
-        return []
-    return [_addr(path, where, key, part) for part in text.split(",")]
-
-
-def _global_value(path: str, key: DefaultKey, text: str) -> object:
-    where = GLOBAL_SECTION
-    text = text.strip()
-    if key.type == "uint":
-        if not text.isdigit() or int(text) > 0x7FFFFFFF:
-            raise ConfigError(f"{path}: [{where}] {key.name}: '{text}' is not a valid non-negative integer")
-        return int(text)
-    if key.type == "double":
-        try:
-            value = float(text)
-        except ValueError:
-            raise ConfigError(f"{path}: [{where}] {key.name}: '{text}' is not a valid number") from None
-        if math.isnan(value):
-            raise ConfigError(f"{path}: [{where}] {key.name}: '{text}' is not a valid number")
-        return value
-    if key.type == "bool":
-        if text.lower() not in _BOOLS:
-            raise ConfigError(f"{path}: [{where}] {key.name}: '{text}' is not a valid boolean")
-        return _BOOLS[text.lower()]
-    if key.type == "role":
-        if text not in ("client", "proxy"):
-            raise ConfigError(f"{path}: [{where}] role: '{text}' is not client or proxy")
-        return text
-    if key.type == "addr":
-        return _addr(path, where, key.name, text) if text else None
-    if key.type == "addrlist":
-        return _addr_list(path, where, key.name, text)
-    if key.name == "status_file" and not text.startswith("/"):
-        raise ConfigError(f"{path}: [{where}] status_file: '{text}' is not an absolute path")
-    return text
-
-
-def _check_ranges(path: str, s: dict[str, object]) -> None:
-    for name in ("status_interval_ms", "probe_interval_ms", "probe_timeout_ms",
-                 "fail_after", "recover_after", "max_subflows", "subflow_timeout_ms"):
-        if s[name] == 0:
-            raise ConfigError(f"{path}: [{GLOBAL_SECTION}] {name}: must be greater than 0")
-    alpha = s["ewma_alpha"]
-    assert isinstance(alpha, float)
-    if not 0 <= alpha < 1:
-        raise ConfigError(f"{path}: [{GLOBAL_SECTION}] ewma_alpha: must be in [0, 1)")
-    margin = s["switch_margin"]
-    assert isinstance(margin, float)
-    if not 0 <= margin <= 1:
-        raise ConfigError(f"{path}: [{GLOBAL_SECTION}] switch_margin: must be in [0, 1]")
-    max_sf = s["max_subflows"]
-    assert isinstance(max_sf, int)
-    if max_sf > MAX_GATEWAYS:
-        raise ConfigError(f"{path}: [{GLOBAL_SECTION}] max_subflows: must be at most {MAX_GATEWAYS}")
-
-
-def _gateway(path: str, section: configparser.SectionProxy, index: int,
-             probe_target: IPAddress | None) -> Gateway:
-    name = section.name
-    gw_id = name[len(GATEWAY_PREFIX):]
-    if not _ID_RE.match(gw_id):
-        raise ConfigError(f"{path}: [{name}]: gateway id '{gw_id}' must be 1-{MAX_ID_LEN} "
-                          "characters of A-Z a-z 0-9 - _ .")
-    for key in section:
-        if key not in GATEWAY_KEYS:
-            raise ConfigError(f"{path}: [{name}] {key}: unknown key")
-    source_text = section.get("source", "").strip()
-    if not source_text:
-        raise ConfigError(f"{path}: [{name}] source: missing")
-    source = _addr(path, name, "source", source_text)
-    hops_text = section.get("hops", "").strip()
-    if not hops_text:
-        raise ConfigError(f"{path}: [{name}] hops: missing (a next hop, or an SRv6 "
-                          "segment list ending at the gateway)")
-    hops = tuple(_addr(path, name, "hops", h) for h in hops_text.split(","))
-    if not (len(hops) == 1 and hops[0].version == source.version):
-        for hop in hops:
-            if hop.version != 6:
-                raise ConfigError(f"{path}: [{name}] hops: '{hop}' is not an IPv6 SRv6 segment "
-                                  "(a multi-hop or cross-family list is an SRv6 segment list)")
-    backup_text = section.get("backup", "false").strip().lower()
-    if backup_text not in _BOOLS:
-        raise ConfigError(f"{path}: [{name}] backup: '{backup_text}' is not a boolean")
-    probe_text = section.get("probe", "").strip()
-    probe: IPAddress | None = _addr(path, name, "probe", probe_text) if probe_text else None
-    if probe is None:
-        if probe_target is not None and probe_target.version == source.version:
-            probe = probe_target
-        elif len(hops) == 1 and hops[0].version == source.version:
-            probe = hops[0]
-    if probe is None or probe.version != source.version:
-        raise ConfigError(f"{path}: [{name}] probe: missing or not of the family of source "
-                          f"(set probe= or [{GLOBAL_SECTION}] probe_target=)")
-    return Gateway(gw_id, index, source, hops, _BOOLS[backup_text], probe)
-
-
-def load_config_text(text: str, path: str = "<string>") -> Config:
-    """Validate configuration text; raise :class:`ConfigError` on bad input."""
-    parser = configparser.ConfigParser(
-        interpolation=None, strict=True, default_section="\x00none\x00",
-        delimiters=("=",), comment_prefixes=("#",), inline_comment_prefixes=None,
-    )
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    try:
-        parser.read_string(text, source=path)
-    except configparser.DuplicateSectionError as e:
-        raise ConfigError(f"{path}: [{e.section}]: duplicate gateway id") from None
-    except configparser.DuplicateOptionError as e:
-        raise ConfigError(f"{path}: [{e.section}] {e.option}: set twice") from None
-    except configparser.Error as e:
-        raise ConfigError(f"{path}: cannot parse: {e.message}") from None
-
-    defaults = read_defaults()
-    cfg = Config(path=path)
-    given = parser[GLOBAL_SECTION] if parser.has_section(GLOBAL_SECTION) else None
-    if given is not None:
-        for key in given:
-            if key not in defaults:
-                raise ConfigError(f"{path}: [{GLOBAL_SECTION}] {key}: unknown key")
-    for name, spec in defaults.items():
-        raw = given.get(name, spec.default) if given is not None else spec.default
-        cfg.settings[name] = _global_value(path, spec, raw or "")
-    _check_ranges(path, cfg.settings)
-
-    probe_target = cfg.settings["probe_target"]
-    assert probe_target is None or isinstance(probe_target, (ipaddress.IPv4Address, ipaddress.IPv6Address))
-    for section_name in parser.sections():
-        if section_name == GLOBAL_SECTION:
-            continue
-        if not section_name.startswith(GATEWAY_PREFIX):
-            raise ConfigError(f"{path}: [{section_name}]: unknown section "
-                              f"(expected [{GLOBAL_SECTION}] or [gateway <id>])")
-        gw = _gateway(path, parser[section_name], len(cfg.gateways), probe_target)
-        for other in cfg.gateways:
-            if other.source == gw.source:
-                raise ConfigError(f"{path}: [{section_name}] source: {gw.source} is already "
-                                  f"the source of gateway {other.id}")
-        cfg.gateways.append(gw)
-    if len(cfg.gateways) > MAX_GATEWAYS:
-        raise ConfigError(f"{path}: at most {MAX_GATEWAYS} gateways are supported")
-    if cfg.settings["role"] == "client" and not cfg.gateways:
-        raise ConfigError(f"{path}: role client needs at least one [gateway <id>] section")
+def _from_check(data: dict[str, Any]) -> Config:
+    """Build a :class:`Config` from gwsteer-check's JSON."""
+    cfg = Config(path=str(data["path"]), settings=dict(data["settings"]))
+    for g in data["gateways"]:
+        cfg.gateways.append(Gateway(
+            id=g["id"], index=g["index"], source=ipaddress.ip_address(g["source"]),
+            hops=tuple(ipaddress.ip_address(h) for h in g["hops"]), backup=g["backup"],
+            probe=ipaddress.ip_address(g["probe"])))
     return cfg
 
 
 def load_config(path: str | None = None) -> Config:
-    """Load the configuration file (``$BRAID_GWSTEER_CONFIG`` or the default)."""
+    """Validate the configuration file with gwsteer-check and read it.
+
+    ``path`` defaults to ``$BRAID_GWSTEER_CONFIG``, else the default path.
+    Raises :class:`ConfigError` with gwsteer-check's message.
+    """
     path = path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH
+    if not os.access(path, os.R_OK):
+        raise ConfigError(f"{path}: cannot read the configuration file")
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read the configuration file: {e.strerror}") from None
-    return load_config_text(text, path)
+        p = subprocess.run([check_command(), "--json", path], capture_output=True, text=True,
+                           timeout=_CHECK_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ConfigError(f"{path}: cannot run gwsteer-check: {e}") from None
+    if p.returncode != 0:
+        message = p.stderr.strip() or f"gwsteer-check exited {p.returncode}"
+        raise ConfigError(message.splitlines()[0])
+    try:
+        return _from_check(json.loads(p.stdout))
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path}: unexpected gwsteer-check output: {e}") from None
+
+
+def load_config_text(text: str, path: str = "<string>") -> Config:
+    """Validate configuration text (written to a temporary file) with gwsteer-check.
+
+    Messages name ``path`` in place of the temporary file.
+    """
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d) / "gateways.conf"
+        tmp.write_text(text)
+        try:
+            cfg = load_config(str(tmp))
+        except ConfigError as e:
+            raise ConfigError(str(e).replace(str(tmp), path)) from None
+    cfg.path = path
+    return cfg
 
 
 def defaults_table() -> str:

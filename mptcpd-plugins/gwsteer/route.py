@@ -40,7 +40,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from .config import MAX_GATEWAYS, Config, ConfigError, Gateway, IPAddress, read_defaults
+from .config import Config, ConfigError, Gateway, IPAddress
 
 #: rtnetlink protocol number marking braid's rules and routes (shown as "180" by ip).
 BRAID_RTPROT = 0xb4  # 180: unused by iproute2 rt_protos
@@ -57,6 +57,8 @@ class LocalAddress:
     ifindex: int
     ifname: str
     network: ipaddress.IPv4Network | ipaddress.IPv6Network
+    #: The far end of a point-to-point link (PPP, LTE): IFA_ADDRESS when it differs from IFA_LOCAL.
+    peer: IPAddress | None = None
 
 
 @dataclass
@@ -77,16 +79,45 @@ def _default_dst(addr: IPAddress) -> str:
 
 
 def find_local_address(ipr: IPRoute, addr: IPAddress) -> LocalAddress | None:
-    """Return the interface and prefix holding ``addr``, if any."""
+    """Return the interface and prefix holding ``addr``, if any.
+
+    On a point-to-point link IFA_LOCAL is our address and IFA_ADDRESS the
+    peer's; elsewhere IFA_ADDRESS is ours (IPv6 has no IFA_LOCAL).
+    """
     for msg in ipr.get_addr(family=_family(addr)):
-        if msg.get("IFA_ADDRESS") != str(addr):
+        local = msg.get("IFA_LOCAL") or msg.get("IFA_ADDRESS")
+        if local != str(addr):
             continue
         ifindex = msg["index"]
         links = ipr.get_links(ifindex)
         ifname = links[0].get("IFLA_IFNAME") if links else str(ifindex)
         network = ipaddress.ip_network(f"{addr}/{msg['prefixlen']}", strict=False)
-        return LocalAddress(ifindex, ifname, network)
+        address = msg.get("IFA_ADDRESS")
+        peer = ipaddress.ip_address(address) if address and address != local else None
+        return LocalAddress(ifindex, ifname, network, peer)
     return None
+
+
+def _on_link(ipr: IPRoute, local: LocalAddress, hop: IPAddress) -> bool:
+    """Can ``hop`` be a next hop on ``local``'s interface?
+
+    In the address's prefix, the peer of a point-to-point link, an IPv6
+    link-local address (routers advertise those), or, for a /32 or /128
+    source, any address the kernel reaches directly on that interface.
+    """
+    if hop in local.network and local.network.prefixlen < local.network.max_prefixlen:
+        return True
+    if hop == local.peer or (hop.version == 6 and hop.is_link_local):
+        return True
+    if local.network.prefixlen < local.network.max_prefixlen:
+        return False
+    # A host address: the kernel's own route to the hop must be direct, on that interface
+    # (no oif in the query: with one, the kernel answers "direct" for anything).
+    try:
+        found = ipr.route("get", dst=str(hop), family=_family(hop))
+    except NetlinkError:
+        return False
+    return bool(found) and found[0].get("RTA_GATEWAY") is None and found[0].get("RTA_OIF") == local.ifindex
 
 
 def _read_sysctl(name: str) -> str:
@@ -142,7 +173,7 @@ def validate_host(ipr: IPRoute, cfg: Config, gateways: list[Gateway]) -> dict[st
         if local is None:
             raise ConfigError(f"{section} source: {gw.source} is not an address of this host")
         if gw.steering == "onlink":
-            if gw.hops[0] not in local.network:
+            if not _on_link(ipr, local, gw.hops[0]):
                 raise ConfigError(
                     f"{section} hops: {gw.hops[0]} is not on-link for {gw.source} "
                     f"({local.ifname}, {local.network}); list SRv6 segments for a "
@@ -168,19 +199,23 @@ def _apply(ipr: IPRoute, steps: list[Step]) -> None:
                 with contextlib.suppress(NetlinkError, OSError):
                     prev.undo()
             raise RouteError(f"{step.description}: kernel refused: {e}; "
-                             "rolled back, nothing installed") from None
+                             "rolled back") from None
         done.append(step)
 
 
 def install(cfg: Config, only: list[str] | None = None) -> list[str]:
     """Install rules and routes for the gateways (all, or ``only``).
 
-    Replaces braid's previous entries of those gateways.  Returns one
-    description line per gateway.
+    Replaces braid's previous entries of those gateways; if the kernel
+    refuses a step, the new entries are removed and the previous ones
+    put back, so a failed install leaves the steering that was there.
+    Returns one description line per gateway.
     """
     gateways = [cfg.gateway(g) for g in only] if only else list(cfg.gateways)
     with IPRoute() as ipr:
         where = validate_host(ipr, cfg, gateways)
+        tables = {cfg.get_int("route_table_base") + g.index for g in gateways}
+        previous = _snapshot(ipr, tables)
         _remove(ipr, cfg, gateways)
         steps: list[Step] = []
         for gw in gateways:
@@ -192,8 +227,59 @@ def install(cfg: Config, only: list[str] | None = None) -> list[str]:
             steps.append(Step(f"gateway {gw.id}: rule",
                               functools.partial(ipr.rule, "add", **rule),
                               functools.partial(ipr.rule, "del", **rule)))
-        _apply(ipr, steps)
+        try:
+            _apply(ipr, steps)
+        except RouteError as e:
+            restored = _restore(ipr, previous)
+            raise RouteError(f"{e}; previous steering restored ({restored} of "
+                             f"{len(previous)} entries)") from None
         return [describe(cfg, gw, where[gw.id]) for gw in gateways]
+
+
+def _route_args_from(msg: Any) -> dict[str, Any]:
+    """Arguments that re-create a dumped route (on-link or seg6 encap)."""
+    args: dict[str, Any] = {"family": msg["family"], "dst": _route_dst(msg),
+                            "table": msg.get("RTA_TABLE") or msg["table"], "proto": msg["proto"]}
+    for attr, key in (("RTA_OIF", "oif"), ("RTA_GATEWAY", "gateway"), ("RTA_PRIORITY", "priority")):
+        if msg.get(attr) is not None:
+            args[key] = msg.get(attr)
+    encap = msg.get("RTA_ENCAP")
+    srh = encap.get("SEG6_IPTUNNEL_SRH") if encap is not None else None
+    if srh:
+        args["encap"] = {"type": "seg6", "mode": srh["mode"], "segs": ",".join(srh["segs"])}
+    return args
+
+
+def _snapshot(ipr: IPRoute, tables: set[int]) -> list[tuple[str, dict[str, Any]]]:
+    """braid's rules and routes of ``tables``, as arguments to re-create them."""
+    entries: list[tuple[str, dict[str, Any]]] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        for rule in ipr.get_rules(family=family):
+            table = rule.get("FRA_TABLE") or rule["table"]
+            if rule.get("FRA_PROTOCOL") == BRAID_RTPROT and table in tables:
+                entries.append(("rule", {"family": family, "src": rule.get("FRA_SRC"),
+                                         "src_len": rule["src_len"], "table": table,
+                                         "priority": rule.get("FRA_PRIORITY"),
+                                         "FRA_PROTOCOL": BRAID_RTPROT}))
+        for route in ipr.get_routes(family=family):
+            if route["proto"] == BRAID_RTPROT and (route.get("RTA_TABLE") or route["table"]) in tables:
+                entries.append(("route", _route_args_from(route)))
+    return entries
+
+
+def _restore(ipr: IPRoute, entries: list[tuple[str, dict[str, Any]]]) -> int:
+    """Re-create snapshot entries (routes first); returns how many came back."""
+    restored = 0
+    for kind, args in sorted(entries, key=lambda e: e[0] != "route"):
+        try:
+            if kind == "route":
+                ipr.route("replace", **args)
+            else:
+                ipr.rule("add", **args)
+            restored += 1
+        except (NetlinkError, OSError):
+            pass  # e.g. a route whose interface went down: nothing better to do
+    return restored
 
 
 def _remove(ipr: IPRoute, cfg: Config | None, gateways: list[Gateway] | None) -> int:
@@ -213,25 +299,16 @@ def _remove(ipr: IPRoute, cfg: Config | None, gateways: list[Gateway] | None) ->
                      src_len=rule["src_len"], table=table,
                      priority=rule.get("FRA_PRIORITY"))
             removed += 1
-        # pyroute2 0.9 dumps one table at a time (table=0 matches
-        # nothing), so walk braid's tables and main (decap/transit SIDs).
-        for table in sorted(tables if tables is not None else _all_braid_tables(cfg)):
-            for route in ipr.get_routes(family=family, table=table):
-                if route["proto"] != BRAID_RTPROT:
-                    continue
-                ipr.route("del", family=family, dst=_route_dst(route),
-                          table=table, proto=BRAID_RTPROT)
-                removed += 1
+        # Without a table, pyroute2 dumps every table: braid's entries
+        # may be in any (another route_table_base, decap SIDs in main).
+        for route in ipr.get_routes(family=family):
+            table = route.get("RTA_TABLE") or route["table"]
+            if route["proto"] != BRAID_RTPROT or (tables is not None and table not in tables):
+                continue
+            ipr.route("del", family=family, dst=_route_dst(route), table=table,
+                      proto=BRAID_RTPROT)
+            removed += 1
     return removed
-
-
-def _all_braid_tables(cfg: Config | None) -> set[int]:
-    """Every table braid may have used: the gateway tables and main."""
-    if cfg is not None:
-        base = cfg.get_int("route_table_base")
-    else:
-        base = int(read_defaults()["route_table_base"].default)
-    return set(range(base, base + MAX_GATEWAYS)) | {254}
 
 
 def _route_dst(route: Any) -> str:
@@ -270,8 +347,14 @@ def _seg6local(sid: str, dev: str | None, encap: dict[str, Any]) -> str:
             oif = found[0]
         args = {"dst": f"{sid_addr}/128", "family": socket.AF_INET6, "oif": oif,
                 "proto": BRAID_RTPROT, "encap": encap}
+        existing = [r for r in ipr.get_routes(family=socket.AF_INET6, table=254)
+                    if r.get("RTA_DST") == str(sid_addr) and r["dst_len"] == 128]
+        if any(r["proto"] != BRAID_RTPROT for r in existing):
+            # Never overwrite what an operator (or another tool) put there.
+            raise RouteError(f"sid {sid_addr}: a route for it exists and was not installed "
+                             "by braid; remove it first")
         try:
-            ipr.route("replace", **args)
+            ipr.route("replace" if existing else "add", **args)
         except NetlinkError as e:
             raise RouteError(f"sid {sid_addr}: kernel refused seg6local route: {e}") from None
     return f"sid {sid_addr}: seg6local {encap['action']}"

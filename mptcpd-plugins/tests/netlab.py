@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +48,9 @@ MPTCPD = "/usr/libexec/mptcpd"
 NS_PREFIX = "bpm-"
 _counter = itertools.count()
 
-__all__ = ["MPTCPD", "PLUGIN_DIR", "TIME_SCALE", "Lab", "Namespace", "Topology",
-           "interface_counters", "popen_text", "start_mptcpd", "stop_process", "subflows", "wait_for"]
+__all__ = ["MPTCPD", "PLUGIN_DIR", "TIME_SCALE", "KernelSubflow", "Lab", "Namespace", "Topology",
+           "interface_counters", "kernel_subflows", "popen_text", "start_mptcpd", "stop_process",
+           "subflows", "wait_for"]
 
 
 class GwsteerTopology(Topology):
@@ -106,6 +109,41 @@ def subflows(ns: Namespace, port: int) -> list[tuple[str, str]]:
         if len(cols) >= 4:
             pairs.append((cols[2].rsplit(":", 1)[0], cols[3].rsplit(":", 1)[0]))
     return pairs
+
+
+@dataclass(frozen=True)
+class KernelSubflow:
+    """One established MPTCP subflow as ``ss -tni`` shows it."""
+
+    local: str
+    remote: str
+    #: ss's MPTCP subflow flags: b = our backup flag, B = the peer's, j/J = join, m/M = initial.
+    flags: str
+    #: Local token of the MPTCP connection.
+    token: str
+
+    @property
+    def backup(self) -> bool:
+        """Whether the kernel carries our (local) backup request on this subflow."""
+        return "b" in self.flags
+
+
+_SS_MPTCP = re.compile(r"tcp-ulp-mptcp flags:(\w*) token:\w+\(id:\d+\)/(\w+)")
+
+
+def kernel_subflows(ns: Namespace, port: int) -> list[KernelSubflow]:
+    """Established MPTCP subflows to/from ``port`` in ``ns``, with flags and token."""
+    out = ns.run(["ss", "-tniH", "state", "established",
+                  f"( dport = :{port} or sport = :{port} )"]).stdout.splitlines()
+    found = []
+    for head, info in itertools.pairwise(out):
+        cols = head.split()
+        m = _SS_MPTCP.search(info)
+        if head[:1].isspace() or len(cols) < 4 or m is None:
+            continue
+        found.append(KernelSubflow(cols[2].rsplit(":", 1)[0].strip("[]"),
+                                   cols[3].rsplit(":", 1)[0].strip("[]"), m.group(1), m.group(2)))
+    return found
 
 
 def start_mptcpd(ns: Namespace, config: Path, log: Path) -> subprocess.Popen[str]:

@@ -1,7 +1,10 @@
-"""Configuration validation: the C plugin and the Python helper agree.
+"""Configuration validation: one validator, the plugin's C loader.
 
-Every bad file is fed to both readers; both must refuse it with a
-message naming the same section and field.
+The Python tools read the configuration through ``gwsteer-check`` (the
+plugin's loader as a command), so every bad file is refused by both with
+the loader's message; these tests feed bad files to ``gwsteer-check``
+directly and through the Python API, and fail (never skip) when the
+validator is missing.
 """
 
 from __future__ import annotations
@@ -11,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gwsteer.config import ConfigError, load_config, load_config_text, read_defaults
+from gwsteer.config import ConfigError, check_command, load_config, load_config_text, read_defaults
 
 HERE = Path(__file__).resolve().parent
-C_CHECK = HERE.parent / "test_gwsteer"
 
 GOOD = """
 [gwsteer]
@@ -55,6 +57,17 @@ BAD = [
     ("[gwsteer]\nrole = client\n", "role client needs at least one [gateway <id>] section"),
     ("[gateway gw1]\nsource = 10.1.1.2\nhops = fc00::1\n",
      "[gateway gw1] probe: missing or not of the family of source"),
+    # Where the two parsers used to disagree:
+    ("[gwsteer]\nfail_after = 2\nfail_after = 5\n" + GW, "[gwsteer] fail_after: set twice (line 3)"),
+    ("[gwsteer]\nfail_after = 2\n  5\n" + GW, "line 3: continuation lines are not supported"),
+    ("[gwsteer]\nfail_after = +5\n" + GW, "[gwsteer] fail_after: '+5' is not a valid non-negative integer"),
+    ("[gwsteer]\newma_alpha = 0x1p-1\n" + GW, "[gwsteer] ewma_alpha: '0x1p-1' is not a valid number"),
+    ("[gwsteer]\nswitch_margin = nan\n" + GW, "[gwsteer] switch_margin: 'nan' is not a valid number"),
+    ("[gwsteer]\nfail_after = \u0663\n" + GW, "[gwsteer] fail_after: '\u0663' is not a valid non-negative integer"),
+    ("[gwsteer]\nhold_ms = 1 000\n" + GW, "[gwsteer] hold_ms: '1 000' is not a valid non-negative integer"),
+    # Rounds would be dropped silently: 16 x 200 ms is the limit.
+    ("[gwsteer]\nprobe_timeout_ms = 3200\n" + GW,
+     "[gwsteer] probe_timeout_ms: must be less than 16 x probe_interval_ms (3200)"),
 ]
 
 
@@ -86,15 +99,35 @@ def test_bad_config_python(text: str, message: str) -> None:
 
 
 @pytest.mark.parametrize("text,message", BAD)
-def test_bad_config_c_plugin(text: str, message: str, tmp_path: Path) -> None:
-    if not C_CHECK.exists():
-        pytest.skip("build test_gwsteer first (make)")
+def test_bad_config_c_loader(text: str, message: str, tmp_path: Path) -> None:
     path = tmp_path / "x.conf"
     path.write_text(text)
-    p = subprocess.run([str(C_CHECK), "check", str(path)], capture_output=True, text=True,
-                       check=False)
+    p = subprocess.run([check_command(), str(path)], capture_output=True, text=True, check=False)
     assert p.returncode == 2
     assert message in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_validator_is_built() -> None:
+    """The validator exists: a missing one must fail the suite, not skip it."""
+    p = subprocess.run([check_command(), "--help"], capture_output=True, text=True, check=False)
+    assert p.returncode == 0 and "gwsteer-check" in p.stdout
+
+
+def test_odd_input_is_a_clean_error(tmp_path: Path) -> None:
+    """No input makes the tools crash: a ConfigError or a valid config."""
+    odd = ["\ufeff[gwsteer]\n" + GW, "[gwsteer]\nprobe_target\n" + GW, "[gwsteer\n",
+           "[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1,\n", "= 5\n" + GW, "%(x)s\n"]
+    for text in odd:
+        try:
+            load_config_text(text, "x.conf")
+        except ConfigError as e:
+            assert str(e).startswith("x.conf"), str(e)
+
+
+def test_boundary_values_accepted() -> None:
+    cfg = load_config_text("[gwsteer]\nprobe_timeout_ms = 3199\newma_alpha = .5\n" + GW)
+    assert cfg.settings["probe_timeout_ms"] == 3199 and cfg.settings["ewma_alpha"] == 0.5
 
 
 def test_missing_file() -> None:

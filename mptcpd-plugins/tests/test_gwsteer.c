@@ -9,8 +9,8 @@
  * (gateway_health_new_passive()), so the tests need no network.
  *
  * Usage: test_gwsteer            run the tests
- *        test_gwsteer check FILE  validate FILE like the plugin does
- *                                 (exit 2 and an error naming the field)
+ *        test_gwsteer subflows    list the kernel's MPTCP subflows
+ *                                 (sock_diag, as the plugin sees them)
  */
 
 #include <stdio.h>
@@ -23,6 +23,8 @@
 
 #include "gateway_config.h"
 #include "gateway_health.h"
+#include "gateway_probe.h"
+#include "kernel_subflows.h"
 #include "status_file.h"
 
 /// Number of failed checks.
@@ -127,6 +129,9 @@ static void test_config_bad(void)
                 "[gateways]\n",
                 "[gwsteer]\nrole=client\n",
                 "[gateway gw1]\nsource=10.1.1.2\nhops=fc00::1\n",
+                // Rounds would be dropped: timeout >= 16 intervals.
+                "[gwsteer]\nprobe_interval_ms=10\nprobe_timeout_ms=160\n"
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n",
         };
 
         for (size_t i = 0; i < L_ARRAY_SIZE(bad); ++i) {
@@ -282,20 +287,142 @@ static void test_status_file(void)
 
         CHECK(strncmp(buf, "{\"version\":1,\"updated\":\"", 24) == 0);
         CHECK(strstr(buf, "{\"id\":\"gw1\",\"source\":\"10.1.1.2\","
-                          "\"up\":true,\"backup\":false,\"ewma_ms\":12.000,"
-                          "\"rtt_ms\":12.000,\"last_change\":\"") != NULL);
+                          "\"up\":true,\"backup\":false,\"best\":true,"
+                          "\"ewma_ms\":12.000,\"rtt_ms\":12.000,"
+                          "\"avmet\":0.500,\"last_change\":\"") != NULL);
         CHECK(strstr(buf, "\"subflows\":3}") != NULL);
         CHECK(strstr(buf, "{\"id\":\"gw2\",\"source\":\"10.1.0.3\","
-                          "\"up\":false,\"backup\":false,\"ewma_ms\":null,"
-                          "\"rtt_ms\":null,") != NULL);
+                          "\"up\":false,\"backup\":false,\"best\":false,"
+                          "\"ewma_ms\":null,\"rtt_ms\":null,"
+                          "\"avmet\":0.000,") != NULL);
 
-        char *const tmp = l_strdup_printf("%s.tmp", path);
-        CHECK(access(tmp, F_OK) != 0);  // Renamed, not left behind.
+        // Only the status file is left in the directory (renamed tmp).
+        char *const ls = l_strdup_printf("test $(ls -A %s/sub | wc -l) = 1",
+                                         tmpdir);
+        CHECK(system(ls) == 0);
+        l_free(ls);
 
-        l_free(tmp);
+        /*
+         * A link planted where the old code put its fixed temporary
+         * file (<path>.tmp) must not make root truncate or expose its
+         * target.
+         */
+        char *const victim = l_strdup_printf("%s/victim", tmpdir);
+        char *const planted = l_strdup_printf("%s.tmp", path);
+        FILE *const v = fopen(victim, "w");
+        CHECK(v != NULL);
+        if (v) {
+                fputs("secret", v);
+                fclose(v);
+        }
+        CHECK(chmod(victim, 0600) == 0);
+        CHECK(symlink(victim, planted) == 0);
+        CHECK(status_file_write(path, h));
+        CHECK(stat(victim, &st) == 0 && st.st_size == 6
+              && (st.st_mode & 0777) == 0600);
+
+        // A directory others can write is refused, nothing written.
+        char *const open_dir = l_strdup_printf("%s/open", tmpdir);
+        char *const open_path = l_strdup_printf("%s/gateways.json", open_dir);
+        CHECK(mkdir(open_dir, 0755) == 0 && chmod(open_dir, 0777) == 0);
+        CHECK(!status_file_write(open_path, h));
+        CHECK(access(open_path, F_OK) != 0);
+
+        l_free(open_path);
+        l_free(open_dir);
+        l_free(planted);
+        l_free(victim);
         l_free(path);
         gateway_health_destroy(h);
         gwsteer_config_free(c);
+}
+
+/// Probe reply callback of the matching test (never called there).
+static void on_reply(uint16_t seq, void *user_data)
+{
+        (void) seq;
+        (void) user_data;
+}
+
+/**
+ * @brief Answers count only from the target, with our id and token.
+ */
+static void test_probe_match(void)
+{
+        struct sockaddr_storage src, target, other;
+        uint8_t req[128];
+        uint8_t reply[160] = { 0 };
+        uint16_t seq = 0;
+
+        gwsteer_parse_addr("10.1.1.2", &src);
+        gwsteer_parse_addr("10.99.0.1", &target);
+        gwsteer_parse_addr("10.99.0.66", &other);
+
+        struct gateway_probe *const p =
+                gateway_probe_new((struct sockaddr *) &src,
+                                  (struct sockaddr *) &target, 0x1234,
+                                  on_reply, NULL);
+        size_t const n = gateway_probe_build(p, 7, req, sizeof(req));
+
+        CHECK(n == 64);
+
+        // The kernel's answer: IPv4 header, then our message as a reply.
+        reply[0] = 0x45;
+        memcpy(reply + 20, req, n);
+        reply[20] = 0;  // ICMP_ECHOREPLY
+
+        CHECK(gateway_probe_match(p, reply, 20 + n,
+                                  (struct sockaddr *) &target, &seq));
+        CHECK(seq == 7);
+
+        // Same bytes from anyone else: a forgery.
+        CHECK(!gateway_probe_match(p, reply, 20 + n,
+                                   (struct sockaddr *) &other, &seq));
+
+        // Right source, but not our token (the old constant payload).
+        reply[20 + 8] ^= 0xff;
+        CHECK(!gateway_probe_match(p, reply, 20 + n,
+                                   (struct sockaddr *) &target, &seq));
+        reply[20 + 8] ^= 0xff;
+
+        // Right source and token, another identifier.
+        reply[20 + 4] ^= 0x01;
+        CHECK(!gateway_probe_match(p, reply, 20 + n,
+                                   (struct sockaddr *) &target, &seq));
+        reply[20 + 4] ^= 0x01;
+
+        // Truncated before the token.
+        CHECK(!gateway_probe_match(p, reply, 20 + 8 + 4,
+                                   (struct sockaddr *) &target, &seq));
+
+        // Two probers never share a token.
+        struct gateway_probe *const q =
+                gateway_probe_new((struct sockaddr *) &src,
+                                  (struct sockaddr *) &target, 0x1234,
+                                  on_reply, NULL);
+        CHECK(!gateway_probe_match(q, reply, 20 + n,
+                                   (struct sockaddr *) &target, &seq));
+
+        gateway_probe_destroy(q);
+        gateway_probe_destroy(p);
+}
+
+/**
+ * @brief kernel_subflows_walk() callback: print one subflow.
+ */
+static void print_subflow(struct kernel_subflow const *sf, void *user_data)
+{
+        char l[INET6_ADDRSTRLEN];
+        char r[INET6_ADDRSTRLEN];
+
+        (void) user_data;
+        printf("%08x %s %u %s %u id %u flags %#x%s\n", sf->token,
+               gwsteer_ntop((struct sockaddr const *) &sf->laddr, l, sizeof(l)),
+               ntohs(((struct sockaddr_in const *) &sf->laddr)->sin_port),
+               gwsteer_ntop((struct sockaddr const *) &sf->raddr, r, sizeof(r)),
+               ntohs(((struct sockaddr_in const *) &sf->raddr)->sin_port),
+               sf->local_id, sf->flags,
+               kernel_subflow_backup(sf) ? " backup" : "");
 }
 
 /**
@@ -305,13 +432,8 @@ int main(int argc, char **argv)
 {
         l_log_set_stderr();
 
-        if (argc == 3 && strcmp(argv[1], "check") == 0) {
-                struct gwsteer_config *const c = gwsteer_config_load(argv[2]);
-                int const status = c ? 0 : 2;
-
-                gwsteer_config_free(c);
-                return status;
-        }
+        if (argc == 2 && strcmp(argv[1], "subflows") == 0)
+                return kernel_subflows_walk(print_subflow, NULL) == 0 ? 0 : 1;
 
         if (mkdtemp(tmpdir) == NULL)
                 return 1;
@@ -321,6 +443,7 @@ int main(int argc, char **argv)
         test_health_hysteresis();
         test_health_avmet();
         test_status_file();
+        test_probe_match();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)

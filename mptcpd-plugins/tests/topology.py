@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROUTE = str(HERE.parent / "gwsteer-route")
 XFER = str(HERE / "mptcp_xfer.py")
 SERVER = "10.99.0.1"
+SERVER6 = "fc00:99::1"
 PORT = 5201
 
 
@@ -71,38 +72,54 @@ class Topo:
 
     def route(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run gwsteer-route in the client namespace."""
-        return self.cli.run([ROUTE, "--config", str(self.config), *args], check=check)
+        # An interpreter start plus pyroute2's import take tens of seconds in braid's VM.
+        return self.cli.run([ROUTE, "--config", str(self.config), *args], check=check,
+                            timeout=60 * TIME_SCALE)
 
     def start_pm(self, proxy_extra: str = "") -> None:
         """Start mptcpd+gwsteer on the client (client) and server (proxy)."""
+        self.start_proxy_pm(proxy_extra)
+        self.start_client_pm()
+
+    def start_proxy_pm(self, proxy_extra: str = "") -> subprocess.Popen[str]:
+        """Start mptcpd+gwsteer in the proxy role on the server."""
         proxy_conf = self.tmp / "proxy.conf"
         proxy_conf.write_text(
             f"[gwsteer]\nrole = proxy\nstatus_file = {self.tmp}/proxy.json\n{proxy_extra}\n")
-        self.procs.append(start_mptcpd(self.srv, proxy_conf, self.tmp / "proxy.log"))
-        self.procs.append(start_mptcpd(self.cli, self.config, self.tmp / "client.log"))
+        proc = start_mptcpd(self.srv, proxy_conf, self.tmp / "proxy.log")
+        self.procs.append(proc)
+        return proc
 
-    def server(self, out: str = "recv.json", timeout: float = 60) -> subprocess.Popen[bytes]:
+    def start_client_pm(self, log: str = "client.log") -> subprocess.Popen[str]:
+        """Start mptcpd+gwsteer in the client role on the client."""
+        proc = start_mptcpd(self.cli, self.config, self.tmp / log)
+        self.procs.append(proc)
+        return proc
+
+    def server(self, out: str = "recv.json", timeout: float = 60,
+               bind: str = SERVER) -> subprocess.Popen[bytes]:
         """Start the byte-counting receiver on srv; return once it listens.
 
         A client started before the listener exists is refused, and how
         long an interpreter takes to start varies (seconds in braid's
         emulated VM), so wait for the socket rather than for a fixed time.
         """
-        proc = self.srv.popen([sys.executable, XFER, "server", "--bind", SERVER,
+        proc = self.srv.popen([sys.executable, XFER, "server", "--bind", bind,
                                "--port", str(PORT), "--out", str(self.tmp / out),
                                "--timeout", str(timeout * TIME_SCALE)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.srv.wait_listening(PORT, SERVER, 10, proc=proc)
+        self.srv.wait_listening(PORT, bind, 10 * TIME_SCALE, proc=proc)
         return proc
 
     def client(self, nbytes: int, rate: float = 0, source: str | None = None,
-               seconds: float | None = None, hold: Path | None = None) -> subprocess.Popen[str]:
+               seconds: float | None = None, hold: Path | None = None,
+               dst: str = SERVER) -> subprocess.Popen[str]:
         """Start the sender on cli (stdout: JSON result).
 
         With ``hold`` the sender keeps the connection open after the data
         until that file exists (create it to let the transfer finish).
         """
-        args = [sys.executable, XFER, "client", "--dst", SERVER, "--port", str(PORT),
+        args = [sys.executable, XFER, "client", "--dst", dst, "--port", str(PORT),
                 "--bytes", str(nbytes), "--rate", str(rate), "--timeout", str(60 * TIME_SCALE)]
         if source:
             args += ["--source", source]
@@ -119,12 +136,19 @@ def _shape(ns: Namespace, dev: str, mbit: int) -> None:
             "burst", "32kb", "latency", "50ms"])
 
 
-def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2) -> Topo:
-    """Client with ``gateways`` on-link gateways to one server."""
+def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2,
+           ipv6: bool = False) -> Topo:
+    """Client with ``gateways`` on-link gateways to one server.
+
+    With ``ipv6`` every link also carries fc00:<k>::/64 (client side) and
+    fc00:9<k>::/64 (server side), and the server has SERVER6.
+    """
     net = lab.topology()
     net.node("cli", forward=False)
     net.node("srv", forward=False)
     net.address("srv", "lo", f"{SERVER}/32")
+    if ipv6:
+        net.address("srv", "lo", f"{SERVER6}/128")
     for k in range(1, gateways + 1):
         gw = f"gw{k}"
         net.node(gw)
@@ -132,7 +156,16 @@ def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2) -> Topo:
         net.link(gw, "s", f"10.9.{k}.1/24", "srv", f"g{k}", f"10.9.{k}.2/24")
         net.route(gw, f"{SERVER}/32", f"10.9.{k}.2")
         net.route("srv", f"10.1.{k}.0/24", f"10.9.{k}.1")
+        if ipv6:
+            net.address("cli", f"e{k}", f"fc00:{k}::2/64")
+            net.address(gw, "c", f"fc00:{k}::1/64")
+            net.address(gw, "s", f"fc00:9{k}::1/64")
+            net.address("srv", f"g{k}", f"fc00:9{k}::2/64")
+            net.route(gw, f"{SERVER6}/128", f"fc00:9{k}::2")
+            net.route("srv", f"fc00:{k}::/64", f"fc00:9{k}::1")
     net.route("cli", "default", "10.1.1.1")
+    if ipv6:
+        net.route("cli", "::/0", "fc00:1::1")
     lab.up(net)
     gws = {f"gw{k}": net[f"gw{k}"] for k in range(1, gateways + 1)}
     topo = Topo(lab, tmp, net, net["cli"], net["srv"], gws,

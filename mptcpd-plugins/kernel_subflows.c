@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/**
+ * @file kernel_subflows.c
+ *
+ * @brief Ask the kernel (sock_diag) which MPTCP subflows exist.
+ *
+ * A plain NETLINK_SOCK_DIAG dump of established TCP sockets, both
+ * families; each MPTCP subflow carries an INET_DIAG_ULP_INFO
+ * attribute named "mptcp" with the connection token, the address ids
+ * and the subflow flags (the same data `ss -tni` prints as
+ * "tcp-ulp-mptcp flags:... token:...").  The dump is synchronous and
+ * bounded by the number of TCP sockets in the namespace; gwsteer
+ * asks for it at start-up (connections that outlived an mptcpd
+ * restart) and after backup flag changes (the kernel sends no event
+ * for a local priority change).
+ */
+
+#include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/mptcp.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kernel_subflows.h"
+
+/// Receive buffer: one dump message holds many sockets.
+#define DIAG_BUF_LEN 32768
+
+/// Upper bound on dump messages read, so a broken kernel cannot hang us.
+#define DIAG_MAX_MESSAGES 100000
+
+/// Longest time one receive may block (the dump is local and fast).
+#define DIAG_RECV_TIMEOUT_MS 500
+
+/**
+ * @brief Walk nested netlink attributes.
+ */
+static struct nlattr const *next_attr(struct nlattr const *a, size_t *left)
+{
+        size_t const len = NLA_ALIGN(a->nla_len);
+
+        if (len > *left)
+                return NULL;
+
+        *left -= len;
+        return (struct nlattr const *) ((char const *) a + len);
+}
+
+/**
+ * @brief Is @a a a complete attribute within @a left bytes?
+ */
+static bool attr_ok(struct nlattr const *a, size_t left)
+{
+        return left >= sizeof(*a) && a->nla_len >= sizeof(*a)
+                && a->nla_len <= left;
+}
+
+/**
+ * @brief Read the MPTCP subflow attributes into @a sf.
+ *
+ * @return @c true if the token was present.
+ */
+static bool parse_mptcp_info(struct nlattr const *nest,
+                             struct kernel_subflow *sf)
+{
+        size_t left = nest->nla_len - NLA_HDRLEN;
+        bool have_token = false;
+
+        for (struct nlattr const *a = (struct nlattr const *)
+                     ((char const *) nest + NLA_HDRLEN);
+             a != NULL && attr_ok(a, left);
+             a = next_attr(a, &left)) {
+                void const *const data = (char const *) a + NLA_HDRLEN;
+                size_t const dlen = a->nla_len - NLA_HDRLEN;
+
+                switch (a->nla_type & NLA_TYPE_MASK) {
+                case MPTCP_SUBFLOW_ATTR_TOKEN_LOC:
+                        if (dlen >= sizeof(sf->token)) {
+                                memcpy(&sf->token, data, sizeof(sf->token));
+                                have_token = true;
+                        }
+                        break;
+                case MPTCP_SUBFLOW_ATTR_FLAGS:
+                        if (dlen >= sizeof(sf->flags))
+                                memcpy(&sf->flags, data, sizeof(sf->flags));
+                        break;
+                case MPTCP_SUBFLOW_ATTR_ID_LOC:
+                        if (dlen >= 1)
+                                memcpy(&sf->local_id, data, 1);
+                        break;
+                default:
+                        break;
+                }
+        }
+
+        return have_token;
+}
+
+/**
+ * @brief Find the "mptcp" ULP info of one socket, if any.
+ */
+static bool parse_ulp(struct nlattr const *ulp, struct kernel_subflow *sf)
+{
+        size_t left = ulp->nla_len - NLA_HDRLEN;
+        bool is_mptcp = false;
+        struct nlattr const *info = NULL;
+
+        for (struct nlattr const *a = (struct nlattr const *)
+                     ((char const *) ulp + NLA_HDRLEN);
+             a != NULL && attr_ok(a, left);
+             a = next_attr(a, &left)) {
+                char const *const data = (char const *) a + NLA_HDRLEN;
+                size_t const dlen = a->nla_len - NLA_HDRLEN;
+
+                if ((a->nla_type & NLA_TYPE_MASK) == INET_ULP_INFO_NAME)
+                        is_mptcp = dlen >= 5 && strncmp(data, "mptcp", 5) == 0
+                                && (dlen == 5 || data[5] == '\0');
+                else if ((a->nla_type & NLA_TYPE_MASK) == INET_ULP_INFO_MPTCP)
+                        info = a;
+        }
+
+        return is_mptcp && info != NULL && parse_mptcp_info(info, sf);
+}
+
+/**
+ * @brief Fill the socket addresses of @a sf from the diag message.
+ */
+static void fill_addrs(struct inet_diag_msg const *m,
+                       struct kernel_subflow *sf)
+{
+        memset(&sf->laddr, 0, sizeof(sf->laddr));
+        memset(&sf->raddr, 0, sizeof(sf->raddr));
+
+        if (m->idiag_family == AF_INET) {
+                struct sockaddr_in *const l = (struct sockaddr_in *) &sf->laddr;
+                struct sockaddr_in *const r = (struct sockaddr_in *) &sf->raddr;
+
+                l->sin_family = r->sin_family = AF_INET;
+                memcpy(&l->sin_addr, m->id.idiag_src, 4);
+                memcpy(&r->sin_addr, m->id.idiag_dst, 4);
+                l->sin_port = m->id.idiag_sport;
+                r->sin_port = m->id.idiag_dport;
+        } else {
+                struct sockaddr_in6 *const l =
+                        (struct sockaddr_in6 *) &sf->laddr;
+                struct sockaddr_in6 *const r =
+                        (struct sockaddr_in6 *) &sf->raddr;
+
+                l->sin6_family = r->sin6_family = AF_INET6;
+                memcpy(&l->sin6_addr, m->id.idiag_src, 16);
+                memcpy(&r->sin6_addr, m->id.idiag_dst, 16);
+                l->sin6_port = m->id.idiag_sport;
+                r->sin6_port = m->id.idiag_dport;
+        }
+}
+
+/**
+ * @brief Handle one inet_diag message.
+ */
+static void handle_msg(struct nlmsghdr const *nlh,
+                       kernel_subflow_cb cb,
+                       void *user_data)
+{
+        if (nlh->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
+                return;
+
+        struct inet_diag_msg const *const m = NLMSG_DATA(nlh);
+        size_t left = nlh->nlmsg_len
+                - NLMSG_LENGTH(sizeof(struct inet_diag_msg));
+        struct kernel_subflow sf = { 0 };
+
+        for (struct nlattr const *a = (struct nlattr const *) (m + 1);
+             a != NULL && attr_ok(a, left);
+             a = next_attr(a, &left))
+                if ((a->nla_type & NLA_TYPE_MASK) == INET_DIAG_ULP_INFO
+                    && parse_ulp(a, &sf)) {
+                        fill_addrs(m, &sf);
+                        cb(&sf, user_data);
+                        return;
+                }
+}
+
+/**
+ * @brief Dump one address family.
+ */
+static int walk_family(int fd, int family, kernel_subflow_cb cb,
+                       void *user_data)
+{
+        struct {
+                struct nlmsghdr nlh;
+                struct inet_diag_req_v2 req;
+        } request = {
+                .nlh = {
+                        .nlmsg_len = sizeof(request),
+                        .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                        .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+                        .nlmsg_seq = (uint32_t) family,
+                },
+                .req = {
+                        .sdiag_family = (uint8_t) family,
+                        .sdiag_protocol = IPPROTO_TCP,
+                        .idiag_states = 1u << TCP_ESTABLISHED,
+                        // The kernel adds ULP info only along with tcp_info.
+                        .idiag_ext = 1u << (INET_DIAG_INFO - 1),
+                },
+        };
+        static char buf[DIAG_BUF_LEN];
+
+        if (send(fd, &request, sizeof(request), 0) < 0)
+                return errno;
+
+        for (int messages = 0; messages < DIAG_MAX_MESSAGES; ) {
+                ssize_t const n = recv(fd, buf, sizeof(buf), 0);
+
+                if (n < 0)
+                        return errno;
+                if (n == 0)
+                        return EPIPE;
+
+                size_t len = (size_t) n;
+
+                for (struct nlmsghdr const *nlh = (struct nlmsghdr *) buf;
+                     NLMSG_OK(nlh, len);
+                     nlh = NLMSG_NEXT(nlh, len), ++messages) {
+                        if (nlh->nlmsg_type == NLMSG_DONE)
+                                return 0;
+
+                        if (nlh->nlmsg_type == NLMSG_ERROR) {
+                                struct nlmsgerr const *const e =
+                                        NLMSG_DATA(nlh);
+                                return e->error ? -e->error : EPROTO;
+                        }
+
+                        handle_msg(nlh, cb, user_data);
+                }
+        }
+
+        return E2BIG;
+}
+
+int kernel_subflows_walk(kernel_subflow_cb cb, void *user_data)
+{
+        int const fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC,
+                              NETLINK_SOCK_DIAG);
+
+        if (fd < 0)
+                return errno;
+
+        struct timeval const tv = { .tv_usec = DIAG_RECV_TIMEOUT_MS * 1000 };
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+
+        int err = walk_family(fd, AF_INET, cb, user_data);
+        if (err == 0)
+                err = walk_family(fd, AF_INET6, cb, user_data);
+
+        close(fd);
+        return err;
+}
+
+bool kernel_subflow_backup(struct kernel_subflow const *sf)
+{
+        return (sf->flags & MPTCP_SUBFLOW_FLAG_BKUP_LOC) != 0;
+}
+
+bool kernel_subflow_initial_client(struct kernel_subflow const *sf)
+{
+        return (sf->flags & MPTCP_SUBFLOW_FLAG_MCAP_LOC) != 0;
+}
+
+bool kernel_subflow_initial_server(struct kernel_subflow const *sf)
+{
+        return (sf->flags & (MPTCP_SUBFLOW_FLAG_MCAP_LOC
+                             | MPTCP_SUBFLOW_FLAG_JOIN_LOC
+                             | MPTCP_SUBFLOW_FLAG_JOIN_REM)) == 0;
+}

@@ -1,0 +1,743 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/**
+ * @file test_plugin.c
+ *
+ * @brief Unit tests of gwsteer.c's bookkeeping, driven through its
+ *        mptcpd plugin operations.
+ *
+ * The plugin is linked with this file instead of libmptcpd, the ICMP
+ * prober and the sock_diag reader: the mptcpd commands it issues are
+ * recorded (and can be made to fail), probe answers and the kernel's
+ * subflow list are whatever a test says.  The health tracker, the
+ * configuration loader and the status file are the real ones, and
+ * time is real (short intervals), so timers and back-off run as in
+ * mptcpd.  What the kernel does is checked by the namespace tests;
+ * these check what the plugin decides and remembers.
+ */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ell/ell.h>
+
+#include <mptcpd/path_manager.h>
+#include <mptcpd/plugin.h>
+
+#include "gateway_config.h"
+#include "gateway_health.h"
+#include "gateway_probe.h"
+#include "kernel_subflows.h"
+
+/// Number of failed checks.
+static int failures;
+
+/// Record a failed check with its location.
+#define CHECK(cond)                                                     \
+        do {                                                            \
+                if (!(cond)) {                                          \
+                        fprintf(stderr, "%s:%d: CHECK failed: %s\n",    \
+                                __FILE__, __LINE__, #cond);             \
+                        ++failures;                                     \
+                }                                                       \
+        } while (0)
+
+/// The plugin under test (MPTCPD_PLUGIN_DEFINE in gwsteer.c).
+extern struct mptcpd_plugin_desc const _mptcpd_plugin;
+
+// ----------------------------------------------------------------
+//                 Fake mptcpd: recorded commands
+// ----------------------------------------------------------------
+
+/// Kinds of recorded commands.
+enum cmd_kind { CMD_ADD_SUBFLOW, CMD_REMOVE_SUBFLOW, CMD_SET_BACKUP,
+                CMD_ADD_ADDR, CMD_LM_CLOSE, CMD_KINDS };
+
+/// One recorded command.
+struct cmd
+{
+        enum cmd_kind kind;
+        uint32_t token;
+        char local[INET6_ADDRSTRLEN];
+        char remote[INET6_ADDRSTRLEN];
+        bool flag;
+        int64_t at_ms;
+};
+
+/// Recorded commands, in order.
+static struct cmd cmds[4096];
+
+/// Number of recorded commands.
+static size_t ncmds;
+
+/// Errors the next commands of a kind return (0: success).
+static int fail_next[CMD_KINDS];
+
+/// Operations the plugin registered.
+static struct mptcpd_plugin_ops const *ops;
+
+/// Tokens handed to mptcpd_plugin_new_connection().
+static unsigned int plugin_new_connections;
+
+/// A stand-in for mptcpd's path manager object.
+static char fake_pm_storage;
+
+/// The path manager pointer the plugin is given.
+#define PM ((struct mptcpd_pm *) &fake_pm_storage)
+
+/// Start of the test, for command time stamps.
+static uint64_t t0_us;
+
+/**
+ * @brief Format the IP of @a sa (or "-").
+ */
+static void ip_text(struct sockaddr const *sa, char *buf, size_t len)
+{
+        if (sa == NULL)
+                snprintf(buf, len, "-");
+        else
+                gwsteer_ntop(sa, buf, len);
+}
+
+/**
+ * @brief Record a command; return the error a test asked for.
+ */
+static int record(enum cmd_kind kind, uint32_t token,
+                  struct sockaddr const *l, struct sockaddr const *r,
+                  bool flag)
+{
+        if (ncmds < L_ARRAY_SIZE(cmds)) {
+                struct cmd *const c = &cmds[ncmds++];
+
+                c->kind = kind;
+                c->token = token;
+                ip_text(l, c->local, sizeof(c->local));
+                ip_text(r, c->remote, sizeof(c->remote));
+                c->flag = flag;
+                c->at_ms = (int64_t) (l_time_now() - t0_us) / 1000;
+        }
+
+        int const err = fail_next[kind];
+        fail_next[kind] = 0;
+        return err;
+}
+
+int mptcpd_pm_add_subflow(struct mptcpd_pm *pm, mptcpd_token_t token,
+                          mptcpd_aid_t local_address_id,
+                          mptcpd_aid_t remote_address_id,
+                          struct sockaddr const *local_addr,
+                          struct sockaddr const *remote_addr, bool backup)
+{
+        (void) pm;
+        (void) local_address_id;
+        (void) remote_address_id;
+        return record(CMD_ADD_SUBFLOW, token, local_addr, remote_addr,
+                      backup);
+}
+
+int mptcpd_pm_remove_subflow(struct mptcpd_pm *pm, mptcpd_token_t token,
+                             struct sockaddr const *local_addr,
+                             struct sockaddr const *remote_addr)
+{
+        (void) pm;
+        return record(CMD_REMOVE_SUBFLOW, token, local_addr, remote_addr,
+                      false);
+}
+
+int mptcpd_pm_set_backup(struct mptcpd_pm *pm, mptcpd_token_t token,
+                         struct sockaddr const *local_addr,
+                         struct sockaddr const *remote_addr, bool backup)
+{
+        (void) pm;
+        return record(CMD_SET_BACKUP, token, local_addr, remote_addr, backup);
+}
+
+/// Port the fake listener manager hands out for port-0 announcements.
+#define ANNOUNCE_PORT 40000
+
+int mptcpd_pm_add_addr(struct mptcpd_pm *pm, struct sockaddr *addr,
+                       mptcpd_aid_t id, mptcpd_token_t token)
+{
+        (void) pm;
+        (void) id;
+
+        struct sockaddr_in *const in = (struct sockaddr_in *) addr;
+
+        if (in->sin_port == 0)
+                in->sin_port = htons(ANNOUNCE_PORT);
+
+        return record(CMD_ADD_ADDR, token, addr, NULL,
+                      ntohs(in->sin_port) == ANNOUNCE_PORT);
+}
+
+int mptcpd_lm_close(struct mptcpd_lm *lm, struct sockaddr const *sa)
+{
+        (void) lm;
+        return record(CMD_LM_CLOSE, 0, sa, NULL, false);
+}
+
+struct mptcpd_idm *mptcpd_pm_get_idm(struct mptcpd_pm const *pm)
+{
+        (void) pm;
+        return (struct mptcpd_idm *) &fake_pm_storage;
+}
+
+struct mptcpd_lm *mptcpd_pm_get_lm(struct mptcpd_pm const *pm)
+{
+        (void) pm;
+        return (struct mptcpd_lm *) &fake_pm_storage;
+}
+
+mptcpd_aid_t mptcpd_idm_get_id(struct mptcpd_idm *idm,
+                               struct sockaddr const *sa)
+{
+        (void) idm;
+        // Any stable non-zero id per address will do.
+        return (mptcpd_aid_t) (1 + (((struct sockaddr_in const *) sa)
+                                    ->sin_addr.s_addr >> 24) % 200);
+}
+
+bool mptcpd_plugin_register_ops(char const *name,
+                                struct mptcpd_plugin_ops const *o)
+{
+        (void) name;
+        ops = o;
+        return true;
+}
+
+void mptcpd_plugin_new_connection(char const *name, mptcpd_token_t token,
+                                  struct sockaddr const *laddr,
+                                  struct sockaddr const *raddr,
+                                  bool server_side, struct mptcpd_pm *pm)
+{
+        (void) name;
+        ++plugin_new_connections;
+        ops->new_connection(token, laddr, raddr, server_side, pm);
+}
+
+/**
+ * @brief Number of recorded commands of @a kind with @a local (or any).
+ */
+static unsigned int count(enum cmd_kind kind, char const *local)
+{
+        unsigned int n = 0;
+
+        for (size_t i = 0; i < ncmds; ++i)
+                n += cmds[i].kind == kind
+                        && (local == NULL
+                            || strcmp(cmds[i].local, local) == 0);
+
+        return n;
+}
+
+// ----------------------------------------------------------------
+//              Fake prober: answers when told to
+// ----------------------------------------------------------------
+
+/**
+ * @struct gateway_probe
+ *
+ * @brief Fake prober: remembers the last sequence number sent.
+ */
+struct gateway_probe
+{
+        gateway_probe_reply_cb on_reply;
+        void *user_data;
+        bool answering;
+        struct sockaddr_storage source;
+};
+
+/// Every fake prober, to answer or silence them by source.
+static struct gateway_probe *probes[8];
+
+struct gateway_probe *gateway_probe_new(struct sockaddr const *source,
+                                        struct sockaddr const *target,
+                                        uint16_t ident,
+                                        gateway_probe_reply_cb on_reply,
+                                        void *user_data)
+{
+        struct gateway_probe *const p = l_new(struct gateway_probe, 1);
+
+        (void) target;
+        (void) ident;
+        p->on_reply = on_reply;
+        p->user_data = user_data;
+        p->answering = true;
+        memcpy(&p->source, source, source->sa_family == AF_INET
+               ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+
+        for (size_t i = 0; i < L_ARRAY_SIZE(probes); ++i)
+                if (probes[i] == NULL) {
+                        probes[i] = p;
+                        break;
+                }
+
+        return p;
+}
+
+/// Replies not delivered yet: (prober, sequence).
+static struct { struct gateway_probe *p; uint16_t seq; } replies[256];
+
+/// Number of undelivered replies.
+static size_t nreplies;
+
+bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
+{
+        if (p->answering && nreplies < L_ARRAY_SIZE(replies)) {
+                replies[nreplies].p = p;
+                replies[nreplies].seq = seq;
+                ++nreplies;
+        }
+
+        return true;
+}
+
+void gateway_probe_destroy(struct gateway_probe *p)
+{
+        for (size_t i = 0; i < L_ARRAY_SIZE(probes); ++i)
+                if (probes[i] == p)
+                        probes[i] = NULL;
+
+        for (size_t i = 0; i < nreplies; ++i)
+                if (replies[i].p == p)
+                        replies[i].p = NULL;
+
+        l_free(p);
+}
+
+/**
+ * @brief Deliver every pending probe answer (like the socket would).
+ */
+static void deliver_replies(void)
+{
+        size_t const n = nreplies;
+
+        nreplies = 0;
+        for (size_t i = 0; i < n; ++i)
+                if (replies[i].p != NULL)
+                        replies[i].p->on_reply(replies[i].seq,
+                                               replies[i].p->user_data);
+}
+
+/**
+ * @brief Make the prober of @a source answer or stay silent.
+ */
+static void set_answering(char const *source, bool answering)
+{
+        struct sockaddr_storage ss;
+
+        gwsteer_parse_addr(source, &ss);
+        for (size_t i = 0; i < L_ARRAY_SIZE(probes); ++i)
+                if (probes[i] != NULL
+                    && gwsteer_same_ip((struct sockaddr *) &probes[i]->source,
+                                       (struct sockaddr *) &ss))
+                        probes[i]->answering = answering;
+}
+
+// ----------------------------------------------------------------
+//              Fake sock_diag: the kernel's subflow list
+// ----------------------------------------------------------------
+
+/// What the "kernel" shows.
+static struct kernel_subflow kernel[16];
+
+/// Number of entries in @c kernel.
+static size_t nkernel;
+
+int kernel_subflows_walk(kernel_subflow_cb cb, void *user_data)
+{
+        for (size_t i = 0; i < nkernel; ++i)
+                cb(&kernel[i], user_data);
+
+        return 0;
+}
+
+/// Flag bits of the fake kernel list (as in linux/mptcp.h).
+enum { F_MCAP_LOC = 1 << 1, F_JOIN_LOC = 1 << 3, F_BKUP_LOC = 1 << 5 };
+
+bool kernel_subflow_backup(struct kernel_subflow const *sf)
+{
+        return sf->flags & F_BKUP_LOC;
+}
+
+bool kernel_subflow_initial_client(struct kernel_subflow const *sf)
+{
+        return sf->flags & F_MCAP_LOC;
+}
+
+bool kernel_subflow_initial_server(struct kernel_subflow const *sf)
+{
+        return !(sf->flags & (F_MCAP_LOC | F_JOIN_LOC));
+}
+
+// ----------------------------------------------------------------
+//                          Helpers
+// ----------------------------------------------------------------
+
+/// Directory for the test's configuration and status files.
+static char tmpdir[] = "/tmp/gwsteer-plugin-test-XXXXXX";
+
+/**
+ * @brief Socket address from text and port (static buffer per slot).
+ */
+static struct sockaddr *sa(char const *ip, unsigned int port)
+{
+        static struct sockaddr_storage slots[8];
+        static unsigned int next;
+        struct sockaddr_storage *const ss = &slots[next++ % 8];
+
+        gwsteer_parse_addr(ip, ss);
+        if (ss->ss_family == AF_INET)
+                ((struct sockaddr_in *) ss)->sin_port = htons(port);
+        else
+                ((struct sockaddr_in6 *) ss)->sin6_port = htons(port);
+
+        return (struct sockaddr *) ss;
+}
+
+/**
+ * @brief Run the event loop for @a ms milliseconds.
+ */
+static void run_for(unsigned int ms)
+{
+        uint64_t const end = l_time_now() + (uint64_t) ms * 1000;
+
+        while (l_time_now() < end) {
+                l_main_iterate(5);
+                deliver_replies();
+        }
+}
+
+/// Common [gwsteer] settings: fast probes, short timeouts.
+#define FAST "[gwsteer]\nprobe_target = 10.99.0.1\n"                 \
+        "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"             \
+        "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"           \
+        "status_interval_ms = 10\nsubflow_timeout_ms = 40\n"
+
+/// Two IPv4 gateways.
+#define GW12 "[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"    \
+        "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"
+
+/**
+ * @brief Start the plugin with @a conf; gateways come up.
+ */
+static bool start(char const *conf)
+{
+        char *const path = l_strdup_printf("%s/gw.conf", tmpdir);
+        FILE *const f = fopen(path, "w");
+
+        // The status_file line goes into [gwsteer], right after its header.
+        char const *const body = strchr(conf, '\n') + 1;
+        fprintf(f, "[gwsteer]\nstatus_file = %s/st.json\n%s", tmpdir, body);
+        fclose(f);
+        setenv(GWSTEER_CONFIG_ENV, path, 1);
+        l_free(path);
+
+        ncmds = 0;
+        nreplies = 0;  // nkernel: set by the test before start().
+        memset(fail_next, 0, sizeof(fail_next));
+        t0_us = l_time_now();
+
+        if (_mptcpd_plugin.init(PM) != 0)
+                return false;
+
+        run_for(30);  // First probe round answered: gateways up.
+        return true;
+}
+
+/**
+ * @brief Stop the plugin.
+ */
+static void stop(void)
+{
+        _mptcpd_plugin.exit(PM);
+        nkernel = 0;
+}
+
+/**
+ * @brief A client connection from @a local to the proxy, established.
+ */
+static void connect_client(uint32_t token, char const *local,
+                           char const *remote)
+{
+        ops->new_connection(token, sa(local, 40000), sa(remote, 5201),
+                            false, PM);
+        ops->connection_established(token, sa(local, 40000),
+                                    sa(remote, 5201), false, PM);
+}
+
+// ----------------------------------------------------------------
+//                          Tests
+// ----------------------------------------------------------------
+
+/**
+ * @brief A reused token starts from scratch (new peer, new subflows).
+ */
+static void test_token_reuse(void)
+{
+        CHECK(start(FAST GW12));
+        connect_client(7, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+        CHECK(strcmp(cmds[ncmds - 1].remote, "10.99.0.1") == 0);
+
+        // Same token, other peer, no CLOSED event in between.
+        size_t const before = ncmds;
+        connect_client(7, "10.1.1.2", "10.99.0.7");
+        unsigned int to_new_peer = 0;
+        for (size_t i = before; i < ncmds; ++i)
+                to_new_peer += cmds[i].kind == CMD_ADD_SUBFLOW
+                        && strcmp(cmds[i].remote, "10.99.0.7") == 0;
+        CHECK(to_new_peer == 1);
+        stop();
+}
+
+/**
+ * @brief No v6 source toward a v4 peer; timeouts back off.
+ */
+static void test_family_and_backoff(void)
+{
+        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+                    "hops = 10.1.1.1\n"
+                    "[gateway gw6]\nsource = fc00:1::2\nhops = fc00:1::1\n"
+                    "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"));
+        connect_client(8, "10.1.1.2", "10.99.0.1");
+        run_for(600);  // gw2's subflow never comes up: 40 ms timeouts.
+
+        CHECK(count(CMD_ADD_SUBFLOW, "fc00:1::2") == 0);
+
+        unsigned int const tries = count(CMD_ADD_SUBFLOW, "10.1.2.2");
+        int64_t gaps[16] = { 0 };
+        int64_t last = -1;
+        unsigned int n = 0;
+
+        for (size_t i = 0; i < ncmds && n < 16; ++i)
+                if (cmds[i].kind == CMD_ADD_SUBFLOW
+                    && strcmp(cmds[i].local, "10.1.2.2") == 0) {
+                        if (last >= 0)
+                                gaps[n++] = cmds[i].at_ms - last;
+                        last = cmds[i].at_ms;
+                }
+
+        // Without back-off: a retry every ~50 ms, a dozen in 600 ms.
+        fprintf(stderr, "gw2 requests in 600 ms: %u\n", tries);
+        CHECK(tries >= 2 && tries <= 7);
+        CHECK(n >= 2 && gaps[n - 1] > gaps[0]);
+        stop();
+}
+
+/**
+ * @brief A removal that was not sent is retried; ours do not back off.
+ */
+static void test_remove_bookkeeping(void)
+{
+        CHECK(start(FAST GW12));
+        connect_client(9, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(9, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+
+        fail_next[CMD_REMOVE_SUBFLOW] = EAGAIN;
+        set_answering("10.1.2.2", false);
+        run_for(150);  // gw2 down; the first removal request fails.
+
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") >= 2);
+
+        // The kernel confirms: no further removal, and no retry storm.
+        ops->subflow_closed(9, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                            false, PM);
+        size_t const removes = count(CMD_REMOVE_SUBFLOW, "10.1.2.2");
+        run_for(100);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == removes);
+        stop();
+}
+
+/**
+ * @brief A backup flag counts as applied only once the kernel shows it.
+ */
+static void test_backup_confirmed_by_kernel(void)
+{
+        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+                    "hops = 10.1.1.1\n"
+                    "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"
+                    "backup = true\n"));
+        connect_client(10, "10.1.1.2", "10.99.0.1");
+        // mptcpd 0.12 says backup=true; the kernel (below) says no.
+        ops->new_subflow(10, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         true, PM);
+        kernel[0] = (struct kernel_subflow) { .token = 10, .flags = F_JOIN_LOC };
+        memcpy(&kernel[0].laddr, sa("10.1.2.2", 40001),
+               sizeof(struct sockaddr_in));
+        memcpy(&kernel[0].raddr, sa("10.99.0.1", 5201),
+               sizeof(struct sockaddr_in));
+        nkernel = 1;
+
+        run_for(150);  // Refused (never shows): asked again after 40 ms.
+        unsigned int const refused = count(CMD_SET_BACKUP, "10.1.2.2");
+        CHECK(refused >= 2);
+
+        kernel[0].flags |= F_BKUP_LOC;  // Now the kernel has it.
+        run_for(100);
+        unsigned int const settled = count(CMD_SET_BACKUP, "10.1.2.2");
+        run_for(150);
+        CHECK(count(CMD_SET_BACKUP, "10.1.2.2") == settled);
+        stop();
+}
+
+/**
+ * @brief Health callbacks act from the event loop, not inside record().
+ */
+static void test_health_change_deferred(void)
+{
+        CHECK(start(FAST GW12));
+        set_answering("10.1.2.2", false);
+        run_for(100);  // gw2 down.
+        connect_client(11, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 0);
+
+        set_answering("10.1.2.2", true);
+
+        /*
+         * Answer gw2's probes by hand until it is back (the hold time
+         * decides which answer that is): no answer may open a subflow
+         * while it is being recorded, the event loop opens it after.
+         */
+        bool reentered = false;
+        unsigned int rounds = 0;
+
+        while (count(CMD_ADD_SUBFLOW, "10.1.2.2") == 0 && rounds++ < 100) {
+                while (nreplies == 0)
+                        l_main_iterate(5);
+
+                size_t const n = nreplies;
+                nreplies = 0;
+                for (size_t i = 0; i < n; ++i)
+                        if (replies[i].p != NULL)
+                                replies[i].p->on_reply(replies[i].seq,
+                                                       replies[i].p->user_data);
+
+                reentered |= count(CMD_ADD_SUBFLOW, "10.1.2.2") != 0;
+                l_main_iterate(0);  // The deferred work, if any.
+        }
+
+        CHECK(!reentered);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+        stop();
+}
+
+/**
+ * @brief max_subflows counts the initial subflow; preferred gateways first.
+ */
+static void test_max_subflows_and_preference(void)
+{
+        CHECK(start(FAST "max_subflows = 2\n"
+                    "[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"
+                    "backup = true\n"
+                    "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"
+                    "[gateway gw3]\nsource = 10.1.3.2\nhops = 10.1.3.1\n"));
+        // Initial subflow from an address that is no gateway's source.
+        connect_client(12, "10.1.9.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, NULL) == 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);  // Not gw1: backup.
+        stop();
+
+        // Proxy: the initial subflow and one join, the next join closed.
+        CHECK(start("[gwsteer]\nrole = proxy\nmax_subflows = 2\n"
+                    "status_interval_ms = 10\n"));
+        ops->new_connection(13, sa("10.99.0.1", 5201), sa("10.1.1.2", 4000),
+                            true, PM);
+        ops->connection_established(13, sa("10.99.0.1", 5201),
+                                    sa("10.1.1.2", 4000), true, PM);
+        ops->new_subflow(13, sa("10.99.0.1", 5201), sa("10.1.2.2", 4001),
+                         false, PM);
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 0);
+        ops->new_subflow(13, sa("10.99.0.1", 5201), sa("10.1.3.2", 4002),
+                         false, PM);
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 1);
+        CHECK(strcmp(cmds[ncmds - 1].remote, "10.1.3.2") == 0);
+
+        // A join whose removal could not be sent is closed later.
+        fail_next[CMD_REMOVE_SUBFLOW] = EAGAIN;
+        ops->new_subflow(13, sa("10.99.0.1", 5201), sa("10.1.4.2", 4003),
+                         false, PM);
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 2);
+        run_for(30);  // status_interval_ms = 10: maintenance retries.
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) >= 3);
+        stop();
+}
+
+/**
+ * @brief Proxy announcements share one listener; closes give it back.
+ */
+static void test_announce_listener_references(void)
+{
+        CHECK(start("[gwsteer]\nrole = proxy\nannounce = 10.99.0.2\n"));
+
+        for (uint32_t t = 20; t < 30; ++t) {
+                ops->new_connection(t, sa("10.99.0.1", 5201),
+                                    sa("10.1.1.2", 4000 + t), true, PM);
+                ops->connection_established(t, sa("10.99.0.1", 5201),
+                                            sa("10.1.1.2", 4000 + t), true,
+                                            PM);
+                ops->connection_closed(t, PM);
+        }
+
+        // Every announcement after the first reuses the first one's port,
+        // and every connection gives its reference back.
+        CHECK(count(CMD_ADD_ADDR, "10.99.0.2") == 10);
+        unsigned int same_port = 0;
+        for (size_t i = 0; i < ncmds; ++i)
+                same_port += cmds[i].kind == CMD_ADD_ADDR && cmds[i].flag;
+        CHECK(same_port == 10);
+        CHECK(count(CMD_LM_CLOSE, "10.99.0.2") == 9);
+        stop();
+}
+
+/**
+ * @brief Connections that exist at start-up are picked up.
+ */
+static void test_pickup_at_start(void)
+{
+        kernel[0] = (struct kernel_subflow) { .token = 30,
+                                              .flags = F_MCAP_LOC };
+        memcpy(&kernel[0].laddr, sa("10.1.1.2", 40000),
+               sizeof(struct sockaddr_in));
+        memcpy(&kernel[0].raddr, sa("10.99.0.1", 5201),
+               sizeof(struct sockaddr_in));
+        nkernel = 1;
+        plugin_new_connections = 0;
+
+        CHECK(start(FAST GW12));
+        CHECK(plugin_new_connections == 1);  // Registered with mptcpd.
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+        stop();
+}
+
+int main(void)
+{
+        l_log_set_stderr();
+
+        if (!l_main_init() || mkdtemp(tmpdir) == NULL)
+                return 1;
+
+        test_token_reuse();
+        test_family_and_backoff();
+        test_remove_bookkeeping();
+        test_backup_confirmed_by_kernel();
+        test_health_change_deferred();
+        test_max_subflows_and_preference();
+        test_announce_listener_references();
+        test_pickup_at_start();
+
+        char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
+        if (system(cmd) != 0)
+                ++failures;
+        l_free(cmd);
+        l_main_exit();
+
+        printf("test_plugin: %s (%d failed checks)\n",
+               failures ? "FAIL" : "ok", failures);
+
+        return failures ? 1 : 0;
+}

@@ -1,0 +1,128 @@
+"""Proxy role on the host kernel: announcements, listeners, the join cap.
+
+The proxy's mptcpd announces ``announce=`` addresses on every
+connection; mptcpd opens a listening socket for each announcement, so
+what must hold is what the kernel shows: one listener per announced
+address however many connections come and go, a constant descriptor
+count in mptcpd, and joins to the announced address and port accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from netlab import TIME_SCALE, Lab, Namespace, popen_text, start_mptcpd, stop_process, wait_for
+
+HERE = Path(__file__).resolve().parent
+CHURN = str(HERE / "mptcp_churn.py")
+MAIN = "10.99.0.1"
+EXTRA = "10.99.0.2"
+PORT = 5301
+#: The issue's soak size: ulimit -n of a default service is 1024.
+SOAK = int(os.environ.get("GWSTEER_SOAK", "5000"))
+
+
+def _proxy_pair(lab: Lab) -> tuple[Namespace, Namespace]:
+    net = lab.topology()
+    net.node("cli", forward=False)
+    net.node("srv", forward=False)
+    net.link("cli", "e0", "10.8.0.2/24", "srv", "e0", "10.8.0.1/24")
+    net.address("srv", "lo", f"{MAIN}/32")
+    net.address("srv", "lo", f"{EXTRA}/32")
+    net.route("cli", "10.99.0.0/24", "10.8.0.1")
+    lab.up(net)
+    return net["cli"], net["srv"]
+
+
+def _start_proxy(srv: Namespace, tmp: Path, extra: str) -> subprocess.Popen[str]:
+    conf = tmp / "proxy.conf"
+    conf.write_text(f"[gwsteer]\nrole = proxy\nstatus_file = {tmp}/proxy.json\n{extra}\n")
+    proc = start_mptcpd(srv, conf, tmp / "proxy.log")
+    wait_for(lambda: (tmp / "proxy.json").exists(), 10, what="proxy mptcpd up")
+    time.sleep(0.3)  # mptcpd resolves the MPTCP netlink family after plugin init
+    return proc
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _listeners(srv: Namespace) -> list[str]:
+    """Local address:port of every TCP listening socket in ``srv`` (kernel view)."""
+    return [line.split()[3] for line in srv.run(["ss", "-Hltn"]).stdout.splitlines()]
+
+
+def _churn(cli: Namespace, srv: Namespace, count: int) -> float:
+    start = time.monotonic()
+    server = srv.popen([sys.executable, CHURN, "server", "--bind", MAIN, "--port", str(PORT),
+                        "--count", str(count), "--timeout", str(120 * TIME_SCALE)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    srv.wait_listening(PORT, MAIN, 10 * TIME_SCALE, proc=server)
+    client = cli.run([sys.executable, CHURN, "client", "--dst", MAIN, "--port", str(PORT),
+                      "--count", str(count), "--timeout", str(120 * TIME_SCALE)],
+                     check=False, timeout=150 * TIME_SCALE)
+    server.wait(timeout=10 * TIME_SCALE)
+    assert client.returncode == 0, client.stdout + client.stderr
+    assert json.loads(client.stdout)["connections"] == count
+    return time.monotonic() - start
+
+
+def test_announce_keeps_one_listener_and_constant_fds(lab: Lab, tmp: Path) -> None:
+    cli, srv = _proxy_pair(lab)
+    # The client uses the in-kernel PM and accepts no ADD_ADDR: no joins,
+    # only announcements (seen by its PM as ANNOUNCED events).
+    cli.run(["ip", "mptcp", "limits", "set", "subflows", "0", "add_addr_accepted", "0"])
+    monitor = popen_text(cli, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
+    proxy = _start_proxy(srv, tmp, f"announce = {EXTRA}")
+
+    _churn(cli, srv, 50)
+    wait_for(lambda: [a for a in _listeners(srv) if a.startswith(EXTRA + ":")], 5,
+             what="the announced address's listener")
+    fds_before = _fds(proxy.pid)
+    seconds = _churn(cli, srv, SOAK)
+    time.sleep(0.5)  # let mptcpd drain the last events
+    fds_after = _fds(proxy.pid)
+    listeners = _listeners(srv)
+    extra = [a for a in listeners if a.startswith(EXTRA + ":")]
+    print(f"{SOAK} connections in {seconds:.1f}s; mptcpd fds {fds_before} -> {fds_after}; "
+          f"{len(extra)} listener(s) on {EXTRA}")
+    assert proxy.poll() is None, "mptcpd died"
+    assert len(extra) == 1, f"{len(extra)} listeners on {EXTRA}: {extra[:5]}..."
+    assert fds_after <= fds_before + 2, (fds_before, fds_after)
+
+    stop_process(monitor)
+    events = monitor.stdout.read() if monitor.stdout else ""
+    announced = re.findall(r"ANNOUNCED.*?daddr4=" + re.escape(EXTRA) + r".*?dport=(\d+)", events)
+    # Every announcement carries the one listener's port.
+    assert len(announced) >= 50, events[-2000:]
+    assert set(announced) == {extra[0].rsplit(":", 1)[1]}, set(announced)
+
+
+def test_join_to_announced_address_is_accepted(lab: Lab, tmp: Path) -> None:
+    cli, srv = _proxy_pair(lab)
+    cli.run(["ip", "mptcp", "limits", "set", "subflows", "2", "add_addr_accepted", "2"])
+    _start_proxy(srv, tmp, f"announce = {EXTRA}\nmax_subflows = 3")
+    server = srv.popen([sys.executable, CHURN, "server", "--bind", MAIN, "--port", str(PORT),
+                        "--count", "2", "--timeout", str(30 * TIME_SCALE)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv.wait_listening(PORT, MAIN, 10 * TIME_SCALE, proc=server)
+    ports = set()
+    for _ in range(2):  # the second connection reuses the first one's listener
+        client = cli.popen([sys.executable, CHURN, "client", "--dst", MAIN, "--port", str(PORT),
+                            "--count", "1", "--hold", str(1.0 * TIME_SCALE)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        joined = wait_for(lambda: [line.split()[2] for line in srv.run(
+            ["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.splitlines()],
+            5, what="a join to the announced address")
+        ports.add(joined[0].rsplit(":", 1)[1])
+        client.wait(timeout=10 * TIME_SCALE)
+        wait_for(lambda: not srv.run(["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.strip(),
+                 5, what="join closed")
+    assert len(ports) == 1, ports
+    assert [a for a in _listeners(srv) if a.startswith(EXTRA + ":")] == [f"{EXTRA}:{ports.pop()}"]
