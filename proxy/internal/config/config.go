@@ -33,7 +33,17 @@ const (
 	DefaultClientMaxConns    = 4096
 	DefaultServerMaxConns    = 16384
 	DefaultMaxConnsPerClient = 4096
-	DefaultRaceDelay         = 0
+	// Unauthenticated connections: a quarter of max_conns in total (the
+	// rest is kept for connections that have authenticated) and this many
+	// per source (an IPv4 address or an IPv6 /64). A client box holds
+	// preconnect (at most MaxPreconnect) silent spares, plus the
+	// connections whose hellos are on their way.
+	DefaultMaxPreauthPerSource = 128
+	// How long a server connection may stay silent before its first byte:
+	// the budget of a client's spare connections (preconnect_max_age must
+	// stay below it). The rest of the hello then has handshake_timeout.
+	DefaultFirstByteTimeout = 10 * time.Second
+	DefaultRaceDelay        = 0
 	// Both roles run their Go code on one scheduler thread, as event-loop
 	// proxies do: per-connection work is small and hand-offs between
 	// threads (and the runtime's monitor waking for them) cost more than
@@ -150,11 +160,15 @@ type Server struct {
 	AllowCIDRs        []string `json:"allow_cidrs"`
 	AllowList         []string `json:"allow_list"`
 	MaxConnsPerClient int      `json:"max_conns_per_client"`
-	MaxClockSkew      Duration `json:"max_clock_skew"`
-	ResolveTimeout    Duration `json:"resolve_timeout"`
-	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: server certificate
-	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
-	TLSPeersFile      string   `json:"tls_peers_file"` // auth tls: "client-id pin" lines
+	// Pre-authentication limits (see package preauth): 0 = max_conns/4.
+	MaxPreauthConns     int      `json:"max_preauth_conns"`
+	MaxPreauthPerSource int      `json:"max_preauth_per_source"`
+	FirstByteTimeout    Duration `json:"first_byte_timeout"`
+	MaxClockSkew        Duration `json:"max_clock_skew"`
+	ResolveTimeout      Duration `json:"resolve_timeout"`
+	TLSCertFile         string   `json:"tls_cert_file"`  // auth tls: server certificate
+	TLSKeyFile          string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
+	TLSPeersFile        string   `json:"tls_peers_file"` // auth tls: "client-id pin" lines
 }
 
 func defaultCommon(metrics string, maxConns, maxProcs int) Common {
@@ -188,11 +202,13 @@ func DefaultClient() *Client {
 // DefaultServer returns the server defaults.
 func DefaultServer() *Server {
 	return &Server{
-		Common:            defaultCommon(DefaultServerMetrics, DefaultServerMaxConns, DefaultServerMaxProcs),
-		Listen:            DefaultServerListen,
-		MaxConnsPerClient: DefaultMaxConnsPerClient,
-		MaxClockSkew:      Duration(DefaultMaxClockSkew),
-		ResolveTimeout:    Duration(5 * time.Second),
+		Common:              defaultCommon(DefaultServerMetrics, DefaultServerMaxConns, DefaultServerMaxProcs),
+		Listen:              DefaultServerListen,
+		MaxConnsPerClient:   DefaultMaxConnsPerClient,
+		MaxPreauthPerSource: DefaultMaxPreauthPerSource,
+		FirstByteTimeout:    Duration(DefaultFirstByteTimeout),
+		MaxClockSkew:        Duration(DefaultMaxClockSkew),
+		ResolveTimeout:      Duration(5 * time.Second),
 	}
 }
 
@@ -260,6 +276,9 @@ func BindServer(s *Server, fs *flag.FlagSet) {
 	fs.Var((*listFlag)(&s.AllowList), "allow", "restrict destinations to CIDRs / names / *.suffix (repeatable)")
 	fs.IntVar(&s.MaxConnsPerClient, "max-conns-per-client", s.MaxConnsPerClient, "maximum concurrent connections per client id")
 	fs.Var(&s.MaxClockSkew, "max-clock-skew", "accepted clock difference in hellos")
+	fs.IntVar(&s.MaxPreauthConns, "max-preauth-conns", s.MaxPreauthConns, "connections held before they authenticate, in total (0 = max-conns/4; the rest of max-conns stays for authenticated clients)")
+	fs.IntVar(&s.MaxPreauthPerSource, "max-preauth-per-source", s.MaxPreauthPerSource, "connections held before they authenticate, per source IPv4 address or IPv6 /64")
+	fs.Var(&s.FirstByteTimeout, "first-byte-timeout", "close a connection that sends nothing for this long (clients' spare connections must be used sooner); handshake-timeout then bounds the rest of the hello")
 	fs.StringVar(&s.TLSCertFile, "tls-cert-file", s.TLSCertFile, "auth tls: server certificate (braid-proxy gencert)")
 	fs.StringVar(&s.TLSKeyFile, "tls-key-file", s.TLSKeyFile, "auth tls: server private key, mode 0600")
 	fs.StringVar(&s.TLSPeersFile, "tls-peers-file", s.TLSPeersFile, "auth tls: file of \"client-id pin\" lines")
@@ -444,6 +463,15 @@ func (c *Client) Validate() error {
 	return nil
 }
 
+// PreauthLimit is max_preauth_conns with its default applied: a quarter
+// of max_conns (at least one).
+func (s *Server) PreauthLimit() int {
+	if s.MaxPreauthConns > 0 {
+		return s.MaxPreauthConns
+	}
+	return max(1, s.MaxConns/4)
+}
+
 // Validate checks a server configuration.
 func (s *Server) Validate() error {
 	if err := s.Common.validate("server."); err != nil {
@@ -465,6 +493,15 @@ func (s *Server) Validate() error {
 	}
 	if s.MaxConnsPerClient < 1 {
 		return ferr("server.max_conns_per_client", "must be at least 1")
+	}
+	if s.MaxPreauthConns < 0 || (s.MaxPreauthConns > 0 && s.MaxPreauthConns >= s.MaxConns) {
+		return ferr("server.max_preauth_conns", "must be between 1 and max_conns-1 (%d), or 0 for max_conns/4: the rest of max_conns is kept for authenticated connections", s.MaxConns-1)
+	}
+	if s.MaxPreauthPerSource < 1 {
+		return ferr("server.max_preauth_per_source", "must be at least 1")
+	}
+	if s.FirstByteTimeout <= 0 {
+		return ferr("server.first_byte_timeout", "must be positive")
 	}
 	if s.MaxClockSkew <= 0 {
 		return ferr("server.max_clock_skew", "must be positive")

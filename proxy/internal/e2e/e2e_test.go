@@ -65,7 +65,10 @@ type pair struct {
 
 // fastTimeouts shortens handshake timeouts for tests that wait for them.
 var fastTimeouts = opts{
-	serverMut: func(s *config.Server) { s.HandshakeTimeout = config.Duration(time.Second) },
+	serverMut: func(s *config.Server) {
+		s.HandshakeTimeout = config.Duration(time.Second)
+		s.FirstByteTimeout = config.Duration(time.Second)
+	},
 	clientMut: func(c *config.Client) {
 		c.HandshakeTimeout = config.Duration(time.Second)
 		// Spare connections must be used before the server's handshake

@@ -31,6 +31,7 @@ import (
 	"braid/proxy/internal/dest"
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/policy"
+	"braid/proxy/internal/preauth"
 	"braid/proxy/internal/relay"
 	"braid/proxy/internal/sockopt"
 	"braid/proxy/internal/tlsauth"
@@ -55,6 +56,7 @@ type Server struct {
 	quietCtx    context.Context // cancelled at shutdown: closes connections yet to speak
 	cancelQuiet context.CancelFunc
 	conns       acceptloop.Conns
+	preauth     *preauth.Limiter
 
 	mu        sync.Mutex
 	perClient map[string]int
@@ -84,12 +86,16 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 		Resolver:  net.DefaultResolver,
 		failLog:   rateLimiter{perSecond: 10},
 	}
+	s.preauth = preauth.New(func(reason string) {
+		m.Counter("conns_rejected_preauth_" + reason).Add(1)
+	})
 	s.connCtx, s.cancelConn = context.WithCancel(context.Background())
 	s.quietCtx, s.cancelQuiet = context.WithCancel(context.Background())
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
 	}
 	m.Gauge("conns_active", s.conns.Active)
+	m.Gauge("conns_preauth", s.preauth.Active)
 	m.Gauge("replay_cache_entries", func() int64 { return int64(s.replay.Len()) })
 	return s, nil
 }
@@ -153,14 +159,23 @@ func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, e
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return acceptloop.Run(ctx, ln, s.log, func(c net.Conn) {
 		rt := s.rt.Load()
+		// Unauthenticated connections get a bounded share of max_conns,
+		// and one source a bounded share of that (see package preauth).
+		release := s.preauth.Admit(preauth.AddrOf(c.RemoteAddr()), rt.cfg.PreauthLimit(), rt.cfg.MaxPreauthPerSource)
+		if release == nil {
+			c.Close()
+			return
+		}
 		if !s.conns.Admit(rt.cfg.MaxConns) {
+			release()
 			s.metrics.Counter("conns_rejected_limit").Add(1)
 			c.Close()
 			return
 		}
 		go func() {
 			defer s.conns.Done()
-			s.handle(c.(*net.TCPConn), rt)
+			defer release()
+			s.handle(c.(*net.TCPConn), rt, release)
 		}()
 	})
 }
@@ -216,11 +231,15 @@ type session struct {
 // that the client's setup-time metrics stay meaningful when it does not.
 const answerHold = 10 * time.Millisecond
 
-func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
+// handle serves one connection; authenticated is called once the peer has
+// authenticated (it gives back the pre-authentication slot).
+func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) {
 	defer c.Close()
 	cfg := rt.cfg
 	s.metrics.Counter("conns_total").Add(1)
-	c.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout)))
+	// Silent for at most first_byte_timeout (a client's spare waits for
+	// its next connection), then handshake_timeout for the rest.
+	c.SetDeadline(time.Now().Add(time.Duration(cfg.FirstByteTimeout)))
 
 	// A connection that has not spoken yet (a client's spare, kept ready
 	// for its next connection) carries nothing: at shutdown it is closed at
@@ -235,6 +254,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	if sess == nil {
 		return
 	}
+	authenticated()
 	if sess.release != nil {
 		defer sess.release()
 	}
@@ -319,6 +339,11 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 			wire.PutReader(br)
 		}
 	}()
+	_, err := br.Peek(1)
+	spokeFirst := err == nil
+	if spokeFirst {
+		c.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
+	}
 	ch, err := auth.ReadClientHello(br)
 	if !spoke() || errors.Is(err, io.EOF) {
 		// Closed before sending a byte (port scan, health check, a
@@ -332,8 +357,10 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		switch {
 		case errors.Is(err, auth.ErrBadMagic):
 			reason = "bad_magic"
+		case errors.As(err, &ne) && ne.Timeout() && !spokeFirst:
+			reason = "first_byte_timeout" // a client that never spoke
 		case errors.As(err, &ne) && ne.Timeout():
-			reason = "handshake_timeout" // slowloris, or a client that never spoke
+			reason = "handshake_timeout" // slowloris
 		}
 		s.authFailure(c.RemoteAddr(), reason, err, "")
 		return nil
@@ -434,7 +461,18 @@ func discardEarlyData(c *net.TCPConn) {
 // acceptTLS runs mutual TLS 1.3 with pinned certificates, then reads the
 // request (one length byte, then the wire request).
 func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) *session {
-	tc := tls.Server(c, rt.tls)
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		var ne net.Error
+		if !spoke() || errors.Is(err, io.EOF) || !errors.As(err, &ne) || !ne.Timeout() {
+			s.metrics.Counter("conns_empty").Add(1)
+		} else {
+			s.authFailure(c.RemoteAddr(), "first_byte_timeout", err, "")
+		}
+		return nil
+	}
+	c.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
+	tc := tls.Server(&prefixConn{TCPConn: c, prefix: first[:]}, rt.tls)
 	err := tc.Handshake()
 	if !spoke() {
 		s.metrics.Counter("conns_empty").Add(1)
@@ -468,6 +506,21 @@ func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		},
 		data: func() relay.Conn { return tc },
 	}
+}
+
+// prefixConn returns prefix before what the connection reads.
+type prefixConn struct {
+	*net.TCPConn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.TCPConn.Read(b)
 }
 
 type byteCounter struct{ m *metrics.Registry }
