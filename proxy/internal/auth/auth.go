@@ -41,7 +41,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 )
 
@@ -201,7 +200,7 @@ func (v *Verifier) Verify(h *ClientHello) ([]byte, error) {
 		return nil, fmt.Errorf("%w: early data stamped before the replay cache started (%v earlier)",
 			ErrReplay, v.Replay.Start.Sub(h.Time).Round(time.Millisecond))
 	}
-	if !v.Replay.Add(h.Nonce, now) {
+	if !v.Replay.Add(h.ID, h.Nonce, now) {
 		return nil, ErrReplay
 	}
 	return key, nil
@@ -265,66 +264,3 @@ func (s SessionSecret) C2S() [KeyLen]byte { return hkdfExpand32(s.prk[:], "braid
 
 // S2C is the server-to-client key.
 func (s SessionSecret) S2C() [KeyLen]byte { return hkdfExpand32(s.prk[:], "braid-v1 s2c", s.th) }
-
-// ReplayCache remembers the nonces of accepted hellos for TTL. It is bounded
-// by Max entries; when full it refuses new hellos (fail closed) rather than
-// forgetting nonces that may still be replayed.
-type ReplayCache struct {
-	TTL   time.Duration
-	Max   int
-	Start time.Time // nothing before this was seen
-
-	mu    sync.Mutex
-	seen  map[[NonceLen]byte]struct{}
-	order []replayEntry // insertion order = expiry order
-	head  int
-}
-
-type replayEntry struct {
-	nonce   [NonceLen]byte
-	expires time.Time
-}
-
-// NewReplayCache returns a cache that keeps nonces for ttl.
-func NewReplayCache(ttl time.Duration, max int) *ReplayCache {
-	// Hello times have millisecond resolution.
-	start := time.UnixMilli(time.Now().UnixMilli())
-	return &ReplayCache{TTL: ttl, Max: max, Start: start, seen: map[[NonceLen]byte]struct{}{}}
-}
-
-// Add records nonce and reports whether it was new.
-func (c *ReplayCache) Add(nonce [NonceLen]byte, now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.head < len(c.order) && now.After(c.order[c.head].expires) {
-		delete(c.seen, c.order[c.head].nonce)
-		c.head++
-	}
-	if c.head > 1024 && c.head*2 > len(c.order) {
-		c.order = append(c.order[:0:0], c.order[c.head:]...)
-		c.head = 0
-	}
-	if _, dup := c.seen[nonce]; dup {
-		return false
-	}
-	if c.Max > 0 && len(c.seen) >= c.Max {
-		return false
-	}
-	c.seen[nonce] = struct{}{}
-	c.order = append(c.order, replayEntry{nonce, now.Add(c.TTL)})
-	return true
-}
-
-// SetTTL changes how long new nonces are kept (on configuration reload).
-func (c *ReplayCache) SetTTL(ttl time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.TTL = ttl
-}
-
-// Len returns the number of remembered nonces.
-func (c *ReplayCache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seen)
-}

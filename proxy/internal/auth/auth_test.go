@@ -105,17 +105,69 @@ func TestReplayCacheExpiryAndBound(t *testing.T) {
 	c := NewReplayCache(time.Second, 2)
 	t0 := time.Unix(1000, 0)
 	n := func(b byte) (x [NonceLen]byte) { x[0] = b; return }
-	if !c.Add(n(1), t0) || !c.Add(n(2), t0) {
+	if !c.Add("a", n(1), t0) || !c.Add("a", n(2), t0) {
 		t.Fatal("fresh nonces refused")
 	}
-	if c.Add(n(3), t0) {
+	if c.Add("a", n(3), t0) {
 		t.Fatal("cache over its bound accepted a nonce")
 	}
-	if c.Add(n(1), t0.Add(500*time.Millisecond)) {
+	if c.Add("a", n(1), t0.Add(500*time.Millisecond)) {
 		t.Fatal("replay accepted")
 	}
-	if !c.Add(n(3), t0.Add(2*time.Second)) || c.Len() != 1 {
+	if !c.Add("a", n(3), t0.Add(2*time.Second)) || c.Len() != 1 {
 		t.Fatalf("expiry did not free entries: len %d", c.Len())
+	}
+}
+
+// One key holder filling its share does not lock out another client id.
+func TestReplayCacheBudgetPerID(t *testing.T) {
+	c := NewReplayCache(time.Minute, 100)
+	t0 := time.Unix(1000, 0)
+	var x [NonceLen]byte
+	for i := 0; i < 1000; i++ {
+		x[0], x[1] = byte(i), byte(i>>8)
+		c.Add("greedy", x, t0)
+	}
+	if c.Len() != 100 {
+		t.Fatalf("greedy id holds %d entries, want its budget 100", c.Len())
+	}
+	x[0], x[1] = 0xff, 0xff
+	if !c.Add("other", x, t0) {
+		t.Fatal("another client id locked out by one that filled its budget")
+	}
+	x[0] = 0xfe
+	if c.Add("greedy", x, t0) {
+		t.Fatal("greedy id accepted over its budget")
+	}
+}
+
+// A reload's TTL change never shortens the life of stored nonces: a longer
+// TTL (wider clock window) covers them at once, a shorter one only applies
+// once they have expired under the old one.
+func TestReplayCacheTTLChangeKeepsEntries(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	n := func(b byte) (x [NonceLen]byte) { x[0] = b; return }
+
+	c := NewReplayCache(time.Minute, 100)
+	c.Add("a", n(1), t0)
+	c.setTTL(2*time.Minute, t0.Add(time.Second))
+	if c.Add("a", n(1), t0.Add(90*time.Second)) {
+		t.Fatal("TTL raised 1 -> 2 min: a nonce stored before was forgotten after 90 s")
+	}
+
+	c = NewReplayCache(time.Minute, 100)
+	c.Add("a", n(1), t0)
+	c.setTTL(10*time.Second, t0.Add(time.Second))
+	c.Add("a", n(2), t0.Add(2*time.Second))
+	if c.Add("a", n(1), t0.Add(30*time.Second)) {
+		t.Fatal("TTL lowered 1 min -> 10 s: a nonce stored before was forgotten after 30 s")
+	}
+	if !c.Add("a", n(1), t0.Add(62*time.Second)) {
+		t.Fatal("nonce still kept after the old TTL")
+	}
+	// From then on the shorter TTL applies.
+	if !c.Add("a", n(3), t0.Add(62*time.Second)) || !c.Add("a", n(3), t0.Add(73*time.Second)) {
+		t.Fatal("the shorter TTL never took effect")
 	}
 }
 

@@ -38,11 +38,11 @@ import (
 	"braid/proxy/internal/wire"
 )
 
-// replayCacheMax bounds the replay cache: at most this many hellos can be
-// accepted per 2·max_clock_skew window (about 8,700 per second at the
-// default skew), after which new hellos are refused rather than risk
-// forgetting a nonce.
-const replayCacheMax = 1 << 19
+// replayPerClient bounds each client id's share of the replay cache: at
+// most this many of its hellos can be accepted per 2·max_clock_skew window
+// (about 1,100 per second at the default skew), after which its new hellos
+// are refused rather than risk forgetting a nonce. Other ids keep theirs.
+const replayPerClient = 1 << 16
 
 // Server is a running relay.
 type Server struct {
@@ -81,7 +81,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 	s := &Server{
 		log:       log,
 		metrics:   m,
-		replay:    auth.NewReplayCache(2*time.Duration(cfg.MaxClockSkew), replayCacheMax),
+		replay:    auth.NewReplayCache(2*time.Duration(cfg.MaxClockSkew), replayPerClient),
 		perClient: map[string]int{},
 		Resolver:  net.DefaultResolver,
 		failLog:   rateLimiter{perSecond: 10},
