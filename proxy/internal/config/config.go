@@ -35,10 +35,13 @@ const (
 	DefaultMaxConnsPerClient = 4096
 	// Unauthenticated connections: a quarter of max_conns in total (the
 	// rest is kept for connections that have authenticated) and this many
-	// per source (an IPv4 address or an IPv6 /64). A client box holds
-	// preconnect (at most MaxPreconnect) silent spares, plus the
-	// connections whose hellos are on their way.
-	DefaultMaxPreauthPerSource = 128
+	// per source (an IPv4 address or an IPv6 /64), a quarter of the
+	// default total: a flood must come from several sources to fill the
+	// pre-authentication slots. A client box's connections are
+	// unauthenticated only until their hello arrives (its silent spares:
+	// preconnect, at most MaxPreconnect), but a burst of new ones (1,000
+	// at once in the load test) is that many at the same moment.
+	DefaultMaxPreauthPerSource = 1024
 	// How long a server connection may stay silent before its first byte:
 	// the budget of a client's spare connections (preconnect_max_age must
 	// stay below it). The rest of the hello then has handshake_timeout.
