@@ -142,6 +142,10 @@ type Client struct {
 	Encrypt           bool     `json:"encrypt"`
 	SOCKSReply        string   `json:"socks_reply"`      // early (default) or connected
 	SOCKSUsersFile    string   `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
+	// AllowPublicSOCKS permits a non-loopback socks_listen without a
+	// users file (an open proxy to whoever reaches it: only behind a
+	// firewall that limits who does).
+	AllowPublicSOCKS bool `json:"allow_public_socks"`
 	GatewayStatusFile string   `json:"gateway_status_file"`
 	Race              bool     `json:"race"`
 	RaceDelay         Duration `json:"race_delay"`
@@ -258,6 +262,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.BoolVar(&c.Encrypt, "encrypt", c.Encrypt, "encrypt relayed data (the server must allow_plaintext for false)")
 	fs.StringVar(&c.SOCKSReply, "socks-reply", c.SOCKSReply, "when to answer a SOCKS request: \"early\" once the server connection is up (the request and the first data go out together; a refused destination then shows as a reset connection), or \"connected\" after the server reached the destination (real SOCKS error codes, one round trip slower)")
 	fs.StringVar(&c.SOCKSUsersFile, "socks-users-file", c.SOCKSUsersFile, "require SOCKS5 user/password (file of user:password lines, mode 0600)")
+	fs.BoolVar(&c.AllowPublicSOCKS, "allow-public-socks", c.AllowPublicSOCKS, "permit a non-loopback socks-listen without socks-users-file (anyone who reaches it can use the relay: only behind a firewall)")
 	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
 	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
 	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
@@ -376,14 +381,20 @@ func validateHostPort(field, v string, required bool) error {
 	return nil
 }
 
+// isLoopback reports whether a host:port listen address is on loopback
+// only ("" and wildcard hosts are not).
+func isLoopback(hostPort string) bool {
+	host, _, _ := net.SplitHostPort(hostPort)
+	ip, err := netip.ParseAddr(host)
+	return host == "localhost" || (err == nil && ip.IsLoopback())
+}
+
 func (c *Common) validate(prefix string) error {
 	if err := validateHostPort(prefix+"metrics_listen", c.MetricsListen, false); err != nil {
 		return err
 	}
 	if c.MetricsListen != "" && !c.AllowPublicStats {
-		host, _, _ := net.SplitHostPort(c.MetricsListen)
-		ip, err := netip.ParseAddr(host)
-		if host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		if !isLoopback(c.MetricsListen) {
 			return ferr(prefix+"metrics_listen", "%q is not a loopback address (set allow_public_metrics to override)", c.MetricsListen)
 		}
 	}
@@ -430,6 +441,9 @@ func (c *Client) Validate() error {
 	}
 	if err := validateHostPort("client.socks_listen", c.SOCKSListen, false); err != nil {
 		return err
+	}
+	if c.SOCKSListen != "" && c.SOCKSUsersFile == "" && !c.AllowPublicSOCKS && !isLoopback(c.SOCKSListen) {
+		return ferr("client.socks_listen", "%q is not a loopback address and no socks_users_file is set: anyone reaching it could use the relay (set socks_users_file, or allow_public_socks behind a firewall)", c.SOCKSListen)
 	}
 	if err := validateHostPort("client.transparent_listen", c.TransparentListen, false); err != nil {
 		return err

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +56,7 @@ type Server struct {
 	cancelQuiet context.CancelFunc
 	conns       acceptloop.Conns
 	preauth     *preauth.Limiter
+	self        policy.HostAddrs // this host's addresses, refused as destinations
 
 	mu        sync.Mutex
 	perClient map[string]int
@@ -107,6 +107,7 @@ func (s *Server) Reload(cfg *config.Server) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	pol.Self = s.self.Get
 	rt := &runtimeState{cfg: cfg, policy: pol}
 	switch cfg.Auth {
 	case "tls":
@@ -114,11 +115,7 @@ func (s *Server) Reload(cfg *config.Server) error {
 		if err != nil {
 			return fmt.Errorf("server.tls_key_file: %w", err)
 		}
-		data, err := os.ReadFile(cfg.TLSPeersFile)
-		if err != nil {
-			return fmt.Errorf("server.tls_peers_file: %w", err)
-		}
-		if rt.peers, err = tlsauth.ParsePeers(data); err != nil {
+		if rt.peers, err = tlsauth.LoadPeers(cfg.TLSPeersFile); err != nil {
 			return fmt.Errorf("server.tls_peers_file: %w", err)
 		}
 		rt.tls = tlsauth.ServerConfig(cert, rt.peers)
