@@ -134,18 +134,18 @@ func (c *Common) RelayKeepAlive() time.Duration {
 // Client is the client-box role.
 type Client struct {
 	Common
-	SOCKSListen       string   `json:"socks_listen"`       // "" disables SOCKS
-	TransparentListen string   `json:"transparent_listen"` // "" disables transparent mode
-	Server            string   `json:"server"`             // host:port of braid-proxy server
-	ClientID          string   `json:"client_id"`
-	KeyFile           string   `json:"key_file"`
-	Encrypt           bool     `json:"encrypt"`
-	SOCKSReply        string   `json:"socks_reply"`      // early (default) or connected
-	SOCKSUsersFile    string   `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
+	SOCKSListen       string `json:"socks_listen"`       // "" disables SOCKS
+	TransparentListen string `json:"transparent_listen"` // "" disables transparent mode
+	Server            string `json:"server"`             // host:port of braid-proxy server
+	ClientID          string `json:"client_id"`
+	KeyFile           string `json:"key_file"`
+	Encrypt           bool   `json:"encrypt"`
+	SOCKSReply        string `json:"socks_reply"`      // early (default) or connected
+	SOCKSUsersFile    string `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
 	// AllowPublicSOCKS permits a non-loopback socks_listen without a
 	// users file (an open proxy to whoever reaches it: only behind a
 	// firewall that limits who does).
-	AllowPublicSOCKS bool `json:"allow_public_socks"`
+	AllowPublicSOCKS  bool     `json:"allow_public_socks"`
 	GatewayStatusFile string   `json:"gateway_status_file"`
 	Race              bool     `json:"race"`
 	RaceDelay         Duration `json:"race_delay"`

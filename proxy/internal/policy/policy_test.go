@@ -126,7 +126,9 @@ func TestSelfAddressesRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Self = func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("8.8.4.4"), netip.MustParseAddr("2a00:1450::7")} }
+	p.Self = func() []netip.Addr {
+		return []netip.Addr{netip.MustParseAddr("8.8.4.4"), netip.MustParseAddr("2a00:1450::7")}
+	}
 	for _, ip := range []string{"8.8.4.4", "::ffff:8.8.4.4", "2a00:1450::7", "64:ff9b::8.8.4.4", "2002:0808:0404::1"} {
 		if err := p.CheckIP(netip.MustParseAddr(ip), false); err == nil {
 			t.Errorf("%s (the relay's own address) allowed", ip)

@@ -2,9 +2,9 @@ package tlsauth
 
 import (
 	"crypto/tls"
+	"net"
 	"os"
 	"path/filepath"
-	"net"
 	"strings"
 	"testing"
 	"time"
