@@ -30,13 +30,13 @@ type ReplayCache struct {
 // idNonces is one client id's share; order is insertion order, which is
 // expiry order because every entry expires TTL after it was added.
 type idNonces struct {
-	seen  map[[NonceLen]byte]struct{}
+	seen  map[[PublicLen]byte]struct{}
 	order []replayEntry
 	head  int
 }
 
 type replayEntry struct {
-	nonce [NonceLen]byte
+	nonce [PublicLen]byte
 	added time.Time
 }
 
@@ -50,7 +50,7 @@ func NewReplayCache(ttl time.Duration, perID int) *ReplayCache {
 
 // Add records id's nonce and reports whether it was new (and within id's
 // budget).
-func (c *ReplayCache) Add(id string, nonce [NonceLen]byte, now time.Time) bool {
+func (c *ReplayCache) Add(id string, nonce [PublicLen]byte, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.pendingAt.IsZero() && !now.Before(c.pendingAt) {
@@ -58,7 +58,7 @@ func (c *ReplayCache) Add(id string, nonce [NonceLen]byte, now time.Time) bool {
 	}
 	n := c.ids[id]
 	if n == nil {
-		n = &idNonces{seen: map[[NonceLen]byte]struct{}{}}
+		n = &idNonces{seen: map[[PublicLen]byte]struct{}{}}
 		c.ids[id] = n
 	}
 	for n.head < len(n.order) && now.Sub(n.order[n.head].added) > c.ttl {

@@ -51,8 +51,8 @@ type Client struct {
 type runtimeState struct {
 	cfg      *config.Client
 	id       string
-	key      []byte      // auth psk
-	tls      *tls.Config // auth tls
+	psk      [auth.KeyLen]byte // auth psk: the Noise PSK from the key file
+	tls      *tls.Config       // auth tls
 	users    Users
 	gateways *gwstatus.Watcher
 }
@@ -118,7 +118,11 @@ func (c *Client) Reload(cfg *config.Client) error {
 	if old := c.rt.Load(); old != nil && old.gateways.Path == cfg.GatewayStatusFile {
 		gw = old.gateways
 	}
-	c.rt.Store(&runtimeState{cfg: cfg, id: id, key: key, tls: tlsCfg, users: users, gateways: gw})
+	rs := &runtimeState{cfg: cfg, id: id, tls: tlsCfg, users: users, gateways: gw}
+	if key != nil {
+		rs.psk = auth.NoisePSK(key)
+	}
+	c.rt.Store(rs)
 	return nil
 }
 

@@ -125,7 +125,7 @@ func (s *Server) Reload(cfg *config.Server) error {
 			return fmt.Errorf("server.key_file: %w", err)
 		}
 		s.replay.SetTTL(2 * time.Duration(cfg.MaxClockSkew))
-		rt.verifier = &auth.Verifier{Keys: keys, MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
+		rt.verifier = &auth.Verifier{PSKs: auth.PSKs(keys), MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
 	}
 	s.rt.Store(rt)
 	return nil
@@ -287,7 +287,12 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 		ctrs relay.Counters = byteCounter{s.metrics}
 	)
 	if status == wire.StatusOK && sess.okWithData != nil {
-		data = sess.okWithData()
+		wc := sess.okWithData()
+		if wc == nil {
+			log.Error("writing server hello failed")
+			return
+		}
+		data = wc
 	} else {
 		if err := sess.reply(status); err != nil {
 			log.Debug("writing reply", "err", err)
@@ -322,12 +327,12 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 	}
 }
 
-// acceptPSK runs the pre-shared-key exchange (see package auth): it
-// verifies the hello and opens the request sealed into the first flight.
+// acceptPSK runs the pre-shared-key handshake (see package auth): it
+// verifies the client's first message, which carries the request, and
+// prepares the answer and the relay's keys.
 //
 // It reads through a buffer that the relay then keeps reading from, so the
-// hello, the request and early data that arrive together take one system
-// call.
+// hello and early data that arrive together take one system call.
 func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) *session {
 	br := wire.NewReader(c)
 	handedOn := false
@@ -341,7 +346,10 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	if spokeFirst {
 		c.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
 	}
-	ch, err := auth.ReadClientHello(br)
+	var hello [auth.ClientHelloLen]byte
+	if err == nil {
+		_, err = io.ReadFull(br, hello[:])
+	}
 	if !spoke() || errors.Is(err, io.EOF) {
 		// Closed before sending a byte (port scan, health check, a
 		// client's unused spare), or closed by us at shutdown.
@@ -349,11 +357,9 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		return nil
 	}
 	if err != nil {
-		reason := "malformed"
+		reason := "malformed" // closed within the hello
 		var ne net.Error
 		switch {
-		case errors.Is(err, auth.ErrBadMagic):
-			reason = "bad_magic"
 		case errors.As(err, &ne) && ne.Timeout() && !spokeFirst:
 			reason = "first_byte_timeout" // a client that never spoke
 		case errors.As(err, &ne) && ne.Timeout():
@@ -362,44 +368,40 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		s.authFailure(c.RemoteAddr(), reason, err, "")
 		return nil
 	}
-	key, err := rt.verifier.Verify(ch)
+	acc, err := rt.verifier.Verify(hello[:])
 	if err != nil {
-		reason := "bad_mac"
+		reason, id := "bad_hello", ""
+		if acc != nil {
+			id = acc.ID // authenticated, but stale or replayed
+		}
 		switch {
 		case errors.Is(err, auth.ErrReplay):
 			reason = "replay"
 		case errors.Is(err, auth.ErrClockSkew):
 			reason = "clock_skew"
-		case errors.Is(err, auth.ErrUnknownID):
-			reason = "unknown_id"
+		case errors.Is(err, auth.ErrMalformed):
+			reason = "malformed"
 		}
-		s.authFailure(c.RemoteAddr(), reason, err, ch.ID)
+		s.authFailure(c.RemoteAddr(), reason, err, id)
 		return nil
 	}
-	log := &connLog{base: s.log, id: ch.ID, remote: c.RemoteAddr()}
-	earlyAEAD, _ := wire.NewAEAD(auth.EarlyKey(key, ch))
-	earlyOpener := wire.NewOpener(earlyAEAD)
-	_, req, err := earlyOpener.ReadFrame(br, nil)
-	if err != nil {
-		s.metrics.Counter("bad_requests").Add(1)
-		log.Warn("reading request failed", "err", err)
-		return nil
+	var keys auth.SessionKeys
+	answer := func(st wire.Status) ([]byte, error) {
+		sh, k, err := acc.ServerHello(wire.AppendReply(nil, st))
+		keys = k
+		return sh, err
 	}
-	sh, ns, err := auth.NewServerHello(key, ch)
-	if err != nil {
-		log.Error("server hello", "err", err)
-		return nil
-	}
-	secret := auth.NewSessionSecret(key, ch, ns)
-	s2cAEAD, _ := wire.NewAEAD(secret.S2C())
-	sealer := wire.NewSealer(s2cAEAD)
-	plaintext := ch.Flags&auth.FlagPlaintext != 0
+	plaintext := acc.Flags&auth.FlagPlaintext != 0
 	sess := &session{
-		id:        ch.ID,
-		req:       req,
+		id:        acc.ID,
+		req:       acc.Request,
 		plaintext: plaintext,
 		reply: func(st wire.Status) error {
-			_, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, st)))
+			sh, err := answer(st)
+			if err != nil {
+				return err
+			}
+			_, err = c.Write(sh)
 			return err
 		},
 	}
@@ -421,20 +423,33 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 			wire.PutReader(b)
 		}
 	}
-	if ch.Flags&auth.FlagEarlyData != 0 {
-		// The client's data followed the request under the early key:
-		// keep reading with its opener.
+	early := acc.Flags&auth.FlagEarlyData != 0
+	conn := func() *wire.Conn {
+		s2c, _ := wire.NewAEAD(keys.S2C)
+		c2s, _ := wire.NewAEAD(keys.C2S)
+		opener := wire.NewOpener(c2s)
+		if early {
+			// The client's data up to its key update is under the early
+			// key; then the session key.
+			ek, _ := wire.NewAEAD(acc.EarlyKey())
+			opener = wire.NewOpener(ek)
+			opener.SetNext(c2s)
+		}
+		return wire.NewConnReader(c, take(), opener, wire.NewSealer(s2c))
+	}
+	sess.data = func() relay.Conn { return conn() }
+	if early {
+		// The client relays nothing back before the answer: it can wait
+		// for the destination's first bytes.
 		sess.okWithData = func() *wire.Conn {
-			wc := wire.NewConnReader(c, take(), earlyOpener, sealer)
-			wc.Hold(sealer.Append(sh, 0, wire.AppendReply(nil, wire.StatusOK)), answerHold)
+			sh, err := answer(wire.StatusOK)
+			if err != nil {
+				return nil
+			}
+			wc := conn()
+			wc.Hold(sh, answerHold)
 			return wc
 		}
-		sess.data = func() relay.Conn { return wire.NewConnReader(c, take(), earlyOpener, sealer) }
-		return sess
-	}
-	sess.data = func() relay.Conn {
-		c2sAEAD, _ := wire.NewAEAD(secret.C2S())
-		return wire.NewConnReader(c, take(), wire.NewOpener(c2sAEAD), sealer)
 	}
 	return sess
 }
