@@ -559,13 +559,38 @@ func TestConcurrent1000NoLeaks(t *testing.T) {
 			}
 		}
 	}()
+	// Meanwhile one host floods the server with silent connections: it
+	// gets its per-source share of pre-authentication slots (1024 by
+	// default), the rest is refused at once, and the authenticated clients
+	// (another source) are all served.
+	const flood = 1500
+	floodDone := make(chan []net.Conn, 1)
+	go func() {
+		var held []net.Conn
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 2 * time.Second}
+		for i := 0; i < flood; i++ {
+			if c, err := d.Dial("tcp", p.serverAddr); err == nil {
+				held = append(held, c)
+			}
+		}
+		floodDone <- held
+	}()
 	const n = 1000
 	s := loadgen.Run(ctx, dial, n, n, 64<<10, 16<<10, true)
 	close(stop)
+	held := <-floodDone
 	if s.Failed != 0 {
 		t.Fatalf("%d of %d failed: %s", s.Failed, n, s.FirstError)
 	}
-	t.Logf("1000 concurrent: %.2fs, setup median %.1f ms p90 %.1f ms, peak heap %d MiB", s.ElapsedS, s.SetupMedMs, s.SetupP90Ms, peak>>20)
+	t.Logf("1000 concurrent + %d-connection flood from one source: %.2fs, setup median %.1f ms p90 %.1f ms, peak heap %d MiB", flood, s.ElapsedS, s.SetupMedMs, s.SetupP90Ms, peak>>20)
+	if !waitFor(func() bool {
+		return p.counter(p.srvM, "conns_rejected_preauth_source") == flood-config.DefaultMaxPreauthPerSource
+	}) {
+		t.Fatalf("flood: %d refused, want %d: %v", p.counter(p.srvM, "conns_rejected_preauth_source"), flood-config.DefaultMaxPreauthPerSource, p.srvM.Snapshot())
+	}
+	for _, c := range held {
+		c.Close()
+	}
 	// Everything (client, server, sink and 1000 test clients) shares this
 	// process; 1000 relays hold 2x32 KiB frame buffers at each end.
 	if peak > 400<<20 {
