@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"testing"
@@ -20,7 +21,9 @@ func FuzzServerHandshake(f *testing.F) {
 	p := startPair(f, fastTimeouts)
 	_, port, _ := net.SplitHostPort(p.sink)
 	target := "127.0.0.1:" + port
-	_, hello, _ := auth.NewClientHello(testPSK(), auth.FlagEarlyData, time.Now(), wire.AppendRequest(nil, mustDest(target)))
+	// A hello under another key: the right size and shape, no key opens it.
+	wrongKey := auth.NoisePSK(bytes.Repeat([]byte{0xa5}, 32))
+	_, hello, _ := auth.NewClientHello(wrongKey, auth.FlagEarlyData, time.Now(), wire.AppendRequest(nil, mustDest(target)))
 	f.Add(byte(0), hello)
 	f.Add(byte(0), []byte("\x05\x01\x00"))
 	f.Add(byte(0), make([]byte, auth.ClientHelloLen))
