@@ -40,7 +40,7 @@ import (
 // replayPerClient bounds each client id's share of the replay cache: at
 // most this many of its hellos can be accepted per 2·max_clock_skew window
 // (about 1,100 per second at the default skew), after which its new hellos
-// are refused rather than risk forgetting a nonce. Other ids keep theirs.
+// are refused rather than risk forgetting one (its ephemeral key). Other ids keep theirs.
 const replayPerClient = 1 << 16
 
 // Server is a running relay.
