@@ -59,6 +59,10 @@ CONCURRENT = int(os.environ.get("BRAID_PROXY_CONCURRENT", "1000"))
 # bottleneck: MPTCP's default scheduler only spreads a stream once the
 # fastest subflow is full, and a CPU-bound relay never fills one.
 BULK_WAN_MBIT = float(os.environ.get("BRAID_PROXY_BULK_WAN_MBIT", "0"))
+# Download in flight at SIGTERM in the drain test: it must finish within the
+# server's shutdown grace (3 s), so smaller where the emulated CPU relays
+# ~16 Mbit/s (the VM stage's bulk size is below 256 MiB).
+DRAIN_MIB = 256 if BULK_MIB >= 256 else 4
 # Page size in the fast_open test (see there why not the 8 MiB blob).
 FAST_OPEN_PAGE = 16 << 10
 
@@ -239,16 +243,12 @@ def test_1gib_checksummed_over_two_wans(bed: Bed) -> None:
     assert all(v > share for v in sent.values()), sent
     assert sum(sent.values()) > bulk
     assert {CLIENT_W1, CLIENT_W2} <= set(sf), sf
-    assert all(sf[a]["bytes_sent"] > share and sf[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)), (
-        sf
-    )
+    assert all(sf[a]["bytes_sent"] > share and sf[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)), sf
     assert sum(sf[a]["bytes_sent"] for a in sf) >= bulk
     deadline = time.time() + 5  # the server's relay ends just after the client's
     while time.time() < deadline:
         srv = status(bed, "s", SERVER_METRICS)["subflows"]
-        if {CLIENT_W1, CLIENT_W2} <= set(srv) and all(
-            srv[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)
-        ):
+        if {CLIENT_W1, CLIENT_W2} <= set(srv) and all(srv[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)):
             break
         time.sleep(0.1)
     print("server per-subflow counters:", srv)
@@ -256,9 +256,7 @@ def test_1gib_checksummed_over_two_wans(bed: Bed) -> None:
     assert all(srv[a]["bytes_received"] > share for a in (CLIENT_W1, CLIENT_W2)), srv
 
 
-def start_second_client(
-    bed: Bed, key_file: Path, socks_port: int, *extra: str, log: Path | None = None
-) -> None:
+def start_second_client(bed: Bed, key_file: Path, socks_port: int, *extra: str, log: Path | None = None) -> None:
     """Another braid-proxy client in "c" with its own key, without metrics or
     a gateway status file unless ``extra`` flags say otherwise; returns once
     its SOCKS port listens."""
@@ -430,7 +428,8 @@ def test_reload_and_graceful_shutdown(bed: Bed, tmp_path: Path) -> None:
             "-target",
             f"{DEST}:{SINK_PORT}",
             "-down",
-            "256M",
+            f"{DRAIN_MIB}M",
+            "-verify",
             "-timeout",
             "60s",
         ],
@@ -444,6 +443,8 @@ def test_reload_and_graceful_shutdown(bed: Bed, tmp_path: Path) -> None:
     assert time.time() - t0 < 10
     res = json.loads(out.decode().splitlines()[0])
     print("transfer during shutdown:", res)
+    # The in-flight download completed, byte-exact, within the grace.
+    assert res["failed"] == 0 and res["bytes"] == DRAIN_MIB << 20, res
     assert "shutting down" in bed.server_log.read_text()
 
 
@@ -507,3 +508,117 @@ def test_fast_open_repeat_connections_byte_exact(bed: Bed, tmp_path: Path) -> No
         got = curl_sha(bed, "--socks5-hostname", "127.0.0.1:4080", f"http://{DEST_NAME}:{WEB_PORT}/page.bin")
         assert got == hashlib.sha256(page).hexdigest(), f"fetch {i} through the fast-open client: {log.read_text()}"
     assert tfo_passive(bed) - before >= 3, "repeat connections did not carry data in the SYN"
+
+
+def write_gateways(bed: Bed, best: str) -> None:
+    """Status file rating gw1 (WAN1) or gw2 (WAN2) best."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    gws = [
+        {
+            "id": gid,
+            "source": src,
+            "up": True,
+            "backup": False,
+            "ewma_ms": 1.0 if gid == best else 9.0,
+            "rtt_ms": 1.0,
+            "last_change": now,
+        }
+        for gid, src in (("gw1", CLIENT_W1), ("gw2", CLIENT_W2))
+    ]
+    bed.gw_file.write_text(json.dumps({"version": 1, "updated": now, "gateways": gws}))
+
+
+def test_race_delay_gives_best_gateway_a_head_start(bed: Bed, tmp_path: Path) -> None:
+    """Racing a best gateway that is slow, not broken: every SYN on WAN1 is
+    dropped (it binds and sends, it just never answers). With race_delay
+    300 ms the second gateway is tried only after the head start, and wins
+    well before WAN1's SYN retransmission (1 s) would have."""
+    write_gateways(bed, "gw1")
+    bed.run(
+        "c",
+        "nft",
+        "add table inet slowgw; add chain inet slowgw out { type filter hook output priority 0; }; "
+        'add rule inet slowgw out oifname "c-w1" tcp flags & (syn | ack) == syn drop',
+    )
+    start_second_client(
+        bed,
+        write_secret(tmp_path / "r.keys", KEY),
+        5080,
+        "-race",
+        "-race-delay",
+        "300ms",
+        "-preconnect",
+        "0",
+        "-gateway-status-file",
+        str(bed.gw_file),
+        "-metrics-listen",
+        "127.0.0.1:9190",
+    )
+    (bed.dir / "www" / "small.txt").write_bytes(b"x" * 1000)
+    times = []
+    for _ in range(5):
+        r = bed.run(
+            "c",
+            "curl",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{time_total}",
+            "--max-time",
+            "10",
+            "--socks5-hostname",
+            "127.0.0.1:5080",
+            f"http://{DEST_NAME}:{WEB_PORT}/small.txt",
+        )
+        times.append(float(r.stdout))
+    print("fetch times through a slow best gateway, race_delay 300 ms:", times)
+    # Never before the head start; typically well before WAN1's first SYN
+    # retransmission (1 s), always long before the 10 s dial timeout after
+    # which a client without racing would fall back.
+    assert all(t >= 0.3 for t in times) and sorted(times)[2] < 1.0 and max(times) < 3.0, times
+    gws = status(bed, "c", 9190)["gateways"]
+    assert gws.get("gw2", {}).get("race_wins") == 5 and gws.get("gw1", {}).get("race_wins", 0) == 0, gws
+
+
+def test_no_plaintext_on_the_wans(bed: Bed) -> None:
+    """Packets captured on both WANs during a transfer never contain the
+    transferred plaintext, the destination's name or the client id, while
+    the capture on the server's destination link (the control) does."""
+    marker = b"BRAID-PLAINTEXT-MARKER-0123456789-" * 4096
+    (bed.dir / "www" / "marker.txt").write_bytes(marker)
+    caps = {(role, dev): bed.dir / f"{dev}.pcap" for role, dev in (("c", "c-w1"), ("c", "c-w2"), ("s", "s-d"))}
+    logs = {key: path.with_suffix(".log") for key, path in caps.items()}
+    dumps = [
+        bed.spawn(
+            role,
+            ["tcpdump", "--immediate-mode", "-i", dev, "-s", "0", "-U", "-Z", "root", "-w", str(path)],
+            log=logs[(role, dev)],
+        )
+        for (role, dev), path in caps.items()
+    ]
+    # tcpdump says "listening on" once it captures.
+    deadline = time.time() + 10
+    while time.time() < deadline and not all(
+        log.exists() and "listening on" in log.read_text() for log in logs.values()
+    ):
+        time.sleep(0.05)
+    got = bed.run(
+        "c",
+        "bash",
+        "-c",
+        f"set -o pipefail; curl -sSf --max-time 30 --socks5-hostname 127.0.0.1:{SOCKS_PORT} "
+        f"http://{DEST_NAME}:{WEB_PORT}/marker.txt | sha256sum",
+    ).stdout.split()[0]
+    assert got == hashlib.sha256(marker).hexdigest()
+    time.sleep(0.3)
+    for d in dumps:
+        stop_process(d, signal.SIGINT, wait=5)
+    wan = b"".join(caps[("c", dev)].read_bytes() for dev in ("c-w1", "c-w2"))
+    control = caps[("s", "s-d")].read_bytes()
+    print("captured bytes: WANs", len(wan), "destination link", len(control))
+    print("tcpdump:", [log.read_text() for log in logs.values()])
+    assert len(wan) > len(marker), "the WAN capture missed the transfer"
+    assert b"BRAID-PLAINTEXT-MARKER" in control, "the control capture does not show the plaintext"
+    for secret in (b"BRAID-PLAINTEXT-MARKER", DEST_NAME.encode(), b"box1", b"GET /marker.txt"):
+        assert secret not in wan, f"{secret!r} in clear on a WAN"

@@ -54,11 +54,16 @@ client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
   first bytes travel with the request (-socks-reply connected waits for the
   destination instead: real SOCKS error codes, one round trip slower).
 
-server: MPTCP listener. Clients authenticate with a pre-shared key (mutual,
-  replay-protected; data encrypted with AES-256-GCM unless both sides opt
-  out) or, with -auth tls, with mutual TLS 1.3 and pinned certificates. Loopback, private, link-local, CGNAT and cloud-metadata destinations
-  are refused unless re-allowed with -allow-cidr; -allow restricts
-  destinations to a list.
+server: MPTCP listener. Clients authenticate with a pre-shared key (protocol
+  v2: a Noise NNpsk0 handshake, mutual, replay-protected, forward-secret
+  session keys, nothing in clear; data encrypted with AES-256-GCM unless
+  both sides opt out) or, with -auth tls, with mutual TLS 1.3 and pinned
+  certificates. Unauthenticated connections are capped in total and per
+  source (-max-preauth-conns, -max-preauth-per-source) and closed after
+  -first-byte-timeout of silence. Loopback, private, link-local, CGNAT,
+  cloud-metadata and the host's own addresses (also inside NAT64/6to4
+  addresses) are refused as destinations unless re-allowed with
+  -allow-cidr; -allow restricts destinations to a list.
 
 Both: JSON config file (flags override it; unknown keys are errors),
   structured logs on stderr (-log-format json for journald/collectors),

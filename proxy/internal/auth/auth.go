@@ -1,330 +1,305 @@
-// Package auth implements braid's pre-shared-key mutual authentication
-// between the client box and the relay server, and derives the session keys
-// that encrypt the relay.
+// Package auth implements braid's handshake (protocol v2) between the client
+// box and the relay server: mutual authentication with the client's
+// pre-shared key, forward-secret session keys, and the first request
+// carried in the first flight (0-RTT), on the Noise protocol framework
+// (github.com/flynn/noise):
 //
-// The exchange costs no round trip beyond the one the first request needs:
+//	Noise_NNpsk0_25519_AESGCM_SHA256, prologue "braid-proxy v2"
+//	  -> psk, e     payload: time (ms, 8) | flags (1) | len (2) | request | zero padding
+//	  <- e, ee      payload: the reply (2)
 //
-//	client -> server  ClientHello = magic "BRD\x01" | flags | len(id) | id |
-//	                                time (unix ms, 8) | Nc (32) | Mc (32)
-//	                  Mc = HMAC-SHA256(K, "braid-v1 client hello" | all bytes before Mc)
-//	                  then the request, sealed with the early key
-//	server -> client  ServerHello = Ns (32) | Ms (32)
-//	                  Ms = HMAC-SHA256(K, "braid-v1 server hello" | ClientHello | Ns)
-//	                  then the reply, sealed with the server-to-client key
+// Every message has a fixed size (ClientHelloLen, ServerHelloLen) and
+// nothing in clear but the ephemeral public keys, whose always-zero top bit
+// is randomised on the wire (X25519 ignores it): no magic, no client id, no
+// lengths. The server finds the client by trying each configured key on
+// the first message (only the right one opens its AEAD tag), so the cost
+// of a hello grows with the number of client ids (see the README).
 //
-// The server proves knowledge of K by Ms, which covers the client's fresh
-// nonce; the client proves it by Mc. A recorded ClientHello is refused when
-// its time is outside ±MaxSkew or its nonce is already in the replay cache
-// (entries live 2·MaxSkew, so every hello the clock window accepts is
-// remembered). Keys come from HKDF-SHA256 over K:
-//
-//	early c2s = HKDF(K, salt = Nc,      info = "braid-v1 early c2s" | H(ClientHello))
-//	c2s       = HKDF(K, salt = Nc | Ns, info = "braid-v1 c2s" | H(ClientHello))
-//	s2c       = HKDF(K, salt = Nc | Ns, info = "braid-v1 s2c" | H(ClientHello))
-//
-// The early key protects the request frame (like TLS 0-RTT, with the replay
-// cache as its guard). By default relay data in both directions uses keys
-// that include the server's nonce. A hello with FlagEarlyData announces that
-// the client's data follows the request at once, before the server's answer,
-// still under the early key (its frame counter continuing); that saves the
-// round trip an application would otherwise wait for. Such data is only as
-// fresh as the replay cache can prove: a cache cannot vouch for hellos
-// stamped before it existed (they may have been recorded before a server
-// restart), so early-data hellos older than the cache are refused.
+// Security properties:
+//   - The first message is authenticated by the PSK (psk0); a recorded one
+//     is refused when its time is outside ±MaxSkew or its ephemeral key is
+//     already in the replay cache (entries live 2·MaxSkew).
+//   - The server proves the PSK by the second message, which also carries
+//     its ephemeral key: the session keys (Noise Split after ee) are
+//     forward secret. A stolen PSK decrypts neither past sessions' relayed
+//     data nor their replies.
+//   - Data the client sends before the server's answer (FlagEarlyData) is
+//     sealed with an early key, HKDF-SHA256(PSK, salt = the handshake hash
+//     after the first message, "braid-v2 early c2s") — as TLS 1.3 derives
+//     its client_early_traffic_secret from the PSK and the ClientHello. It
+//     is as replayable and as exposed to a PSK theft as TLS 0-RTT data, so
+//     the client switches to the forward-secret key as soon as the answer
+//     arrives (a key-update frame, see package wire), and early-data
+//     hellos stamped before the replay cache started are refused (a
+//     restarted server cannot vouch for them).
 package auth
 
 import (
-	"crypto/hmac"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
+	"sort"
 	"time"
+
+	"github.com/flynn/noise"
 )
 
 // Wire constants.
 const (
-	NonceLen = 32
-	MACLen   = 32
-	KeyLen   = 32 // AES-256
+	KeyLen        = 32 // AES-256 and the Noise PSK
+	PublicLen     = 32 // X25519 public key
+	TagLen        = 16 // AES-GCM tag
+	MaxRequestLen = 260
+	ReplyLen      = 2
 
-	// ServerHelloLen is the fixed size of the server hello.
-	ServerHelloLen = NonceLen + MACLen
+	helloPayloadLen = 8 + 1 + 2 + MaxRequestLen
+
+	// ClientHelloLen is the fixed size of the client's first message.
+	ClientHelloLen = PublicLen + helloPayloadLen + TagLen
+	// ServerHelloLen is the fixed size of the server's answer.
+	ServerHelloLen = PublicLen + ReplyLen + TagLen
 
 	// FlagPlaintext asks the server to relay data without encryption after
 	// the authenticated exchange (only honoured if the server allows it).
 	FlagPlaintext = 0x01
-	// FlagEarlyData says the client's data follows the request without
-	// waiting for the server's answer, sealed with the early key.
+	// FlagEarlyData says the client's data follows the hello at once,
+	// before the server's answer, sealed with the early key.
 	FlagEarlyData = 0x02
 
-	labelClient = "braid-v1 client hello"
-	labelServer = "braid-v1 server hello"
+	prologue = "braid-proxy v2"
+	labelPSK = "braid-v2 noise psk"
+	labelEar = "braid-v2 early c2s"
 )
 
-// Magic opens every client hello: "BRD" and protocol version 1.
-var Magic = [4]byte{'B', 'R', 'D', 0x01}
-
-// Errors returned by verification; all mean "not authenticated".
+// Errors returned by the handshake; all mean "not authenticated".
 var (
-	ErrBadMagic   = errors.New("not a braid hello")
-	ErrUnknownID  = errors.New("unknown client id")
-	ErrBadMAC     = errors.New("hello MAC mismatch (wrong key?)")
+	ErrBadHello   = errors.New("no configured key opens the hello (wrong key, unknown client or not a braid v2 client)")
 	ErrClockSkew  = errors.New("hello time outside allowed clock skew")
 	ErrReplay     = errors.New("replayed hello")
 	ErrMalformed  = errors.New("malformed hello")
-	ErrServerAuth = errors.New("server failed to authenticate (wrong key or not a braid server)")
+	ErrServerAuth = errors.New("server failed to authenticate (wrong key or not a braid v2 server)")
 )
 
-// ClientHello is the parsed first message of a connection.
-type ClientHello struct {
-	Flags byte
-	ID    string
-	Time  time.Time
-	Nonce [NonceLen]byte
-	MAC   [MACLen]byte
-	Raw   []byte // the encoded message, MAC included
+var suite = noise.NewCipherSuite(pooledDH{}, noise.CipherAESGCM, noise.HashSHA256)
 
-	transcript [sha256.Size]byte // SHA-256 of Raw, once computed
-	hashed     bool
+// PSK is a client's Noise pre-shared key, derived from its key file entry.
+type PSK struct {
+	ID  string
+	Key [KeyLen]byte
 }
 
-// transcriptHash is SHA-256 of the hello; both key derivations of a
-// connection use it, so it is computed once.
-func (h *ClientHello) transcriptHash() []byte {
-	if !h.hashed {
-		h.transcript = sha256.Sum256(h.Raw)
-		h.hashed = true
+// NoisePSK derives the 32-byte Noise PSK from a key file key (which may be
+// longer than 32 bytes): HKDF-SHA256(key, "braid-v2 noise psk").
+func NoisePSK(key []byte) [KeyLen]byte {
+	b, err := hkdf.Key(sha256.New, key, nil, labelPSK, KeyLen)
+	if err != nil {
+		panic("auth: HKDF of 32 bytes failed: " + err.Error())
 	}
-	return h.transcript[:]
+	return [KeyLen]byte(b)
 }
 
-// NewClientHello builds and MACs a hello for id with key.
-func NewClientHello(id string, key []byte, flags byte, now time.Time) (*ClientHello, error) {
-	if err := CheckID(id); err != nil {
-		return nil, err
+// PSKs derives every client's PSK, in id order.
+func PSKs(keys Keys) []PSK {
+	out := make([]PSK, 0, len(keys))
+	for id, k := range keys {
+		out = append(out, PSK{ID: id, Key: NoisePSK(k)})
 	}
-	h := &ClientHello{Flags: flags, ID: id, Time: time.UnixMilli(now.UnixMilli())}
-	if _, err := rand.Read(h.Nonce[:]); err != nil {
-		return nil, fmt.Errorf("generating nonce: %w", err)
-	}
-	b := make([]byte, 0, 6+len(id)+8+NonceLen+MACLen)
-	b = append(b, Magic[:]...)
-	b = append(b, flags, byte(len(id)))
-	b = append(b, id...)
-	b = binary.BigEndian.AppendUint64(b, uint64(h.Time.UnixMilli()))
-	b = append(b, h.Nonce[:]...)
-	h.MAC = macOf(key, labelClient, b, nil)
-	h.Raw = append(b, h.MAC[:]...)
-	return h, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
-// macOf is HMAC-SHA256(key, label | a | b); b may be nil.
-func macOf(key []byte, label string, a, b []byte) [MACLen]byte {
-	return hmacSHA256(key, []byte(label), a, b)
+func newHandshake(psk *[KeyLen]byte, initiator bool) (*noise.HandshakeState, error) {
+	hs, err := noise.NewHandshakeState(noise.Config{
+		CipherSuite:           suite,
+		Pattern:               noise.HandshakeNN,
+		Initiator:             initiator,
+		Prologue:              []byte(prologue),
+		PresharedKey:          psk[:],
+		PresharedKeyPlacement: 0,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("noise handshake: %w", err)
+	}
+	return hs, nil
 }
 
-// ReadClientHello reads exactly one hello from r (nothing past it).
-func ReadClientHello(r io.Reader) (*ClientHello, error) {
-	var hdr [6]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, fmt.Errorf("reading hello: %w", err)
+// earlyKey is HKDF-SHA256(psk, salt = h1, "braid-v2 early c2s").
+func earlyKey(psk *[KeyLen]byte, h1 []byte) [KeyLen]byte {
+	b, err := hkdf.Key(sha256.New, psk[:], h1, labelEar, KeyLen)
+	if err != nil {
+		panic("auth: HKDF of 32 bytes failed: " + err.Error())
 	}
-	if [4]byte(hdr[:4]) != Magic {
-		return nil, ErrBadMagic
-	}
-	idLen := int(hdr[5])
-	if idLen == 0 || idLen > MaxIDLen {
-		return nil, fmt.Errorf("%w: id length %d", ErrMalformed, idLen)
-	}
-	raw := make([]byte, 6+idLen+8+NonceLen+MACLen)
-	copy(raw, hdr[:])
-	if _, err := io.ReadFull(r, raw[6:]); err != nil {
-		return nil, fmt.Errorf("reading hello: %w", err)
-	}
-	return ParseClientHello(raw)
+	return [KeyLen]byte(b)
 }
 
-// ParseClientHello decodes a complete hello (exact length).
-func ParseClientHello(raw []byte) (*ClientHello, error) {
-	if len(raw) < 6 || [4]byte(raw[:4]) != Magic {
-		return nil, ErrBadMagic
+// maskTopBit sets the top bit of the little-endian X25519 public key at
+// the start of msg at random, so the key's first 32 bytes look uniform in
+// that bit too; unmaskTopBit clears it before Noise reads the key.
+func maskTopBit(msg []byte) error {
+	var r [1]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return fmt.Errorf("random: %w", err)
 	}
-	idLen := int(raw[5])
-	if idLen == 0 || idLen > MaxIDLen || len(raw) != 6+idLen+8+NonceLen+MACLen {
-		return nil, fmt.Errorf("%w: length %d", ErrMalformed, len(raw))
+	msg[PublicLen-1] |= r[0] & 0x80
+	return nil
+}
+
+func unmaskTopBit(msg []byte) { msg[PublicLen-1] &= 0x7f }
+
+// SessionKeys are a connection's forward-secret relay keys, one per
+// direction.
+type SessionKeys struct {
+	C2S, S2C [KeyLen]byte
+}
+
+// ClientHandshake is the client's side of one handshake.
+type ClientHandshake struct {
+	hs  *noise.HandshakeState
+	psk [KeyLen]byte
+	h1  [sha256.Size]byte
+}
+
+// NewClientHello builds the client's first message carrying request
+// (at most MaxRequestLen bytes).
+func NewClientHello(psk [KeyLen]byte, flags byte, now time.Time, request []byte) (*ClientHandshake, []byte, error) {
+	if len(request) > MaxRequestLen {
+		return nil, nil, fmt.Errorf("request of %d bytes exceeds %d", len(request), MaxRequestLen)
 	}
-	h := &ClientHello{Flags: raw[4], ID: string(raw[6 : 6+idLen]), Raw: raw}
-	if err := CheckID(h.ID); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	var payload [helloPayloadLen]byte
+	binary.BigEndian.PutUint64(payload[0:], uint64(now.UnixMilli()))
+	payload[8] = flags
+	binary.BigEndian.PutUint16(payload[9:], uint16(len(request)))
+	copy(payload[11:], request)
+	c := &ClientHandshake{psk: psk}
+	hs, err := newHandshake(&c.psk, true)
+	if err != nil {
+		return nil, nil, err
 	}
-	p := 6 + idLen
-	h.Time = time.UnixMilli(int64(binary.BigEndian.Uint64(raw[p:])))
-	p += 8
-	copy(h.Nonce[:], raw[p:])
-	p += NonceLen
-	copy(h.MAC[:], raw[p:])
-	return h, nil
+	msg, _, _, err := hs.WriteMessage(make([]byte, 0, ClientHelloLen), payload[:])
+	if err != nil {
+		return nil, nil, fmt.Errorf("writing hello: %w", err)
+	}
+	if err := maskTopBit(msg); err != nil {
+		return nil, nil, err
+	}
+	c.hs = hs
+	copy(c.h1[:], hs.ChannelBinding()) // Noise updates h in place later
+	return c, msg, nil
+}
+
+// EarlyKey is the key for data sent before the server's answer.
+func (c *ClientHandshake) EarlyKey() [KeyLen]byte { return earlyKey(&c.psk, c.h1[:]) }
+
+// ReadServerHello checks the server's answer (exactly ServerHelloLen
+// bytes) and returns its reply and the session keys.
+func (c *ClientHandshake) ReadServerHello(msg []byte) ([]byte, SessionKeys, error) {
+	if len(msg) != ServerHelloLen {
+		return nil, SessionKeys{}, ErrServerAuth
+	}
+	var m [ServerHelloLen]byte
+	copy(m[:], msg)
+	unmaskTopBit(m[:])
+	reply, cs1, cs2, err := c.hs.ReadMessage(nil, m[:])
+	if err != nil || cs1 == nil || len(reply) != ReplyLen {
+		return nil, SessionKeys{}, ErrServerAuth
+	}
+	return reply, SessionKeys{C2S: cs1.UnsafeKey(), S2C: cs2.UnsafeKey()}, nil
 }
 
 // Verifier checks client hellos on the server.
 type Verifier struct {
-	Keys    Keys
+	PSKs    []PSK
 	MaxSkew time.Duration
 	Replay  *ReplayCache
 	Now     func() time.Time // for tests; nil means time.Now
 }
 
-// Verify authenticates h and records its nonce. It returns the client's key.
-func (v *Verifier) Verify(h *ClientHello) ([]byte, error) {
-	key, ok := v.Keys[h.ID]
-	if !ok {
-		// Spend the same time as a MAC check so ids cannot be probed by timing.
-		macOf(make([]byte, KeyLen), labelClient, h.Raw[:len(h.Raw)-MACLen], nil)
-		return nil, ErrUnknownID
+// Accepted is a verified client hello.
+type Accepted struct {
+	ID      string
+	Flags   byte
+	Time    time.Time
+	Request []byte
+
+	hs  *noise.HandshakeState
+	psk [KeyLen]byte
+	h1  [sha256.Size]byte
+}
+
+// Verify authenticates a first message (exactly ClientHelloLen bytes),
+// checks its time and records its ephemeral key in the replay cache.
+func (v *Verifier) Verify(msg []byte) (*Accepted, error) {
+	if len(msg) != ClientHelloLen {
+		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(msg))
 	}
-	want := macOf(key, labelClient, h.Raw[:len(h.Raw)-MACLen], nil)
-	if !hmac.Equal(want[:], h.MAC[:]) {
-		return nil, ErrBadMAC
+	var m [ClientHelloLen]byte
+	copy(m[:], msg)
+	unmaskTopBit(m[:])
+	for i := range v.PSKs {
+		a := &Accepted{ID: v.PSKs[i].ID, psk: v.PSKs[i].Key}
+		hs, err := newHandshake(&a.psk, false)
+		if err != nil {
+			return nil, err
+		}
+		payload, _, _, err := hs.ReadMessage(make([]byte, 0, helloPayloadLen), m[:])
+		if err != nil {
+			continue
+		}
+		a.hs = hs
+		copy(a.h1[:], hs.ChannelBinding())
+		return a, v.check(a, payload, [PublicLen]byte(m[:PublicLen]))
 	}
+	return nil, ErrBadHello
+}
+
+// check decodes an authenticated payload and applies the clock window and
+// the replay cache.
+func (v *Verifier) check(a *Accepted, payload []byte, eph [PublicLen]byte) error {
+	if len(payload) != helloPayloadLen {
+		return ErrMalformed
+	}
+	a.Time = time.UnixMilli(int64(binary.BigEndian.Uint64(payload)))
+	a.Flags = payload[8]
+	n := int(binary.BigEndian.Uint16(payload[9:]))
+	if n > MaxRequestLen {
+		return fmt.Errorf("%w: request length %d", ErrMalformed, n)
+	}
+	a.Request = payload[11 : 11+n]
 	now := time.Now()
 	if v.Now != nil {
 		now = v.Now()
 	}
-	if d := now.Sub(h.Time); d > v.MaxSkew || d < -v.MaxSkew {
-		return nil, fmt.Errorf("%w: %v", ErrClockSkew, d.Round(time.Millisecond))
+	if d := now.Sub(a.Time); d > v.MaxSkew || d < -v.MaxSkew {
+		return fmt.Errorf("%w: %v", ErrClockSkew, d.Round(time.Millisecond))
 	}
-	if h.Flags&FlagEarlyData != 0 && h.Time.Before(v.Replay.Start) {
-		return nil, fmt.Errorf("%w: early data stamped before the replay cache started (%v earlier)",
-			ErrReplay, v.Replay.Start.Sub(h.Time).Round(time.Millisecond))
+	if a.Flags&FlagEarlyData != 0 && a.Time.Before(v.Replay.Start) {
+		return fmt.Errorf("%w: early data stamped before the replay cache started (%v earlier)",
+			ErrReplay, v.Replay.Start.Sub(a.Time).Round(time.Millisecond))
 	}
-	if !v.Replay.Add(h.Nonce, now) {
-		return nil, ErrReplay
+	if !v.Replay.Add(a.ID, eph, now) {
+		return ErrReplay
 	}
-	return key, nil
+	return nil
 }
 
-// Session holds the derived keys of one connection.
-type Session struct {
-	EarlyC2S, C2S, S2C [KeyLen]byte
-}
+// EarlyKey is the key of the client's data sent before the answer.
+func (a *Accepted) EarlyKey() [KeyLen]byte { return earlyKey(&a.psk, a.h1[:]) }
 
-// NewServerHello picks the server nonce and MACs it over the client hello.
-func NewServerHello(key []byte, ch *ClientHello) ([]byte, [NonceLen]byte, error) {
-	var ns [NonceLen]byte
-	if _, err := rand.Read(ns[:]); err != nil {
-		return nil, ns, fmt.Errorf("generating nonce: %w", err)
+// ServerHello builds the answer carrying reply (ReplyLen bytes) and
+// returns it with the session keys.
+func (a *Accepted) ServerHello(reply []byte) ([]byte, SessionKeys, error) {
+	if len(reply) != ReplyLen {
+		return nil, SessionKeys{}, fmt.Errorf("reply of %d bytes, want %d", len(reply), ReplyLen)
 	}
-	out := make([]byte, 0, ServerHelloLen)
-	out = append(out, ns[:]...)
-	mac := macOf(key, labelServer, ch.Raw, ns[:])
-	out = append(out, mac[:]...)
-	return out, ns, nil
-}
-
-// CheckServerHello verifies the server's proof and returns its nonce.
-func CheckServerHello(key []byte, ch *ClientHello, sh []byte) ([NonceLen]byte, error) {
-	var ns [NonceLen]byte
-	if len(sh) != ServerHelloLen {
-		return ns, ErrServerAuth
+	msg, cs1, cs2, err := a.hs.WriteMessage(make([]byte, 0, ServerHelloLen), reply)
+	if err != nil {
+		return nil, SessionKeys{}, fmt.Errorf("writing server hello: %w", err)
 	}
-	copy(ns[:], sh)
-	if mac := macOf(key, labelServer, ch.Raw, ns[:]); !hmac.Equal(mac[:], sh[NonceLen:]) {
-		return ns, ErrServerAuth
+	if err := maskTopBit(msg); err != nil {
+		return nil, SessionKeys{}, err
 	}
-	return ns, nil
-}
-
-// EarlyKey derives the key for the request sealed into the first flight.
-func EarlyKey(key []byte, ch *ClientHello) [KeyLen]byte {
-	prk := hkdfExtract(key, ch.Nonce[:])
-	return hkdfExpand32(prk[:], "braid-v1 early c2s", ch.transcriptHash())
-}
-
-// SessionSecret is the HKDF pseudorandom key both relay keys of a
-// connection expand from (salt: both nonces).
-type SessionSecret struct {
-	prk [sha256.Size]byte
-	th  []byte
-}
-
-// NewSessionSecret extracts the session secret once both nonces are known.
-func NewSessionSecret(key []byte, ch *ClientHello, ns [NonceLen]byte) SessionSecret {
-	var salt [2 * NonceLen]byte
-	copy(salt[:], ch.Nonce[:])
-	copy(salt[NonceLen:], ns[:])
-	return SessionSecret{prk: hkdfExtract(key, salt[:]), th: ch.transcriptHash()}
-}
-
-// C2S is the client-to-server key (not needed when the client's data
-// continues under the early key).
-func (s SessionSecret) C2S() [KeyLen]byte { return hkdfExpand32(s.prk[:], "braid-v1 c2s", s.th) }
-
-// S2C is the server-to-client key.
-func (s SessionSecret) S2C() [KeyLen]byte { return hkdfExpand32(s.prk[:], "braid-v1 s2c", s.th) }
-
-// ReplayCache remembers the nonces of accepted hellos for TTL. It is bounded
-// by Max entries; when full it refuses new hellos (fail closed) rather than
-// forgetting nonces that may still be replayed.
-type ReplayCache struct {
-	TTL   time.Duration
-	Max   int
-	Start time.Time // nothing before this was seen
-
-	mu    sync.Mutex
-	seen  map[[NonceLen]byte]struct{}
-	order []replayEntry // insertion order = expiry order
-	head  int
-}
-
-type replayEntry struct {
-	nonce   [NonceLen]byte
-	expires time.Time
-}
-
-// NewReplayCache returns a cache that keeps nonces for ttl.
-func NewReplayCache(ttl time.Duration, max int) *ReplayCache {
-	// Hello times have millisecond resolution.
-	start := time.UnixMilli(time.Now().UnixMilli())
-	return &ReplayCache{TTL: ttl, Max: max, Start: start, seen: map[[NonceLen]byte]struct{}{}}
-}
-
-// Add records nonce and reports whether it was new.
-func (c *ReplayCache) Add(nonce [NonceLen]byte, now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.head < len(c.order) && now.After(c.order[c.head].expires) {
-		delete(c.seen, c.order[c.head].nonce)
-		c.head++
-	}
-	if c.head > 1024 && c.head*2 > len(c.order) {
-		c.order = append(c.order[:0:0], c.order[c.head:]...)
-		c.head = 0
-	}
-	if _, dup := c.seen[nonce]; dup {
-		return false
-	}
-	if c.Max > 0 && len(c.seen) >= c.Max {
-		return false
-	}
-	c.seen[nonce] = struct{}{}
-	c.order = append(c.order, replayEntry{nonce, now.Add(c.TTL)})
-	return true
-}
-
-// SetTTL changes how long new nonces are kept (on configuration reload).
-func (c *ReplayCache) SetTTL(ttl time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.TTL = ttl
-}
-
-// Len returns the number of remembered nonces.
-func (c *ReplayCache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.seen)
+	return msg, SessionKeys{C2S: cs1.UnsafeKey(), S2C: cs2.UnsafeKey()}, nil
 }

@@ -51,8 +51,8 @@ type Client struct {
 type runtimeState struct {
 	cfg      *config.Client
 	id       string
-	key      []byte      // auth psk
-	tls      *tls.Config // auth tls
+	psk      [auth.KeyLen]byte // auth psk: the Noise PSK from the key file
+	tls      *tls.Config       // auth tls
 	users    Users
 	gateways *gwstatus.Watcher
 }
@@ -118,7 +118,11 @@ func (c *Client) Reload(cfg *config.Client) error {
 	if old := c.rt.Load(); old != nil && old.gateways.Path == cfg.GatewayStatusFile {
 		gw = old.gateways
 	}
-	c.rt.Store(&runtimeState{cfg: cfg, id: id, key: key, tls: tlsCfg, users: users, gateways: gw})
+	rs := &runtimeState{cfg: cfg, id: id, tls: tlsCfg, users: users, gateways: gw}
+	if key != nil {
+		rs.psk = auth.NoisePSK(key)
+	}
+	c.rt.Store(rs)
 	return nil
 }
 
@@ -182,8 +186,6 @@ func (c *Client) socksError(conn *net.TCPConn, kind string, err error, reply byt
 
 func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	c.metrics.Counter("socks_conns_total").Add(1)
-	pre := c.startDial(rt)
-	defer pre.discard()
 	conn.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
 	// One read per SOCKS message, not one per field; bytes the application
 	// sent behind its request (without waiting for the answer) are relayed
@@ -199,6 +201,11 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		c.socksError(conn, "malformed", err, 0xff)
 		return
 	}
+	// Only a valid greeting opens a connection to the server (overlapping
+	// with the rest of the SOCKS exchange): a port scan or a stray
+	// connection to the SOCKS port costs the server nothing.
+	pre := c.startDial(rt)
+	defer pre.discard()
 	want := byte(socks5.MethodNoAuth)
 	if rt.users != nil {
 		want = socks5.MethodUserPass

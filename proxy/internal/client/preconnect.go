@@ -5,9 +5,9 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // preconnect keeps a few MPTCP connections to the server open and idle,
@@ -135,15 +135,9 @@ func alive(conn *net.TCPConn) bool {
 	}
 	ok := false
 	rc.Control(func(fd uintptr) {
-		const pollIn, pollRDHup = 0x1, 0x2000
-		pfd := struct {
-			fd             int32
-			events, revent int16
-		}{int32(fd), pollIn | pollRDHup, 0}
-		var zero syscall.Timespec
-		n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1,
-			uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
-		ok = errno == 0 && n == 0
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+		n, err := unix.Ppoll(fds, &unix.Timespec{}, nil)
+		ok = err == nil && n == 0
 	})
 	return ok
 }

@@ -41,7 +41,7 @@ type upstream struct {
 func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early bool) (*upstream, wire.Status, error) {
 	cfg := rt.cfg
 	var (
-		ch          *auth.ClientHello
+		hs          *auth.ClientHandshake
 		earlySealer *wire.Sealer
 		first       []byte
 		err         error
@@ -54,12 +54,13 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		if early {
 			flags |= auth.FlagEarlyData
 		}
-		if ch, err = auth.NewClientHello(rt.id, rt.key, flags, time.Now()); err != nil {
+		if hs, first, err = auth.NewClientHello(rt.psk, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
 			return nil, wire.StatusGeneralFailure, err
 		}
-		earlyAEAD, _ := wire.NewAEAD(auth.EarlyKey(rt.key, ch))
-		earlySealer = wire.NewSealer(earlyAEAD)
-		first = earlySealer.Append(append([]byte(nil), ch.Raw...), 0, wire.AppendRequest(nil, d))
+		if early && cfg.Encrypt {
+			earlyAEAD, _ := wire.NewAEAD(hs.EarlyKey())
+			earlySealer = wire.NewSealer(earlyAEAD)
+		}
 	}
 
 	t0 := time.Now()
@@ -125,28 +126,31 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			up.conn = wc
 		}
 		answer = func() (wire.Status, error) {
-			ns, status, err := c.serverHello(rt, src, ch)
+			reply, keys, status, err := c.serverHello(rt, src, hs)
 			if err != nil {
 				return status, err
 			}
-			secret := auth.NewSessionSecret(rt.key, ch, ns)
-			s2cAEAD, _ := wire.NewAEAD(secret.S2C())
-			opener := wire.NewOpener(s2cAEAD)
-			_, reply, err := opener.ReadFrame(src, nil)
-			if err != nil {
-				return wire.StatusGeneralFailure, fmt.Errorf("reading reply: %w", err)
+			st, err := wire.ParseReply(reply)
+			if err != nil || st != wire.StatusOK || !cfg.Encrypt {
+				return st, err
 			}
-			switch {
-			case wc == nil: // plaintext relay
-			case early:
+			s2cAEAD, _ := wire.NewAEAD(keys.S2C)
+			c2sAEAD, _ := wire.NewAEAD(keys.C2S)
+			opener := wire.NewOpener(s2cAEAD)
+			if early {
+				// From here on the upload is under the forward-secret
+				// session key, not the early key (the server switches
+				// at the key-update frame).
 				wc.SetOpener(opener)
-			default:
-				// The data waited for the answer: both directions use keys
-				// that include the server's nonce.
-				c2sAEAD, _ := wire.NewAEAD(secret.C2S())
+				if err := wc.UpdateKey(c2sAEAD); err != nil {
+					return wire.StatusGeneralFailure, fmt.Errorf("sending key update: %w", err)
+				}
+			} else {
+				// The data waited for the answer: it starts under the
+				// session key.
 				up.conn = wire.NewConnReader(raw, br, opener, wire.NewSealer(c2sAEAD))
 			}
-			return wire.ParseReply(reply)
+			return st, nil
 		}
 	}
 	if early {
@@ -176,28 +180,29 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 	return up, wire.StatusOK, nil
 }
 
-// serverHello reads and checks the server's hello and returns its nonce.
-func (c *Client) serverHello(rt *runtimeState, src io.Reader, ch *auth.ClientHello) ([auth.NonceLen]byte, wire.Status, error) {
+// serverHello reads and checks the server's answer and returns its reply
+// and the session keys.
+func (c *Client) serverHello(rt *runtimeState, src io.Reader, hs *auth.ClientHandshake) ([]byte, auth.SessionKeys, wire.Status, error) {
 	var sh [auth.ServerHelloLen]byte
 	if _, err := io.ReadFull(src, sh[:]); err != nil {
 		if isConnectError(err) { // with Fast Open, connect errors surface here
 			c.metrics.Counter("upstream_dial_failures").Add(1)
-			return [auth.NonceLen]byte{}, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", rt.cfg.Server, err)
+			return nil, auth.SessionKeys{}, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", rt.cfg.Server, err)
 		}
 		c.metrics.Counter("upstream_auth_failures").Add(1)
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-			err = errors.New("server closed the connection during the handshake (wrong key, unknown client id or clock skew?)")
+			err = errors.New("server closed the connection during the handshake (wrong key, unknown client id, clock skew or a braid v1 server?)")
 		}
 		c.log.Error("server handshake failed", "err", err)
-		return [auth.NonceLen]byte{}, wire.StatusGeneralFailure, err
+		return nil, auth.SessionKeys{}, wire.StatusGeneralFailure, err
 	}
-	ns, err := auth.CheckServerHello(rt.key, ch, sh[:])
+	reply, keys, err := hs.ReadServerHello(sh[:])
 	if err != nil {
 		c.metrics.Counter("upstream_auth_failures").Add(1)
 		c.log.Error("server handshake failed", "err", err)
-		return ns, wire.StatusGeneralFailure, err
+		return nil, keys, wire.StatusGeneralFailure, err
 	}
-	return ns, wire.StatusOK, nil
+	return reply, keys, wire.StatusOK, nil
 }
 
 // upstreamFailed counts and logs a connection the server refused or could

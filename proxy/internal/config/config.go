@@ -33,7 +33,20 @@ const (
 	DefaultClientMaxConns    = 4096
 	DefaultServerMaxConns    = 16384
 	DefaultMaxConnsPerClient = 4096
-	DefaultRaceDelay         = 0
+	// Unauthenticated connections: a quarter of max_conns in total (the
+	// rest is kept for connections that have authenticated) and this many
+	// per source (an IPv4 address or an IPv6 /64), a quarter of the
+	// default total: a flood must come from several sources to fill the
+	// pre-authentication slots. A client box's connections are
+	// unauthenticated only until their hello arrives (its silent spares:
+	// preconnect, at most MaxPreconnect), but a burst of new ones (1,000
+	// at once in the load test) is that many at the same moment.
+	DefaultMaxPreauthPerSource = 1024
+	// How long a server connection may stay silent before its first byte:
+	// the budget of a client's spare connections (preconnect_max_age must
+	// stay below it). The rest of the hello then has handshake_timeout.
+	DefaultFirstByteTimeout = 10 * time.Second
+	DefaultRaceDelay        = 0
 	// Both roles run their Go code on one scheduler thread, as event-loop
 	// proxies do: per-connection work is small and hand-offs between
 	// threads (and the runtime's monitor waking for them) cost more than
@@ -121,14 +134,18 @@ func (c *Common) RelayKeepAlive() time.Duration {
 // Client is the client-box role.
 type Client struct {
 	Common
-	SOCKSListen       string   `json:"socks_listen"`       // "" disables SOCKS
-	TransparentListen string   `json:"transparent_listen"` // "" disables transparent mode
-	Server            string   `json:"server"`             // host:port of braid-proxy server
-	ClientID          string   `json:"client_id"`
-	KeyFile           string   `json:"key_file"`
-	Encrypt           bool     `json:"encrypt"`
-	SOCKSReply        string   `json:"socks_reply"`      // early (default) or connected
-	SOCKSUsersFile    string   `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
+	SOCKSListen       string `json:"socks_listen"`       // "" disables SOCKS
+	TransparentListen string `json:"transparent_listen"` // "" disables transparent mode
+	Server            string `json:"server"`             // host:port of braid-proxy server
+	ClientID          string `json:"client_id"`
+	KeyFile           string `json:"key_file"`
+	Encrypt           bool   `json:"encrypt"`
+	SOCKSReply        string `json:"socks_reply"`      // early (default) or connected
+	SOCKSUsersFile    string `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
+	// AllowPublicSOCKS permits a non-loopback socks_listen without a
+	// users file (an open proxy to whoever reaches it: only behind a
+	// firewall that limits who does).
+	AllowPublicSOCKS  bool     `json:"allow_public_socks"`
 	GatewayStatusFile string   `json:"gateway_status_file"`
 	Race              bool     `json:"race"`
 	RaceDelay         Duration `json:"race_delay"`
@@ -150,11 +167,15 @@ type Server struct {
 	AllowCIDRs        []string `json:"allow_cidrs"`
 	AllowList         []string `json:"allow_list"`
 	MaxConnsPerClient int      `json:"max_conns_per_client"`
-	MaxClockSkew      Duration `json:"max_clock_skew"`
-	ResolveTimeout    Duration `json:"resolve_timeout"`
-	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: server certificate
-	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
-	TLSPeersFile      string   `json:"tls_peers_file"` // auth tls: "client-id pin" lines
+	// Pre-authentication limits (see package preauth): 0 = max_conns/4.
+	MaxPreauthConns     int      `json:"max_preauth_conns"`
+	MaxPreauthPerSource int      `json:"max_preauth_per_source"`
+	FirstByteTimeout    Duration `json:"first_byte_timeout"`
+	MaxClockSkew        Duration `json:"max_clock_skew"`
+	ResolveTimeout      Duration `json:"resolve_timeout"`
+	TLSCertFile         string   `json:"tls_cert_file"`  // auth tls: server certificate
+	TLSKeyFile          string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
+	TLSPeersFile        string   `json:"tls_peers_file"` // auth tls: "client-id pin" lines
 }
 
 func defaultCommon(metrics string, maxConns, maxProcs int) Common {
@@ -188,11 +209,13 @@ func DefaultClient() *Client {
 // DefaultServer returns the server defaults.
 func DefaultServer() *Server {
 	return &Server{
-		Common:            defaultCommon(DefaultServerMetrics, DefaultServerMaxConns, DefaultServerMaxProcs),
-		Listen:            DefaultServerListen,
-		MaxConnsPerClient: DefaultMaxConnsPerClient,
-		MaxClockSkew:      Duration(DefaultMaxClockSkew),
-		ResolveTimeout:    Duration(5 * time.Second),
+		Common:              defaultCommon(DefaultServerMetrics, DefaultServerMaxConns, DefaultServerMaxProcs),
+		Listen:              DefaultServerListen,
+		MaxConnsPerClient:   DefaultMaxConnsPerClient,
+		MaxPreauthPerSource: DefaultMaxPreauthPerSource,
+		FirstByteTimeout:    Duration(DefaultFirstByteTimeout),
+		MaxClockSkew:        Duration(DefaultMaxClockSkew),
+		ResolveTimeout:      Duration(5 * time.Second),
 	}
 }
 
@@ -239,6 +262,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.BoolVar(&c.Encrypt, "encrypt", c.Encrypt, "encrypt relayed data (the server must allow_plaintext for false)")
 	fs.StringVar(&c.SOCKSReply, "socks-reply", c.SOCKSReply, "when to answer a SOCKS request: \"early\" once the server connection is up (the request and the first data go out together; a refused destination then shows as a reset connection), or \"connected\" after the server reached the destination (real SOCKS error codes, one round trip slower)")
 	fs.StringVar(&c.SOCKSUsersFile, "socks-users-file", c.SOCKSUsersFile, "require SOCKS5 user/password (file of user:password lines, mode 0600)")
+	fs.BoolVar(&c.AllowPublicSOCKS, "allow-public-socks", c.AllowPublicSOCKS, "permit a non-loopback socks-listen without socks-users-file (anyone who reaches it can use the relay: only behind a firewall)")
 	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
 	fs.BoolVar(&c.Race, "race", c.Race, "race the handshake over the two best gateways and keep the first")
 	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
@@ -260,6 +284,9 @@ func BindServer(s *Server, fs *flag.FlagSet) {
 	fs.Var((*listFlag)(&s.AllowList), "allow", "restrict destinations to CIDRs / names / *.suffix (repeatable)")
 	fs.IntVar(&s.MaxConnsPerClient, "max-conns-per-client", s.MaxConnsPerClient, "maximum concurrent connections per client id")
 	fs.Var(&s.MaxClockSkew, "max-clock-skew", "accepted clock difference in hellos")
+	fs.IntVar(&s.MaxPreauthConns, "max-preauth-conns", s.MaxPreauthConns, "connections held before they authenticate, in total (0 = max-conns/4; the rest of max-conns stays for authenticated clients)")
+	fs.IntVar(&s.MaxPreauthPerSource, "max-preauth-per-source", s.MaxPreauthPerSource, "connections held before they authenticate, per source IPv4 address or IPv6 /64")
+	fs.Var(&s.FirstByteTimeout, "first-byte-timeout", "close a connection that sends nothing for this long (clients' spare connections must be used sooner); handshake-timeout then bounds the rest of the hello")
 	fs.StringVar(&s.TLSCertFile, "tls-cert-file", s.TLSCertFile, "auth tls: server certificate (braid-proxy gencert)")
 	fs.StringVar(&s.TLSKeyFile, "tls-key-file", s.TLSKeyFile, "auth tls: server private key, mode 0600")
 	fs.StringVar(&s.TLSPeersFile, "tls-peers-file", s.TLSPeersFile, "auth tls: file of \"client-id pin\" lines")
@@ -354,14 +381,20 @@ func validateHostPort(field, v string, required bool) error {
 	return nil
 }
 
+// isLoopback reports whether a host:port listen address is on loopback
+// only ("" and wildcard hosts are not).
+func isLoopback(hostPort string) bool {
+	host, _, _ := net.SplitHostPort(hostPort)
+	ip, err := netip.ParseAddr(host)
+	return host == "localhost" || (err == nil && ip.IsLoopback())
+}
+
 func (c *Common) validate(prefix string) error {
 	if err := validateHostPort(prefix+"metrics_listen", c.MetricsListen, false); err != nil {
 		return err
 	}
 	if c.MetricsListen != "" && !c.AllowPublicStats {
-		host, _, _ := net.SplitHostPort(c.MetricsListen)
-		ip, err := netip.ParseAddr(host)
-		if host != "localhost" && (err != nil || !ip.IsLoopback()) {
+		if !isLoopback(c.MetricsListen) {
 			return ferr(prefix+"metrics_listen", "%q is not a loopback address (set allow_public_metrics to override)", c.MetricsListen)
 		}
 	}
@@ -409,6 +442,9 @@ func (c *Client) Validate() error {
 	if err := validateHostPort("client.socks_listen", c.SOCKSListen, false); err != nil {
 		return err
 	}
+	if c.SOCKSListen != "" && c.SOCKSUsersFile == "" && !c.AllowPublicSOCKS && !isLoopback(c.SOCKSListen) {
+		return ferr("client.socks_listen", "%q is not a loopback address and no socks_users_file is set: anyone reaching it could use the relay (set socks_users_file, or allow_public_socks behind a firewall)", c.SOCKSListen)
+	}
 	if err := validateHostPort("client.transparent_listen", c.TransparentListen, false); err != nil {
 		return err
 	}
@@ -444,6 +480,15 @@ func (c *Client) Validate() error {
 	return nil
 }
 
+// PreauthLimit is max_preauth_conns with its default applied: a quarter
+// of max_conns (at least one).
+func (s *Server) PreauthLimit() int {
+	if s.MaxPreauthConns > 0 {
+		return s.MaxPreauthConns
+	}
+	return max(1, s.MaxConns/4)
+}
+
 // Validate checks a server configuration.
 func (s *Server) Validate() error {
 	if err := s.Common.validate("server."); err != nil {
@@ -465,6 +510,15 @@ func (s *Server) Validate() error {
 	}
 	if s.MaxConnsPerClient < 1 {
 		return ferr("server.max_conns_per_client", "must be at least 1")
+	}
+	if s.MaxPreauthConns < 0 || (s.MaxPreauthConns > 0 && s.MaxPreauthConns >= s.MaxConns) {
+		return ferr("server.max_preauth_conns", "must be between 1 and max_conns-1 (%d), or 0 for max_conns/4: the rest of max_conns is kept for authenticated connections", s.MaxConns-1)
+	}
+	if s.MaxPreauthPerSource < 1 {
+		return ferr("server.max_preauth_per_source", "must be at least 1")
+	}
+	if s.FirstByteTimeout <= 0 {
+		return ferr("server.first_byte_timeout", "must be positive")
 	}
 	if s.MaxClockSkew <= 0 {
 		return ferr("server.max_clock_skew", "must be positive")

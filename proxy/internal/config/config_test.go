@@ -39,6 +39,9 @@ func TestValidationNamesField(t *testing.T) {
 		{func(s *Server) { s.LogLevel = "loud" }, "server.log_level"},
 		{func(s *Server) { s.DialTimeout = 0 }, "server.dial_timeout"},
 		{func(s *Server) { s.MaxConns = 0 }, "server.max_conns"},
+		{func(s *Server) { s.MaxPreauthConns = s.MaxConns }, "server.max_preauth_conns"},
+		{func(s *Server) { s.MaxPreauthPerSource = 0 }, "server.max_preauth_per_source"},
+		{func(s *Server) { s.FirstByteTimeout = 0 }, "server.first_byte_timeout"},
 	} {
 		s := DefaultServer()
 		s.KeyFile = "/k"
@@ -47,6 +50,33 @@ func TestValidationNamesField(t *testing.T) {
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("want error on %s, got %v", tc.field, err)
+		}
+	}
+}
+
+// A SOCKS listener reachable from other hosts without user/password would
+// be an open proxy: refused unless a users file or allow_public_socks.
+func TestPublicSOCKSNeedsUsers(t *testing.T) {
+	for _, tc := range []struct {
+		listen, users string
+		allow, ok     bool
+	}{
+		{"127.0.0.1:1080", "", false, true},
+		{"[::1]:1080", "", false, true},
+		{"localhost:1080", "", false, true},
+		{"0.0.0.0:1080", "", false, false},
+		{":1080", "", false, false},
+		{"192.168.1.1:1080", "", false, false},
+		{"192.168.1.1:1080", "/etc/braid/users", false, true},
+		{"0.0.0.0:1080", "", true, true},
+	} {
+		c := DefaultClient()
+		c.Server, c.KeyFile = "relay:7443", "/k"
+		c.SOCKSListen, c.SOCKSUsersFile, c.AllowPublicSOCKS = tc.listen, tc.users, tc.allow
+		err := c.Validate()
+		var fe *FieldError
+		if tc.ok && err != nil || !tc.ok && (!errors.As(err, &fe) || fe.Field != "client.socks_listen") {
+			t.Errorf("listen %q users %q allow %v: %v, want ok=%v", tc.listen, tc.users, tc.allow, err, tc.ok)
 		}
 	}
 }

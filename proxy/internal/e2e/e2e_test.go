@@ -65,7 +65,10 @@ type pair struct {
 
 // fastTimeouts shortens handshake timeouts for tests that wait for them.
 var fastTimeouts = opts{
-	serverMut: func(s *config.Server) { s.HandshakeTimeout = config.Duration(time.Second) },
+	serverMut: func(s *config.Server) {
+		s.HandshakeTimeout = config.Duration(time.Second)
+		s.FirstByteTimeout = config.Duration(time.Second)
+	},
 	clientMut: func(c *config.Client) {
 		c.HandshakeTimeout = config.Duration(time.Second)
 		// Spare connections must be used before the server's handshake
@@ -276,7 +279,7 @@ func TestWrongKey(t *testing.T) {
 		t.Fatalf("wrong key: %v", r.Err)
 	}
 	if !waitFor(func() bool {
-		return p.counter(p.srvM, "auth_failures_bad_mac") == 1 && p.counter(p.clM, "upstream_auth_failures") == 1
+		return p.counter(p.srvM, "auth_failures_bad_hello") == 1 && p.counter(p.clM, "upstream_auth_failures") == 1
 	}) {
 		t.Fatalf("counters: %v", p.srvM.Snapshot())
 	}
@@ -286,11 +289,21 @@ func TestWrongKey(t *testing.T) {
 	}
 }
 
-// rawServer dials the server directly (no client), bypassing the client.
-func (p *pair) rawServer(in []byte) []byte { return p.rawServerN(in, -1) }
+// rawServer dials the server directly (no client), bypassing the client,
+// and returns what the server sent and whether it closed the connection
+// (rather than the read timing out after 5 s).
+func (p *pair) rawServer(in []byte) ([]byte, bool) {
+	p.t.Helper()
+	c := p.dialServer()
+	defer c.Close()
+	c.Write(in)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	out, err := io.ReadAll(c)
+	var ne net.Error
+	return out, !(errors.As(err, &ne) && ne.Timeout())
+}
 
-// rawServerN is rawServer reading at most n bytes (n < 0: to EOF).
-func (p *pair) rawServerN(in []byte, n int) []byte {
+func (p *pair) dialServer() net.Conn {
 	p.t.Helper()
 	var d net.Dialer
 	d.SetMultipathTCP(true)
@@ -298,27 +311,46 @@ func (p *pair) rawServerN(in []byte, n int) []byte {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	return c
+}
+
+// rawServerN writes in to the server and reads at most n bytes.
+func (p *pair) rawServerN(in []byte, n int) []byte {
+	p.t.Helper()
+	c := p.dialServer()
 	defer c.Close()
 	c.Write(in)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n >= 0 {
-		out := make([]byte, n)
-		k, _ := io.ReadFull(c, out)
-		return out[:k]
-	}
-	out, _ := io.ReadAll(c)
-	return out
+	out := make([]byte, n)
+	k, _ := io.ReadFull(c, out)
+	return out[:k]
 }
 
+// Probes get no byte back, and the server closes them: short ones at its
+// handshake timeout (1 s here), a hello-sized one that no key opens at
+// once.
 func TestServerRefusesUnauthenticated(t *testing.T) {
 	p := startPair(t, fastTimeouts)
-	// Plain SOCKS5 straight at the server (an open-proxy probe), HTTP, junk.
-	for _, probe := range []string{"\x05\x01\x00\x05\x01\x00\x01\x01\x01\x01\x01\x00\x50", "GET / HTTP/1.1\r\n\r\n", "BRD\x01\x00\xffxx", ""} {
-		if out := p.rawServer([]byte(probe)); len(out) != 0 {
+	junk := bytes.Repeat([]byte{0x5a}, auth.ClientHelloLen+100)
+	// Plain SOCKS5 straight at the server (an open-proxy probe), HTTP,
+	// a v1 hello's start, a hello-sized block of junk, nothing.
+	for _, probe := range []string{"\x05\x01\x00\x05\x01\x00\x01\x01\x01\x01\x01\x00\x50", "GET / HTTP/1.1\r\n\r\n", "BRD\x01\x00\xffxx", string(junk), ""} {
+		start := time.Now()
+		out, closed := p.rawServer([]byte(probe))
+		if len(out) != 0 {
 			t.Fatalf("server answered an unauthenticated probe %q with %q", probe, out)
 		}
+		if el := time.Since(start); !closed || el > 3*time.Second {
+			t.Fatalf("probe %.20q: server closed %v after %v (handshake timeout 1 s)", probe, closed, el)
+		}
+		if len(probe) > auth.ClientHelloLen && time.Since(start) > 500*time.Millisecond {
+			t.Fatalf("hello-sized junk kept open %v", time.Since(start))
+		}
 	}
-	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures") >= 3 }) {
+	if !waitFor(func() bool {
+		return p.counter(p.srvM, "auth_failures") == 5 && p.counter(p.srvM, "auth_failures_bad_hello") == 1 &&
+			p.counter(p.srvM, "auth_failures_handshake_timeout") == 3 && p.counter(p.srvM, "auth_failures_first_byte_timeout") == 1
+	}) {
 		t.Fatalf("auth failures not counted: %v", p.srvM.Snapshot())
 	}
 	p.mustWork()
@@ -326,22 +358,16 @@ func TestServerRefusesUnauthenticated(t *testing.T) {
 
 func TestReplayedHandshake(t *testing.T) {
 	p := startPair(t, opts{})
-	key, _ := hex.DecodeString(keyHex)
-	ch, err := auth.NewClientHello("box1", key, 0, time.Now())
+	_, port, _ := net.SplitHostPort(p.sink)
+	_, first, err := auth.NewClientHello(testPSK(), 0, time.Now(), wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	early := auth.EarlyKey(key, ch)
-	a, _ := wire.NewAEAD(early)
-	_, port, _ := net.SplitHostPort(p.sink)
-	req := wire.AppendRequest(nil, mustDest("127.0.0.1:"+port))
-	first := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, req)
-
 	if out := p.rawServerN(first, auth.ServerHelloLen); len(out) < auth.ServerHelloLen {
 		t.Fatalf("genuine first flight not answered: %d bytes", len(out))
 	}
-	if out := p.rawServer(first); len(out) != 0 {
-		t.Fatalf("replayed hello answered with %d bytes", len(out))
+	if out, closed := p.rawServer(first); len(out) != 0 || !closed {
+		t.Fatalf("replayed hello answered with %d bytes (closed %v)", len(out), closed)
 	}
 	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures_replay") == 1 }) {
 		t.Fatalf("replay not counted: %v", p.srvM.Snapshot())
@@ -533,13 +559,38 @@ func TestConcurrent1000NoLeaks(t *testing.T) {
 			}
 		}
 	}()
+	// Meanwhile one host floods the server with silent connections: it
+	// gets its per-source share of pre-authentication slots (1024 by
+	// default), the rest is refused at once, and the authenticated clients
+	// (another source) are all served.
+	const flood = 1500
+	floodDone := make(chan []net.Conn, 1)
+	go func() {
+		var held []net.Conn
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 2 * time.Second}
+		for i := 0; i < flood; i++ {
+			if c, err := d.Dial("tcp", p.serverAddr); err == nil {
+				held = append(held, c)
+			}
+		}
+		floodDone <- held
+	}()
 	const n = 1000
 	s := loadgen.Run(ctx, dial, n, n, 64<<10, 16<<10, true)
 	close(stop)
+	held := <-floodDone
 	if s.Failed != 0 {
 		t.Fatalf("%d of %d failed: %s", s.Failed, n, s.FirstError)
 	}
-	t.Logf("1000 concurrent: %.2fs, setup median %.1f ms p90 %.1f ms, peak heap %d MiB", s.ElapsedS, s.SetupMedMs, s.SetupP90Ms, peak>>20)
+	t.Logf("1000 concurrent + %d-connection flood from one source: %.2fs, setup median %.1f ms p90 %.1f ms, peak heap %d MiB", flood, s.ElapsedS, s.SetupMedMs, s.SetupP90Ms, peak>>20)
+	if !waitFor(func() bool {
+		return p.counter(p.srvM, "conns_rejected_preauth_source") == flood-config.DefaultMaxPreauthPerSource
+	}) {
+		t.Fatalf("flood: %d refused, want %d: %v", p.counter(p.srvM, "conns_rejected_preauth_source"), flood-config.DefaultMaxPreauthPerSource, p.srvM.Snapshot())
+	}
+	for _, c := range held {
+		c.Close()
+	}
 	// Everything (client, server, sink and 1000 test clients) shares this
 	// process; 1000 relays hold 2x32 KiB frame buffers at each end.
 	if peak > 400<<20 {
@@ -558,8 +609,13 @@ func TestConcurrent1000NoLeaks(t *testing.T) {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("leak: goroutines %d -> %d, fds %d -> %d\n%s", g0, g, fd0, fd, buf[:runtime.Stack(buf, true)])
 	}
-	// What the server still counts are the client's idle spare connections.
-	if a, spare := p.srvM.Snapshot()["conns_active"].(int64), p.clM.Snapshot()["preconnect_idle"].(int64); a != spare {
+	// What the server still counts are the client's idle spare connections
+	// (one being replaced may still be on its way out).
+	var a, spare int64
+	if !waitFor(func() bool {
+		a, spare = p.srvM.Snapshot()["conns_active"].(int64), p.clM.Snapshot()["preconnect_idle"].(int64)
+		return a == spare
+	}) {
 		t.Fatalf("server still counts %d active, the client holds %d spare", a, spare)
 	}
 }

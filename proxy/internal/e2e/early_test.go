@@ -55,46 +55,50 @@ func TestEarlyAnswerRefusedDestinationResets(t *testing.T) {
 	p.mustWork()
 }
 
-// earlyFlight is a client's whole first flight with early data: hello,
-// request and one data frame, all sealed with the early key.
-func earlyFlight(t *testing.T, stamp time.Time, target string, data []byte) (*auth.ClientHello, []byte) {
-	t.Helper()
+// testPSK is the Noise PSK of the test key.
+func testPSK() [auth.KeyLen]byte {
 	key, _ := hex.DecodeString(keyHex)
-	ch, err := auth.NewClientHello("box1", key, auth.FlagEarlyData, stamp)
+	return auth.NoisePSK(key)
+}
+
+// earlyFlight is a client's whole first flight with early data: the hello
+// (carrying the request) and one data frame sealed with the early key. It
+// returns the early sealer for what follows.
+func earlyFlight(t *testing.T, stamp time.Time, target string, data []byte) (*auth.ClientHandshake, []byte, *wire.Sealer) {
+	t.Helper()
+	hs, msg, err := auth.NewClientHello(testPSK(), auth.FlagEarlyData, stamp, wire.AppendRequest(nil, mustDest(target)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	early := auth.EarlyKey(key, ch)
-	a, _ := wire.NewAEAD(early)
+	a, _ := wire.NewAEAD(hs.EarlyKey())
 	s := wire.NewSealer(a)
-	out := s.Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest(target)))
-	return ch, s.Append(out, 0, data)
+	return hs, s.Append(msg, 0, data), s
 }
 
-// The server takes data that follows the request in the first flight, under
+// The server takes data that follows the hello in the first flight, under
 // the early key, and relays it once the destination is connected: one write
-// from the client, the echo comes back.
+// from the client, the echo comes back. Data after the client's key update
+// is under the forward-secret session key, and the server follows.
 func TestEarlyDataInFirstFlight(t *testing.T) {
 	p := startPair(t, opts{})
 	echo := echoServer(t)
 	msg := []byte("hello before the answer")
-	ch, flight := earlyFlight(t, time.Now(), echo, msg)
+	hs, flight, early := earlyFlight(t, time.Now(), echo, msg)
 
-	c, ns := sendFlight(t, p, ch, flight)
-	key, _ := hex.DecodeString(keyHex)
-	s2c := auth.NewSessionSecret(key, ch, ns).S2C()
-	a, _ := wire.NewAEAD(s2c)
-	o := wire.NewOpener(a)
-	_, reply, err := o.ReadFrame(c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, reply, keys := sendFlight(t, p, hs, flight)
 	if st, err := wire.ParseReply(reply); err != nil || st != wire.StatusOK {
 		t.Fatalf("reply %v %v", st, err)
 	}
+	a, _ := wire.NewAEAD(keys.S2C)
+	o := wire.NewOpener(a)
 	_, echoed, err := o.ReadFrame(c, nil)
 	if err != nil || !bytes.Equal(echoed, msg) {
 		t.Fatalf("echo %q, %v; want %q", echoed, err, msg)
+	}
+	c2s, _ := wire.NewAEAD(keys.C2S)
+	c.Write(wire.NewSealer(c2s).Append(early.Update(nil, c2s), 0, []byte("after the key update")))
+	if _, echoed, err := o.ReadFrame(c, nil); err != nil || string(echoed) != "after the key update" {
+		t.Fatalf("echo after the key update %q, %v", echoed, err)
 	}
 }
 
@@ -106,42 +110,33 @@ func TestEarlyDataOlderThanServerRefused(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	_, port, _ := net.SplitHostPort(p.sink)
 	old := time.Now().Add(-time.Second)
-	_, flight := earlyFlight(t, old, "127.0.0.1:"+port, []byte("x"))
-	if out := p.rawServer(flight); len(out) != 0 {
-		t.Fatalf("early data older than the server answered with %d bytes", len(out))
+	_, flight, _ := earlyFlight(t, old, "127.0.0.1:"+port, []byte("x"))
+	if out, closed := p.rawServer(flight); len(out) != 0 || !closed {
+		t.Fatalf("early data older than the server answered with %d bytes (closed %v)", len(out), closed)
 	}
 	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures_replay") == 1 }) {
 		t.Fatalf("not counted as a replay: %v", p.srvM.Snapshot())
 	}
-	key, _ := hex.DecodeString(keyHex)
-	ch, _ := auth.NewClientHello("box1", key, 0, old)
-	early := auth.EarlyKey(key, ch)
-	a, _ := wire.NewAEAD(early)
-	first := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
+	_, first, _ := auth.NewClientHello(testPSK(), 0, old, wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
 	if out := p.rawServerN(first, auth.ServerHelloLen); len(out) != auth.ServerHelloLen {
 		t.Fatalf("hello without early data not answered: %d bytes", len(out))
 	}
 }
 
-// A plaintext relay's early data (raw bytes right behind the request) that
+// A plaintext relay's early data (raw bytes right behind the hello) that
 // arrives with the hello is read in the same buffer as the handshake and
 // must still reach the destination first, ahead of the spliced rest.
 func TestPlaintextEarlyDataInFirstFlight(t *testing.T) {
 	p := startPair(t, opts{serverMut: func(s *config.Server) { s.AllowPlaintext = true }})
 	echo := echoServer(t)
-	key, _ := hex.DecodeString(keyHex)
-	ch, err := auth.NewClientHello("box1", key, auth.FlagEarlyData|auth.FlagPlaintext, time.Now())
+	hs, flight, err := auth.NewClientHello(testPSK(), auth.FlagEarlyData|auth.FlagPlaintext, time.Now(), wire.AppendRequest(nil, mustDest(echo)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := wire.NewAEAD(auth.EarlyKey(key, ch))
-	flight := wire.NewSealer(a).Append(append([]byte{}, ch.Raw...), 0, wire.AppendRequest(nil, mustDest(echo)))
 	flight = append(flight, "first bytes|"...)
-
-	c, ns := sendFlight(t, p, ch, flight)
-	b, _ := wire.NewAEAD(auth.NewSessionSecret(key, ch, ns).S2C())
-	if _, reply, err := wire.NewOpener(b).ReadFrame(c, nil); err != nil || len(reply) == 0 {
-		t.Fatalf("reply %q, %v", reply, err)
+	c, reply, _ := sendFlight(t, p, hs, flight)
+	if st, err := wire.ParseReply(reply); err != nil || st != wire.StatusOK {
+		t.Fatalf("reply %v, %v", st, err)
 	}
 	checkEcho(t, c, "later bytes", "first bytes|later bytes")
 }
@@ -200,8 +195,8 @@ func checkEcho(t *testing.T, c net.Conn, then, want string) {
 
 // sendFlight dials the server as a client box does, writes a first flight
 // and checks the server's hello; it returns the connection (closed when
-// the test ends) and the server's nonce.
-func sendFlight(t *testing.T, p *pair, ch *auth.ClientHello, flight []byte) (net.Conn, [auth.NonceLen]byte) {
+// the test ends), the reply and the session keys.
+func sendFlight(t *testing.T, p *pair, hs *auth.ClientHandshake, flight []byte) (net.Conn, []byte, auth.SessionKeys) {
 	t.Helper()
 	var d net.Dialer
 	d.SetMultipathTCP(true)
@@ -218,10 +213,9 @@ func sendFlight(t *testing.T, p *pair, ch *auth.ClientHello, flight []byte) (net
 	if _, err := io.ReadFull(c, sh); err != nil {
 		t.Fatalf("server hello: %v", err)
 	}
-	key, _ := hex.DecodeString(keyHex)
-	ns, err := auth.CheckServerHello(key, ch, sh)
+	reply, keys, err := hs.ReadServerHello(sh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, ns
+	return c, reply, keys
 }

@@ -43,7 +43,7 @@ func TestPreconnectServesNextConnection(t *testing.T) {
 // client's preconnect_max_age: a misconfiguration) is noticed and not used.
 func TestPreconnectClosedSpareNotUsed(t *testing.T) {
 	p := startPair(t, opts{
-		serverMut: func(s *config.Server) { s.HandshakeTimeout = config.Duration(300 * time.Millisecond) },
+		serverMut: func(s *config.Server) { s.FirstByteTimeout = config.Duration(300 * time.Millisecond) },
 		clientMut: func(c *config.Client) { c.PreconnectMaxAge = config.Duration(time.Minute) },
 	})
 	p.mustWork()

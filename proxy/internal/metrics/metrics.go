@@ -23,14 +23,29 @@ import (
 )
 
 // Registry holds named counters and per-gateway byte counters.
+//
+// Counters are looked up on every connection (and bytes counted on every
+// relayed chunk), so a lookup of an existing name takes no lock (sync.Map,
+// whose reads of stable keys are lock-free); the mutex only serialises
+// creating names and the gauges.
 type Registry struct {
 	start    time.Time
-	mu       sync.Mutex
-	counters map[string]*atomic.Int64
-	gateways map[string]*Gateway
-	subflows map[string]*Gateway
-	gauges   map[string]func() int64
+	mu       sync.Mutex // creation of names, gauges, nSubflows
+	counters sync.Map   // string -> *atomic.Int64
+	gateways sync.Map   // string -> *Gateway
+	subflows sync.Map   // string -> *Gateway
+	// nSubflows bounds subflows: the server keys them by client address,
+	// which an Internet-facing relay sees without end.
+	nSubflows int
+	gauges    map[string]func() int64
 }
+
+// MaxSubflowKeys bounds the per-address subflow counters; addresses seen
+// after that many are added up under OtherSubflows.
+const MaxSubflowKeys = 256
+
+// OtherSubflows is the key of subflows beyond MaxSubflowKeys addresses.
+const OtherSubflows = "other"
 
 // Gateway counts bytes and connections whose first subflow left through it.
 type Gateway struct {
@@ -50,25 +65,16 @@ func (g *Gateway) Add(up bool, n int64) {
 
 // New returns an empty registry.
 func New() *Registry {
-	return &Registry{
-		start:    time.Now(),
-		counters: map[string]*atomic.Int64{},
-		gateways: map[string]*Gateway{},
-		subflows: map[string]*Gateway{},
-		gauges:   map[string]func() int64{},
-	}
+	return &Registry{start: time.Now(), gauges: map[string]func() int64{}}
 }
 
 // Counter returns (creating) the named counter.
 func (r *Registry) Counter(name string) *atomic.Int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := r.counters[name]
-	if !ok {
-		c = new(atomic.Int64)
-		r.counters[name] = c
+	if c, ok := r.counters.Load(name); ok {
+		return c.(*atomic.Int64)
 	}
-	return c
+	c, _ := r.counters.LoadOrStore(name, new(atomic.Int64))
+	return c.(*atomic.Int64)
 }
 
 // Gauge registers a value computed on demand.
@@ -79,52 +85,70 @@ func (r *Registry) Gauge(name string, f func() int64) {
 }
 
 // Gateway returns (creating) the counters for gateway id ("default" when the
-// kernel chose the source).
+// kernel chose the source). Ids come from the local status file, a short
+// list.
 func (r *Registry) Gateway(id string) *Gateway {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g, ok := r.gateways[id]
-	if !ok {
-		g = new(Gateway)
-		r.gateways[id] = g
+	if g, ok := r.gateways.Load(id); ok {
+		return g.(*Gateway)
 	}
-	return g
+	g, _ := r.gateways.LoadOrStore(id, new(Gateway))
+	return g.(*Gateway)
 }
 
 // Subflow returns (creating) the counters for subflows whose own address
 // (client) or peer address (server) is addr: bytes each network carried,
-// read from the kernel when a connection ends.
+// read from the kernel when a connection ends. After MaxSubflowKeys
+// addresses, new ones share OtherSubflows.
 func (r *Registry) Subflow(addr string) *Gateway {
+	if g, ok := r.subflows.Load(addr); ok {
+		return g.(*Gateway)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g, ok := r.subflows[addr]
-	if !ok {
-		g = new(Gateway)
-		r.subflows[addr] = g
+	if g, ok := r.subflows.Load(addr); ok {
+		return g.(*Gateway)
 	}
+	if r.nSubflows >= MaxSubflowKeys {
+		addr = OtherSubflows
+		if g, ok := r.subflows.Load(addr); ok {
+			return g.(*Gateway)
+		}
+	}
+	g := new(Gateway)
+	r.subflows.Store(addr, g)
+	r.nSubflows++
 	return g
 }
 
 // Snapshot returns all values (for /status and tests).
 func (r *Registry) Snapshot() map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	out := map[string]any{}
-	for k, v := range r.counters {
-		out[k] = v.Load()
-	}
+	r.counters.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	r.mu.Lock()
+	gauges := make(map[string]func() int64, len(r.gauges))
 	for k, f := range r.gauges {
+		gauges[k] = f
+	}
+	r.mu.Unlock()
+	for k, f := range gauges { // outside the lock: a gauge may take others
 		out[k] = f()
 	}
 	gws := map[string]map[string]int64{}
-	for id, g := range r.gateways {
-		gws[id] = map[string]int64{"conns": g.Conns.Load(), "bytes_up": g.Up.Load(), "bytes_down": g.Down.Load(), "race_wins": g.RaceWins.Load()}
-	}
+	r.gateways.Range(func(k, v any) bool {
+		g := v.(*Gateway)
+		gws[k.(string)] = map[string]int64{"conns": g.Conns.Load(), "bytes_up": g.Up.Load(), "bytes_down": g.Down.Load(), "race_wins": g.RaceWins.Load()}
+		return true
+	})
 	out["gateways"] = gws
 	sfs := map[string]map[string]int64{}
-	for addr, g := range r.subflows {
-		sfs[addr] = map[string]int64{"subflows": g.Conns.Load(), "bytes_sent": g.Up.Load(), "bytes_received": g.Down.Load()}
-	}
+	r.subflows.Range(func(k, v any) bool {
+		g := v.(*Gateway)
+		sfs[k.(string)] = map[string]int64{"subflows": g.Conns.Load(), "bytes_sent": g.Up.Load(), "bytes_received": g.Down.Load()}
+		return true
+	})
 	out["subflows"] = sfs
 	out["goroutines"] = int64(runtime.NumGoroutine())
 	out["open_fds"] = openFDs()

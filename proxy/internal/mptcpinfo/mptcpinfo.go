@@ -14,10 +14,21 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
+// Offsets of the two counters in struct tcp_info, from x/sys/unix's copy
+// of the kernel's layout.
+var (
+	offBytesAcked    = int(unsafe.Offsetof(unix.TCPInfo{}.Bytes_acked))
+	offBytesReceived = int(unsafe.Offsetof(unix.TCPInfo{}.Bytes_received))
+)
+
+// MPTCP socket options (include/uapi/linux/mptcp.h; x/sys/unix has
+// SOL_MPTCP but not these).
 const (
-	solMPTCP          = 284                 // SOL_MPTCP
+	solMPTCP          = unix.SOL_MPTCP
 	optTCPInfo        = 2                   // MPTCP_TCPINFO
 	optSubflowAddrs   = 3                   // MPTCP_SUBFLOW_ADDRS
 	optFullInfo       = 4                   // MPTCP_FULL_INFO
@@ -25,8 +36,6 @@ const (
 	subflowInfoLen    = 8 + subflowAddrsLen // struct mptcp_subflow_info: id, padding, addrs
 	subflowDataLen    = 16                  // struct mptcp_subflow_data
 	tcpInfoUserLen    = 136                 // enough of struct tcp_info for bytes_received
-	offBytesAcked     = 120                 // tcpi_bytes_acked
-	offBytesReceived  = 128                 // tcpi_bytes_received
 	subflowAddrsLen   = 256                 // struct mptcp_subflow_addrs: two sockaddr_storage
 	maxSubflows       = 16
 	sockaddrStoreSize = 128
@@ -92,7 +101,7 @@ func fullInfo(fd uintptr, bufs *queryBufs) (int, error) {
 	binary.NativeEndian.PutUint64(h[24:], uint64(uintptr(unsafe.Pointer(&bufs.addrs[0]))))
 	binary.NativeEndian.PutUint64(h[32:], uint64(uintptr(unsafe.Pointer(&bufs.info[subflowDataLen]))))
 	l := uint32(len(h))
-	_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, solMPTCP, optFullInfo,
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, solMPTCP, optFullInfo,
 		uintptr(unsafe.Pointer(&h[0])), uintptr(unsafe.Pointer(&l)), 0)
 	runtime.KeepAlive(bufs)
 	if e != 0 {
@@ -153,7 +162,7 @@ func query(fd uintptr, opt, itemLen int, buf []byte) ([]byte, int, error) {
 	binary.NativeEndian.PutUint32(buf[0:], subflowDataLen) // size_subflow_data
 	binary.NativeEndian.PutUint32(buf[12:], uint32(itemLen))
 	l := uint32(len(buf))
-	_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, solMPTCP, uintptr(opt),
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, fd, solMPTCP, uintptr(opt),
 		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
 	if e != 0 {
 		return nil, 0, e
@@ -169,10 +178,12 @@ func query(fd uintptr, opt, itemLen int, buf []byte) ([]byte, int, error) {
 
 func sockaddr(b []byte) netip.AddrPort {
 	switch binary.NativeEndian.Uint16(b) {
-	case syscall.AF_INET:
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
-	case syscall.AF_INET6:
-		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])).Unmap(), binary.BigEndian.Uint16(b[2:4]))
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&b[0]))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), binary.BigEndian.Uint16(b[2:4]))
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(&b[0]))
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), binary.BigEndian.Uint16(b[2:4]))
 	}
 	return netip.AddrPort{}
 }

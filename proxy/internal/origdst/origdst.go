@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
+// Not in x/sys/unix.
 const (
 	soOriginalDst     = 80 // SO_ORIGINAL_DST, linux/netfilter_ipv4.h
 	ip6tSoOriginalDst = 80 // IP6T_SO_ORIGINAL_DST, linux/netfilter_ipv6/ip6_tables.h
@@ -29,16 +31,21 @@ func Get(c *net.TCPConn) (netip.AddrPort, error) {
 		gerr error
 	)
 	err = raw.Control(func(fd uintptr) {
+		// x/sys/unix has no getter typed for these options; the ones
+		// whose result has the size of struct sockaddr_in (16 bytes) and
+		// of struct ip6_mtuinfo (a sockaddr_in6 first) read them, as
+		// other transparent proxies do.
 		if local.Addr().Unmap().Is4() {
-			var sa [16]byte // struct sockaddr_in
-			if gerr = getsockopt(fd, syscall.SOL_IP, soOriginalDst, sa[:]); gerr == nil {
-				ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), binary.BigEndian.Uint16(sa[2:4]))
+			var m *unix.IPv6Mreq
+			if m, gerr = unix.GetsockoptIPv6Mreq(int(fd), unix.IPPROTO_IP, soOriginalDst); gerr == nil {
+				sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(m))
+				ap = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), port(sa.Port))
 			}
 			return
 		}
-		var sa [28]byte // struct sockaddr_in6
-		if gerr = getsockopt(fd, syscall.SOL_IPV6, ip6tSoOriginalDst, sa[:]); gerr == nil {
-			ap = netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])).Unmap(), binary.BigEndian.Uint16(sa[2:4]))
+		var mi *unix.IPv6MTUInfo
+		if mi, gerr = unix.GetsockoptIPv6MTUInfo(int(fd), unix.IPPROTO_IPV6, ip6tSoOriginalDst); gerr == nil {
+			ap = netip.AddrPortFrom(netip.AddrFrom16(mi.Addr.Addr).Unmap(), port(mi.Addr.Port))
 		}
 	})
 	if err == nil {
@@ -50,12 +57,10 @@ func Get(c *net.TCPConn) (netip.AddrPort, error) {
 	return ap, nil
 }
 
-func getsockopt(fd uintptr, level, opt int, buf []byte) error {
-	l := uint32(len(buf))
-	_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, uintptr(level), uintptr(opt),
-		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&l)), 0)
-	if e != 0 {
-		return e
-	}
-	return nil
+// port converts a sockaddr's port (network byte order in memory) to a
+// number.
+func port(p uint16) uint16 {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], p)
+	return binary.BigEndian.Uint16(b[:])
 }

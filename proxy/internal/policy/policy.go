@@ -57,12 +57,31 @@ func concat(lists ...[]namedPrefix) []namedPrefix {
 	return out
 }
 
+// Prefixes whose addresses carry an IPv4 address that a gateway on the path
+// may turn back into IPv4: NAT64's well-known prefix (RFC 6052, the IPv4 in
+// the last 32 bits), 6to4 (RFC 3056, bits 16-47) and IPv4-compatible
+// addresses (deprecated, the last 32 bits). A destination there is checked
+// as the IPv4 it embeds, so 64:ff9b::127.0.0.1 is loopback.
+var (
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	v4Compat   = netip.MustParsePrefix("::/96")
+	teredo     = netip.MustParsePrefix("2001::/32")
+	teredoWhy  = "Teredo (embeds an obfuscated IPv4 address)"
+	selfWhy    = "an address of the relay host itself"
+	refusedWhy = "embeds %s, which is %s"
+)
+
 // Policy is an immutable destination filter; build it with New.
 type Policy struct {
 	allowCIDRs []netip.Prefix // exceptions to the refused ranges
 	listNets   []netip.Prefix // allow-list networks
 	listNames  []string       // allow-list names: "host" or ".suffix"
 	hasList    bool
+	// Self, if set, returns the relay host's own addresses: a service
+	// listening on the wildcard address (sshd, a public metrics
+	// endpoint) must not be reachable through the relay either.
+	Self func() []netip.Addr
 }
 
 // New builds a policy. allowCIDRs re-allow refused ranges ("127.0.0.1/32");
@@ -141,15 +160,68 @@ func (p *Policy) CheckIP(ip netip.Addr, viaName bool) error {
 	if containsAny(p.allowCIDRs, ip) || containsAny(p.listNets, ip) {
 		return nil
 	}
+	if why := refusedRange(ip); why != "" {
+		return fmt.Errorf("%w: %s is %s", ErrRefused, ip, why)
+	}
+	if v4, ok := embeddedIPv4(ip); ok {
+		if containsAny(p.allowCIDRs, v4) {
+			return nil
+		}
+		if why := refusedRange(v4); why != "" {
+			return fmt.Errorf("%w: %s "+refusedWhy, ErrRefused, ip, v4, why)
+		}
+		if p.isSelf(v4) {
+			return fmt.Errorf("%w: %s "+refusedWhy, ErrRefused, ip, v4, selfWhy)
+		}
+	}
+	if teredo.Contains(ip) {
+		return fmt.Errorf("%w: %s is %s", ErrRefused, ip, teredoWhy)
+	}
+	if p.isSelf(ip) {
+		return fmt.Errorf("%w: %s is %s", ErrRefused, ip, selfWhy)
+	}
+	return nil
+}
+
+// refusedRange names the refused range holding ip, or "".
+func refusedRange(ip netip.Addr) string {
 	for _, r := range refused {
 		if r.prefix.Contains(ip) {
-			return fmt.Errorf("%w: %s is %s", ErrRefused, ip, r.why)
+			return r.why
 		}
 	}
 	if ip.Is4() && ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
-		return fmt.Errorf("%w: broadcast", ErrRefused)
+		return "broadcast"
 	}
-	return nil
+	return ""
+}
+
+// embeddedIPv4 returns the IPv4 address inside a NAT64, 6to4 or
+// IPv4-compatible IPv6 address.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip), v4Compat.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+func (p *Policy) isSelf(ip netip.Addr) bool {
+	if p.Self == nil {
+		return false
+	}
+	for _, a := range p.Self() {
+		if a.Unmap() == ip {
+			return true
+		}
+	}
+	return false
 }
 
 func containsAny(ps []netip.Prefix, ip netip.Addr) bool {

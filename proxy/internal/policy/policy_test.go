@@ -84,3 +84,68 @@ func TestAllowCIDRsAndList(t *testing.T) {
 		}
 	}
 }
+
+// IPv6 addresses that embed an IPv4 address are checked as that address:
+// a NAT64 gateway on the relay's network would turn 64:ff9b::127.0.0.1
+// into 127.0.0.1.
+func TestEmbeddedIPv4Checked(t *testing.T) {
+	p, err := New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ip string
+		ok bool
+	}{
+		{"64:ff9b::8.8.8.8", true},
+		{"64:ff9b::127.0.0.1", false},
+		{"64:ff9b::10.0.0.1", false},
+		{"64:ff9b::169.254.169.254", false},
+		{"2002:0808:0808::1", true},
+		{"2002:7f00:0001::1", false},
+		{"2002:c0a8:0101:5::1", false},
+		{"2002:a9fe:a9fe::", false},
+		{"::127.0.0.1", false},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", false}, // Teredo
+	} {
+		err := p.CheckIP(netip.MustParseAddr(tc.ip), false)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.ip, err, tc.ok)
+		}
+	}
+	// allow_cidrs re-allows the embedded address too.
+	a, _ := New([]string{"127.0.0.1/32"}, nil)
+	if err := a.CheckIP(netip.MustParseAddr("64:ff9b::127.0.0.1"), false); err != nil {
+		t.Errorf("allow_cidrs 127.0.0.1/32 did not re-allow its NAT64 form: %v", err)
+	}
+}
+
+// The relay host's own addresses are refused, public ones included.
+func TestSelfAddressesRefused(t *testing.T) {
+	p, err := New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Self = func() []netip.Addr {
+		return []netip.Addr{netip.MustParseAddr("8.8.4.4"), netip.MustParseAddr("2a00:1450::7")}
+	}
+	for _, ip := range []string{"8.8.4.4", "::ffff:8.8.4.4", "2a00:1450::7", "64:ff9b::8.8.4.4", "2002:0808:0404::1"} {
+		if err := p.CheckIP(netip.MustParseAddr(ip), false); err == nil {
+			t.Errorf("%s (the relay's own address) allowed", ip)
+		}
+	}
+	if err := p.CheckIP(netip.MustParseAddr("8.8.8.8"), false); err != nil {
+		t.Errorf("another public address refused: %v", err)
+	}
+}
+
+func TestHostAddrsIncludesLoopback(t *testing.T) {
+	var h HostAddrs
+	found := false
+	for _, a := range h.Get() {
+		found = found || a == netip.MustParseAddr("127.0.0.1")
+	}
+	if !found {
+		t.Fatalf("host addresses %v lack 127.0.0.1", h.Get())
+	}
+}

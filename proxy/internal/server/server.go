@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,17 +30,18 @@ import (
 	"braid/proxy/internal/dest"
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/policy"
+	"braid/proxy/internal/preauth"
 	"braid/proxy/internal/relay"
 	"braid/proxy/internal/sockopt"
 	"braid/proxy/internal/tlsauth"
 	"braid/proxy/internal/wire"
 )
 
-// replayCacheMax bounds the replay cache: at most this many hellos can be
-// accepted per 2·max_clock_skew window (about 8,700 per second at the
-// default skew), after which new hellos are refused rather than risk
-// forgetting a nonce.
-const replayCacheMax = 1 << 19
+// replayPerClient bounds each client id's share of the replay cache: at
+// most this many of its hellos can be accepted per 2·max_clock_skew window
+// (about 1,100 per second at the default skew), after which its new hellos
+// are refused rather than risk forgetting one (its ephemeral key). Other ids keep theirs.
+const replayPerClient = 1 << 16
 
 // Server is a running relay.
 type Server struct {
@@ -55,6 +55,8 @@ type Server struct {
 	quietCtx    context.Context // cancelled at shutdown: closes connections yet to speak
 	cancelQuiet context.CancelFunc
 	conns       acceptloop.Conns
+	preauth     *preauth.Limiter
+	self        policy.HostAddrs // this host's addresses, refused as destinations
 
 	mu        sync.Mutex
 	perClient map[string]int
@@ -85,17 +87,21 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 	s := &Server{
 		log:       log,
 		metrics:   m,
-		replay:    auth.NewReplayCache(2*time.Duration(cfg.MaxClockSkew), replayCacheMax),
+		replay:    auth.NewReplayCache(2*time.Duration(cfg.MaxClockSkew), replayPerClient),
 		perClient: map[string]int{},
 		Resolver:  net.DefaultResolver,
 		failLog:   rateLimiter{perSecond: 10},
 	}
+	s.preauth = preauth.New(func(reason string) {
+		m.Counter("conns_rejected_preauth_" + reason).Add(1)
+	})
 	s.connCtx, s.cancelConn = context.WithCancel(context.Background())
 	s.quietCtx, s.cancelQuiet = context.WithCancel(context.Background())
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
 	}
 	m.Gauge("conns_active", s.conns.Active)
+	m.Gauge("conns_preauth", s.preauth.Active)
 	m.Gauge("replay_cache_entries", func() int64 { return int64(s.replay.Len()) })
 	return s, nil
 }
@@ -107,6 +113,7 @@ func (s *Server) Reload(cfg *config.Server) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	pol.Self = s.self.Get
 	rt := &runtimeState{cfg: cfg, policy: pol}
 	switch cfg.Auth {
 	case "tls":
@@ -114,11 +121,7 @@ func (s *Server) Reload(cfg *config.Server) error {
 		if err != nil {
 			return fmt.Errorf("server.tls_key_file: %w", err)
 		}
-		data, err := os.ReadFile(cfg.TLSPeersFile)
-		if err != nil {
-			return fmt.Errorf("server.tls_peers_file: %w", err)
-		}
-		if rt.peers, err = tlsauth.ParsePeers(data); err != nil {
+		if rt.peers, err = tlsauth.LoadPeers(cfg.TLSPeersFile); err != nil {
 			return fmt.Errorf("server.tls_peers_file: %w", err)
 		}
 		rt.tls = tlsauth.ServerConfig(cert, rt.peers)
@@ -128,7 +131,7 @@ func (s *Server) Reload(cfg *config.Server) error {
 			return fmt.Errorf("server.key_file: %w", err)
 		}
 		s.replay.SetTTL(2 * time.Duration(cfg.MaxClockSkew))
-		rt.verifier = &auth.Verifier{Keys: keys, MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
+		rt.verifier = &auth.Verifier{PSKs: auth.PSKs(keys), MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
 	}
 	s.rt.Store(rt)
 	return nil
@@ -159,14 +162,23 @@ func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, e
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return acceptloop.Run(ctx, ln, s.log, func(c net.Conn) {
 		rt := s.rt.Load()
+		// Unauthenticated connections get a bounded share of max_conns,
+		// and one source a bounded share of that (see package preauth).
+		release := s.preauth.Admit(preauth.AddrOf(c.RemoteAddr()), rt.cfg.PreauthLimit(), rt.cfg.MaxPreauthPerSource)
+		if release == nil {
+			c.Close()
+			return
+		}
 		if !s.conns.Admit(rt.cfg.MaxConns) {
+			release()
 			s.metrics.Counter("conns_rejected_limit").Add(1)
 			c.Close()
 			return
 		}
 		go func() {
 			defer s.conns.Done()
-			s.handle(c.(*net.TCPConn), rt)
+			defer release()
+			s.handle(c.(*net.TCPConn), rt, release)
 		}()
 	})
 }
@@ -222,11 +234,15 @@ type session struct {
 // that the client's setup-time metrics stay meaningful when it does not.
 const answerHold = 10 * time.Millisecond
 
-func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
+// handle serves one connection; authenticated is called once the peer has
+// authenticated (it gives back the pre-authentication slot).
+func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) {
 	defer c.Close()
 	cfg := rt.cfg
 	s.metrics.Counter("conns_total").Add(1)
-	c.SetDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout)))
+	// Silent for at most first_byte_timeout (a client's spare waits for
+	// its next connection), then handshake_timeout for the rest.
+	c.SetDeadline(time.Now().Add(time.Duration(cfg.FirstByteTimeout)))
 
 	// A connection that has not spoken yet (a client's spare, kept ready
 	// for its next connection) carries nothing: at shutdown it is closed at
@@ -241,6 +257,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	if sess == nil {
 		return
 	}
+	authenticated()
 	if sess.release != nil {
 		defer sess.release()
 	}
@@ -276,7 +293,12 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 		ctrs relay.Counters = byteCounter{s.metrics}
 	)
 	if status == wire.StatusOK && sess.okWithData != nil {
-		data = sess.okWithData()
+		wc := sess.okWithData()
+		if wc == nil {
+			log.Error("writing server hello failed")
+			return
+		}
+		data = wc
 	} else {
 		if err := sess.reply(status); err != nil {
 			log.Debug("writing reply", "err", err)
@@ -311,12 +333,12 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState) {
 	}
 }
 
-// acceptPSK runs the pre-shared-key exchange (see package auth): it
-// verifies the hello and opens the request sealed into the first flight.
+// acceptPSK runs the pre-shared-key handshake (see package auth): it
+// verifies the client's first message, which carries the request, and
+// prepares the answer and the relay's keys.
 //
 // It reads through a buffer that the relay then keeps reading from, so the
-// hello, the request and early data that arrive together take one system
-// call.
+// hello and early data that arrive together take one system call.
 func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) *session {
 	br := wire.NewReader(c)
 	handedOn := false
@@ -325,7 +347,15 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 			wire.PutReader(br)
 		}
 	}()
-	ch, err := auth.ReadClientHello(br)
+	_, err := br.Peek(1)
+	spokeFirst := err == nil
+	if spokeFirst {
+		c.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
+	}
+	var hello [auth.ClientHelloLen]byte
+	if err == nil {
+		_, err = io.ReadFull(br, hello[:])
+	}
 	if !spoke() || errors.Is(err, io.EOF) {
 		// Closed before sending a byte (port scan, health check, a
 		// client's unused spare), or closed by us at shutdown.
@@ -333,55 +363,51 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		return nil
 	}
 	if err != nil {
-		reason := "malformed"
+		reason := "malformed" // closed within the hello
 		var ne net.Error
 		switch {
-		case errors.Is(err, auth.ErrBadMagic):
-			reason = "bad_magic"
+		case errors.As(err, &ne) && ne.Timeout() && !spokeFirst:
+			reason = "first_byte_timeout" // a client that never spoke
 		case errors.As(err, &ne) && ne.Timeout():
-			reason = "handshake_timeout" // slowloris, or a client that never spoke
+			reason = "handshake_timeout" // slowloris
 		}
 		s.authFailure(c.RemoteAddr(), reason, err, "")
 		return nil
 	}
-	key, err := rt.verifier.Verify(ch)
+	acc, err := rt.verifier.Verify(hello[:])
 	if err != nil {
-		reason := "bad_mac"
+		reason, id := "bad_hello", ""
+		if acc != nil {
+			id = acc.ID // authenticated, but stale or replayed
+		}
 		switch {
 		case errors.Is(err, auth.ErrReplay):
 			reason = "replay"
 		case errors.Is(err, auth.ErrClockSkew):
 			reason = "clock_skew"
-		case errors.Is(err, auth.ErrUnknownID):
-			reason = "unknown_id"
+		case errors.Is(err, auth.ErrMalformed):
+			reason = "malformed"
 		}
-		s.authFailure(c.RemoteAddr(), reason, err, ch.ID)
+		s.authFailure(c.RemoteAddr(), reason, err, id)
 		return nil
 	}
-	log := &connLog{base: s.log, id: ch.ID, remote: c.RemoteAddr()}
-	earlyAEAD, _ := wire.NewAEAD(auth.EarlyKey(key, ch))
-	earlyOpener := wire.NewOpener(earlyAEAD)
-	_, req, err := earlyOpener.ReadFrame(br, nil)
-	if err != nil {
-		s.metrics.Counter("bad_requests").Add(1)
-		log.Warn("reading request failed", "err", err)
-		return nil
+	var keys auth.SessionKeys
+	answer := func(st wire.Status) ([]byte, error) {
+		sh, k, err := acc.ServerHello(wire.AppendReply(nil, st))
+		keys = k
+		return sh, err
 	}
-	sh, ns, err := auth.NewServerHello(key, ch)
-	if err != nil {
-		log.Error("server hello", "err", err)
-		return nil
-	}
-	secret := auth.NewSessionSecret(key, ch, ns)
-	s2cAEAD, _ := wire.NewAEAD(secret.S2C())
-	sealer := wire.NewSealer(s2cAEAD)
-	plaintext := ch.Flags&auth.FlagPlaintext != 0
+	plaintext := acc.Flags&auth.FlagPlaintext != 0
 	sess := &session{
-		id:        ch.ID,
-		req:       req,
+		id:        acc.ID,
+		req:       acc.Request,
 		plaintext: plaintext,
 		reply: func(st wire.Status) error {
-			_, err := c.Write(sealer.Append(sh, 0, wire.AppendReply(nil, st)))
+			sh, err := answer(st)
+			if err != nil {
+				return err
+			}
+			_, err = c.Write(sh)
 			return err
 		},
 	}
@@ -403,20 +429,33 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 			wire.PutReader(b)
 		}
 	}
-	if ch.Flags&auth.FlagEarlyData != 0 {
-		// The client's data followed the request under the early key:
-		// keep reading with its opener.
+	early := acc.Flags&auth.FlagEarlyData != 0
+	conn := func() *wire.Conn {
+		s2c, _ := wire.NewAEAD(keys.S2C)
+		c2s, _ := wire.NewAEAD(keys.C2S)
+		opener := wire.NewOpener(c2s)
+		if early {
+			// The client's data up to its key update is under the early
+			// key; then the session key.
+			ek, _ := wire.NewAEAD(acc.EarlyKey())
+			opener = wire.NewOpener(ek)
+			opener.SetNext(c2s)
+		}
+		return wire.NewConnReader(c, take(), opener, wire.NewSealer(s2c))
+	}
+	sess.data = func() relay.Conn { return conn() }
+	if early {
+		// The client relays nothing back before the answer: it can wait
+		// for the destination's first bytes.
 		sess.okWithData = func() *wire.Conn {
-			wc := wire.NewConnReader(c, take(), earlyOpener, sealer)
-			wc.Hold(sealer.Append(sh, 0, wire.AppendReply(nil, wire.StatusOK)), answerHold)
+			sh, err := answer(wire.StatusOK)
+			if err != nil {
+				return nil
+			}
+			wc := conn()
+			wc.Hold(sh, answerHold)
 			return wc
 		}
-		sess.data = func() relay.Conn { return wire.NewConnReader(c, take(), earlyOpener, sealer) }
-		return sess
-	}
-	sess.data = func() relay.Conn {
-		c2sAEAD, _ := wire.NewAEAD(secret.C2S())
-		return wire.NewConnReader(c, take(), wire.NewOpener(c2sAEAD), sealer)
 	}
 	return sess
 }
@@ -440,7 +479,18 @@ func discardEarlyData(c *net.TCPConn) {
 // acceptTLS runs mutual TLS 1.3 with pinned certificates, then reads the
 // request (one length byte, then the wire request).
 func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) *session {
-	tc := tls.Server(c, rt.tls)
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
+		var ne net.Error
+		if !spoke() || errors.Is(err, io.EOF) || !errors.As(err, &ne) || !ne.Timeout() {
+			s.metrics.Counter("conns_empty").Add(1)
+		} else {
+			s.authFailure(c.RemoteAddr(), "first_byte_timeout", err, "")
+		}
+		return nil
+	}
+	c.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
+	tc := tls.Server(&prefixConn{TCPConn: c, prefix: first[:]}, rt.tls)
 	err := tc.Handshake()
 	if !spoke() {
 		s.metrics.Counter("conns_empty").Add(1)
@@ -474,6 +524,21 @@ func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		},
 		data: func() relay.Conn { return tc },
 	}
+}
+
+// prefixConn returns prefix before what the connection reads.
+type prefixConn struct {
+	*net.TCPConn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.TCPConn.Read(b)
 }
 
 type byteCounter struct{ m *metrics.Registry }

@@ -67,6 +67,24 @@ func LoadCert(certFile, keyFile string) (tls.Certificate, error) {
 	return c, nil
 }
 
+// LoadPeers reads a peers file (see ParsePeers). It decides who may use
+// the relay, so like the secret files it must not be group/world
+// accessible (a writable one would let another user add a peer).
+func LoadPeers(path string) (map[string]string, error) {
+	if err := auth.CheckSecretFileMode(path); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading peers file: %w", err)
+	}
+	peers, err := ParsePeers(data)
+	if err != nil {
+		return nil, fmt.Errorf("peers file %s: %w", path, err)
+	}
+	return peers, nil
+}
+
 // ParsePeers parses "client-id pin" lines.
 func ParsePeers(data []byte) (map[string]string, error) {
 	byPin := map[string]string{}

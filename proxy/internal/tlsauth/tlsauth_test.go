@@ -3,6 +3,8 @@ package tlsauth
 import (
 	"crypto/tls"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +87,20 @@ func FuzzParsePeers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The peers file decides who may use the relay: group/world access refused.
+func TestLoadPeersChecksMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "peers")
+	line := "box1 " + strings.Repeat("ab", 32) + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPeers(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("peers file with mode 0644 accepted: %v", err)
+	}
+	os.Chmod(path, 0o600)
+	if peers, err := LoadPeers(path); err != nil || len(peers) != 1 {
+		t.Fatalf("mode 0600: %v %v", peers, err)
+	}
 }

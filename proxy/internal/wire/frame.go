@@ -2,16 +2,27 @@
 // after the hellos: AEAD-sealed frames, the request that names a
 // destination and the server's reply.
 //
-// A frame is
+// A frame (protocol v2) is two AES-256-GCM ciphertexts under the
+// direction's key:
 //
-//	length (uint16, big endian) | flags (1) | AES-256-GCM ciphertext+tag (length bytes)
+//	seal(length (uint16, big endian) | flags (1))  19 bytes
+//	seal(payload)                                  length + 16 bytes
 //
-// The 3-byte header is the GCM additional data, so a flipped length or flag
-// fails authentication. Nonces are a per-direction counter (each direction
-// has its own key), so frames cannot be reordered, dropped or replayed
-// without the next Open failing. FlagFIN marks the sender's end of stream: a
-// connection that ends without it is reported as truncated, never as a clean
-// EOF, so an attacker cannot cut a transfer short undetected.
+// so nothing about it is in clear, lengths and flags included (v1 sent a
+// clear 3-byte header). Nonces are a per-direction counter (each direction
+// has its own key, each seal takes the next nonce), so frames cannot be
+// reordered, dropped or replayed without the next Open failing. FlagFIN
+// marks the sender's end of stream: a connection that ends without it is
+// reported as truncated, never as a clean EOF, so an attacker cannot cut a
+// transfer short undetected.
+//
+// FlagKeyUpdate (an empty frame) says that the sender's following frames
+// use a new key, their nonces starting again from zero: either the key
+// given to the receiver beforehand (the client's switch from its early
+// key to the forward-secret one once the server has answered, as TLS 1.3
+// does at EndOfEarlyData), or Noise's REKEY of the current key, which the
+// sender does every RekeyFrames frames so that no key seals more than the
+// AES-GCM limits allow.
 package wire
 
 import (
@@ -22,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -29,15 +41,24 @@ import (
 )
 
 const (
-	// HeaderLen is the size of the clear frame header.
-	HeaderLen = 3
 	// TagLen is the GCM tag size.
 	TagLen = 16
+	// hdrPlainLen is the header before sealing: length and flags.
+	hdrPlainLen = 3
+	// HeaderLen is the size of the sealed frame header.
+	HeaderLen = hdrPlainLen + TagLen
 	// MaxPayload is the largest plaintext per frame.
 	MaxPayload = 32 * 1024
 	// FlagFIN marks the last frame of a direction.
 	FlagFIN = 0x01
+	// FlagKeyUpdate says the sender's next frames use its next key.
+	FlagKeyUpdate = 0x02
 )
+
+// RekeyFrames is how many frames a sender seals under one key before it
+// moves to the next (two seals each: 2^23 AES-GCM encryptions, well inside
+// the 2^24.5 full-size records TLS 1.3 allows per AES-GCM key).
+var RekeyFrames uint64 = 1 << 22
 
 var (
 	// ErrTruncated means the peer's stream ended without a FIN frame.
@@ -57,7 +78,21 @@ func NewAEAD(key [32]byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// nonceCounter is a direction's frame counter and the GCM nonce built from
+// rekey is Noise's REKEY(k): the first 32 bytes of ENCRYPT(k, 2^64-1, "",
+// 32 zero bytes), as a new AES-256-GCM.
+func rekey(a cipher.AEAD) cipher.AEAD {
+	var nonce [12]byte
+	binary.BigEndian.PutUint64(nonce[4:], math.MaxUint64)
+	var zeros [32]byte
+	k := a.Seal(nil, nonce[:], zeros[:], nil)
+	next, err := NewAEAD([32]byte(k[:32]))
+	if err != nil {
+		panic("wire: AES-256 rejected a 32-byte key: " + err.Error())
+	}
+	return next
+}
+
+// nonceCounter is a direction's seal counter and the GCM nonce built from
 // it. The nonce lives in the struct so that sealing or opening a frame
 // allocates nothing.
 type nonceCounter struct {
@@ -73,28 +108,49 @@ func (c *nonceCounter) next() []byte {
 
 // Sealer writes frames in one direction.
 type Sealer struct {
-	aead  cipher.AEAD
-	nonce nonceCounter
-	buf   []byte
+	aead   cipher.AEAD
+	nonce  nonceCounter
+	hdr    [hdrPlainLen]byte
+	frames uint64
 }
 
 // NewSealer returns a sealer using aead with a fresh nonce counter.
 func NewSealer(aead cipher.AEAD) *Sealer { return &Sealer{aead: aead} }
 
-// Append seals payload (at most MaxPayload bytes) as one frame appended to dst.
+// Append seals payload (at most MaxPayload bytes) as one frame appended to
+// dst. When the key has sealed RekeyFrames frames, a key-update frame
+// follows and the next frames use REKEY(key).
 func (s *Sealer) Append(dst []byte, flags byte, payload []byte) []byte {
+	dst = s.appendFrame(dst, flags, payload)
+	if s.frames >= RekeyFrames && flags&FlagKeyUpdate == 0 {
+		dst = s.Update(dst, rekey(s.aead))
+	}
+	return dst
+}
+
+func (s *Sealer) appendFrame(dst []byte, flags byte, payload []byte) []byte {
 	if len(payload) > MaxPayload {
 		panic("wire: payload larger than MaxPayload")
 	}
-	n := len(payload) + TagLen
-	dst = append(dst, byte(n>>8), byte(n), flags)
-	hdr := dst[len(dst)-HeaderLen:]
-	return s.aead.Seal(dst, s.nonce.next(), payload, hdr)
+	binary.BigEndian.PutUint16(s.hdr[:], uint16(len(payload)))
+	s.hdr[2] = flags
+	dst = s.aead.Seal(dst, s.nonce.next(), s.hdr[:], nil)
+	s.frames++
+	return s.aead.Seal(dst, s.nonce.next(), payload, nil)
+}
+
+// Update appends a key-update frame under the current key and seals what
+// follows with next, nonces from zero.
+func (s *Sealer) Update(dst []byte, next cipher.AEAD) []byte {
+	dst = s.appendFrame(dst, FlagKeyUpdate, nil)
+	s.aead, s.nonce, s.frames = next, nonceCounter{}, 0
+	return dst
 }
 
 // Opener reads frames in one direction.
 type Opener struct {
 	aead  cipher.AEAD
+	next  cipher.AEAD // the key after the peer's next key update, if known
 	nonce nonceCounter
 	hdr   [HeaderLen]byte
 }
@@ -102,19 +158,33 @@ type Opener struct {
 // NewOpener returns an opener using aead with a fresh nonce counter.
 func NewOpener(aead cipher.AEAD) *Opener { return &Opener{aead: aead} }
 
+// SetNext gives the key the peer moves to at its next key update (instead
+// of REKEY of the current one).
+func (o *Opener) SetNext(next cipher.AEAD) { o.next = next }
+
 // ReadFrame reads exactly one frame from r into buf (grown as needed) and
 // returns its flags and plaintext (aliasing buf). It reads nothing beyond the
-// frame, so it is safe on a raw socket during the handshake.
+// frame, so it is safe on a raw socket during the handshake. A key-update
+// frame is returned (empty, FlagKeyUpdate set) after the opener has moved
+// to the next key.
 func (o *Opener) ReadFrame(r io.Reader, buf []byte) (flags byte, payload []byte, err error) {
-	hdr := &o.hdr
-	if _, err = io.ReadFull(r, hdr[:]); err != nil {
+	hdr := o.hdr[:]
+	if _, err = io.ReadFull(r, hdr); err != nil {
 		if err == io.EOF {
+			return 0, nil, ErrTruncated
+		}
+		if err == io.ErrUnexpectedEOF {
 			return 0, nil, ErrTruncated
 		}
 		return 0, nil, fmt.Errorf("wire: reading frame header: %w", err)
 	}
-	n := int(binary.BigEndian.Uint16(hdr[:2]))
-	if n < TagLen || n > MaxPayload+TagLen {
+	plain, err := o.aead.Open(hdr[:0], o.nonce.next(), hdr, nil)
+	if err != nil {
+		return 0, nil, ErrAuth
+	}
+	n := int(binary.BigEndian.Uint16(plain)) + TagLen
+	flags = plain[2]
+	if n > MaxPayload+TagLen {
 		return 0, nil, fmt.Errorf("wire: frame length %d out of range", n)
 	}
 	if cap(buf) < n {
@@ -127,11 +197,22 @@ func (o *Opener) ReadFrame(r io.Reader, buf []byte) (flags byte, payload []byte,
 		}
 		return 0, nil, fmt.Errorf("wire: reading frame: %w", err)
 	}
-	payload, err = o.aead.Open(buf[:0], o.nonce.next(), buf, hdr[:])
+	payload, err = o.aead.Open(buf[:0], o.nonce.next(), buf, nil)
 	if err != nil {
 		return 0, nil, ErrAuth
 	}
-	return hdr[2], payload, nil
+	if flags&FlagKeyUpdate != 0 {
+		if len(payload) != 0 || flags&FlagFIN != 0 {
+			return 0, nil, fmt.Errorf("%w: key update frame with data", ErrAuth)
+		}
+		if o.next != nil {
+			o.aead, o.next = o.next, nil
+		} else {
+			o.aead = rekey(o.aead)
+		}
+		o.nonce = nonceCounter{}
+	}
+	return flags, payload, nil
 }
 
 // frameBufLen holds one whole frame: header, largest payload, tag.
@@ -213,6 +294,19 @@ func (c *Conn) SetOpener(o *Opener) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	c.opener = o
+}
+
+// UpdateKey sends a key-update frame and seals everything written after it
+// with next (the client's move from its early key to the session key once
+// the server has answered). It is safe while another goroutine writes.
+func (c *Conn) UpdateKey(next cipher.AEAD) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed {
+		// The FIN went out under the old key: nothing follows it.
+		return nil
+	}
+	return c.writeFrames(c.sealer.Update(nil, next))
 }
 
 // Read returns decrypted data; io.EOF only after the peer's FIN frame.

@@ -214,3 +214,77 @@ func TestConnHold(t *testing.T) {
 		})
 	}
 }
+
+// Nothing of a frame is in clear: a stream of small frames of zeros, FIN
+// flags included, has the byte histogram of random data (v1's clear
+// lengths and flags made a third of such a stream predictable).
+func TestFramesLookRandom(t *testing.T) {
+	s, _ := aeadPair(t)
+	var stream []byte
+	for len(stream) < 1<<16 {
+		stream = s.Append(stream, 0, make([]byte, 5))
+		stream = s.Append(stream, FlagFIN, nil)
+	}
+	var hist [256]float64
+	for _, b := range stream {
+		hist[b]++
+	}
+	want := float64(len(stream)) / 256
+	chi2 := 0.0
+	for _, n := range hist {
+		chi2 += (n - want) * (n - want) / want
+	}
+	// 255 degrees of freedom: p = 1e-6 at about 370.
+	if chi2 > 370 {
+		t.Fatalf("frame bytes are not uniform: chi-square %.0f over 255 degrees of freedom", chi2)
+	}
+}
+
+// Key updates: to a key given beforehand (early -> session key), and
+// automatic ones (Noise REKEY) every RekeyFrames frames; the receiver
+// follows both, and frames after an update are not readable under the
+// old key.
+func TestKeyUpdates(t *testing.T) {
+	old := RekeyFrames
+	RekeyFrames = 3
+	defer func() { RekeyFrames = old }()
+	s, o := aeadPair(t)
+	var k2 [32]byte
+	k2[0] = 2
+	next, _ := NewAEAD(k2)
+	var stream []byte
+	stream = s.Append(stream, 0, []byte("early"))
+	stream = s.Update(stream, next)
+	afterUpdate := len(stream)
+	for i := 0; i < 10; i++ {
+		stream = s.Append(stream, 0, []byte{byte(i)})
+	}
+	stream = s.Append(stream, FlagFIN, nil)
+
+	o.SetNext(next)
+	r := bytes.NewReader(stream)
+	var got []byte
+	updates := 0
+	for {
+		f, p, err := o.ReadFrame(r, nil)
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		if f&FlagKeyUpdate != 0 {
+			updates++
+		}
+		got = append(got, p...)
+		if f&FlagFIN != 0 {
+			break
+		}
+	}
+	if want := "early\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09"; string(got) != want || updates != 4 {
+		t.Fatalf("read %q with %d key updates, want %q with 4 (1 given, 3 automatic)", got, updates, want)
+	}
+	// Under the first key (nonces from zero, as after an update) the
+	// frames that follow the update do not open.
+	_, stale := aeadPair(t)
+	if _, _, err := stale.ReadFrame(bytes.NewReader(stream[afterUpdate:]), nil); !errors.Is(err, ErrAuth) {
+		t.Fatalf("frame after a key update opened with the old key: %v", err)
+	}
+}
