@@ -44,12 +44,18 @@ _NAME = re.compile(r"^(?P<site>\d+)(?:[-_](?P<inst>\d+))?(?:\.[A-Za-z0-9]+)?$")
 class Packet(Protocol):
     """What a trace needs of a captured packet (braid_testbed.pcap.TcpPacket)."""
 
-    ts: float
-    src: str
-    dst: str
-    sport: int
-    dport: int
-    payload_len: int
+    @property
+    def ts(self) -> float: ...
+    @property
+    def src(self) -> str: ...
+    @property
+    def dst(self) -> str: ...
+    @property
+    def sport(self) -> int: ...
+    @property
+    def dport(self) -> int: ...
+    @property
+    def payload_len(self) -> int: ...
 
 
 @dataclasses.dataclass
@@ -224,7 +230,8 @@ def save_dataset(ds: Dataset, root: Path) -> None:
 
 
 def trace_from_packets(packets: Sequence[Packet], client_ips: set[str], start: float, end: float,
-                       port: int | None = None, include_acks: bool = False) -> Trace:
+                       port: int | None = None, include_acks: bool = False,
+                       segment: int | None = None) -> Trace:
     """What one network's observer saw of a page load, from its capture.
 
     Packets in [start, end] (the load's window) between one of the client's
@@ -232,7 +239,10 @@ def trace_from_packets(packets: Sequence[Packet], client_ips: set[str], start: f
     from that port (braid's relay). Direction is relative to the client;
     the size is the TCP payload (pure ACKs are left out unless
     ``include_acks``: the WF attacks model data packets, and ACK counts
-    mostly mirror the other direction's)."""
+    mostly mirror the other direction's). With ``segment``, a captured
+    packet larger than that (segmentation offload on veth hands tcpdump
+    packets of several MSS) counts as the MSS-sized packets the wire would
+    carry, all at its time."""
     times: list[float] = []
     sizes: list[int] = []
     for p in packets:
@@ -251,6 +261,10 @@ def trace_from_packets(packets: Sequence[Packet], client_ips: set[str], start: f
             if not include_acks:
                 continue
             size = 1
+        while segment and size > segment:
+            times.append(p.ts)
+            sizes.append(sign * segment)
+            size -= segment
         times.append(p.ts)
         sizes.append(sign * size)
     order = np.argsort(np.asarray(times, dtype=np.float64), kind="stable")

@@ -154,6 +154,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     """Loads through braid-proxy on the standard testbed, both WANs captured,
     one trace per load and WAN (and their union, what one observer of an
     unsplit load would see). Resumable: loads whose traces exist are skipped."""
+    from braid_eval.page_split import WIRE_MSS
     from braid_eval.proxy_pair import SERVER_PORT, BraidProxyPair
     from braid_testbed import LinkSpec, StandardTestbed, ip
     from braid_testbed.topology import kernel_has_netem
@@ -212,7 +213,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                         parts = {}
                         for w, cap in ((1, cap1), (2, cap2)):
                             parts[w] = trace_from_packets(cap.packets, clients, r["start"], r["end"] + 0.2,
-                                                          port=SERVER_PORT)
+                                                          port=SERVER_PORT, segment=WIRE_MSS)
                             write_trace(parts[w], dirs[f"wan{w}"] / nm)
                         both = Trace(np.concatenate([parts[1].times, parts[2].times]),
                                      np.concatenate([parts[1].sizes, parts[2].sizes]))

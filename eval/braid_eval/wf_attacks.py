@@ -20,9 +20,9 @@ How close each is to its paper:
   chunk (statistics, and the list summed into 70 bins), packets per second
   (statistics, list summed into 20 bins), inter-arrival time statistics
   and transmission-time quartiles per direction, in/out counts among the
-  first and last 30 packets, and the sums of the binned lists: 137
-  features (the original's 175 include the interval-histogram family,
-  left out here). Closed world: the forest's vote; open world: k-NN
+  first and last 30 packets, the sums of the binned lists and the
+  duration: 139 features (the original's 175 include the interval-
+  histogram family, left out here). Closed world: the forest's vote; open world: k-NN
   (k = 3, all neighbours must agree) on the Hamming distance between leaf
   vectors, as in the paper.
 - **k-NN**: Wang's features (counts and transmission time, positions of
@@ -42,8 +42,9 @@ How close each is to its paper:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -117,7 +118,7 @@ class Cumul:
 def _stats(v: Array, which: str) -> list[float]:
     if len(v) == 0:
         return [0.0] * len(which)
-    f = {"m": np.mean, "s": np.std, "d": np.median, "x": np.max, "n": np.min}
+    f: dict[str, Callable[[Array], Any]] = {"m": np.mean, "s": np.std, "d": np.median, "x": np.max, "n": np.min}
     return [float(f[c](v)) for c in which]
 
 
@@ -240,6 +241,11 @@ class WangKnn:
     def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
         x = np.stack([knn_features(t) for t in traces])
         self.y = np.asarray(labels, dtype=np.int64)
+        with warnings.catch_warnings():  # all-missing columns (short traces) are expected
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self._learn(x)
+
+    def _learn(self, x: Array) -> None:
         scale = np.nanstd(x, axis=0)
         scale[~np.isfinite(scale) | (scale == 0)] = 1.0
         self.x = x / scale

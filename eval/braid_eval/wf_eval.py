@@ -99,7 +99,7 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
             y_train = list(rng.permutation(y_train))
         y_test = [orig.labels[i] for i in test]
 
-        def protected_of(i: int) -> Trace:
+        def protected_of(i: int, rng: np.random.Generator = rng) -> Trace:
             if protected is not None:
                 return prot_by_name[orig.names[i]]
             assert protect is not None
@@ -110,6 +110,8 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
         t, f = score(model.predict([orig.traces[i] for i in test]), y_test)
         _record(rows["orig"], t, f)
         msg = f"{attack} rep {rep + 1}/{repeats}: orig TPR {100 * t:.1f}"
+        if f is not None:
+            msg += f" FPR {100 * f:.1f}"
         if protect or protected:
             n = copies if protected is None else 1
             xs = [orig.traces[i] for i in train] * n + [protected_of(i) for _ in range(n) for i in train]
@@ -121,7 +123,9 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
             t2, f2 = score(model.predict([protected_of(i) for i in test]), y_test)
             _record(rows["model_prot"], t2, f2)
             msg += f", model on orig {100 * t:.1f}, on prot {100 * t2:.1f}"
-        progress(msg + (f", FPR {100 * (f2 if (protect or protected) else f or 0):.1f}" if open_world else ""))
+            if f2 is not None:
+                msg += f" FPR {100 * f2:.1f}"
+        progress(msg)
     return rows
 
 

@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 if __package__:
     from . import pages
 else:  # run as a script: pages.py sits beside this file
-    import pages
+    import pages  # type: ignore[no-redef]
 
 SIZE_NOISE = 0.12
 DROP_P = 0.08
