@@ -34,10 +34,10 @@ How close each is to its paper:
   distance between sites is than within a site (after scaling), instead
   of Wang's iterative WLLCC. Closed world k = 1; open world k = 3, all
   neighbours must agree.
-- **DF** (Sirinam et al. 2018) is not here: PyTorch on PyPI is a 539 MB
-  wheel that pulls several GB of CUDA libraries on Linux (checked
-  2026-11-23), too much for this project's installs and CI, and a numpy
-  CNN trainer was not written yet. See eval/README.md.
+- **DF** (Sirinam et al. 2018): a CPU-sized version of its CNN written
+  in numpy (wf_df.py says what is kept and what is cut, and why not
+  PyTorch). Slow (minutes per fit on a few thousand traces), so it runs
+  only when asked for (``--attacks ...,df``).
 """
 
 from __future__ import annotations
@@ -284,7 +284,12 @@ def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0) -> Atta
         return Cumul(quick=quick, seed=seed)
     if name == "knn":
         return WangKnn(open_world=open_world)
-    raise ValueError(f"unknown attack {name!r} (kfp, cumul, knn)")
+    if name == "df":
+        from braid_eval.wf_df import DeepFingerprinting
+
+        return DeepFingerprinting(epochs=15 if quick else 40, seed=seed)
+    raise ValueError(f"unknown attack {name!r} (kfp, cumul, knn, df)")
 
 
-ATTACKS = ("kfp", "knn", "cumul")
+ATTACKS = ("kfp", "knn", "cumul")  # the default set
+ALL_ATTACKS = (*ATTACKS, "df")
