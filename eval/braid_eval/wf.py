@@ -63,7 +63,8 @@ def network1(split: Callable[[Trace, np.random.Generator], tuple[Trace, Trace]]
 def closed_table(results: dict[str, dict[str, Score]], defense: str, title: str) -> str:
     attacks = list(results)
     head = "| | " + " | ".join(f"{ATTACK_NAMES[a]} (braid) | {ATTACK_NAMES[a]} (thesis)" for a in attacks) + " |"
-    lines = [f"### {title}", "", "Closed world, TPR % (mean ± sd over splits); thesis: Table 6.1, Wang's dataset.",
+    lines = [f"### {title}", "", "Closed world, TPR % (mean ± sd over splits); thesis column: Table 6.1 "
+             "(its defence rows are HyWF), Wang's dataset.",
              "", head, "|---" * (1 + 2 * len(attacks)) + "|"]
     for row in results[attacks[0]]:
         cells = [f"{results[a][row].tpr_text} | {THESIS_CLOSED[row][a]}" for a in attacks]
@@ -72,7 +73,8 @@ def closed_table(results: dict[str, dict[str, Score]], defense: str, title: str)
 
 
 def open_table(results: dict[str, dict[str, Score]], defense: str, ov: float, title: str) -> str:
-    lines = [f"### {title}", "", "Open world: overhead / TPR / FPR %; thesis: Table 6.2, Wang's dataset, k-FP.",
+    lines = [f"### {title}", "", "Open world: overhead / TPR / FPR %; thesis column: Table 6.2 "
+             "(HyWF rows), Wang's dataset, k-FP.",
              "", "| | attack | braid ov. / TPR / FPR | thesis |", "|---|---|---|---|"]
     for a, rows in results.items():
         for row, sc in rows.items():
@@ -85,7 +87,12 @@ def open_table(results: dict[str, dict[str, Score]], defense: str, ov: float, ti
 def run_eval(orig: Dataset, args: argparse.Namespace, protected: Dataset | None, title: str,
              shuffle: bool = False) -> str:
     protect = network1(hywf_sim.SPLITS[args.defense]) if args.defense and protected is None else None
-    defense = "HyWF" if (args.defense == "hywf" or protected is not None) else (args.defense or "")
+    if getattr(args, "label", None):
+        defense = args.label
+    elif protected is not None:
+        defense = args.protected.parent.name  # the condition: out/wf/<condition>/wan1
+    else:
+        defense = {"hywf": "HyWF", "even": "Even split", "single": "Single network"}.get(args.defense or "", "")
     out = []
     for world in (["closed", "open"] if args.open_world else ["closed"]):
         results = {}
@@ -258,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--data", type=Path, required=True, help="original (undefended) traces")
     e.add_argument("--defense", choices=sorted(hywf_sim.SPLITS), help="protect training/test traces by simulation")
     e.add_argument("--protected", type=Path, help="captured protected traces of the same loads (same names)")
+    e.add_argument("--label", help="the defence's name in the table (default: HyWF, or the "
+                   "condition directory of --protected)")
     e.add_argument("--max-sites", type=int)
     e.add_argument("--max-instances", type=int)
     e.add_argument("--max-unmonitored", type=int)
