@@ -11,6 +11,7 @@ Commands::
     python3 -m braid_eval.wf collect --out out/wf --condition hywf --sites 50 --instances 30
                                       # in braid's VM (kernel/vm run -- ...); --host on the
                                       # host kernel (default scheduler, unshaped links)
+    python3 -m braid_eval.wf costs --root out/wf     # page-load time, overhead vs default
 
 ``evaluate`` reads any dataset in the WF literature's format (Wang's or
 Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
@@ -154,6 +155,42 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def cost_table(root: Path, baseline: str = "default") -> str:
+    """Page-load time and bytes on the wire per collected condition, against
+    ``baseline`` (issue 14's targets: 0 % overhead, load time <= 1.2x)."""
+    rows = {}
+    for cond in sorted(d.name for d in root.iterdir() if (d / "loads.jsonl").exists()):
+        loads = {}
+        for line in (root / cond / "loads.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            loads[r["file"]] = float(r["seconds"])  # a retried load: the last one counts
+        data = load_dataset(root / cond / "all")
+        rows[cond] = (loads, dict(zip(data.names, (t.total_bytes for t in data.traces), strict=True)))
+    if not rows:
+        raise SystemExit(f"{root}: no collected conditions (<condition>/loads.jsonl)")
+    lines = ["| condition | loads | page-load median / p90, s | vs " + baseline + " | bytes on the wire vs "
+             + baseline + " |", "|---|---|---|---|---|"]
+    base = rows.get(baseline)
+    for cond, (loads, size) in rows.items():
+        secs = np.asarray(list(loads.values()))
+        ratio = ov = "n/a"
+        if base is not None:
+            common = sorted(set(loads) & set(base[0]))
+            if common:
+                ratio = f"{np.median([loads[n] for n in common]) / np.median([base[0][n] for n in common]):.2f}x"
+            common = sorted(set(size) & set(base[1]))
+            if common:
+                ov = f"{100 * (sum(size[n] for n in common) / sum(base[1][n] for n in common) - 1):+.1f} %"
+        lines.append(f"| {cond} | {len(secs)} | {np.median(secs):.3f} / {np.percentile(secs, 90):.3f} | "
+                     f"{ratio} | {ov} |")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_costs(args: argparse.Namespace) -> int:
+    emit(cost_table(args.root, args.baseline), args.report)
+    return 0
+
+
 CONDITIONS = {"single": ("default", False), "default": ("default", True), "hywf": ("hywf", True),
               "even": ("rr", True)}
 
@@ -288,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--rate-mbit", type=float, default=20)
     c.add_argument("--delay-ms", type=float, default=10)
     c.add_argument("--seed", type=int, default=1)
+    k = sub.add_parser("costs", help="page-load time and bandwidth overhead per collected condition")
+    k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
+    k.add_argument("--baseline", default="default")
+    k.add_argument("--report", type=Path)
     args = p.parse_args(argv)
     if getattr(args, "attacks", None):
         bad = [a for a in args.attacks if a not in ALL_ATTACKS]
@@ -298,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "quick":
         args.defense = "hywf"
         return cmd_quick(args)
-    return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect}[args.cmd](args)
+    return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
+            "costs": cmd_costs}[args.cmd](args)
 
 
 if __name__ == "__main__":

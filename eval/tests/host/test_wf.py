@@ -217,6 +217,17 @@ def test_cli_evaluates_a_dataset_from_disk(tmp_path: Path) -> None:
         wf.main(["evaluate", "--data", str(tmp_path / "orig"), "--attacks", "dff"])
 
 
+def test_costs_compare_load_time_and_bytes_with_default(tmp_path: Path) -> None:
+    for cond, secs, scale in (("default", 1.0, 1), ("hywf", 1.5, 1), ("pad", 1.0, 2)):
+        save_dataset(Dataset([tr([100 * scale, -1000 * scale]), tr([10 * scale, -90 * scale])], [0, 1]),
+                     tmp_path / cond / "all")
+        (tmp_path / cond / "loads.jsonl").write_text(
+            "".join(f'{{"file": "{n}", "seconds": {secs * (i + 1)}}}\n' for i, n in enumerate(["0-0", "1-0"])))
+    text = wf.cost_table(tmp_path)
+    assert "| hywf | 2 | 2.250 / 2.850 | 1.50x | +0.0 % |" in text
+    assert "| pad | 2 | 1.500 / 1.900 | 1.00x | +100.0 % |" in text
+
+
 def test_df_backward_pass_matches_numerical_gradients() -> None:
     net = DeepFingerprinting(length=64, filters=(2, 3), dense=5, seed=1)
     net._build(3)
