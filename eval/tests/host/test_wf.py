@@ -217,6 +217,16 @@ def test_cli_evaluates_a_dataset_from_disk(tmp_path: Path) -> None:
         wf.main(["evaluate", "--data", str(tmp_path / "orig"), "--attacks", "dff"])
 
 
+def test_quick_mode_reports_attacks_and_the_shuffled_control(tmp_path: Path) -> None:
+    report = tmp_path / "quick.md"
+    assert wf.main(["quick", "--sites", "5", "--instances", "8", "--attacks", "kfp", "--repeats", "1",
+                    "--report", str(report)]) == 0
+    text = report.read_text()
+    assert "### Attacks vs simulated HyWF" in text and "### Shuffled training labels" in text
+    orig_row = next(x for x in text.splitlines() if x.startswith("| Orig. traces"))
+    assert float(orig_row.split("|")[2].split("±")[0]) >= 60  # chance: 20 %
+
+
 def test_costs_compare_load_time_and_bytes_with_default(tmp_path: Path) -> None:
     for cond, secs, scale in (("default", 1.0, 1), ("hywf", 1.5, 1), ("pad", 1.0, 2)):
         save_dataset(Dataset([tr([100 * scale, -1000 * scale]), tr([10 * scale, -90 * scale])], [0, 1]),
