@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -202,6 +203,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from braid_eval.page_split import WIRE_MSS
     from braid_eval.proxy_pair import SERVER_PORT, BraidProxyPair
     from braid_testbed import LinkSpec, StandardTestbed, ip
+    from braid_testbed.netns import stop_process
     from braid_testbed.topology import kernel_has_netem
 
     sched, multipath = CONDITIONS[args.condition]
@@ -237,7 +239,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if sched != "default":
             tb.set_scheduler(sched)
         server = f"{ip('server', 'inet')}:8080"
-        srv = tb.server.popen(["python3", str(site_tool), "serve", "--listen", server])
+        srv = tb.server.popen(["python3", str(site_tool), "serve", "--listen", server],
+                              stdout=subprocess.DEVNULL)
         tb.server.wait_listening(8080, ip("server", "inet"), timeout=60, proc=srv)
         with BraidProxyPair(tb, root / "proxy-logs") as pair:
             done = len(loads) - len(todo)
@@ -271,7 +274,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 log(f"{args.condition}: {done}/{len(loads)} loads")
                 if proc.returncode != 0 and not results:
                     raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}")
-        srv.terminate()
+        stop_process(srv)
     return 0
 
 
