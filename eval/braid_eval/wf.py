@@ -342,8 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "quick":
         args.defense = "hywf"
         return cmd_quick(args)
-    return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
-            "costs": cmd_costs}[args.cmd](args)
+    try:
+        return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
+                "costs": cmd_costs}[args.cmd](args)
+    except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
+        raise SystemExit(f"wf {args.cmd}: {err}")
 
 
 if __name__ == "__main__":
