@@ -1,0 +1,353 @@
+"""Website-fingerprinting evaluation of what each network's observer sees
+(issue 14): collect traces, run the attacks, write the report.
+
+Commands::
+
+    python3 -m braid_eval.wf quick                       # seconds: synthetic corpus,
+                                                         # attacks vs chance, simulated hywf
+    python3 -m braid_eval.wf synth --out out/wf/synth --sites 50 --instances 30 --unmonitored 500
+    python3 -m braid_eval.wf evaluate --data DIR [--defense hywf | --protected DIR]
+                                      [--open-world] [--full] --report out/wf/report.md
+    python3 -m braid_eval.wf collect --out out/wf --condition hywf --sites 50 --instances 30
+                                      # in braid's VM (kernel/vm run -- ...); --host on the
+                                      # host kernel (default scheduler, unshaped links)
+    python3 -m braid_eval.wf costs --root out/wf     # page-load time, overhead vs default
+
+``evaluate`` reads any dataset in the WF literature's format (Wang's or
+Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
+``time<TAB>direction*size`` lines), so published traces can be evaluated
+the same way. Progress goes to stderr, the Markdown report to ``--report``
+(and stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import hywf_sim
+from braid_eval.wf_attacks import ALL_ATTACKS, ATTACKS
+from braid_eval.wf_eval import Score, evaluate, overhead
+from braid_eval.wf_synth import synthetic_dataset
+from wftrace import Dataset, Trace, load_dataset, save_dataset, trace_from_packets, write_trace
+
+# Thesis Table 6.1 (closed world, Wang's dataset), TPR %, per attack.
+THESIS_CLOSED = {
+# The thesis has no DF results.
+    "orig": {"kfp": "90.7±0.3", "knn": "91.0±0.3", "cumul": "90.2±0.6", "df": "—"},
+    "model_orig": {"kfp": "90.8±0.3", "knn": "82.6±1.9", "cumul": "75.9±1.3", "df": "—"},
+    "model_prot": {"kfp": "36.3±0.6", "knn": "15.3±1.7", "cumul": "12.4±0.4", "df": "—"},
+}
+# Table 6.2 (open world, Wang's dataset, k-FP): overhead / TPR / FPR %.
+THESIS_OPEN = {"model_orig": "0 / 88.7 / 0.2", "model_prot": "0 / 14.7 / 1.0", "orig": "—"}
+ROW_NAMES = {"orig": "Orig. traces (trained on orig.)", "model_orig": "{d} model, orig. traces",
+             "model_prot": "{d} model, prot. traces"}
+ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF"}
+
+
+def log(msg: str) -> None:
+    print(f"[wf {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def network1(split: Callable[[Trace, np.random.Generator], tuple[Trace, Trace]]
+             ) -> Callable[[Trace, np.random.Generator], Trace]:
+    """What network 1's observer sees of a load split this way."""
+    return lambda tr, rng: split(tr, rng)[0]
+
+
+def closed_table(results: dict[str, dict[str, Score]], defense: str, title: str) -> str:
+    attacks = list(results)
+    head = "| | " + " | ".join(f"{ATTACK_NAMES[a]} (braid) | {ATTACK_NAMES[a]} (thesis)" for a in attacks) + " |"
+    lines = [f"### {title}", "", "Closed world, TPR % (mean ± sd over splits); thesis column: Table 6.1 "
+             "(its defence rows are HyWF), Wang's dataset.",
+             "", head, "|---" * (1 + 2 * len(attacks)) + "|"]
+    for row in results[attacks[0]]:
+        cells = [f"{results[a][row].tpr_text} | {THESIS_CLOSED[row][a]}" for a in attacks]
+        lines.append(f"| {ROW_NAMES[row].format(d=defense)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def open_table(results: dict[str, dict[str, Score]], defense: str, ov: float, title: str) -> str:
+    lines = [f"### {title}", "", "Open world: overhead / TPR / FPR %; thesis column: Table 6.2 "
+             "(HyWF rows), Wang's dataset, k-FP.",
+             "", "| | attack | braid ov. / TPR / FPR | thesis |", "|---|---|---|---|"]
+    for a, rows in results.items():
+        for row, sc in rows.items():
+            ovt = "0" if row == "orig" else (f"{100 * ov:.0f}" if ov == ov else "n/a")
+            lines.append(f"| {ROW_NAMES[row].format(d=defense)} | {ATTACK_NAMES[a]} | {ovt} / {sc.tpr_text} / "
+                         f"{sc.fpr_text} | {THESIS_OPEN[row] if a == 'kfp' else '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_eval(orig: Dataset, args: argparse.Namespace, protected: Dataset | None, title: str,
+             shuffle: bool = False) -> str:
+    protect = network1(hywf_sim.SPLITS[args.defense]) if args.defense and protected is None else None
+    if getattr(args, "label", None):
+        defense = args.label
+    elif protected is not None:
+        defense = args.protected.parent.name  # the condition: out/wf/<condition>/wan1
+    else:
+        defense = {"hywf": "HyWF", "even": "Even split", "single": "Single network"}.get(args.defense or "", "")
+    out = []
+    for world in (["closed", "open"] if args.open_world else ["closed"]):
+        results = {}
+        for a in args.attacks:
+            log(f"{world} world, {a}, {len(orig.traces)} traces{' (labels shuffled)' if shuffle else ''}")
+            results[a] = evaluate(orig, a, repeats=args.repeats, quick=not args.full,
+                                  open_world=world == "open", protect=protect, protected=protected,
+                                  copies=args.copies, shuffle_labels=shuffle, seed=args.seed, progress=log)
+        if world == "closed":
+            out.append(closed_table(results, defense, title))
+        else:
+            ov = overhead(orig, [protected]) if protected is not None else 0.0
+            out.append(open_table(results, defense, ov, title))
+    return "\n".join(out)
+
+
+def cmd_quick(args: argparse.Namespace) -> int:
+    """Synthetic corpus: undefended accuracy, shuffled labels, simulated HyWF."""
+    start = time.monotonic()
+    sites, inst = args.sites, args.instances
+    log(f"synthetic corpus: {sites} sites x {inst} loads, {args.unmonitored} unmonitored")
+    ds = synthetic_dataset(sites, inst, args.unmonitored, seed=args.seed)
+    args.defense = "hywf"
+    report = [f"# WF quick check (synthetic loads, not braid's captures; {sites} sites x {inst} loads, "
+              f"chance = {100 / sites:.1f} %)\n", run_eval(ds, args, None, "Attacks vs simulated HyWF")]
+    args.defense = None
+    args.open_world = False
+    report.append(run_eval(ds, args, None, "Shuffled training labels (must be at chance)", shuffle=True))
+    text = "\n".join(report) + f"\n_{time.monotonic() - start:.0f} s_\n"
+    emit(text, args.report)
+    return 0
+
+
+def emit(text: str, path: Path | None) -> None:
+    print(text)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        log(f"report written to {path}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    kw = {"max_sites": args.max_sites, "max_instances": args.max_instances,
+          "max_unmonitored": args.max_unmonitored}
+    orig = load_dataset(args.data, **kw)
+    log(f"{args.data}: {len(orig.traces)} traces, {orig.monitored} monitored sites, "
+        f"{sum(1 for x in orig.labels if x < 0)} unmonitored")
+    protected = load_dataset(args.protected, **kw) if args.protected else None
+    title = f"{args.data}" + (f" vs {args.protected}" if protected else (f", simulated {args.defense}"
+                                                                          if args.defense else ""))
+    emit(run_eval(orig, args, protected, title), args.report)
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    ds = synthetic_dataset(args.sites, args.instances, args.unmonitored, seed=args.seed)
+    save_dataset(ds, args.out)
+    log(f"wrote {len(ds.traces)} traces to {args.out}")
+    return 0
+
+
+def cost_table(root: Path, baseline: str = "default") -> str:
+    """Page-load time and bytes on the wire per collected condition, against
+    ``baseline`` (issue 14's targets: 0 % overhead, load time <= 1.2x)."""
+    rows = {}
+    for cond in sorted(d.name for d in root.iterdir() if (d / "loads.jsonl").exists()):
+        loads = {}
+        for line in (root / cond / "loads.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            loads[r["file"]] = float(r["seconds"])  # a retried load: the last one counts
+        data = load_dataset(root / cond / "all")
+        rows[cond] = (loads, dict(zip(data.names, (t.total_bytes for t in data.traces), strict=True)))
+    if not rows:
+        raise SystemExit(f"{root}: no collected conditions (<condition>/loads.jsonl)")
+    lines = ["| condition | loads | page-load median / p90, s | vs " + baseline + " | bytes on the wire vs "
+             + baseline + " |", "|---|---|---|---|---|"]
+    base = rows.get(baseline)
+    for cond, (loads, size) in rows.items():
+        secs = np.asarray(list(loads.values()))
+        ratio = ov = "n/a"
+        if base is not None:
+            common = sorted(set(loads) & set(base[0]))
+            if common:
+                ratio = f"{np.median([loads[n] for n in common]) / np.median([base[0][n] for n in common]):.2f}x"
+            common = sorted(set(size) & set(base[1]))
+            if common:
+                ov = f"{100 * (sum(size[n] for n in common) / sum(base[1][n] for n in common) - 1):+.1f} %"
+        lines.append(f"| {cond} | {len(secs)} | {np.median(secs):.3f} / {np.percentile(secs, 90):.3f} | "
+                     f"{ratio} | {ov} |")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_costs(args: argparse.Namespace) -> int:
+    emit(cost_table(args.root, args.baseline), args.report)
+    return 0
+
+
+CONDITIONS = {"single": ("default", False), "default": ("default", True), "hywf": ("hywf", True),
+              "even": ("rr", True)}
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Loads through braid-proxy on the standard testbed, both WANs captured,
+    one trace per load and WAN (and their union, what one observer of an
+    unsplit load would see). Resumable: loads whose traces exist are skipped."""
+    from braid_eval.page_split import WIRE_MSS
+    from braid_eval.proxy_pair import SERVER_PORT, BraidProxyPair
+    from braid_testbed import LinkSpec, StandardTestbed, ip
+    from braid_testbed.netns import stop_process
+    from braid_testbed.topology import kernel_has_netem
+
+    sched, multipath = CONDITIONS[args.condition]
+    if args.host:
+        if sched != "default":
+            raise SystemExit(f"condition {args.condition} needs braid's kernel (scheduler {sched}); "
+                             "run it through kernel/vm without --host")
+        spec = LinkSpec()
+    else:
+        if not kernel_has_netem():
+            raise SystemExit("shaped links need netem (braid's kernel); use --host on the host kernel")
+        spec = LinkSpec(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
+    root = args.out / args.condition
+    dirs = {k: root / k for k in ("wan1", "wan2", "all")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    loads = [(s, i) for i in range(args.instances) for s in range(args.sites)]
+    loads += [(args.sites + n, 0) for n in range(args.unmonitored)]
+
+    def name(s: int, i: int) -> str:
+        return f"{s}-{i}" if s < args.sites else str(s - args.sites)
+
+    todo = [(s, i) for s, i in loads if not (dirs["all"] / name(s, i)).exists()]
+    log(f"{args.condition}: {len(loads) - len(todo)} of {len(loads)} loads already collected")
+    if not todo:
+        return 0
+    site_tool = Path(__file__).resolve().parent.parent / "braid_testbed" / "websites.py"
+    clients = {ip("client", "wan1"), ip("client", "wan2")}
+    tag = f"wf{args.condition[:3]}"
+    with StandardTestbed(tag, wan1=spec, wan2=spec) as tb:
+        if multipath:
+            tb.enable_kernel_pm()
+        if sched != "default":
+            tb.set_scheduler(sched)
+        server = f"{ip('server', 'inet')}:8080"
+        srv = tb.server.popen(["python3", str(site_tool), "serve", "--listen", server],
+                              stdout=subprocess.DEVNULL)
+        tb.server.wait_listening(8080, ip("server", "inet"), timeout=60, proc=srv)
+        with BraidProxyPair(tb, root / "proxy-logs") as pair:
+            done = len(loads) - len(todo)
+            for b in range(0, len(todo), args.batch):
+                batch = todo[b : b + args.batch]
+                cmd = ["python3", str(site_tool), "load", "--server", server, "--socks", pair.socks,
+                       "--gap-ms", str(args.gap_ms), "--seed", str(args.seed),
+                       "--loads", *[f"{s}-{i}" for s, i in batch]]
+                with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
+                    proc = tb.client.run(cmd, check=False, timeout=60 + 30 * len(batch))
+                results = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+                with open(root / "loads.jsonl", "a") as meta:
+                    for r in results:
+                        if not r["ok"]:
+                            log(f"load {r['name']} failed; it will be retried")
+                            continue
+                        nm = name(r["site"], r["instance"])
+                        parts = {}
+                        for w, cap in ((1, cap1), (2, cap2)):
+                            parts[w] = trace_from_packets(cap.packets, clients, r["start"], r["end"] + 0.2,
+                                                          port=SERVER_PORT, segment=WIRE_MSS)
+                            write_trace(parts[w], dirs[f"wan{w}"] / nm)
+                        both = Trace(np.concatenate([parts[1].times, parts[2].times]),
+                                     np.concatenate([parts[1].sizes, parts[2].sizes]))
+                        order = np.argsort(both.times, kind="stable")
+                        write_trace(Trace(both.times[order], both.sizes[order]), dirs["all"] / nm)
+                        meta.write(json.dumps({**r, "file": nm, "condition": args.condition}) + "\n")
+                        done += 1
+                cap1.cleanup()
+                cap2.cleanup()
+                log(f"{args.condition}: {done}/{len(loads)} loads")
+                if proc.returncode != 0 and not results:
+                    raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}")
+        stop_process(srv)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m braid_eval.wf", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--attacks", type=lambda s: s.split(","), default=list(ATTACKS),
+                        help="comma-separated of kfp,knn,cumul,df (default kfp,knn,cumul; df is slow)")
+        sp.add_argument("--repeats", type=int, default=3, help="random splits (default 3; thesis 5)")
+        sp.add_argument("--copies", type=int, default=2,
+                        help="simulated protections per training trace (thesis 7; default 2)")
+        sp.add_argument("--full", action="store_true", help="full-size attacks (1000 trees, full SVM grid)")
+        sp.add_argument("--open-world", action="store_true", help="also the open world (needs unmonitored loads)")
+        sp.add_argument("--seed", type=int, default=1)
+        sp.add_argument("--report", type=Path, help="write the Markdown report here too")
+
+    q = sub.add_parser("quick", help="synthetic corpus: attacks work, shuffled labels at chance")
+    common(q)
+    q.add_argument("--sites", type=int, default=10)
+    q.add_argument("--instances", type=int, default=12)
+    q.add_argument("--unmonitored", type=int, default=60)
+    e = sub.add_parser("evaluate", help="attacks on a dataset directory (WF format)")
+    common(e)
+    e.add_argument("--data", type=Path, required=True, help="original (undefended) traces")
+    e.add_argument("--defense", choices=sorted(hywf_sim.SPLITS), help="protect training/test traces by simulation")
+    e.add_argument("--protected", type=Path, help="captured protected traces of the same loads (same names)")
+    e.add_argument("--label", help="the defence's name in the table (default: HyWF, or the "
+                   "condition directory of --protected)")
+    e.add_argument("--max-sites", type=int)
+    e.add_argument("--max-instances", type=int)
+    e.add_argument("--max-unmonitored", type=int)
+    s = sub.add_parser("synth", help="write a simulated dataset (not captures) in WF format")
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--sites", type=int, default=50)
+    s.add_argument("--instances", type=int, default=30)
+    s.add_argument("--unmonitored", type=int, default=500)
+    s.add_argument("--seed", type=int, default=1)
+    c = sub.add_parser("collect", help="capture loads through braid-proxy on the testbed")
+    c.add_argument("--out", type=Path, default=Path("out/wf"))
+    c.add_argument("--condition", choices=sorted(CONDITIONS), default="default")
+    c.add_argument("--host", action="store_true", help="host kernel: default scheduler, unshaped links")
+    c.add_argument("--sites", type=int, default=50)
+    c.add_argument("--instances", type=int, default=30)
+    c.add_argument("--unmonitored", type=int, default=0)
+    c.add_argument("--batch", type=int, default=50, help="loads per capture (default 50)")
+    c.add_argument("--gap-ms", type=int, default=1500)
+    c.add_argument("--rate-mbit", type=float, default=20)
+    c.add_argument("--delay-ms", type=float, default=10)
+    c.add_argument("--seed", type=int, default=1)
+    k = sub.add_parser("costs", help="page-load time and bandwidth overhead per collected condition")
+    k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
+    k.add_argument("--baseline", default="default")
+    k.add_argument("--report", type=Path)
+    args = p.parse_args(argv)
+    if getattr(args, "attacks", None):
+        bad = [a for a in args.attacks if a not in ALL_ATTACKS]
+        if bad:
+            p.error(f"unknown attack(s) {bad}; choose from {', '.join(ALL_ATTACKS)}")
+    if args.cmd == "evaluate" and args.defense and args.protected:
+        p.error("--defense (simulated) and --protected (captured) are alternatives")
+    if args.cmd == "quick":
+        args.defense = "hywf"
+        return cmd_quick(args)
+    try:
+        return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
+                "costs": cmd_costs}[args.cmd](args)
+    except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
+        raise SystemExit(f"wf {args.cmd}: {err}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""Website-fingerprinting evaluation on the host: the trace format, the
+corpus and its loader, each attack's features on hand-made traces, the
+attacks on synthetic loads (well above chance; at chance with shuffled
+labels), the CLI on a dataset read from disk, and a short collection
+through braid-proxy on the host-kernel testbed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hywf_sim
+from braid_eval import wf
+from braid_eval.wf_attacks import cumul_features, kfp_features, knn_features
+from braid_eval.wf_df import DeepFingerprinting, Dropout
+from braid_eval.wf_eval import evaluate
+from braid_eval.wf_synth import synthetic_dataset
+from braid_testbed import websites
+from braid_testbed.pcap import TcpPacket
+from wftrace import Dataset, Trace, load_dataset, parse_name, parse_trace, save_dataset, trace_from_packets
+
+SITE_TOOL = Path(websites.__file__)
+
+
+def tr(sizes: list[int], times: list[float] | None = None) -> Trace:
+    return Trace(np.asarray(times if times is not None else [0.1 * i for i in range(len(sizes))]),
+                 np.asarray(sizes))
+
+
+# -- trace format ------------------------------------------------------------
+
+def test_dataset_round_trip_and_published_layout(tmp_path: Path) -> None:
+    ds = Dataset([tr([100, -1500, -700]), tr([1, -1]), tr([5, -5, -5])], [3, 3, -1])
+    save_dataset(ds, tmp_path / "d")
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["0", "3-0", "3-1"]
+    back = load_dataset(tmp_path / "d")
+    assert back.names == ["3-0", "3-1", "0"] and back.labels == [3, 3, -1]
+    assert back.traces[0].sizes.tolist() == [100, -1500, -700]
+    # A cell dataset as Wang's and Hayes's are published: `_` or `-`, an
+    # extension, and +-1 directions; files not named like traces are ignored.
+    pub = tmp_path / "pub"
+    pub.mkdir()
+    (pub / "0_0.cell").write_text("0.0\t1\n0.25\t-1\n0.5\t-1\n")
+    (pub / "0_1.cell").write_text("0.0 1\n0.2 -1\n")
+    (pub / "17").write_text("1.5\t1\n1.75\t-1\n")
+    (pub / "README").write_text("not a trace\n")
+    got = load_dataset(pub)
+    assert got.labels == [0, 0, -1] and got.monitored == 1
+    assert got.traces[2].times.tolist() == [0.0, 0.25]  # times start at 0
+    assert parse_name("12-3.cell") == (12, 3) and parse_name("notes.txt") is None
+
+
+def test_bad_trace_lines_are_errors_naming_the_line() -> None:
+    with pytest.raises(ValueError, match="x:2"):
+        parse_trace("0.0\t1\n0.1\n", "x")
+    with pytest.raises(ValueError, match="non-zero"):
+        parse_trace("0.0\t0\n", "x")
+
+
+def test_cells_count_each_packet_in_512_byte_cells() -> None:
+    c = tr([600, -512, -1]).cells()
+    assert c.sizes.tolist() == [1, 1, -1, -1]
+
+
+def pkt(ts: float, src: str, dst: str, sport: int, dport: int, size: int) -> TcpPacket:
+    return TcpPacket(ts, src, dst, sport, dport, 0x18, 0, size, None)
+
+
+def test_trace_from_capture_window_direction_port_and_segments() -> None:
+    client = "10.0.1.2"
+    packets = [
+        pkt(9.9, client, "10.9.0.1", 40000, 7443, 100),     # before the window
+        pkt(10.0, client, "10.9.0.1", 40000, 7443, 300),     # out
+        pkt(10.1, "10.9.0.1", client, 7443, 40000, 0),       # pure ACK: left out
+        pkt(10.2, "10.9.0.1", client, 7443, 40000, 3000),    # in, GSO-sized
+        pkt(10.3, client, "10.9.0.1", 40001, 22, 50),        # other port
+        pkt(10.4, "10.8.0.1", "10.8.0.2", 7443, 40000, 50),  # not the client
+        pkt(11.5, client, "10.9.0.1", 40000, 7443, 100),     # after
+    ]
+    t = trace_from_packets(packets, {client}, 10.0, 11.0, port=7443, segment=1448)
+    assert t.sizes.tolist() == [300, -1448, -1448, -104]
+    assert t.times.tolist() == pytest.approx([0.0, 0.2, 0.2, 0.2])
+    with_acks = trace_from_packets(packets, {client}, 10.0, 11.0, port=7443, include_acks=True)
+    assert with_acks.sizes.tolist() == [300, -1, -3000]
+
+
+# -- defences (trace level) --------------------------------------------------
+
+def test_hywf_split_partitions_the_trace_with_independent_ends() -> None:
+    rng = np.random.default_rng(3)
+    t = tr([100, -1448] * 500)
+    a, b = hywf_sim.hywf_split(t, rng)
+    assert len(a) + len(b) == len(t) and a.total_bytes + b.total_bytes == t.total_bytes  # 0 overhead
+    a, b = hywf_sim.hywf_split(t, rng, p_client=1.0, p_proxy=0.0)
+    assert (a.sizes > 0).all() and (b.sizes < 0).all() and len(a) == 500
+    # bursts: mean run length on one network with p = 0.5 is about 2 * ncons
+    on1 = np.zeros(20000, dtype=bool)
+    on1[:] = hywf_sim._bursty_choice(20000, 0.5, 20, rng)
+    runs = np.diff(np.flatnonzero(np.diff(on1.astype(int)) != 0))
+    assert 25 < runs.mean() < 60
+    e1, e2 = hywf_sim.even_split(t, rng)
+    assert len(e1) == len(e2) == 500
+
+
+# -- corpus ------------------------------------------------------------------
+
+def test_sites_are_stable_but_noisy_with_html_first() -> None:
+    base = websites.site_waves(4)
+    assert base == websites.site_waves(4) and len(base[0]) == 1 and 2 <= len(base) <= 4
+    a, b = websites.load_waves(4, 0), websites.load_waves(4, 1)
+    assert a == websites.load_waves(4, 0) and a != b
+    total = [sum(o[0] for w in x for o in w) for x in (a, b)]
+    base_total = sum(o[0] for w in base for o in w)
+    assert all(0.5 < t / base_total < 1.6 for t in total)
+    assert websites.site_waves(4) != websites.site_waves(5)
+
+
+def test_loader_fetches_every_object_over_loopback() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = subprocess.Popen([sys.executable, str(SITE_TOOL), "serve", "--listen", f"127.0.0.1:{port}"],
+                           stdout=subprocess.PIPE)
+    try:
+        assert srv.stdout is not None and b"listening" in srv.stdout.readline()
+        out = subprocess.run([sys.executable, str(SITE_TOOL), "load", "--server", f"127.0.0.1:{port}",
+                              "--gap-ms", "0", "--loads", "2-0", "7-3"],
+                             capture_output=True, text=True, timeout=60, check=True)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=5)
+    lines = [__import__("json").loads(x) for x in out.stdout.splitlines()]
+    assert [x["name"] for x in lines] == ["2-0", "7-3"] and all(x["ok"] for x in lines)
+    waves = websites.load_waves(7, 3)
+    assert lines[1]["objects"] == sum(len(w) for w in waves)
+    assert lines[1]["down"] == sum(o[0] for w in waves for o in w)
+
+
+# -- features on hand-made traces --------------------------------------------
+
+def test_cumul_features_follow_panchenko() -> None:
+    f = cumul_features(tr([100, -200, -300, 50]), points=2)
+    # n_in, n_out, bytes_in, bytes_out, then the cumulative sum c over the
+    # cumulative absolute sum a = 0,100,300,600,650, sampled at a = 325, 650
+    assert f.tolist() == pytest.approx([2, 2, 500, 150, -125, -350])
+    assert len(cumul_features(tr([1, -1]))) == 104
+
+
+def test_kfp_features_follow_hayes() -> None:
+    sizes = [1] * 10 + [-1] * 40  # 10 out then 40 in, 0.1 s apart
+    f = kfp_features(tr(sizes))
+    assert len(f) == 139
+    assert f[:5].tolist() == pytest.approx([50, 40, 10, 0.8, 0.2])
+    assert f[5:9].tolist() == pytest.approx([4.5, np.std(range(10)), 29.5, np.std(range(10, 50))])
+    # concentration of outgoing per 20 packets: [10, 0, 0] -> std, median, max, mean
+    assert f[9:13].tolist() == pytest.approx([np.std([10, 0, 0]), 0, 10, 10 / 3])
+    # first 30: 20 in, 10 out; last 30: 30 in, 0 out
+    assert f[42:46].tolist() == [20, 10, 30, 0]
+    assert f[-1] == pytest.approx(4.9)  # duration
+
+
+def test_knn_features_follow_wang() -> None:
+    sizes = [1, 1, -1, -1, 1, -1, 1, 1, 1, -1, -1]
+    f = knn_features(tr(sizes))
+    assert f[:4].tolist() == pytest.approx([11, 6, 5, 1.0])
+    assert f[4:10].tolist() == [0, 1, 4, 6, 7, 8] and np.isnan(f[10])      # outgoing positions
+    assert f[304:310].tolist() == [0, 1, 3, 2, 1, 1]                       # gaps between them
+    assert f[604] == 6 and np.isnan(f[605])                                 # 30-packet chunks
+    # bursts end at two incoming packets: [2] then [1,3] merged -> 2, 4
+    assert f[704:710].tolist() == [4, 3, 2, 0, 0, 0]
+
+
+# -- attacks on synthetic loads ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def synthetic() -> Dataset:
+    return synthetic_dataset(8, 9, seed=5)
+
+
+@pytest.mark.parametrize("attack", ["kfp", "knn", "cumul"])
+def test_attack_beats_chance_and_shuffled_labels_do_not(synthetic: Dataset, attack: str) -> None:
+    chance = 1 / 8
+    real = evaluate(synthetic, attack, repeats=2, quick=True, open_world=False)["orig"]
+    shuffled = evaluate(synthetic, attack, repeats=3, quick=True, open_world=False, shuffle_labels=True)["orig"]
+    assert np.mean(real.tpr) >= 0.7, real.tpr
+    assert np.mean(shuffled.tpr) <= chance + 0.15, shuffled.tpr
+
+
+def test_simulated_hywf_protocol_lowers_kfp() -> None:
+    ds = synthetic_dataset(8, 9, seed=6)
+    rows = evaluate(ds, "kfp", repeats=2, quick=True, open_world=False,
+                    protect=wf.network1(hywf_sim.hywf_split), copies=2)
+    assert np.mean(rows["model_orig"].tpr) >= 0.6
+    assert np.mean(rows["model_prot"].tpr) < np.mean(rows["orig"].tpr) - 0.2
+
+
+def test_open_world_counts_false_positives() -> None:
+    ds = synthetic_dataset(6, 8, unmonitored=30, seed=7)
+    rows = evaluate(ds, "kfp", repeats=1, quick=True, open_world=True)
+    assert rows["orig"].tpr[0] >= 0.5 and len(rows["orig"].fpr) == 1 and rows["orig"].fpr[0] < 0.8
+
+
+def test_cli_evaluates_a_dataset_from_disk(tmp_path: Path) -> None:
+    save_dataset(synthetic_dataset(5, 6, seed=8), tmp_path / "orig")
+    report = tmp_path / "report.md"
+    assert wf.main(["evaluate", "--data", str(tmp_path / "orig"), "--attacks", "cumul", "--repeats", "1",
+                    "--defense", "hywf", "--report", str(report)]) == 0
+    text = report.read_text()
+    assert "| HyWF model, prot. traces |" in text and "CUMUL (thesis)" in text
+    with pytest.raises(SystemExit):
+        wf.main(["evaluate", "--data", str(tmp_path / "orig"), "--attacks", "dff"])
+
+
+def test_quick_mode_reports_attacks_and_the_shuffled_control(tmp_path: Path) -> None:
+    report = tmp_path / "quick.md"
+    assert wf.main(["quick", "--sites", "5", "--instances", "8", "--attacks", "kfp", "--repeats", "1",
+                    "--report", str(report)]) == 0
+    text = report.read_text()
+    assert "### Attacks vs simulated HyWF" in text and "### Shuffled training labels" in text
+    orig_row = next(x for x in text.splitlines() if x.startswith("| Orig. traces"))
+    assert float(orig_row.split("|")[2].split("±")[0]) >= 60  # chance: 20 %
+
+
+def test_costs_compare_load_time_and_bytes_with_default(tmp_path: Path) -> None:
+    for cond, secs, scale in (("default", 1.0, 1), ("hywf", 1.5, 1), ("pad", 1.0, 2)):
+        save_dataset(Dataset([tr([100 * scale, -1000 * scale]), tr([10 * scale, -90 * scale])], [0, 1]),
+                     tmp_path / cond / "all")
+        (tmp_path / cond / "loads.jsonl").write_text(
+            "".join(f'{{"file": "{n}", "seconds": {secs * (i + 1)}}}\n' for i, n in enumerate(["0-0", "1-0"])))
+    text = wf.cost_table(tmp_path)
+    assert "| hywf | 2 | 2.250 / 2.850 | 1.50x | +0.0 % |" in text
+    assert "| pad | 2 | 1.500 / 1.900 | 1.00x | +100.0 % |" in text
+
+
+def test_df_backward_pass_matches_numerical_gradients() -> None:
+    net = DeepFingerprinting(length=64, filters=(2, 3), dense=5, seed=1)
+    net._build(3)
+    for layer in net.layers:
+        if isinstance(layer, Dropout):
+            layer.rate = 0.0
+    rng = np.random.default_rng(0)
+    x = rng.choice([-1.0, 0.0, 1.0], size=(4, 1, 64)).astype(np.float32)
+    y = np.array([0, 1, 2, 1])
+
+    def loss() -> tuple[float, np.ndarray]:
+        lg = net._forward(x, True).astype(np.float64)
+        p = np.exp(lg - lg.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        return float(-np.log(p[np.arange(4), y]).mean()), p
+
+    _, p = loss()
+    p[np.arange(4), y] -= 1
+    d = (p / 4).astype(np.float32)
+    for layer in reversed(net.layers):
+        d = layer.backward(d)
+    checked = 0
+    wrong = []
+    for layer in net.layers:
+        for w, g in layer.params():
+            for i in np.ndindex(w.shape):
+                if checked % 7 == 0:
+                    old = w[i]
+                    w[i] = old + 1e-3
+                    up, _ = loss()
+                    w[i] = old - 1e-3
+                    down, _ = loss()
+                    w[i] = old
+                    if abs(g[i] - (up - down) / 2e-3) > 5e-3 + 0.02 * abs(g[i]):
+                        wrong.append((type(layer).__name__, i, float(g[i]), (up - down) / 2e-3))
+                checked += 1
+    # a step may cross a ReLU or max-pool kink; no more than a few may differ
+    assert checked > 100 and len(wrong) <= checked // 7 // 20, wrong
+
+
+def test_df_learns_above_chance() -> None:
+    ds = synthetic_dataset(5, 16, seed=9)
+    rows = evaluate(ds, "df", repeats=1, quick=True, open_world=False)
+    assert rows["orig"].tpr[0] >= 0.45  # chance 0.2
+
+
+# -- collection through braid-proxy on the host kernel -----------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces")
+def test_host_collection_through_braid_proxy_is_resumable(tmp_path: Path) -> None:
+    args = ["collect", "--host", "--condition", "default", "--out", str(tmp_path), "--sites", "3",
+            "--instances", "2", "--gap-ms", "200"]
+    assert wf.main(args) == 0
+    ds = load_dataset(tmp_path / "default" / "all")
+    assert sorted(ds.names) == ["0-0", "0-1", "1-0", "1-1", "2-0", "2-1"]
+    for name, t in zip(ds.names, ds.traces, strict=True):
+        site, inst = (int(x) for x in name.split("-"))
+        objs = [o for w in websites.load_waves(site, inst) for o in w]
+        # every response byte crossed the WANs (plus braid's framing), in
+        # wire-sized packets, and the client sent its requests
+        down = -t.sizes[t.sizes < 0].sum()
+        assert sum(o[0] for o in objs) <= down < 1.1 * sum(o[0] for o in objs) + 20_000
+        assert t.sizes[t.sizes > 0].sum() >= sum(o[1] for o in objs)
+        assert np.abs(t.sizes).max() <= 1420
+    wan1 = load_dataset(tmp_path / "default" / "wan1")
+    assert len(wan1.traces) == 6
+    before = (tmp_path / "default" / "loads.jsonl").read_text().count("\n")
+    assert wf.main(args) == 0  # resumed: nothing left to load
+    assert (tmp_path / "default" / "loads.jsonl").read_text().count("\n") == before == 6
