@@ -26,6 +26,7 @@ from types import TracebackType
 
 from braid_eval.proxy_pair import SERVER_PORT
 from braid_testbed import StandardTestbed, ip
+from braid_testbed.netns import stop_process
 from braid_testbed.pcap import TcpPacket, mptcp_connections
 
 PAGES_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "pages.py"
@@ -55,9 +56,8 @@ class PageServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_process(self.proc)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ from types import TracebackType
 
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.capture import WanCapture
+from braid_testbed.netns import stop_process
 from braid_testbed.pcap import TcpPacket
 from braid_testbed.topology import interface_counters
 
@@ -54,9 +55,8 @@ class BulkServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_process(self.proc)
 
 
 @dataclasses.dataclass
