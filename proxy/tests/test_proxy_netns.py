@@ -439,7 +439,12 @@ def test_reload_and_graceful_shutdown(bed: Bed, tmp_path: Path) -> None:
         ],
         stdout=subprocess.PIPE,
     )
-    time.sleep(0.3)
+    # SIGTERM only once the relay is really in flight: under emulation its
+    # handshake alone can take longer than any fixed pause.
+    down_before = status(bed, "s", SERVER_METRICS)["bytes_down"]
+    deadline = time.time() + 30
+    while status(bed, "s", SERVER_METRICS)["bytes_down"] == down_before and time.time() < deadline:
+        time.sleep(0.05)
     t0 = time.time()
     rc = stop_process(bed.server, signal.SIGTERM, wait=20)
     out, _ = dl.communicate(timeout=60)
