@@ -164,7 +164,8 @@ def traced_series(
     with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
         proc = tb.client.run(cmd, check=False, timeout=timeout_s)
     if proc.returncode != 0:
-        raise RuntimeError(f"series failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
+        raise RuntimeError(f"series failed ({proc.returncode}): {proc.stderr.strip()[-500:]}; "
+                           f"results: {proc.stdout.strip()[-1500:]}")
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     captured = {1: cap1.packets, 2: cap2.packets}
     traces = []
@@ -198,12 +199,14 @@ def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int,
     blackhole) happens once wan1 has carried ``after_wan1_bytes`` in the
     transfer's direction; returns the result and when the breakage began."""
     result: list[TransferResult] = []
+    index = 0 if mode == "upload" else 1
+    # The link's counters run since the testbed came up (it may be shared).
+    start = interface_counters(tb.client, "wan1")[index]
     worker = threading.Thread(target=lambda: result.append(
         measured_transfer(tb, server, nbytes, mode=mode, timeout_s=240)))
     worker.start()
-    index = 0 if mode == "upload" else 1
     deadline = time.monotonic() + 120
-    while (interface_counters(tb.client, "wan1")[index] < after_wan1_bytes
+    while (interface_counters(tb.client, "wan1")[index] - start < after_wan1_bytes
            and time.monotonic() < deadline):
         time.sleep(0.1)
     broken_at = time.time()

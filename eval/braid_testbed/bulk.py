@@ -273,6 +273,10 @@ def send(args: argparse.Namespace) -> int:
         if i and args.gap_ms:
             time.sleep(args.gap_ms / 1000)
         result = transfer(args, args.seed + 1000 * i)
+        if not result["digest_ok"]:
+            print(f"bulk: connection {i + 1} of {args.count} ({args.mode}): "
+                  f"{result['bytes']} bytes arrived, not the {args.bytes} sent "
+                  "or not byte-exact (SHA-256 differs)", file=sys.stderr)
         ok = ok and bool(result["digest_ok"])
         print(json.dumps(result), flush=True)
     return 0 if ok else 1

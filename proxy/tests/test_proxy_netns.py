@@ -185,6 +185,7 @@ def test_curl_socks5_hostname_byte_exact(bed: Bed) -> None:
     assert st["relays_total"] >= 1 and st["bytes_down"] >= 8 << 20
 
 
+@pytest.mark.braid_kernel  # REDIRECT needs netfilter NAT in the kernel's config
 def test_transparent_iptables_redirect_byte_exact(bed: Bed) -> None:
     bed.run(
         "c",
@@ -210,6 +211,7 @@ def test_transparent_iptables_redirect_byte_exact(bed: Bed) -> None:
     assert st["transparent_conns_total"] >= 1 and st["relays_total"] >= 1
 
 
+@pytest.mark.braid_kernel  # netem-shaped WANs there; aggregation in braid's MPTCP
 def test_1gib_checksummed_over_two_wans(bed: Bed) -> None:
     bulk = BULK_MIB << 20
     share = bulk // 25  # each WAN must carry at least 4 % of a direction
@@ -497,7 +499,8 @@ def tfo_passive(bed: Bed) -> int:
     raise AssertionError(f"no TcpExtTCPFastOpenPassive in nstat output: {r.stdout!r}")
 
 
-@pytest.mark.parametrize("bed", ["default", "hywf"], indirect=True)
+@pytest.mark.parametrize("bed", ["default", pytest.param("hywf", marks=pytest.mark.braid_kernel)],
+                         indirect=True)
 def test_fast_open_repeat_connections_byte_exact(bed: Bed, tmp_path: Path) -> None:
     """With fast_open, repeat connections carry the hello in the SYN (the
     first one only fetches the cookie) and every fetch stays byte-exact.

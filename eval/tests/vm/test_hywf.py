@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import cast
 
 import pytest
@@ -34,7 +35,7 @@ IDLE_TEST_NCONS = 2
 CHANGED = 0.2
 
 
-def hywf_testbed(tag: str, **sysctls: int) -> StandardTestbed:
+def hywf_testbed(tag: str) -> StandardTestbed:
     """Both ends hywf. These tests look at single connections one after
     another, so each draws its own split (hywf_scope 0) unless a test says
     otherwise; test_page_split.py covers the shared, per-page split."""
@@ -43,25 +44,50 @@ def hywf_testbed(tag: str, **sysctls: int) -> StandardTestbed:
     tb.enable_kernel_pm()
     tb.set_scheduler("hywf")
     for node in ("client", "proxy"):
-        for key, value in {"hywf_scope": 0, **sysctls}.items():
-            tb[node].sysctl(f"net.mptcp.{key}", value)
+        tb[node].sysctl("net.mptcp.hywf_scope", 0)
     return tb
 
 
-def draw_series(tag: str, modes: tuple[str, ...]) -> dict[str, list[ConnectionTrace]]:
-    """CONNECTIONS transfers per mode, each a new connection with its own split."""
-    tb = hywf_testbed(tag)
+@pytest.fixture(scope="module")
+def bed() -> Iterator[StandardTestbed]:
+    """One hywf testbed for every test here but the sysctl ones (a bring-up
+    takes ~40 s under TCG). Tests that change it put it back: settings
+    through `changed_sysctls`, a cut or blackholed WAN in their own
+    `finally`; each test runs its own BulkServer."""
+    tb = hywf_testbed(f"hb{os.getpid() % 1000}")
     try:
-        with BulkServer(tb) as server:
-            return {mode: traced_series(tb, server, CONNECTIONS, CONN_BYTES, mode)
-                    for mode in modes}
+        yield tb
     finally:
         tb.down()
 
 
+@contextmanager
+def changed_sysctls(tb: StandardTestbed, nodes: tuple[str, ...],
+                    values: Mapping[str, int | str]) -> Iterator[None]:
+    """Set sysctls in ``nodes``; the previous values come back afterwards,
+    pass or fail."""
+    saved = {(node, key): tb[node].run(["sysctl", "-n", key]).stdout.strip()
+             for node in nodes for key in values}
+    try:
+        for node in nodes:
+            for key, value in values.items():
+                tb[node].sysctl(key, value)
+        yield
+    finally:
+        for (node, key), value in saved.items():
+            tb[node].sysctl(key, value)
+
+
+def draw_series(tb: StandardTestbed, modes: tuple[str, ...]) -> dict[str, list[ConnectionTrace]]:
+    """CONNECTIONS transfers per mode, each a new connection with its own split."""
+    with BulkServer(tb) as server:
+        return {mode: traced_series(tb, server, CONNECTIONS, CONN_BYTES, mode)
+                for mode in modes}
+
+
 @pytest.fixture(scope="module")
-def series() -> dict[str, list[ConnectionTrace]]:
-    return draw_series(f"hs{os.getpid() % 1000}", ("upload", "download"))
+def series(bed: StandardTestbed) -> dict[str, list[ConnectionTrace]]:
+    return draw_series(bed, ("upload", "download"))
 
 
 def uniformity_failure(traces: list[ConnectionTrace], mode: str) -> str | None:
@@ -82,7 +108,7 @@ def uniformity_failure(traces: list[ConnectionTrace], mode: str) -> str | None:
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_per_connection_split_is_uniform(series: dict[str, list[ConnectionTrace]],
-                                         mode: str, tag: str) -> None:
+                                         mode: str, bed: StandardTestbed) -> None:
     """KS at ALPHA, confirmed on a second sample when the first rejects.
 
     The kernel's random source cannot be seeded, so a correct scheduler
@@ -94,7 +120,7 @@ def test_per_connection_split_is_uniform(series: dict[str, list[ConnectionTrace]
     failure = uniformity_failure(series[mode], mode)
     if failure is not None:
         print(f"{mode}: first sample rejected ({failure}); confirming with a fresh one")
-        failure = uniformity_failure(draw_series(tag, (mode,))[mode], mode)
+        failure = uniformity_failure(draw_series(bed, (mode,))[mode], mode)
     assert failure is None, failure
 
 
@@ -150,7 +176,7 @@ def test_bursts_end_on_full_segments(series: dict[str, list[ConnectionTrace]], m
     assert short_ends <= 0.1 * runs
 
 
-def phase_share_differences(tag: str, idle_ms: int, count: int, mode: str) -> list[float]:
+def phase_share_differences(tb: StandardTestbed, idle_ms: int, count: int, mode: str) -> list[float]:
     """|wan1 share of phase 1 - of phase 2| for connections that pause 800 ms.
 
     Bursts are made short (IDLE_TEST_NCONS) so that a kept split moves only
@@ -160,13 +186,11 @@ def phase_share_differences(tag: str, idle_ms: int, count: int, mode: str) -> li
     default mean of 20 packets a phase has ~70 bursts, the difference has
     sd ~0.12 and a kept split crosses CHANGED 9% of the time.
     """
-    tb = hywf_testbed(tag, hywf_idle_ms=idle_ms, hywf_ncons=IDLE_TEST_NCONS)
-    try:
-        with BulkServer(tb) as server:
-            traces = traced_series(tb, server, count, CONN_BYTES, mode,
-                                   ["--phases", "2", "--pause-ms", "800"])
-    finally:
-        tb.down()
+    with (changed_sysctls(tb, ("client", "proxy"), {"net.mptcp.hywf_idle_ms": idle_ms,
+                                                   "net.mptcp.hywf_ncons": IDLE_TEST_NCONS}),
+          BulkServer(tb) as server):
+        traces = traced_series(tb, server, count, CONN_BYTES, mode,
+                               ["--phases", "2", "--pause-ms", "800"])
     diffs = []
     for t in traces:
         assert t.result["digest_ok"]
@@ -181,7 +205,7 @@ def phase_share_differences(tag: str, idle_ms: int, count: int, mode: str) -> li
 
 
 @pytest.mark.parametrize("mode", ["phased", "phased-download"])
-def test_idle_connection_draws_a_new_split(tag: str, mode: str) -> None:
+def test_idle_connection_draws_a_new_split(bed: StandardTestbed, mode: str) -> None:
     """Pausing longer than hywf_idle_ms changes the split, in each
     direction (a Tor connection carries many page loads both ways); with a
     huge hywf_idle_ms the same pause keeps it (the control, run upstream
@@ -194,11 +218,11 @@ def test_idle_connection_draws_a_new_split(tag: str, mode: str) -> None:
     changes appear with probability 0.17%.
     """
     count = 16
-    redrawn = phase_share_differences(tag, idle_ms=200, count=count, mode=mode)
+    redrawn = phase_share_differences(bed, idle_ms=200, count=count, mode=mode)
     print(f"\n|share change| after idle, redraw: {sorted(round(d, 2) for d in redrawn)}")
     assert sum(d > CHANGED for d in redrawn) >= 5
     if mode == "phased":
-        kept = phase_share_differences(tag, idle_ms=60_000, count=count, mode=mode)
+        kept = phase_share_differences(bed, idle_ms=60_000, count=count, mode=mode)
         print(f"|share change| after idle, control: {sorted(round(d, 2) for d in kept)}")
         assert sum(d > CHANGED for d in kept) <= 1
 
@@ -209,8 +233,8 @@ def blackhole_wan1(tb: StandardTestbed) -> None:
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
-def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
-    tb = hywf_testbed(tag)
+def test_transfer_survives_a_wan_cut(bed: StandardTestbed, mode: str) -> None:
+    tb = bed
     try:
         with BulkServer(tb) as server:
             r, _ = transfer_with_breakage(tb, server, 12 << 20, mode, 2 << 20, lambda: tb.cut_wan(1))
@@ -220,7 +244,7 @@ def test_transfer_survives_a_wan_cut(tag: str, mode: str) -> None:
         assert r.digest_ok
         assert r.wan_payload[2] > 0
     finally:
-        tb.down()
+        tb.restore_wan(1)
 
 
 # sched_hywf.c: a blocked burst moves after at most HYWF_STALL_MAX_MS.
@@ -228,33 +252,33 @@ STALL_MAX_S = 1.0
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
-def test_blackholed_burst_moves_within_the_stall_bound(tag: str, mode: str) -> None:
+def test_blackholed_burst_moves_within_the_stall_bound(bed: StandardTestbed, mode: str) -> None:
     """wan1 silently drops everything mid-transfer: bursts on its subflow
     stop draining, and hywf must move them to wan2 within its stall bound,
     re-asked by its retry timer since nothing else calls it, and count each
     move."""
-    tb = hywf_testbed(tag)
+    tb = bed
     sender = "client" if mode == "upload" else "proxy"
     # Send buffers of at most 64 KB (a BDP here is 50 KB): the blackholed
     # subflow's buffer fills within a round trip and its burst is blocked.
     # With the default (MBs), the dead subflow swallows bursts until MPTCP
     # marks it stale and reinjects them, and the scheduler never waits.
-    tb[sender].sysctl("net.ipv4.tcp_wmem", "4096 16384 65536")
+    small_buffers = {"net.ipv4.tcp_wmem": "4096 16384 65536"}
     try:
-        with BulkServer(tb) as server:
+        with changed_sysctls(tb, (sender,), small_buffers), BulkServer(tb) as server:
             before = sched_bursts_moved(tb, sender)
             r, dark_at = transfer_with_breakage(tb, server, 12 << 20, mode, 2 << 20,
                                                 lambda: blackhole_wan1(tb))
             moved = sched_bursts_moved(tb, sender) - before
-        gap = longest_data_gap(r.wan_packets[2], BULK_PORT, mode == "upload", dark_at)
-        print(f"\n{mode}, wan1 blackholed after 2 MB: digest_ok={r.digest_ok} "
-              f"wan bytes={r.wan_payload} bursts moved={moved} "
-              f"longest pause on wan2 after it: {gap:.3f} s")
-        assert r.digest_ok
-        assert moved >= 1
-        assert gap <= 1.5 * STALL_MAX_S
     finally:
-        tb.down()
+        tb["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"], check=False)
+    gap = longest_data_gap(r.wan_packets[2], BULK_PORT, mode == "upload", dark_at)
+    print(f"\n{mode}, wan1 blackholed after 2 MB: digest_ok={r.digest_ok} "
+          f"wan bytes={r.wan_payload} bursts moved={moved} "
+          f"longest pause on wan2 after it: {gap:.3f} s")
+    assert r.digest_ok
+    assert moved >= 1
+    assert gap <= 1.5 * STALL_MAX_S
 
 
 @pytest.fixture(scope="module")

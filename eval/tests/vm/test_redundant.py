@@ -4,6 +4,9 @@ WAN captures."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from braid_eval.transfer import (
@@ -19,16 +22,22 @@ WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 NBYTES = 4 << 20
 
 
-def redundant_testbed(tag: str) -> StandardTestbed:
-    tb = StandardTestbed(tag, wan1=WAN, wan2=WAN)
+@pytest.fixture(scope="module")
+def bed() -> Iterator[StandardTestbed]:
+    """Both ends `redundant`; one testbed for the module (a bring-up takes
+    ~40 s under TCG). The blackhole test lifts its blackhole afterwards."""
+    tb = StandardTestbed(f"rd{os.getpid() % 1000}", wan1=WAN, wan2=WAN)
     tb.up()
-    tb.enable_kernel_pm()
-    tb.set_scheduler("redundant")
-    return tb
+    try:
+        tb.enable_kernel_pm()
+        tb.set_scheduler("redundant")
+        yield tb
+    finally:
+        tb.down()
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
-def test_every_byte_crosses_each_wan(tag: str, mode: str) -> None:
+def test_every_byte_crosses_each_wan(bed: StandardTestbed, mode: str) -> None:
     """Each WAN carries about the whole transfer: copies, not a split.
 
     Not every byte: the first flight leaves before the second subflow
@@ -38,12 +47,8 @@ def test_every_byte_crosses_each_wan(tag: str, mode: str) -> None:
     over 3 x 4 MB it is a few percent.
     """
     nbytes = 3 * NBYTES
-    tb = redundant_testbed(tag)
-    try:
-        with BulkServer(tb) as server:
-            r = measured_transfer(tb, server, nbytes, mode=mode)
-    finally:
-        tb.down()
+    with BulkServer(bed) as server:
+        r = measured_transfer(bed, server, nbytes, mode=mode)
     print(f"\n{mode}: {nbytes} bytes, wan payload {r.wan_payload}, "
           f"{r.goodput_mbit:.1f} Mbit/s")
     assert r.digest_ok
@@ -52,18 +57,18 @@ def test_every_byte_crosses_each_wan(tag: str, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
-def test_no_stall_when_a_wan_goes_dark(tag: str, mode: str) -> None:
+def test_no_stall_when_a_wan_goes_dark(bed: StandardTestbed, mode: str) -> None:
     """wan1 drops everything mid-transfer (no link event): wan2 carried
     every byte already, so the transfer goes on without a pause longer than
     a second, and finishes intact."""
-    tb = redundant_testbed(tag)
+    tb = bed
     try:
         with BulkServer(tb) as server:
             r, dark_at = transfer_with_breakage(
                 tb, server, 3 * NBYTES, mode, NBYTES,
                 lambda: tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"]))
     finally:
-        tb.down()
+        tb["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"], check=False)
     gap = longest_data_gap(r.wan_packets[2], BULK_PORT, mode == "upload", dark_at)
     print(f"\n{mode}, wan1 dark after {NBYTES} bytes: digest_ok={r.digest_ok}, "
           f"longest pause on wan2 after it {gap:.3f} s, wan payload {r.wan_payload}")
