@@ -30,4 +30,4 @@ test: deps
 	@./scripts/test
 
 bench: kernel
-	@kernel/vm run --timeout 3600 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf redundant
+	@kernel/vm run --timeout 7200 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf bernoulli delaybal redundant

@@ -9,14 +9,20 @@ measures, in one run:
   WAN capacities and of what each transfer's own split allows;
 * 1 KiB request/response latency while a bulk upload loads the WANs;
 * 1 KiB request/response latency on two WANs with 1% loss each (no load),
-  where the tail is retransmission timeouts (``redundant``'s use case).
+  where the tail is retransmission timeouts (``redundant``'s use case);
+* on heterogeneous WANs (20 Mbit/s with 10 ms RTT, 5 Mbit/s with 150 ms):
+  bulk goodput as a fraction of the 25 Mbit/s sum, and 1 KiB
+  request/response latency without load (``delaybal``'s and
+  ``bernoulli``'s case: a short path that a queue-only choice gives up).
 
 and prints each braid scheduler's ratio to ``default``. Numbers are whatever
 this machine measures; nothing here asserts a target.
 
 Run inside braid's kernel::
 
-    kernel/vm run -- python3 -m braid_eval.bench_sched --schedulers default hywf redundant
+    kernel/vm run -- python3 -m braid_eval.bench_sched --schedulers default hywf bernoulli delaybal redundant
+
+Not measured yet: the thesis's Poisson-message sweep (issue 15).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from .transfer import BULK_TOOL, BulkServer, measured_transfer, sched_bursts_mov
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 LOSSY_WAN = LinkSpec(rate_mbit=20, delay_ms=10, loss_pct=1.0, queue_pkts=100)
+SHORT_WAN = LinkSpec(rate_mbit=20, delay_ms=5, queue_pkts=100)
+LONG_WAN = LinkSpec(rate_mbit=5, delay_ms=75, queue_pkts=100)
 # E[min(C/s, C/(1-s))] / 2C for s ~ U[0, 1] on two equal WANs
 UNIFORM_SPLIT_BOUND = math.log(2)
 
@@ -101,7 +109,29 @@ def bench_scheduler(name: str, runs: int, nbytes: int, requests: int) -> dict[st
             print(f"  {name:8} 1 KiB rr under load: p50 {lat['p50']:.1f} ms, "
                   f"p90 {lat['p90']:.1f} ms", flush=True)
     out |= rr_on_lossy_wans(name, requests)
+    out |= on_heterogeneous_wans(name, max(1, runs // 2), nbytes, requests)
     return out
+
+
+def on_heterogeneous_wans(name: str, runs: int, nbytes: int, requests: int) -> dict[str, float]:
+    """Bulk upload goodput over the short fast and the long slow WAN, as a
+    fraction of their sum, and 1 KiB request/response latency alone."""
+    with StandardTestbed(f"bench-h-{name}"[:20], wan1=SHORT_WAN, wan2=LONG_WAN) as tb:
+        tb.enable_kernel_pm()
+        tb.set_scheduler(name)
+        with BulkServer(tb) as server:
+            goodput = statistics.mean(
+                measured_transfer(tb, server, nbytes, mode="upload", seed=i + 1).goodput_mbit
+                for i in range(runs))
+            out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
+                                 "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
+                                 "--requests", str(requests)], timeout=900).stdout
+        capacity = tb.wan_capacity_mbit()
+    lat: dict[str, float] = json.loads(out.strip().splitlines()[-1])["latency_ms"]
+    print(f"  {name:8} heterogeneous WANs: upload {goodput:.1f} Mbit/s ({goodput / capacity:.2f} of "
+          f"{capacity:g}), 1 KiB rr p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms", flush=True)
+    return {"hetero_upload_capacity": goodput / capacity, "hetero_rr_p50_ms": lat["p50"],
+            "hetero_rr_p99_ms": lat["p99"]}
 
 
 def rr_on_lossy_wans(name: str, requests: int) -> dict[str, float]:
@@ -123,8 +153,9 @@ def rr_on_lossy_wans(name: str, requests: int) -> dict[str, float]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--schedulers", nargs="+", default=["default", "hywf", "redundant"],
-                   help="first one is the baseline (default: default hywf redundant)")
+    p.add_argument("--schedulers", nargs="+",
+                   default=["default", "hywf", "bernoulli", "delaybal", "redundant"],
+                   help="first one is the baseline (default: default hywf bernoulli delaybal redundant)")
     p.add_argument("--runs", type=int, default=8, help="bulk transfers per direction")
     p.add_argument("--size", default="8M", help="bytes per bulk transfer")
     p.add_argument("--requests", type=int, default=200, help="request/response exchanges")
@@ -154,7 +185,10 @@ def main() -> int:
             ("1 KiB rr p50 under load (ms)", "rr_p50_ms"),
             ("1 KiB rr p90 under load (ms)", "rr_p90_ms"),
             ("1 KiB rr p50, 1% loss (ms)", "lossy_rr_p50_ms"),
-            ("1 KiB rr p99, 1% loss (ms)", "lossy_rr_p99_ms")]
+            ("1 KiB rr p99, 1% loss (ms)", "lossy_rr_p99_ms"),
+            ("hetero: upload of capacity", "hetero_upload_capacity"),
+            ("hetero: 1 KiB rr p50 (ms)", "hetero_rr_p50_ms"),
+            ("hetero: 1 KiB rr p99 (ms)", "hetero_rr_p99_ms")]
     for label, key in rows:
         line = f"{label:28}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers)
         line += "".join(f"{results[n][key] / results[base][key]:16.2f}"

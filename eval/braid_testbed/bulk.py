@@ -18,7 +18,10 @@ and exits 0 only if every byte arrived intact.
 ``phased`` mode uploads ``--phases`` chunks of ``nbytes``, waiting for the
 server to confirm each and pausing ``--pause-ms`` between them (a connection
 that goes idle and resumes, as a browser's does between page loads);
-``phased-download`` asks the server for each chunk in turn instead. ``rr``
+``phased-download`` asks the server for each chunk in turn instead.
+``paced`` uploads one chunk of ``nbytes`` per rate in ``--rates`` (Mbit/s,
+0 for as fast as the connection takes it), back to back, each at its rate
+(an application whose load changes: the adaptive scheduler's input). ``rr``
 mode sends ``--requests`` request/response exchanges of ``nbytes`` each way
 and reports latency percentiles. ``--count`` runs that many connections one
 after another; every result line carries wall-clock ``start``/``end`` times
@@ -48,7 +51,8 @@ REPLY = struct.Struct("!32sQd")
 MAGIC = b"BRD1"
 MODE_UPLOAD, MODE_DOWNLOAD, MODE_PHASED, MODE_RR, MODE_PHASED_DOWN = 1, 2, 3, 4, 5
 MODES = {"upload": MODE_UPLOAD, "download": MODE_DOWNLOAD, "phased": MODE_PHASED, "rr": MODE_RR,
-         "phased-download": MODE_PHASED_DOWN}
+         "phased-download": MODE_PHASED_DOWN, "paced": MODE_UPLOAD}
+PACED_WRITE = 4096
 CHUNK = 64 * 1024
 IDLE_TIMEOUT_S = 60.0
 
@@ -121,6 +125,40 @@ def send_stream(sock: socket.socket, seed: int, nbytes: int) -> bytes:
     return digest.digest()
 
 
+def send_paced(sock: socket.socket, seed: int, nbytes: int,
+               rates: list[float]) -> tuple[bytes, list[list[float]]]:
+    """One chunk of ``nbytes`` per rate (Mbit/s, 0: unpaced) from the
+    seeded stream, in PACED_WRITE writes on schedule; half-closes. Returns
+    the digest and each chunk's wall-clock window."""
+    digest = hashlib.sha256()
+    data = b"".join(stream(seed, nbytes * len(rates)))
+    digest.update(data)
+    windows = []
+    for i, rate in enumerate(rates):
+        chunk = memoryview(data)[i * nbytes:(i + 1) * nbytes]
+        t0, m0 = time.time(), time.monotonic()
+        for off in range(0, nbytes, PACED_WRITE):
+            if rate:
+                delay = m0 + off * 8 / (rate * 1e6) - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            sock.sendall(chunk[off:off + PACED_WRITE])
+        windows.append([t0, time.time()])
+    sock.shutdown(socket.SHUT_WR)
+    return digest.digest(), windows
+
+
+def parse_rates(text: str) -> list[float]:
+    """'0,2' -> [0.0, 2.0]: Mbit/s per chunk, 0 for unpaced."""
+    try:
+        rates = [float(r) for r in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of rates in Mbit/s: {text!r} (e.g. 0,2)")
+    if not rates or any(r < 0 for r in rates):
+        raise argparse.ArgumentTypeError("rates must be >= 0 (0: as fast as possible)")
+    return rates
+
+
 def handle(conn: socket.socket) -> None:
     with conn:
         conn.settimeout(IDLE_TIMEOUT_S)
@@ -185,9 +223,17 @@ def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
     start_wall = time.time()
     sock.connect((args.host, args.port))
     mode = MODES[args.mode]
-    sock.sendall(HEADER.pack(MAGIC, mode, args.bytes, seed))
+    total = args.bytes * len(args.rates) if args.mode == "paced" else args.bytes
+    sock.sendall(HEADER.pack(MAGIC, mode, total, seed))
     result: dict[str, object] = {"mode": args.mode, "seed": seed, "start": start_wall}
-    if mode == MODE_UPLOAD:
+    if args.mode == "paced":
+        start = time.monotonic()
+        sent_digest, windows = send_paced(sock, seed, args.bytes, args.rates)
+        digest, got, _ = REPLY.unpack(recv_exact(sock, REPLY.size))
+        secs = time.monotonic() - start
+        ok = digest == sent_digest and got == total
+        result["phases"] = windows
+    elif mode == MODE_UPLOAD:
         start = time.monotonic()
         sent_digest = send_stream(sock, seed, args.bytes)
         digest, got, secs = REPLY.unpack(recv_exact(sock, REPLY.size))
@@ -302,6 +348,8 @@ def main() -> int:
     c.add_argument("--phases", type=int, default=2, help="phased mode: chunks per connection")
     c.add_argument("--pause-ms", type=int, default=1000, help="phased mode: idle time between chunks")
     c.add_argument("--requests", type=int, default=100, help="rr mode: exchanges per connection")
+    c.add_argument("--rates", type=parse_rates, default=[0.0],
+                   help="paced mode: Mbit/s per chunk, comma-separated, 0 for unpaced (e.g. 0,2)")
     c.add_argument("--source", help="local address to bind the first subflow to")
     args = parser.parse_args()
     try:

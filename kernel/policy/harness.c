@@ -15,6 +15,8 @@ typedef uint32_t u32;
 typedef uint64_t u64;
 
 #include "hywf_policy.h"
+#include "bernoulli_policy.h"
+#include "delaybal_policy.h"
 
 static u64 rng_state = 1;
 
@@ -83,4 +85,39 @@ bool harness_hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
 u32 harness_hywf_epoch_size(void)
 {
 	return sizeof(struct hywf_epoch);
+}
+
+u64 harness_bern_isqrt(u64 x)
+{
+	return bern_isqrt(x);
+}
+
+u32 harness_bern_optimal_weights(const u64 *mu, u32 n, u64 lambda,
+				 u32 *weight)
+{
+	return bern_optimal_weights(mu, n, lambda, weight);
+}
+
+void harness_bern_fixed_weights(u32 permille, u32 n, u32 *weight)
+{
+	bern_fixed_weights(permille, n, weight);
+}
+
+u64 harness_bern_ewma(u64 avg, u64 sample, u32 shift)
+{
+	return bern_ewma(avg, sample, shift);
+}
+
+u32 harness_dbal_earliest(const u64 *queued, const u64 *rate, const u32 *owd_us,
+			  u32 n, u32 size, u32 usable)
+{
+	struct dbal_path p[DBAL_MAX_PATHS];
+	u32 i;
+
+	for (i = 0; i < n && i < DBAL_MAX_PATHS; i++) {
+		p[i].queued = queued[i];
+		p[i].rate = rate[i];
+		p[i].owd_us = owd_us[i];
+	}
+	return dbal_earliest(p, i, size, usable);
 }

@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 POLICY_INCLUDE = HERE.parent / "src" / "net" / "mptcp"
 HYWF_ONE = 1 << 16
 HYWF_MAX_PATHS = 8
+BERN_ONE = 1 << 16
 
 
 class HywfEpoch(ctypes.Structure):
@@ -62,6 +63,16 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_hywf_keep_burst.argtypes = [p_u32, ctypes.c_bool, ctypes.c_int, u32, u32]
     lib.harness_hywf_keep_burst.restype = ctypes.c_bool
     lib.harness_hywf_epoch_size.restype = u32
+    u64, p_u64 = ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)
+    lib.harness_bern_isqrt.argtypes = [u64]
+    lib.harness_bern_isqrt.restype = u64
+    lib.harness_bern_optimal_weights.argtypes = [p_u64, u32, u64, p_u32]
+    lib.harness_bern_optimal_weights.restype = u32
+    lib.harness_bern_fixed_weights.argtypes = [u32, u32, p_u32]
+    lib.harness_bern_ewma.argtypes = [u64, u64, u32]
+    lib.harness_bern_ewma.restype = u64
+    lib.harness_dbal_earliest.argtypes = [p_u64, p_u64, p_u32, u32, u32, u32]
+    lib.harness_dbal_earliest.restype = u32
     if lib.harness_hywf_epoch_size() != ctypes.sizeof(HywfEpoch):
         raise RuntimeError("HywfEpoch mirror does not match struct hywf_epoch")
     return lib
@@ -72,3 +83,29 @@ def draw_weights(ps_permille: int, n: int) -> list[int]:
     buf = (ctypes.c_uint32 * HYWF_MAX_PATHS)()
     lib.harness_hywf_draw_weights(ps_permille, n, buf)
     return list(buf[:n])
+
+
+def bernoulli_weights(mu: list[int], load: int) -> tuple[list[int], int]:
+    """bern_optimal_weights: (weights in units of BERN_ONE, paths used)."""
+    lib = load_harness()
+    rates = (ctypes.c_uint64 * len(mu))(*mu)
+    out = (ctypes.c_uint32 * len(mu))()
+    used = lib.harness_bern_optimal_weights(rates, len(mu), load, out)
+    return list(out), used
+
+
+def bernoulli_fixed(permille: int, n: int) -> list[int]:
+    lib = load_harness()
+    out = (ctypes.c_uint32 * n)()
+    lib.harness_bern_fixed_weights(permille, n, out)
+    return list(out)
+
+
+def delaybal_earliest(queued: list[int], rate: list[int], owd_us: list[int], size: int,
+                      usable: int | None = None) -> int:
+    """dbal_earliest over paths given as parallel lists; all usable by default."""
+    lib = load_harness()
+    n = len(queued)
+    return int(lib.harness_dbal_earliest((ctypes.c_uint64 * n)(*queued), (ctypes.c_uint64 * n)(*rate),
+                                         (ctypes.c_uint32 * n)(*owd_us), n, size,
+                                         (1 << n) - 1 if usable is None else usable))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,8 @@ MIN_SHARE = 0.10
 def test_booted_kernel_is_braid_with_netem() -> None:
     assert platform.release().endswith("-braid"), platform.release()
     assert kernel_has_netem()
+    available = Path("/proc/sys/net/mptcp/available_schedulers").read_text().split()
+    assert {"default", "hywf", "redundant", "bernoulli", "delaybal"} <= set(available), available
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])

@@ -294,7 +294,9 @@ def two_namespaces() -> Iterator[StandardTestbed]:
     ("key", "bad"),
     [("hywf_ncons", "0"), ("hywf_ncons", "10001"), ("hywf_ncons", "-1"), ("hywf_ncons", "abc"),
      ("hywf_ps_permille", "1001"), ("hywf_idle_ms", "0"), ("hywf_idle_ms", "3600001"),
-     ("hywf_scope", "3"), ("hywf_join_wait_ms", "10001"), ("hywf_join_wait_ms", "-5")],
+     ("hywf_scope", "3"), ("hywf_join_wait_ms", "10001"), ("hywf_join_wait_ms", "-5"),
+     ("bernoulli_adaptive", "2"), ("bernoulli_permille", "1001"), ("bernoulli_batch", "0"),
+     ("bernoulli_batch", "65"), ("delaybal_batch", "0"), ("delaybal_batch", "65")],
 )
 def test_invalid_sysctl_is_rejected_and_keeps_old_value(
         two_namespaces: StandardTestbed, key: str, bad: str) -> None:

@@ -58,8 +58,8 @@
  * Never stalling: when the burst's subflow cannot take data the scheduler
  * waits, because sending the burst elsewhere would make the split follow
  * the paths' capacities and leak them. If it is still blocked after
- * HYWF_STALL_RTTS smoothed RTTs (clamped to [HYWF_STALL_MIN_MS,
- * HYWF_STALL_MAX_MS]) the burst moves to another subflow; the scheduler
+ * MPTCP_SCHED_STALL_RTTS smoothed RTTs (clamped to [MPTCP_SCHED_STALL_MIN_MS,
+ * MPTCP_SCHED_STALL_MAX_MS]) the burst moves to another subflow; the scheduler
  * arms a retry so that this holds even when no ACK comes back. A burst
  * whose subflow went away or went stale also moves. MPTcpExtSchedBurstMoved
  * counts every burst moved. Backup subflows carry data only when no other
@@ -81,7 +81,6 @@
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/random.h>
-#include <linux/sort.h>
 #include <linux/spinlock.h>
 #include <linux/sysctl.h>
 #include <net/net_namespace.h>
@@ -106,9 +105,6 @@
 #define HYWF_JOIN_WAIT_MS_MAX		10000
 /* how often a held first flight looks for a joined subflow */
 #define HYWF_JOIN_POLL_MS		5
-#define HYWF_STALL_RTTS			4
-#define HYWF_STALL_MIN_MS		50
-#define HYWF_STALL_MAX_MS		1000
 /* a backup subflow sends in bursts about as large as the default's 64 KB */
 #define HYWF_BACKUP_BURST_SEGS		44
 /* peers with an epoch of their own per namespace, and slots probed per peer */
@@ -126,18 +122,16 @@ enum hywf_join {
  * @own: the split when hywf_scope is per connection
  * @last_ms: the connection's last decision, for its own idle detection
  * @burst_subflow: subflow_id of the current burst's subflow, 0 for none
- * @wait_start_ms: when the burst's subflow was first found unable to send
+ * @wait: waiting for the burst's subflow to take data
  * @join_start_ms: when the first flight started waiting for a join
- * @waiting: @wait_start_ms is valid
  * @join: enum hywf_join
  */
 struct hywf_sock {
 	struct hywf_epoch own;
 	u32 last_ms;
 	u32 burst_subflow;
-	u32 wait_start_ms;
+	struct mptcp_sched_wait wait;
 	u32 join_start_ms;
-	u8 waiting;
 	u8 join;
 };
 
@@ -186,16 +180,6 @@ struct hywf_pernet {
 	struct ctl_table_header *ctl_hdr;
 };
 
-/**
- * struct hywf_path - a usable subflow and the key that orders paths
- * @ssk: the subflow socket
- * @key: local then remote address, IPv4 mapped into IPv6
- */
-struct hywf_path {
-	struct sock *ssk;
-	struct in6_addr key[2];
-};
-
 static unsigned int hywf_net_id __read_mostly;
 
 static u32 hywf_get_random(void *ctx)
@@ -218,36 +202,6 @@ static struct hywf_sock *hywf_sk(struct mptcp_sock *msk)
 static struct hywf_pernet *hywf_pernet(const struct mptcp_sock *msk)
 {
 	return net_generic(sock_net((const struct sock *)msk), hywf_net_id);
-}
-
-static void hywf_sk_addrs(const struct sock *sk, struct in6_addr *local,
-			  struct in6_addr *remote)
-{
-#if IS_ENABLED(CONFIG_MPTCP_IPV6)
-	if (sk->sk_family == AF_INET6) {
-		*local = sk->sk_v6_rcv_saddr;
-		*remote = sk->sk_v6_daddr;
-		return;
-	}
-#endif
-	ipv6_addr_set_v4mapped(inet_sk(sk)->inet_saddr, local);
-	ipv6_addr_set_v4mapped(inet_sk(sk)->inet_daddr, remote);
-}
-
-static int hywf_path_cmp(const void *a, const void *b)
-{
-	const struct hywf_path *pa = a, *pb = b;
-
-	return memcmp(pa->key, pb->key, sizeof(pa->key));
-}
-
-/* How long a burst may wait for its subflow before it moves elsewhere. */
-static u32 hywf_stall_ms(const struct sock *ssk)
-{
-	u32 srtt_ms = (tcp_sk(ssk)->srtt_us >> 3) / USEC_PER_MSEC;
-
-	return clamp_t(u32, HYWF_STALL_RTTS * srtt_ms, HYWF_STALL_MIN_MS,
-		       HYWF_STALL_MAX_MS);
 }
 
 static int hywf_schedule(struct sock *ssk)
@@ -311,7 +265,7 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 	if (scope == HYWF_SCOPE_NAMESPACE) {
 		epoch = &pn->ns_epoch;
 	} else {
-		hywf_sk_addrs((struct sock *)msk, &local, &remote);
+		mptcp_sched_sk_addrs((struct sock *)msk, &local, &remote);
 		epoch = hywf_peer_epoch(pn, &remote, now);
 	}
 	path = hywf_next_burst(epoch, &params, n, now, idle_ms, &hywf_rand,
@@ -358,23 +312,14 @@ static bool hywf_hold_for_join(struct mptcp_sock *msk, u32 n, u32 now)
 }
 
 /* The burst's subflow cannot send: wait, or move the burst if it is stuck. */
-static int hywf_blocked(struct mptcp_sock *msk, struct hywf_path *paths,
+static int hywf_blocked(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
 			u32 n, u32 cur, u32 now)
 {
 	struct hywf_sock *hs = hywf_sk(msk);
-	u32 stall_ms = hywf_stall_ms(paths[cur].ssk);
-	u32 i, elapsed;
+	u32 i;
 
-	if (!hs->waiting) {
-		hs->waiting = 1;
-		hs->wait_start_ms = now;
-	}
-	elapsed = now - hs->wait_start_ms;
-	if (elapsed < stall_ms) {
-		/* a blackholed subflow gets no ACK to call us again */
-		mptcp_sched_retry(msk, stall_ms - elapsed);
+	if (mptcp_sched_wait_for(msk, &hs->wait, paths[cur].ssk, now))
 		return -EINVAL;
-	}
 
 	for (i = 0; i < n; i++) {
 		struct sock *ssk = paths[i].ssk;
@@ -382,7 +327,7 @@ static int hywf_blocked(struct mptcp_sock *msk, struct hywf_path *paths,
 		if (i != cur && sk_stream_memory_free(ssk)) {
 			hywf_burst_moved(msk);
 			hs->burst_subflow = mptcp_subflow_ctx(ssk)->subflow_id;
-			hs->waiting = 0;
+			mptcp_sched_wait_end(&hs->wait);
 			return hywf_schedule(ssk);
 		}
 	}
@@ -393,36 +338,22 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 			    struct mptcp_sched_data *data)
 {
 	struct hywf_pernet *pn = hywf_pernet(msk);
+	struct mptcp_sched_path paths[HYWF_MAX_PATHS];
 	struct hywf_sock *hs = hywf_sk(msk);
-	struct mptcp_subflow_context *subflow;
-	struct hywf_path paths[HYWF_MAX_PATHS];
-	struct sock *backup = NULL;
-	u32 n = 0, cur, now, pkts;
+	u32 n, cur, now, pkts;
+	struct sock *backup;
 
 	if (data->reinject)
 		return hywf_schedule(mptcp_subflow_get_retrans(msk));
 
-	mptcp_for_each_subflow(msk, subflow) {
-		struct sock *ssk = mptcp_subflow_tcp_sock(subflow);
-
-		if (!mptcp_subflow_active(subflow))
-			continue;
-		if (subflow->backup || subflow->request_bkup) {
-			if (!backup)
-				backup = ssk;
-		} else if (n < HYWF_MAX_PATHS) {
-			paths[n].ssk = ssk;
-			hywf_sk_addrs(ssk, &paths[n].key[0], &paths[n].key[1]);
-			n++;
-		}
-	}
-
+	/* the same networks in the same order in every connection */
+	n = mptcp_sched_paths(msk, paths, HYWF_MAX_PATHS, &backup);
 	if (!n) {
 		/* the policy's burst is over: it starts afresh on recovery */
 		if (hs->burst_subflow && msk->snd_burst > 0)
 			hywf_burst_moved(msk);
 		hs->burst_subflow = 0;
-		hs->waiting = 0;
+		mptcp_sched_wait_end(&hs->wait);
 		if (!backup || !sk_stream_memory_free(backup))
 			return -EINVAL;
 		msk->snd_burst = HYWF_BACKUP_BURST_SEGS;
@@ -433,8 +364,6 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	if (hywf_hold_for_join(msk, n, now))
 		return -EINVAL;
 
-	/* the same networks in the same order in every connection */
-	sort(paths, n, sizeof(paths[0]), hywf_path_cmp, NULL);
 	for (cur = 0; cur < n; cur++)
 		if (mptcp_subflow_ctx(paths[cur].ssk)->subflow_id ==
 		    hs->burst_subflow)
@@ -449,13 +378,13 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 		hs->last_ms = now;
 		hs->burst_subflow = mptcp_subflow_ctx(paths[cur].ssk)->subflow_id;
 		msk->snd_burst = pkts;
-		hs->waiting = 0;
+		mptcp_sched_wait_end(&hs->wait);
 	}
 
 	if (!sk_stream_memory_free(paths[cur].ssk))
 		return hywf_blocked(msk, paths, n, cur, now);
 
-	hs->waiting = 0;
+	mptcp_sched_wait_end(&hs->wait);
 	return hywf_schedule(paths[cur].ssk);
 }
 

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Latency-optimal Bernoulli split, decision core: pure integer logic shared
+ * by the kernel scheduler (sched_bernoulli.c) and braid's userspace test
+ * harness. It includes no headers: the includer provides u8/u32/u64.
+ *
+ * Model (Henri's thesis, ch. 5): each packet goes to path i with
+ * probability lambda_i / lambda, independently, and path i is an M/M/1
+ * queue of service rate mu_i fed at rate lambda_i. The mean delay
+ *
+ *   D = sum_i lambda_i / (mu_i - lambda_i) / lambda
+ *
+ * is convex in the split; its minimum under sum_i lambda_i = lambda puts
+ * the same marginal delay mu_i / (mu_i - lambda_i)^2 on every path that
+ * carries load ("water-filling"):
+ *
+ *   lambda_i = mu_i - sqrt(mu_i) * (sum_A mu_j - lambda) / sum_A sqrt(mu_j)
+ *
+ * over the active set A of the fastest paths for which this is positive.
+ * Below lambda0 = mu_1 - sqrt(mu_1 mu_2) (fastest two paths) that set is
+ * the fastest path alone: a second path would add more delay than it
+ * takes away. For two paths the formula is the thesis's closed form (5.8)
+ * for p* = lambda_1 / lambda. At or above the total capacity no split is
+ * stable and the split is capacity-proportional (p_lim = mu_1 / sum mu).
+ *
+ * Rates are in any one unit (braid uses bytes per second). Square roots
+ * are taken of mu << BERN_SQRT_SHIFT so that they keep 8 more bits; they
+ * cancel in the ratio. Weights are fixed point, BERN_ONE == 1.0.
+ */
+#ifndef __MPTCP_BERNOULLI_POLICY_H
+#define __MPTCP_BERNOULLI_POLICY_H
+
+#define BERN_ONE_SHIFT		16
+#define BERN_ONE		0x10000U	/* 1.0 */
+#define BERN_MAX_PATHS		8
+#define BERN_SQRT_SHIFT		16
+/* rates above this (bytes/s: 137 Gbit/s) are clamped: keeps products in range */
+#define BERN_RATE_MAX		0x400000000ULL	/* 2^34 */
+
+#ifndef bern_div_u64
+#define bern_div_u64(a, b)	((a) / (b))
+#endif
+
+/* floor(sqrt(@x)), bit by bit. */
+static inline u64 bern_isqrt(u64 x)
+{
+	u64 res = 0, bit = 1ULL << 62;
+
+	while (bit > x)
+		bit >>= 2;
+	while (bit) {
+		if (x >= res + bit) {
+			x -= res + bit;
+			res = (res >> 1) + bit;
+		} else {
+			res >>= 1;
+		}
+		bit >>= 2;
+	}
+	return res;
+}
+
+/* Weights proportional to @v (@n entries, sum @total > 0), summing to
+ * BERN_ONE exactly: the rounding remainder goes to the largest.
+ */
+static inline void bern_proportional(const u64 *v, u32 n, u64 total,
+				     u32 *weight)
+{
+	u32 i, big = 0, sum = 0;
+
+	for (i = 0; i < n; i++) {
+		weight[i] = (u32)bern_div_u64(v[i] << BERN_ONE_SHIFT, total);
+		sum += weight[i];
+		if (v[i] > v[big])
+			big = i;
+	}
+	weight[big] += BERN_ONE - sum;
+}
+
+/**
+ * bern_optimal_weights - the split that minimises mean delay
+ * @mu: service rate of each path, > 0 (clamped to BERN_RATE_MAX)
+ * @n: number of paths, 1..BERN_MAX_PATHS
+ * @lambda: offered load, in @mu's unit; 0: unknown, use the fastest path
+ * @weight: out, @n weights summing to BERN_ONE
+ *
+ * Return: how many paths carry load.
+ */
+static inline u32 bern_optimal_weights(const u64 *mu, u32 n, u64 lambda,
+				       u32 *weight)
+{
+	u64 m[BERN_MAX_PATHS], root[BERN_MAX_PATHS], share[BERN_MAX_PATHS];
+	u32 order[BERN_MAX_PATHS];
+	u64 total = 0, sum_mu, sum_root, excess, cut;
+	u32 i, j, k, used;
+
+	if (n > BERN_MAX_PATHS)
+		n = BERN_MAX_PATHS;
+	for (i = 0; i < n; i++) {
+		m[i] = mu[i] ? (mu[i] < BERN_RATE_MAX ? mu[i] : BERN_RATE_MAX) : 1;
+		root[i] = bern_isqrt(m[i] << BERN_SQRT_SHIFT);
+		total += m[i];
+		weight[i] = 0;
+		/* insertion sort of path indices, fastest first */
+		for (j = i; j > 0 && m[order[j - 1]] < m[i]; j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
+	if (lambda >= total) {
+		bern_proportional(m, n, total, weight);
+		return n;
+	}
+	if (!lambda) {
+		weight[order[0]] = BERN_ONE;
+		return 1;
+	}
+
+	/* the largest prefix of the fastest paths whose slowest gets load */
+	sum_mu = total;
+	sum_root = 0;
+	for (i = 0; i < n; i++)
+		sum_root += root[i];
+	for (k = n; k > 1; k--) {
+		j = order[k - 1];
+		excess = sum_mu - lambda;
+		/* lambda_j > 0  <=>  mu_j * sum_root > root_j * excess */
+		if (m[j] * sum_root > root[j] * excess)
+			break;
+		sum_mu -= m[j];
+		sum_root -= root[j];
+	}
+	used = k;
+	excess = sum_mu - lambda;
+	for (i = 0; i < n; i++)
+		share[i] = 0;
+	for (i = 0; i < used; i++) {
+		j = order[i];
+		cut = bern_div_u64(root[j] * excess, sum_root);
+		share[j] = m[j] > cut ? m[j] - cut : 0;
+	}
+	total = 0;
+	for (i = 0; i < n; i++)
+		total += share[i];
+	if (!total) {
+		weight[order[0]] = BERN_ONE;
+		return 1;
+	}
+	bern_proportional(share, n, total, weight);
+	return used;
+}
+
+/**
+ * bern_fixed_weights - a fixed split, set by the operator
+ * @permille: the first path's share, 0..1000
+ * @n: number of paths, 1..BERN_MAX_PATHS
+ * @weight: out, @n weights summing to BERN_ONE; the other paths share
+ *	    what the first does not take equally
+ */
+static inline void bern_fixed_weights(u32 permille, u32 n, u32 *weight)
+{
+	u32 first = (u32)(((u64)permille << BERN_ONE_SHIFT) / 1000);
+	u32 i, rest;
+
+	if (n > BERN_MAX_PATHS)
+		n = BERN_MAX_PATHS;
+	if (n == 1) {
+		weight[0] = BERN_ONE;
+		return;
+	}
+	rest = BERN_ONE - first;
+	weight[0] = first;
+	for (i = 1; i < n; i++)
+		weight[i] = rest / (n - 1);
+	weight[1] += rest - (rest / (n - 1)) * (n - 1);
+}
+
+/**
+ * bern_ewma - exponentially weighted moving average, gain 2^-@shift
+ * @avg: the average so far; 0 starts it at @sample
+ * @sample: the new sample
+ * @shift: gain exponent
+ */
+static inline u64 bern_ewma(u64 avg, u64 sample, u32 shift)
+{
+	if (!avg)
+		return sample;
+	if (sample >= avg)
+		return avg + ((sample - avg) >> shift);
+	return avg - ((avg - sample) >> shift);
+}
+
+#endif /* __MPTCP_BERNOULLI_POLICY_H */

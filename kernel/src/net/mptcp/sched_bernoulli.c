@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bernoulli: the latency-optimal random split (Henri, "Improving throughput,
+ * latency and privacy with hybrid networks and multipath routing", EPFL
+ * thesis 9056, 2018, ch. 5; Henri, Shneer, Thiran, MobiHoc 2018).
+ *
+ * Each run of segments goes to path i with probability lambda_i / lambda,
+ * where lambda is the connection's offered load and the lambda_i minimise
+ * the mean delay of M/M/1 queues of the paths' rates (bernoulli_policy.h):
+ * below lambda0 = mu_1 - sqrt(mu_1 mu_2) everything takes the fastest path,
+ * above it the second path gets a growing share, and near saturation the
+ * split is capacity-proportional. On the thesis's example, 30 and 5 Mbit/s
+ * at 29 Mbit/s of load, that is 3.1 ms of mean delay against 3.7 ms with
+ * the capacity-proportional split a load-blind scheduler would use; when
+ * the slow link varies between 7 and 3 Mbit/s, 9.8 ms against 50 ms (the
+ * thesis's optimum there, 3.9 ms, needs the variation's parameters, which
+ * a sender cannot observe).
+ *
+ * Estimators, per connection and per subflow:
+ *   mu_i    mptcp_sched_rate(): the largest recent TCP delivery-rate
+ *           sample of the subflow (capacity, even when lightly used)
+ *   lambda  bytes the application queued on the connection per
+ *           BERN_LOAD_INTERVAL_MS, averaged with gain 1/4 (a time
+ *           constant of about 0.4 s); after an idle gap of more than
+ *           BERN_LOAD_RESTART intervals it starts afresh
+ * The split is recomputed for each run from the current estimates.
+ *
+ * Runs are geometric with mean bernoulli_batch segments (1: per packet,
+ * as in the model; longer runs keep TSO batching at a small cost in
+ * delay). Bursts are counted in segments on the wire. When the chosen
+ * subflow cannot take data the scheduler waits within the framework's
+ * bound (mptcp_sched_wait_for()), then moves the run, counted in
+ * MPTcpExtSchedBurstMoved. Backup subflows carry data only when no other
+ * subflow is active; retransmissions use the default choice.
+ *
+ * Paths are numbered by subflow addresses (mptcp_sched_paths()), the same
+ * order on every connection. Parameters, per network namespace
+ * (net.mptcp.*):
+ *   bernoulli_adaptive  1: the optimal split from the estimates (default);
+ *                       0: the fixed split below
+ *   bernoulli_permille  fixed mode: the first path's share, 0..1000 (500);
+ *                       the other paths share the rest equally
+ *   bernoulli_batch     mean run length in segments, 1..64 (4)
+ */
+
+#define pr_fmt(fmt) "MPTCP: " fmt
+
+#include <linux/init.h>
+#include <linux/jiffies.h>
+#include <linux/kernel.h>
+#include <linux/random.h>
+#include <linux/sysctl.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
+#include <net/tcp.h>
+
+#include "protocol.h"
+#include "mib.h"
+
+#define hywf_div_u64(a, b)	div64_u64(a, b)
+#define bern_div_u64(a, b)	div64_u64(a, b)
+/* hywf's weighted pick and geometric draw, shared */
+#include "hywf_policy.h"
+#include "bernoulli_policy.h"
+
+#define BERN_PERMILLE_DEFAULT	500
+#define BERN_BATCH_DEFAULT	4
+#define BERN_BATCH_MAX		64
+#define BERN_LOAD_INTERVAL_MS	100
+#define BERN_LOAD_GAIN_SHIFT	2
+#define BERN_LOAD_RESTART	10
+/* a backup subflow sends in runs about as large as the default's 64 KB */
+#define BERN_BACKUP_RUN_SEGS	44
+
+/**
+ * struct bern_sock - per-connection state, in msk's private area
+ * @load: offered load estimate, bytes per second
+ * @load_seq: msk->write_seq when @load was last updated
+ * @load_ms: when @load was last updated; 0 before the first update
+ * @run_subflow: subflow_id of the current run's subflow, 0 for none
+ * @wait: waiting for the run's subflow to take data
+ */
+struct bern_sock {
+	u64 load;
+	u64 load_seq;
+	u32 load_ms;
+	u32 run_subflow;
+	struct mptcp_sched_wait wait;
+};
+
+/**
+ * struct bern_settings - per-namespace parameters, set through sysctls
+ * @adaptive: 1 for the optimal split, 0 for the fixed one
+ * @permille: fixed mode's first-path share
+ * @batch: mean run length in segments
+ */
+struct bern_settings {
+	u32 adaptive;
+	u32 permille;
+	u32 batch;
+};
+
+/**
+ * struct bern_pernet - per-namespace settings and sysctls
+ * @cfg: the settings
+ * @ctl_hdr: registered sysctl table
+ */
+struct bern_pernet {
+	struct bern_settings cfg;
+	struct ctl_table_header *ctl_hdr;
+};
+
+static unsigned int bern_net_id __read_mostly;
+
+static struct bern_sock *bern_sk(struct mptcp_sock *msk)
+{
+	return mptcp_sched_priv(msk);
+}
+
+static struct mptcp_sched_rate *bern_rate(struct sock *ssk)
+{
+	return mptcp_sched_subflow_priv(mptcp_subflow_ctx(ssk));
+}
+
+static int bern_schedule(struct sock *ssk)
+{
+	if (!ssk)
+		return -EINVAL;
+	mptcp_subflow_set_scheduled(mptcp_subflow_ctx(ssk), true);
+	return 0;
+}
+
+static void bern_run_moved(struct mptcp_sock *msk)
+{
+	MPTCP_INC_STATS(sock_net((struct sock *)msk), MPTCP_MIB_SCHEDBURSTMOVED);
+}
+
+/* Bytes the application queued per second, averaged. */
+static u64 bern_update_load(struct mptcp_sock *msk, u32 now)
+{
+	struct bern_sock *bs = bern_sk(msk);
+	u64 seq = READ_ONCE(msk->write_seq);
+	u32 elapsed = now - bs->load_ms;
+	u64 sample;
+
+	if (!bs->load_ms) {
+		bs->load_seq = seq;
+		bs->load_ms = now ? : 1;
+		return bs->load;
+	}
+	if (elapsed < BERN_LOAD_INTERVAL_MS)
+		return bs->load;
+
+	sample = div_u64((seq - bs->load_seq) * MSEC_PER_SEC, elapsed);
+	if (elapsed > BERN_LOAD_RESTART * BERN_LOAD_INTERVAL_MS)
+		bs->load = sample;
+	else
+		bs->load = bern_ewma(bs->load, sample, BERN_LOAD_GAIN_SHIFT);
+	bs->load_seq = seq;
+	bs->load_ms = now ? : 1;
+	return bs->load;
+}
+
+/* Path and length of the next run. */
+static u32 bern_new_run(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
+			u32 n, u32 now, u32 *segs)
+{
+	struct bern_pernet *pn = net_generic(sock_net((struct sock *)msk),
+					     bern_net_id);
+	u32 weight[BERN_MAX_PATHS];
+	u64 mu[BERN_MAX_PATHS];
+	u64 load;
+	u32 i;
+
+	load = bern_update_load(msk, now);
+	for (i = 0; i < n; i++)
+		mu[i] = mptcp_sched_rate(paths[i].ssk, bern_rate(paths[i].ssk),
+					 now);
+	if (READ_ONCE(pn->cfg.adaptive))
+		bern_optimal_weights(mu, n, load, weight);
+	else
+		bern_fixed_weights(READ_ONCE(pn->cfg.permille), n, weight);
+
+	*segs = hywf_draw_burst(READ_ONCE(pn->cfg.batch), get_random_u32());
+	return hywf_pick_path(weight, n, get_random_u32());
+}
+
+/* The run's subflow cannot send: wait, or move the run if it is stuck. */
+static int bern_blocked(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
+			u32 n, u32 cur, u32 now)
+{
+	struct bern_sock *bs = bern_sk(msk);
+	u32 i;
+
+	if (mptcp_sched_wait_for(msk, &bs->wait, paths[cur].ssk, now))
+		return -EINVAL;
+
+	for (i = 0; i < n; i++) {
+		struct sock *ssk = paths[i].ssk;
+
+		if (i != cur && sk_stream_memory_free(ssk)) {
+			bern_run_moved(msk);
+			bs->run_subflow = mptcp_subflow_ctx(ssk)->subflow_id;
+			mptcp_sched_wait_end(&bs->wait);
+			return bern_schedule(ssk);
+		}
+	}
+	return -EINVAL;
+}
+
+static int bern_get_subflow(struct mptcp_sock *msk,
+			    struct mptcp_sched_data *data)
+{
+	struct mptcp_sched_path paths[BERN_MAX_PATHS];
+	struct bern_sock *bs = bern_sk(msk);
+	u32 n, cur, now, segs;
+	struct sock *backup;
+
+	if (data->reinject)
+		return bern_schedule(mptcp_subflow_get_retrans(msk));
+
+	n = mptcp_sched_paths(msk, paths, BERN_MAX_PATHS, &backup);
+	if (!n) {
+		if (bs->run_subflow && msk->snd_burst > 0)
+			bern_run_moved(msk);
+		bs->run_subflow = 0;
+		mptcp_sched_wait_end(&bs->wait);
+		if (!backup || !sk_stream_memory_free(backup))
+			return -EINVAL;
+		msk->snd_burst = BERN_BACKUP_RUN_SEGS;
+		return bern_schedule(backup);
+	}
+
+	now = jiffies_to_msecs(jiffies);
+	for (cur = 0; cur < n; cur++)
+		if (mptcp_subflow_ctx(paths[cur].ssk)->subflow_id ==
+		    bs->run_subflow)
+			break;
+
+	if (cur == n || msk->snd_burst <= 0) {
+		/* its subflow left, or went stale, with segments to send */
+		if (cur == n && bs->run_subflow && msk->snd_burst > 0)
+			bern_run_moved(msk);
+		cur = bern_new_run(msk, paths, n, now, &segs);
+		bs->run_subflow = mptcp_subflow_ctx(paths[cur].ssk)->subflow_id;
+		msk->snd_burst = segs;
+		mptcp_sched_wait_end(&bs->wait);
+	}
+
+	if (!sk_stream_memory_free(paths[cur].ssk))
+		return bern_blocked(msk, paths, n, cur, now);
+
+	mptcp_sched_wait_end(&bs->wait);
+	return bern_schedule(paths[cur].ssk);
+}
+
+static void bern_init(struct mptcp_sock *msk)
+{
+	BUILD_BUG_ON(sizeof(struct bern_sock) > MPTCP_SCHED_PRIV_SIZE);
+	BUILD_BUG_ON(sizeof(struct mptcp_sched_rate) >
+		     MPTCP_SCHED_SUBFLOW_PRIV_SIZE);
+	BUILD_BUG_ON(BERN_ONE != HYWF_ONE);
+	BUILD_BUG_ON(BERN_MAX_PATHS > HYWF_MAX_PATHS);
+	msk->snd_burst = 0;
+}
+
+static struct mptcp_sched_ops mptcp_sched_bernoulli = {
+	.get_subflow	= bern_get_subflow,
+	.init		= bern_init,
+	.name		= "bernoulli",
+	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST,
+	.owner		= THIS_MODULE,
+};
+
+static const unsigned int bern_permille_max = 1000;
+static const unsigned int bern_batch_max = BERN_BATCH_MAX;
+
+static struct bern_settings bern_defaults = {
+	.adaptive	= 1,
+	.permille	= BERN_PERMILLE_DEFAULT,
+	.batch		= BERN_BATCH_DEFAULT,
+};
+
+/* .data points into bern_defaults; each namespace's copy is rebased. */
+static const struct ctl_table bern_sysctl_table[] = {
+	{
+		.procname	= "bernoulli_adaptive",
+		.data		= &bern_defaults.adaptive,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec_minmax,
+		.extra1		= SYSCTL_ZERO,
+		.extra2		= SYSCTL_ONE,
+	},
+	{
+		.procname	= "bernoulli_permille",
+		.data		= &bern_defaults.permille,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec_minmax,
+		.extra1		= SYSCTL_ZERO,
+		.extra2		= (void *)&bern_permille_max,
+	},
+	{
+		.procname	= "bernoulli_batch",
+		.data		= &bern_defaults.batch,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec_minmax,
+		.extra1		= SYSCTL_ONE,
+		.extra2		= (void *)&bern_batch_max,
+	},
+};
+
+static int __net_init bern_net_init(struct net *net)
+{
+	struct bern_pernet *pn = net_generic(net, bern_net_id);
+
+	pn->cfg = bern_defaults;
+	pn->ctl_hdr = mptcp_sched_register_sysctl(net, bern_sysctl_table,
+						  ARRAY_SIZE(bern_sysctl_table),
+						  &bern_defaults, &pn->cfg);
+	if (IS_ENABLED(CONFIG_SYSCTL) && !pn->ctl_hdr)
+		return -ENOMEM;
+	return 0;
+}
+
+static void __net_exit bern_net_exit(struct net *net)
+{
+	struct bern_pernet *pn = net_generic(net, bern_net_id);
+
+	mptcp_sched_unregister_sysctl(pn->ctl_hdr);
+}
+
+static struct pernet_operations bern_net_ops = {
+	.init	= bern_net_init,
+	.exit	= bern_net_exit,
+	.id	= &bern_net_id,
+	.size	= sizeof(struct bern_pernet),
+};
+
+static int __init mptcp_bernoulli_register(void)
+{
+	int err;
+
+	err = register_pernet_subsys(&bern_net_ops);
+	if (err)
+		return err;
+	err = mptcp_register_scheduler(&mptcp_sched_bernoulli);
+	if (err)
+		unregister_pernet_subsys(&bern_net_ops);
+	return err;
+}
+late_initcall(mptcp_bernoulli_register);
