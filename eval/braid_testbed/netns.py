@@ -23,6 +23,12 @@ from types import TracebackType
 from typing import Any
 
 from pyroute2 import NetNS, netns
+from pyroute2 import config as pyroute2_config
+
+# pyroute2 creates a namespace in a forked child and gives it 2 s to answer;
+# under TCG a fork of a large interpreter took longer (the proxy VM stage
+# failed on it, 2026-11-24). The bound only matters for a stuck child.
+pyroute2_config.default_communicate_timeout = max(pyroute2_config.default_communicate_timeout, 30)
 
 
 class CommandError(RuntimeError):

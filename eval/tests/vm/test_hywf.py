@@ -252,31 +252,37 @@ STALL_MAX_S = 1.0
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
-def test_blackholed_burst_moves_within_the_stall_bound(bed: StandardTestbed, mode: str) -> None:
+def test_blackholed_burst_moves_within_the_stall_bound(tag: str, mode: str) -> None:
     """wan1 silently drops everything mid-transfer: bursts on its subflow
     stop draining, and hywf must move them to wan2 within its stall bound,
     re-asked by its retry timer since nothing else calls it, and count each
-    move."""
-    tb = bed
+    move.
+
+    A fresh testbed per direction: on the module's shared one, the
+    download run after the upload run (blackhole lifted, send buffers
+    restored) put all 12 MB on wan2 and nothing on wan1 (2026-11-24, not
+    yet explained), so the blackhole came after the transfer."""
+    tb = hywf_testbed(tag)
     sender = "client" if mode == "upload" else "proxy"
     # Send buffers of at most 64 KB (a BDP here is 50 KB): the blackholed
     # subflow's buffer fills within a round trip and its burst is blocked.
     # With the default (MBs), the dead subflow swallows bursts until MPTCP
     # marks it stale and reinjects them, and the scheduler never waits.
-    small_buffers = {"net.ipv4.tcp_wmem": "4096 16384 65536"}
+    tb[sender].sysctl("net.ipv4.tcp_wmem", "4096 16384 65536")
     try:
-        with changed_sysctls(tb, (sender,), small_buffers), BulkServer(tb) as server:
+        with BulkServer(tb) as server:
             before = sched_bursts_moved(tb, sender)
             r, dark_at = transfer_with_breakage(tb, server, 12 << 20, mode, 2 << 20,
                                                 lambda: blackhole_wan1(tb))
             moved = sched_bursts_moved(tb, sender) - before
     finally:
-        tb["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"], check=False)
+        tb.down()
     gap = longest_data_gap(r.wan_packets[2], BULK_PORT, mode == "upload", dark_at)
     print(f"\n{mode}, wan1 blackholed after 2 MB: digest_ok={r.digest_ok} "
           f"wan bytes={r.wan_payload} bursts moved={moved} "
           f"longest pause on wan2 after it: {gap:.3f} s")
     assert r.digest_ok
+    assert r.wan_payload[1] > 0, "wan1 carried nothing: the blackhole came after the transfer"
     assert moved >= 1
     assert gap <= 1.5 * STALL_MAX_S
 
