@@ -5,7 +5,7 @@ See eval/README.md. The standard topology is :class:`StandardTestbed`.
 
 from .link import LinkSpec
 from .netns import Namespace, leftover_namespaces
-from .standard import ADDRESSES, StandardTestbed, ip
+from .standard import ADDRESSES, StandardTestbed, ip, scheduler_testbed
 from .topology import Topology, kernel_has_netem
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "ip",
     "kernel_has_netem",
     "leftover_namespaces",
+    "scheduler_testbed",
 ]

@@ -23,6 +23,8 @@ Usage::
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .capture import WanCapture
 from .link import LinkSpec
@@ -138,3 +140,18 @@ class StandardTestbed(Topology):
     def capture_wan(self, i: int, snaplen: int = 128) -> WanCapture:
         """Capture what network i's operator sees: gw i's client-facing side."""
         return WanCapture(self[f"gw{i}"], "lan", f"wan{i}", snaplen=snaplen)
+
+
+@contextmanager
+def scheduler_testbed(tag: str, scheduler: str, wan1: LinkSpec,
+                      wan2: LinkSpec) -> Iterator[StandardTestbed]:
+    """A standard testbed with the kernel path manager on and ``scheduler``
+    at both ends (client and proxy); removed afterwards, pass or fail."""
+    tb = StandardTestbed(tag, wan1=wan1, wan2=wan2)
+    tb.up()
+    try:
+        tb.enable_kernel_pm()
+        tb.set_scheduler(scheduler)
+        yield tb
+    finally:
+        tb.down()

@@ -20,7 +20,7 @@ from braid_eval.transfer import (
     sched_bursts_moved,
     transfer_with_breakage,
 )
-from braid_testbed import LinkSpec, StandardTestbed, ip
+from braid_testbed import LinkSpec, StandardTestbed, ip, scheduler_testbed
 
 SHORT = LinkSpec(rate_mbit=20, delay_ms=5, queue_pkts=100)
 LONG = LinkSpec(rate_mbit=5, delay_ms=75, queue_pkts=100)
@@ -31,14 +31,8 @@ WAIT_MAX_S = 1.0
 @pytest.fixture(scope="module")
 def bed() -> Iterator[StandardTestbed]:
     """Both ends delaybal; one testbed for the module."""
-    tb = StandardTestbed(f"db{os.getpid() % 1000}", wan1=SHORT, wan2=LONG)
-    tb.up()
-    try:
-        tb.enable_kernel_pm()
-        tb.set_scheduler("delaybal")
+    with scheduler_testbed(f"db{os.getpid() % 1000}", "delaybal", SHORT, LONG) as tb:
         yield tb
-    finally:
-        tb.down()
 
 
 def test_small_exchanges_stay_on_the_short_path(bed: StandardTestbed) -> None:

@@ -16,7 +16,7 @@ from braid_eval.transfer import (
     measured_transfer,
     transfer_with_breakage,
 )
-from braid_testbed import LinkSpec, StandardTestbed
+from braid_testbed import LinkSpec, StandardTestbed, scheduler_testbed
 
 WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 NBYTES = 4 << 20
@@ -26,14 +26,8 @@ NBYTES = 4 << 20
 def bed() -> Iterator[StandardTestbed]:
     """Both ends `redundant`; one testbed for the module (a bring-up takes
     ~40 s under TCG). The blackhole test lifts its blackhole afterwards."""
-    tb = StandardTestbed(f"rd{os.getpid() % 1000}", wan1=WAN, wan2=WAN)
-    tb.up()
-    try:
-        tb.enable_kernel_pm()
-        tb.set_scheduler("redundant")
+    with scheduler_testbed(f"rd{os.getpid() % 1000}", "redundant", WAN, WAN) as tb:
         yield tb
-    finally:
-        tb.down()
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
