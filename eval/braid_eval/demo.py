@@ -3,7 +3,10 @@
 Brings up the standard topology in braid's kernel, measures each WAN's RTT,
 pushes a checksummed bulk transfer upstream (client -> proxy) and downstream
 over a single MPTCP connection each, counts every WAN's bytes from packet
-captures, and writes a readable report plus a PNG plot.
+captures, and writes a readable report plus a PNG plot. Then it runs
+braid's schedulers side by side on the same WANs (a shorter upload and
+1 KiB request/response exchanges each), so that what each one does shows
+in the numbers.
 
 Run it through ``make demo`` (which builds and boots the kernel), or inside
 the VM::
@@ -19,13 +22,23 @@ import sys
 import time
 from pathlib import Path
 
-from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
+from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
 from .report import format_transfer, plot_wan_throughput
-from .transfer import BulkServer, TransferResult, measured_transfer, ping_rtt_ms
+from .transfer import BULK_TOOL, BulkServer, TransferResult, measured_transfer, ping_rtt_ms
 
 WAN1 = LinkSpec(rate_mbit=30, delay_ms=10, jitter_ms=1, queue_pkts=150)
 WAN2 = LinkSpec(rate_mbit=20, delay_ms=25, jitter_ms=2, queue_pkts=150)
+# What to look for in each scheduler's line of the comparison.
+WHAT_TO_SEE = {
+    "default": "upstream's choice (lowest send-queue linger time)",
+    "hywf": "random split per page load: the wan1 share is a fresh draw, for privacy",
+    "bernoulli": "latency-optimal split: light load stays on the faster WAN",
+    "delaybal": "earliest arrival: small exchanges stay on the shorter WAN",
+    "redundant": "every byte on both WANs: one WAN's goodput, no stall if one fails",
+}
+COMPARE_SIZE = "4M"
+COMPARE_REQUESTS = 50
 
 
 def parse_args() -> argparse.Namespace:
@@ -38,7 +51,37 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--size", default="16M", help="bytes per transfer (default 16M)")
     p.add_argument("--scheduler", default="default",
                    help="MPTCP scheduler on client and proxy (default: default)")
+    p.add_argument("--compare", nargs="*", default=list(WHAT_TO_SEE),
+                   help="schedulers to run side by side afterwards (default: all of braid's "
+                   "and default; none to skip)")
     return p.parse_args()
+
+
+def compare_schedulers(tb: StandardTestbed, names: list[str], nbytes: int) -> tuple[list[str], bool]:
+    """One upload and COMPARE_REQUESTS 1 KiB exchanges per scheduler, both
+    ends set: report lines, and whether every transfer was byte-exact."""
+    if not names:
+        return [], True
+    lines = [f"braid's schedulers side by side ({nbytes / 2**20:.0f} MiB upload, "
+             f"{COMPARE_REQUESTS} x 1 KiB request/response, both ends set):"]
+    ok = True
+    for name in names:
+        print(f"demo: scheduler {name}...", flush=True)
+        tb.set_scheduler(name)
+        # A new server per scheduler: accepted connections keep the
+        # scheduler their listening socket was created with.
+        with BulkServer(tb) as server:
+            r = measured_transfer(tb, server, nbytes, mode="upload")
+            out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
+                                 "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
+                                 "--requests", str(COMPARE_REQUESTS)], timeout=300).stdout
+        lat = json.loads(out.strip().splitlines()[-1])["latency_ms"]
+        ok &= r.digest_ok
+        lines.append(f"  {name:10} {r.goodput_mbit:5.1f} Mbit/s, wan1 share {r.wan_share(1):.2f}, "
+                     f"rr p50 {lat['p50']:5.1f} ms p99 {lat['p99']:5.1f} ms"
+                     f"{'' if r.digest_ok else '  CHECKSUM MISMATCH'}")
+        lines.append(f"  {'':10} {WHAT_TO_SEE.get(name, '')}")
+    return lines, ok
 
 
 def main() -> int:
@@ -66,6 +109,7 @@ def main() -> int:
                 print(f"demo: {mode} of {nbytes / 2**20:.0f} MiB over one MPTCP connection...",
                       flush=True)
                 results.append(measured_transfer(tb, server, nbytes, mode=mode))
+        compared, compared_ok = compare_schedulers(tb, args.compare, parse_size(COMPARE_SIZE))
     report = [
         "braid demo: one MPTCP connection over two emulated WANs",
         f"kernel {Path('/proc/sys/kernel/osrelease').read_text().strip()}, "
@@ -74,6 +118,7 @@ def main() -> int:
         f"wan2: {WAN2.rate_mbit:g} Mbit/s, {WAN2.delay_ms:g} ms one-way, idle RTT {rtts[2]:.1f} ms",
         "",
         *[format_transfer(r) + "\n" for r in results],
+        *([*compared, ""] if compared else []),
         f"finished in {time.monotonic() - started:.0f} s; plot: {args.out / 'wan-throughput.png'}",
     ]
     text = "\n".join(report)
@@ -86,7 +131,7 @@ def main() -> int:
     plot_wan_throughput(results, args.out / "wan-throughput.png",
                         f"braid demo: scheduler {args.scheduler!r}")
     print("\n" + text, flush=True)
-    ok = all(r.digest_ok and all(r.wan_payload.values()) for r in results)
+    ok = compared_ok and all(r.digest_ok and all(r.wan_payload.values()) for r in results)
     if not ok:
         print("demo: FAILED: a checksum mismatched or a WAN carried no data", file=sys.stderr)
     return 0 if ok else 1
