@@ -22,7 +22,8 @@ Run inside braid's kernel::
 
     kernel/vm run -- python3 -m braid_eval.bench_sched --schedulers default hywf bernoulli delaybal redundant
 
-Not measured yet: the thesis's Poisson-message sweep (issue 15).
+The thesis's Poisson-message sweep (delay against load, against the
+model's optimum) is E2: ``python3 -m braid_eval.exp_latency``.
 """
 
 from __future__ import annotations

@@ -194,21 +194,29 @@ def sched_bursts_moved(tb: StandardTestbed, node: str) -> int:
 
 
 def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int, mode: str,
-                           after_wan1_bytes: int, breakage: Callable[[], object]) -> tuple[TransferResult, float]:
+                           after_bytes: int, breakage: Callable[[], object]) -> tuple[TransferResult, float]:
     """A measured transfer during which ``breakage`` (a WAN cut, a
-    blackhole) happens once wan1 has carried ``after_wan1_bytes`` in the
-    transfer's direction; returns the result and when the breakage began."""
+    blackhole) happens once wan1 has carried ``after_bytes`` in the
+    transfer's direction; returns the result and when the breakage began.
+    Fails if wan1 never carries that much (the breakage would come after
+    the transfer and prove nothing)."""
     result: list[TransferResult] = []
     index = 0 if mode == "upload" else 1
+    dev = "wan1"
     # The link's counters run since the testbed came up (it may be shared).
-    start = interface_counters(tb.client, "wan1")[index]
+    start = interface_counters(tb.client, dev)[index]
     worker = threading.Thread(target=lambda: result.append(
         measured_transfer(tb, server, nbytes, mode=mode, timeout_s=240)))
     worker.start()
     deadline = time.monotonic() + 120
-    while (interface_counters(tb.client, "wan1")[index] - start < after_wan1_bytes
-           and time.monotonic() < deadline):
+    carried = 0
+    while carried < after_bytes:
+        if not worker.is_alive() or time.monotonic() > deadline:
+            worker.join(timeout=300)
+            raise AssertionError(f"{dev} carried only {carried} B of the {mode}, not the "
+                                 f"{after_bytes} B after which the breakage was due")
         time.sleep(0.1)
+        carried = interface_counters(tb.client, dev)[index] - start
     broken_at = time.time()
     breakage()
     worker.join(timeout=300)

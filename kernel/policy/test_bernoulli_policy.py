@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
+from braid_eval.latency_model import mm1_delay, mmpp_queue_length, p_star
 from policy_harness import BERN_ONE, bernoulli_fixed, bernoulli_weights, delaybal_earliest, load_harness
 
 PACKET_BITS = 1400 * 8
@@ -22,37 +23,6 @@ def pkts(mbit: float) -> float:
 
 def bytes_per_s(mbit: float) -> int:
     return int(mbit * 1e6 / 8)
-
-
-def p_star(mu1: float, mu2: float, lam: float) -> float:
-    """Thesis (5.8): the delay-optimal share of the faster M/M/1 queue."""
-    lam0 = mu1 - math.sqrt(mu1 * mu2)
-    if lam <= lam0:
-        return 1.0
-    if mu1 == mu2:
-        return 0.5  # (5.8) is 0/0 there; symmetry
-    return (mu1 * (lam - 2 * mu2) + (mu1 + mu2 - lam) * math.sqrt(mu1 * mu2)) / (lam * (mu1 - mu2))
-
-
-def mm1_delay(shares: list[float], mu: list[float], lam: float) -> float:
-    """Mean delay of a Bernoulli split over M/M/1 queues (seconds)."""
-    return sum(s * lam / (m - s * lam) for s, m in zip(shares, mu, strict=True) if s > 0) / lam
-
-
-def mmpp_queue_length(lam: float, mu_h: float, mu_l: float, a_h: float, a_l: float) -> float:
-    """Thesis (B.13): mean length of a queue whose server alternates between
-    rates mu_h and mu_l (exponential sojourns, leaving rates a_h, a_l)."""
-    if lam <= 0:
-        return 0.0
-    a = a_h + a_l
-    mu = (a_l * mu_h + a_h * mu_l) / a
-    var = (a_l * mu_h**2 + a_h * mu_l**2) / a - mu**2
-    if var == 0:
-        return lam / (mu - lam)
-    z: float = optimize.brentq(lambda z: a * z * (mu - lam * z) - (1 - z) * (mu_h - lam * z) * (mu_l - lam * z),
-                        1e-12, 1 - 1e-12)
-    f = (1 - z) / (mu - lam * z)
-    return lam / (mu - lam) + lam / (a * (mu - lam)) * f * var
 
 
 def share(weights: list[int], i: int) -> float:

@@ -1,0 +1,26 @@
+"""E2's quick mode (exp_latency.py) in braid's kernel: Poisson messages over
+30 and 5 Mbit/s WANs. The run checks its own invariants: every message
+arrives, adaptive bernoulli keeps a load below the model's lambda0 on the
+fast path and beats the capacity-proportional split there (which makes
+messages wait for the slow path), and spreads a load above lambda0."""
+
+from __future__ import annotations
+
+import os
+
+from braid_eval.exp_latency import QUICK_LOADS, Point, sweep
+
+
+def test_quick_sweep_invariants() -> None:
+    configs = ("bernoulli", "bernoulli-plim")  # default and delaybal: full mode only
+    points = {(p.config, p.load): p for p in sweep(configs, QUICK_LOADS, seconds=6.0,
+                                                   tag=f"e2q{os.getpid() % 1000}")}
+    low, high = QUICK_LOADS
+    for p in points.values():
+        assert p.messages > 0 and p.mean_ms > 0
+    light: Point = points[("bernoulli", low)]
+    assert light.wan1_share >= 0.9, "below lambda0 the fast path alone is optimal"
+    assert light.mean_ms < points[("bernoulli-plim", low)].mean_ms
+    heavy: Point = points[("bernoulli", high)]
+    assert heavy.wan1_share < 0.97, "above lambda0 the slow path takes a share"
+    assert points[("bernoulli-plim", low)].wan1_share < 0.95
