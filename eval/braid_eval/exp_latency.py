@@ -311,13 +311,17 @@ def main() -> int:
     p.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
     p.add_argument("--scenarios", nargs="+", choices=SCENARIOS,
                    help="slow link kinds (quick: steady; full: steady variable)")
+    p.add_argument("--loads", type=float, nargs="+",
+                   help="fractions of the 35 Mbit/s capacity, each in (0, 1) (default: by mode)")
     p.add_argument("--seconds", type=float, help="per point (quick 8, full 20)")
     p.add_argument("--out", type=Path, default=Path("out/e2"))
     args = p.parse_args()
     if not kernel_has_netem():
         print("e2: needs braid's kernel (run through kernel/vm)", file=sys.stderr)
         return 2
-    loads = FULL_LOADS if args.full else QUICK_LOADS
+    loads = tuple(args.loads or (FULL_LOADS if args.full else QUICK_LOADS))
+    if any(not 0 < lo < 1 for lo in loads):
+        p.error("--loads: each must be a fraction of capacity in (0, 1)")
     scenarios = args.scenarios or (list(SCENARIOS) if args.full else ["steady"])
     seconds = args.seconds or (20.0 if args.full else 8.0)
     params: dict[str, object] = {"mode": "full" if args.full else "quick", "loads": loads,
