@@ -315,7 +315,16 @@ def main() -> int:
                    help="fractions of the 35 Mbit/s capacity, each in (0, 1) (default: by mode)")
     p.add_argument("--seconds", type=float, help="per point (quick 8, full 20)")
     p.add_argument("--out", type=Path, default=Path("out/e2"))
+    p.add_argument("--replot", action="store_true",
+                   help="only redo the report and plot from OUT/e2.json (no VM needed)")
     args = p.parse_args()
+    if args.replot:
+        saved = json.loads((args.out / "e2.json").read_text())
+        points = [Point(**pt) for pt in saved["points"]]
+        (args.out / "e2.md").write_text(report(points, saved["params"]))
+        plot(points, args.out / "e2.png")
+        print(f"e2: wrote {args.out / 'e2.md'} and {args.out / 'e2.png'}")
+        return 0
     if not kernel_has_netem():
         print("e2: needs braid's kernel (run through kernel/vm)", file=sys.stderr)
         return 2
