@@ -28,7 +28,6 @@ import dataclasses
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -72,16 +71,13 @@ def run_flows(tb: StandardTestbed, port: int, flows: int, tcp: bool) -> tuple[fl
     goodput in Mbit/s, per-flow coefficient of variation, all intact)."""
     each = BYTES_PER_POINT // flows
     cmd = ["python3", str(BULK_TOOL)] + (["--tcp"] if tcp else [])
-    cmd += ["send", "--host", ip("proxy", "core"), "--port", str(port), "--bytes", str(each)]
-    procs = [tb.client.popen([*cmd, "--seed", str(i + 1)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE) for i in range(flows)]
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        lines = out.decode().strip().splitlines()
-        if not lines:
-            raise RuntimeError(f"a flow failed ({proc.returncode}): {err.decode().strip()}")
-        results.append(json.loads(lines[-1]))
+    cmd += ["send", "--host", ip("proxy", "core"), "--port", str(port), "--bytes", str(each),
+            "--parallel", str(flows)]
+    proc = tb.client.run(cmd, check=False, timeout=600)
+    results = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    if proc.returncode not in (0, 1) or len(results) != flows:
+        raise RuntimeError(f"{len(results)} of {flows} flows finished ({proc.returncode}): "
+                           f"{proc.stderr.strip()}")
     span = max(r["end"] for r in results) - min(r["start"] for r in results)
     goodput = sum(r["bytes"] for r in results) * 8 / span / 1e6
     per_flow = [r["goodput_mbit"] for r in results]

@@ -313,7 +313,33 @@ def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
     return result
 
 
+def send_parallel(args: argparse.Namespace) -> int:
+    """``--parallel`` connections at once (threads: one process, so that
+    they start together), one JSON line each."""
+    results: list[dict[str, object]] = []
+    errors: list[str] = []
+
+    def one(i: int) -> None:
+        try:
+            results.append(transfer(args, args.seed + 1000 * i))
+        except (OSError, ConnectionError) as err:
+            errors.append(f"connection {i + 1}: {err}")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(args.parallel)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for result in results:
+        print(json.dumps(result), flush=True)
+    for error in errors:
+        print(f"bulk: {error}", file=sys.stderr)
+    return 0 if not errors and all(r["digest_ok"] for r in results) else 1
+
+
 def send(args: argparse.Namespace) -> int:
+    if args.parallel > 1:
+        return send_parallel(args)
     ok = True
     for i in range(args.count):
         if i and args.gap_ms:
@@ -345,6 +371,8 @@ def main() -> int:
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--count", type=int, default=1, help="connections, one after another")
     c.add_argument("--gap-ms", type=int, default=100, help="pause between connections")
+    c.add_argument("--parallel", type=int, default=1,
+                   help="connections at once, each with its own --bytes (instead of --count)")
     c.add_argument("--phases", type=int, default=2, help="phased mode: chunks per connection")
     c.add_argument("--pause-ms", type=int, default=1000, help="phased mode: idle time between chunks")
     c.add_argument("--requests", type=int, default=100, help="rr mode: exchanges per connection")
