@@ -87,6 +87,10 @@ def per_gateway_client(cfg: Config, t: Tunnel, keys: RolePaths) -> Instance:
         "set -e\n"
         f"ip rule add pref {pref} from {t.client_ip} lookup {t.table}\n"
         f"ip route replace {inner}/32 dev {t.dev} table {t.table}\n"
+        "# the kernel PM tries every endpoint on every MPTCP connection: a subflow\n"
+        "# from the tunnel address to anywhere else fails at once, it never leaks\n"
+        "# onto a WAN with an address nobody routes back\n"
+        f"ip route replace unreachable default table {t.table}\n"
         f"ip route replace {inner}/32 dev {t.dev} src {t.client_ip} metric {t.table}\n"
         f"ip mptcp endpoint delete id {t.endpoint_id} 2>/dev/null || true\n"
         f"ip mptcp endpoint add {t.client_ip} id {t.endpoint_id} dev {t.dev} subflow\n"
@@ -95,6 +99,7 @@ def per_gateway_client(cfg: Config, t: Tunnel, keys: RolePaths) -> Instance:
         f"# tunnel {t.dev} is down: the kernel closes its subflows with the endpoint\n"
         f"ip mptcp endpoint delete id {t.endpoint_id} 2>/dev/null\n"
         f"ip rule del pref {pref} 2>/dev/null\n"
+        f"ip route flush table {t.table} 2>/dev/null\n"
     )
     name = f"gw-{t.gateway.id}"
     hook_lines, hooks = _hooks(cfg.run_dir, name, up, down)

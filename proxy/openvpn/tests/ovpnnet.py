@@ -31,7 +31,8 @@ REPO = HERE.parents[2]
 for p in (REPO / "eval", PKG):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
-from braid_testbed.netns import Namespace  # noqa: E402
+from braid_testbed.link import LinkSpec  # noqa: E402
+from braid_testbed.netns import Namespace, stop_process  # noqa: E402
 from braid_testbed.standard import ADDRESSES, StandardTestbed, ip  # noqa: E402
 from braid_testbed.topology import interface_counters  # noqa: E402
 
@@ -39,6 +40,7 @@ LAN_NET, LAN_GW, LAN_HOST = "10.50.0.0/24", "10.50.0.1", "10.50.0.2"
 PROXY = ip("proxy", "core")
 SERVER = ip("server", "inet")
 INNER = "10.200.0.1"
+UP_TIMEOUT_S = 30 * (3 if os.environ.get("BRAID_IN_VM") == "1" else 1)  # TCG is slow
 BULK = REPO / "eval" / "braid_testbed" / "bulk.py"
 
 
@@ -75,10 +77,9 @@ class OvpnTestbed(StandardTestbed):
 
     __test__ = False
 
-    def __init__(self, tag: str) -> None:
-        from braid_testbed.link import LinkSpec
-
-        super().__init__(tag, wan1=LinkSpec(), wan2=LinkSpec())  # host kernel: no netem
+    def __init__(self, tag: str, wan: LinkSpec | None = None) -> None:
+        """``wan`` shapes both WANs both ways (netem: braid's VM kernel); default raw veth."""
+        super().__init__(tag, wan1=wan or LinkSpec(), wan2=wan or LinkSpec())
         self.node("lan", forward=False)
         self.link("client", "lan", f"{LAN_GW}/24", "lan", "up", f"{LAN_HOST}/24")
         self.route("lan", "default", LAN_GW)
@@ -132,3 +133,38 @@ def mptcp_subflow_sources(ns: Namespace, port: int) -> list[str]:
     device shows as ``addr%dev``)."""
     out = ns.run(["ss", "-tnH", "state", "established", f"dport = :{port}"]).stdout
     return [line.split()[2].rsplit(":", 1)[0].split("%")[0] for line in out.splitlines() if line.strip()]
+
+
+def start_both(tb: OvpnTestbed, tmp: Path, pki: Path, mode: str) -> dict[str, subprocess.Popen[bytes]]:
+    """Start braid-openvpn on the proxy, then the client; wait until every tunnel is up."""
+    cfg = tb.write_settings(tmp, pki)
+    procs = {}
+    for role in ("proxy", "client"):
+        procs[role] = tb.braid_openvpn(role, cfg[role], tmp / f"{role}-cli.log", "--mode", mode)
+    names = ["gw-gw1", "gw-gw2"] if mode == "per-gateway" else ["full"]
+
+    def all_up() -> bool:
+        for role, proc in procs.items():
+            if proc.poll() is not None:
+                raise AssertionError(f"{role} braid-openvpn exited {proc.returncode}: "
+                                     + (tmp / f"{role}-cli.log").read_text())
+        text = (tmp / "client-cli.log").read_text()
+        return all(f"tunnel {n} up" in text for n in names)
+
+    wait_for("client tunnels up", all_up, UP_TIMEOUT_S)
+    if mode == "per-gateway":
+        wait_for("both tunnel endpoints", lambda: {101, 102} <= endpoint_ids(tb.client), 10)
+        for i in (1, 2):  # each tunnel carries packets to the proxy's inner address
+            wait_for(f"ping through tunnel {i}", lambda i=i: tb.client.run(
+                ["ping", "-c1", "-W1", "-I", f"10.200.{i}.2", INNER], check=False).returncode == 0, 10)
+    else:  # the tunnel's MPTCP connection has its second subflow
+        wait_for("a subflow per WAN under the full tunnel",
+                 lambda: len(mptcp_subflow_sources(tb.client, 1194)) == 2, 15)
+    return procs
+
+
+def stop_both(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """Stop ``braid-openvpn run`` on both ends (SIGTERM: it undoes its host changes)."""
+    for role in ("client", "proxy"):
+        if stop_process(procs[role], wait=10) not in (0, None):
+            raise AssertionError(f"{role} braid-openvpn did not stop cleanly: {procs[role].returncode}")

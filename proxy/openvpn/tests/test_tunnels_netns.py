@@ -27,6 +27,7 @@ from ovpnnet import (
     OvpnTestbed,
     endpoint_ids,
     mptcp_subflow_sources,
+    start_both,
     wait_for,
 )
 
@@ -35,7 +36,6 @@ from braid_openvpn.pki import create
 HERE = Path(__file__).resolve().parent
 PEER_ECHO = HERE / "peer_echo.py"
 STRIP_MPTCP = ["-p", "tcp", "-j", "TCPOPTSTRIP", "--strip-options", "30"]  # option kind 30 = MPTCP
-UP_TIMEOUT_S = 30
 MIB = 1 << 20
 
 
@@ -80,31 +80,6 @@ def joined(tb: OvpnTestbed) -> int:
     """Subflows the client joined so far (the kernel's MP_JOIN SYN/ACK counter)."""
     out = tb.client.run(["nstat", "-saz", "MPTcpExtMPJoinSynAckRx"]).stdout
     return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("MPTcpExt"))
-
-
-def start_both(tb: OvpnTestbed, tmp: Path, pki: Path, mode: str) -> dict[str, subprocess.Popen[bytes]]:
-    """Start braid-openvpn on the proxy, then the client; wait until every tunnel is up."""
-    cfg = tb.write_settings(tmp, pki)
-    procs = {}
-    for role in ("proxy", "client"):
-        procs[role] = tb.braid_openvpn(role, cfg[role], tmp / f"{role}-cli.log", "--mode", mode)
-    names = ["gw-gw1", "gw-gw2"] if mode == "per-gateway" else ["full"]
-
-    def all_up() -> bool:
-        for role, proc in procs.items():
-            if proc.poll() is not None:
-                raise AssertionError(f"{role} braid-openvpn exited {proc.returncode}: "
-                                     + (tmp / f"{role}-cli.log").read_text())
-        text = (tmp / "client-cli.log").read_text()
-        return all(f"tunnel {n} up" in text for n in names)
-
-    wait_for("client tunnels up", all_up, UP_TIMEOUT_S)
-    if mode == "per-gateway":
-        wait_for("both tunnel endpoints", lambda: {101, 102} <= endpoint_ids(tb.client), 10)
-        for i in (1, 2):  # each tunnel carries packets to the proxy's inner address
-            wait_for(f"ping through tunnel {i}", lambda i=i: tb.client.run(
-                ["ping", "-c1", "-W1", "-I", f"10.200.{i}.2", INNER], check=False).returncode == 0, 10)
-    return procs
 
 
 def bulk_server(tb: OvpnTestbed, port: int = 5201) -> None:
@@ -249,8 +224,9 @@ def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
     print(f"full tunnel: LAN TCP {got['goodput_mbit']} Mbit/s, bytes sent per WAN {sent}, subflows {subflows}")
     assert msk.strip(), "OpenVPN's TCP connection is not MPTCP"
     assert subflows == ["10.1.0.2", "10.2.0.2"], subflows
-    # The default scheduler's split varies run to run (18-44 % on wan2 seen
-    # on raw veth); 5 % is megabytes of tunnel data, not handshakes.
-    assert sent[0] > nbytes * 0.05 and sent[1] > nbytes * 0.05, sent
+    # The default scheduler's split varies run to run (8-44 % on wan2 seen
+    # on raw veth); 2 % is a megabyte of tunnel data, where keepalives and
+    # handshakes are kilobytes.
+    assert sent[0] > nbytes * 0.02 and sent[1] > nbytes * 0.02, sent
     # The LAN host is not routed at the server: only the NAT makes replies come back.
     assert LAN_HOST not in tb.server.run(["ip", "route"]).stdout

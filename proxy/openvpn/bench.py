@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Goodput of braid-openvpn's two modes against plain MPTCP, side by side.
+
+Not a test: prints numbers and ratios, never pass/fail. On braid's standard
+topology (client, gw1, gw2, router, proxy, server; each WAN netem-shaped,
+by default as the standard testbed's: 20 Mbit/s, 10 ms, 100 packets), rounds
+interleave three variants of one bulk transfer (eval/braid_testbed/bulk.py,
+byte-checked):
+
+* ``plain``: MPTCP from the client to the proxy, kernel path manager with a
+  subflow endpoint on each WAN (no tunnel).
+* ``per-gateway``: the same MPTCP transfer to the proxy's inner address,
+  each subflow inside its gateway's UDP tunnel (``braid-openvpn run``).
+* ``full-tunnel``: a plain TCP transfer from the LAN host to the server,
+  through the full tunnel (OpenVPN TCP under mptcpize, over both WANs) and
+  the proxy's NAT.
+
+netem needs braid's kernel (the host's has none), so this runs in the VM::
+
+    kernel/vm run --timeout 1200 -- python3 proxy/openvpn/bench.py
+
+``--no-shaping`` runs on raw veth (the host kernel): CPU-bound figures,
+useful only as a check that everything runs. Every round starts the
+tunnels afresh and stops them after (``braid-openvpn run`` / SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ovpnnet import BULK, INNER, LAN_HOST, PROXY, SERVER, OvpnTestbed, start_both, stop_both
+
+from braid_openvpn.pki import create
+from braid_testbed.link import LinkSpec
+from braid_testbed.topology import kernel_has_netem
+
+VARIANTS = ("plain", "per-gateway", "full-tunnel")
+PLAIN_ENDPOINT_ID = 50
+PORT = 5201
+
+
+def transfer(tb: OvpnTestbed, node: str, host: str, nbytes: int, mode: str, *extra: str) -> float:
+    """One byte-checked transfer; returns its goodput in Mbit/s."""
+    proc = tb[node].run(["python3", str(BULK), *extra, "send", "--host", host, "--port", str(PORT),
+                         "--bytes", str(nbytes), "--mode", mode], check=False, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{node} -> {host} failed: {proc.stderr.strip()}")
+    result = json.loads(proc.stdout.splitlines()[-1])
+    return float(result["goodput_mbit"])
+
+
+def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int, mode: str) -> tuple[float, float]:
+    """Goodput (Mbit/s) and the share of the client's WAN bytes on wan2."""
+    before = tb.wan_tx() if mode == "upload" else tb.wan_rx()
+    if variant == "plain":
+        tb.client.run(["ip", "mptcp", "endpoint", "add", "10.2.0.2", "id", str(PLAIN_ENDPOINT_ID),
+                       "dev", "wan2", "subflow"])
+        try:
+            mbit = transfer(tb, "client", PROXY, nbytes, mode)
+        finally:
+            tb.client.run(["ip", "mptcp", "endpoint", "delete", "id", str(PLAIN_ENDPOINT_ID)])
+    else:
+        procs = start_both(tb, tmp, pki, variant)
+        try:
+            if variant == "per-gateway":
+                mbit = transfer(tb, "client", INNER, nbytes, mode)
+            else:  # the LAN host's ordinary TCP, through the tunnel and the NAT
+                mbit = transfer(tb, "lan", SERVER, nbytes, mode, "--tcp")
+        finally:
+            stop_both(procs)
+    after = tb.wan_tx() if mode == "upload" else tb.wan_rx()
+    d1, d2 = after[0] - before[0], after[1] - before[1]
+    return mbit, d2 / max(1, d1 + d2)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default %(default)s)")
+    p.add_argument("--mib", type=int, default=24, help="MiB per transfer (default %(default)s)")
+    p.add_argument("--mode", choices=["upload", "download"], default="upload")
+    p.add_argument("--wan-rate-mbit", type=float, default=20.0)
+    p.add_argument("--wan-delay-ms", type=float, default=10.0, help="each way")
+    p.add_argument("--wan-queue-pkts", type=int, default=100)
+    p.add_argument("--no-shaping", action="store_true", help="raw veth (host kernel; CPU-bound figures)")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    a = p.parse_args()
+    if not 1 <= a.rounds <= 20 or not 1 <= a.mib <= 4096:
+        p.error("--rounds must be 1-20 and --mib 1-4096")
+    if os.geteuid() != 0:
+        p.error("needs root (network namespaces)")
+    wan = None
+    if not a.no_shaping:
+        if not kernel_has_netem():
+            p.error("this kernel has no netem: run in braid's VM (kernel/vm run -- ...) or pass --no-shaping")
+        wan = LinkSpec(rate_mbit=a.wan_rate_mbit, delay_ms=a.wan_delay_ms, queue_pkts=a.wan_queue_pkts)
+    nbytes = a.mib << 20
+    results: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="braid-ovpn-bench-") as td:
+        tmp = Path(td)
+        pki = tmp / "pki"
+        create(pki, "box", "proxy")
+        with OvpnTestbed(f"ovb{os.getpid() % 10000}", wan=wan) as tb:
+            for ns in (tb.client, tb.proxy):
+                ns.run(["ip", "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"])
+            tb.proxy.popen(["python3", str(BULK), "serve", "--port", str(PORT)], stdout=subprocess.DEVNULL)
+            tb.server.popen(["python3", str(BULK), "--tcp", "serve", "--port", str(PORT)], stdout=subprocess.DEVNULL)
+            tb.proxy.wait_listening(PORT, timeout=60)
+            tb.server.wait_listening(PORT, timeout=60)
+            for r in range(a.rounds):
+                for v in VARIANTS:
+                    rdir = tmp / f"{v}-{r}"
+                    rdir.mkdir()
+                    mbit, share2 = run_variant(tb, rdir, pki, v, nbytes, a.mode)
+                    results[v].append((mbit, share2))
+                    print(f"round {r + 1} {v:12s} {mbit:8.1f} Mbit/s  wan2 share {share2:.2f}", flush=True)
+    shaping = "raw veth (no netem)" if wan is None else \
+        f"2 x {a.wan_rate_mbit:g} Mbit/s, {a.wan_delay_ms:g} ms each way, {a.wan_queue_pkts} pkts"
+    print(f"\n{a.mode}, {a.mib} MiB per transfer, {a.rounds} rounds, WANs: {shaping}, LAN host {LAN_HOST}")
+    plain = statistics.median(m for m, _ in results["plain"])
+    print(f"{'variant':14s}{'median Mbit/s':>14s}{'min':>8s}{'max':>8s}{'wan2 share':>12s}{'vs plain':>10s}")
+    summary = {}
+    for v in VARIANTS:
+        ms = [m for m, _ in results[v]]
+        med = statistics.median(ms)
+        share = statistics.median(s for _, s in results[v])
+        print(f"{v:14s}{med:14.1f}{min(ms):8.1f}{max(ms):8.1f}{share:12.2f}{med / plain:9.2f}x")
+        summary[v] = {"goodput_mbit": ms, "median_mbit": med, "wan2_share": share, "ratio_vs_plain": med / plain}
+    if a.json:
+        a.json.write_text(json.dumps({"mode": a.mode, "mib": a.mib, "wans": shaping, "results": summary}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
