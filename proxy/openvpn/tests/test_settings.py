@@ -210,3 +210,10 @@ def test_help_explains_the_modes() -> None:
     out = _cli("--help").stdout
     assert "Per-gateway tunnel mode" in out and "Full-tunnel mode" in out
     assert os.access(PKG / "braid-openvpn", os.X_OK)
+
+
+def test_shipped_example_is_valid() -> None:
+    from braid_openvpn.config import load
+
+    cfg = load(PKG / "examples" / "openvpn.json")
+    assert cfg.modes() == ["per-gateway", "full-tunnel"]
