@@ -89,6 +89,7 @@ def bulk_server(tb: OvpnTestbed, port: int = 5201) -> None:
 
 
 def upload(tb: OvpnTestbed, host: str, nbytes: int, *extra: str, timeout: float = 90) -> dict[str, object]:
+    """A byte-checked bulk.py transfer from the client (``--mode download`` reverses it)."""
     proc = tb.client.run(["python3", str(BULK), "send", "--host", host, "--port", "5201",
                           "--bytes", str(nbytes), *extra], check=False, timeout=timeout)
     assert proc.returncode == 0, proc.stderr
@@ -155,6 +156,13 @@ def test_per_gateway_tunnels_use_both_wans_through_the_stripping_middlebox(
     # Each WAN carries a real share of the connection's data (UDP, encrypted).
     assert sent[0] > nbytes * 0.1 and sent[1] > nbytes * 0.1, sent
     assert sum(sent) >= nbytes
+
+    # Downstream the proxy's scheduler sends into both tunnels too.
+    before = tb.wan_rx()
+    upload(tb, INNER, nbytes // 2, "--mode", "download")
+    received = delta(tb.wan_rx(), before)
+    print(f"per-gateway tunnels, bytes received per WAN for {nbytes // 2} bytes of payload: {received}")
+    assert received[0] > nbytes // 2 * 0.1 and received[1] > nbytes // 2 * 0.1, received
 
 
 def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki: Path) -> None:
