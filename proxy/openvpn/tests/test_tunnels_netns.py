@@ -9,10 +9,12 @@ links are raw veth and the scheduler is the kernel's ``default``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,9 @@ from ovpnnet import (
 )
 
 from braid_openvpn.pki import create
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from braidnet import build_binaries, write_secret  # braid-proxy's test helpers
 
 HERE = Path(__file__).resolve().parent
 PEER_ECHO = HERE / "peer_echo.py"
@@ -238,3 +243,42 @@ def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
     assert sent[0] > nbytes * 0.02 and sent[1] > nbytes * 0.02, sent
     # The LAN host is not routed at the server: only the NAT makes replies come back.
     assert LAN_HOST not in tb.server.run(["ip", "route"]).stdout
+
+
+# ---- with braid-proxy ----------------------------------------------------------
+
+def test_braid_proxy_over_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path, pki: Path) -> None:
+    """braid-proxy as deployed with per-gateway mode: its client connects to
+    the proxy's inner address (no gateway status file: the kernel's first
+    tunnel carries the first subflow), through gw1's stripping middlebox; a
+    SOCKS download is byte-exact and both WANs carry it."""
+    if shutil.which("go") is None and not os.environ.get("BRAID_PROXY_BIN"):
+        pytest.skip("needs Go to build braid-proxy (or BRAID_PROXY_BIN)")
+    proxy_bin, _ = build_binaries(tmp_path / "bin")
+    strip_mptcp_on_gw1(tb)
+    start_both(tb, tmp_path, pki, "per-gateway")
+    www = tmp_path / "www"
+    www.mkdir()
+    blob = os.urandom(32 * MIB)
+    (www / "blob.bin").write_bytes(blob)
+    web = tb.server.popen(["python3", "-m", "http.server", "-b", SERVER, "-d", str(www), "8080"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    keys = write_secret(tmp_path / "keys", "box1 " + "3c" * 32 + "\n")
+    server = tb.proxy.popen([str(proxy_bin), "server", "-listen", f"{INNER}:7443", "-key-file", str(keys),
+                             "-allow-cidr", "10.10.0.0/24", "-metrics-listen", ""],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = tb.client.popen([str(proxy_bin), "client", "-server", f"{INNER}:7443", "-key-file", str(keys),
+                              "-socks-listen", "127.0.0.1:1080", "-metrics-listen", "",
+                              "-gateway-status-file", str(tmp_path / "no-gwsteer-here.json")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tb.server.wait_listening(8080, proc=web)
+    tb.proxy.wait_listening(7443, proc=server)
+    tb.client.wait_listening(1080, proc=client)
+    before = tb.wan_rx()
+    got = tb.client.run(["curl", "-sSf", "--max-time", "60", "--socks5", "127.0.0.1:1080",
+                         f"http://{SERVER}:8080/blob.bin", "-o", str(tmp_path / "got.bin")], check=False, timeout=90)
+    assert got.returncode == 0, got.stderr
+    received = delta(tb.wan_rx(), before)
+    print(f"braid-proxy over per-gateway tunnels: bytes received per WAN for 32 MiB: {received}")
+    assert hashlib.sha256((tmp_path / "got.bin").read_bytes()).digest() == hashlib.sha256(blob).digest()
+    assert received[0] > len(blob) * 0.1 and received[1] > len(blob) * 0.1, received
