@@ -30,6 +30,7 @@ from ovpnnet import (
     endpoint_ids,
     mptcp_subflow_sources,
     start_both,
+    stop_both,
     wait_for,
 )
 
@@ -87,6 +88,19 @@ def joined(tb: OvpnTestbed) -> int:
     return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("MPTcpExt"))
 
 
+def assert_stopped_clean(tb: OvpnTestbed, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM both ends: no openvpn, endpoint, rule, route table, NAT rule or inner address is left."""
+    stop_both(procs)
+    for node in ("client", "proxy"):
+        assert not tb[node].run(["pgrep", "-x", "openvpn"], check=False).stdout.strip(), f"openvpn left in {node}"
+    assert not endpoint_ids(tb.client) & {101, 102, 151, 152}, endpoint_ids(tb.client)
+    rules = tb.client.run(["ip", "rule"]).stdout
+    assert "lookup 201" not in rules and "lookup 202" not in rules and "lookup 250" not in rules, rules
+    assert "ovpn-" not in tb.client.run(["ip", "route", "show", "table", "all"]).stdout
+    assert "braid-openvpn" not in tb.proxy.run(["iptables", "-t", "nat", "-S"]).stdout
+    assert INNER not in tb.proxy.run(["ip", "addr", "show", "dev", "lo"]).stdout
+
+
 def bulk_server(tb: OvpnTestbed, port: int = 5201) -> None:
     srv = tb.proxy.popen(["python3", str(BULK), "serve", "--port", str(port)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -140,7 +154,7 @@ def test_plain_mptcp_loses_the_stripped_wan(tb: OvpnTestbed) -> None:
 def test_per_gateway_tunnels_use_both_wans_through_the_stripping_middlebox(
         tb: OvpnTestbed, tmp_path: Path, pki: Path) -> None:
     strip_mptcp_on_gw1(tb)
-    start_both(tb, tmp_path, pki, "per-gateway")
+    procs = start_both(tb, tmp_path, pki, "per-gateway")
     bulk_server(tb)
     nbytes = 128 * MIB
     before = tb.wan_tx()
@@ -168,6 +182,7 @@ def test_per_gateway_tunnels_use_both_wans_through_the_stripping_middlebox(
     received = delta(tb.wan_rx(), before)
     print(f"per-gateway tunnels, bytes received per WAN for {nbytes // 2} bytes of payload: {received}")
     assert received[0] > nbytes // 2 * 0.1 and received[1] > nbytes // 2 * 0.1, received
+    assert_stopped_clean(tb, procs)
 
 
 def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki: Path) -> None:
@@ -212,7 +227,7 @@ def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki:
 
 def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
         tb: OvpnTestbed, tmp_path: Path, pki: Path) -> None:
-    start_both(tb, tmp_path, pki, "full-tunnel")
+    procs = start_both(tb, tmp_path, pki, "full-tunnel")
     srv = tb.server.popen(["python3", str(PEER_ECHO), "serve", "--port", "7000"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tb.server.wait_listening(7000, proc=srv)
@@ -243,6 +258,7 @@ def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
     assert sent[0] > nbytes * 0.02 and sent[1] > nbytes * 0.02, sent
     # The LAN host is not routed at the server: only the NAT makes replies come back.
     assert LAN_HOST not in tb.server.run(["ip", "route"]).stdout
+    assert_stopped_clean(tb, procs)
 
 
 # ---- with braid-proxy ----------------------------------------------------------
