@@ -96,6 +96,16 @@ def cmd_run(tunnels: Tunnels, up_timeout: float) -> int:
         pidfile.unlink(missing_ok=True)
 
 
+def _is_braid_openvpn(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) braid-openvpn process."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, IndexError, ProcessLookupError):
+        return False
+    return state != "Z" and b"braid_openvpn" in cmdline
+
+
 def cmd_stop(cfg: Config, role: str, timeout: float) -> int:
     pidfile = _pidfile(cfg, role)
     try:
@@ -103,14 +113,14 @@ def cmd_stop(cfg: Config, role: str, timeout: float) -> int:
     except (FileNotFoundError, ValueError):
         _say(f"{role}: not running (no {pidfile})")
         return 0
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
+    if not _is_braid_openvpn(pid):  # a stale pid file; the pid may be someone else's now
+        _say(f"{role}: not running (stale {pidfile})")
         pidfile.unlink(missing_ok=True)
         return 0
+    os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists():
+        if not _is_braid_openvpn(pid):
             _say(f"{role}: stopped")
             return 0
         time.sleep(0.1)

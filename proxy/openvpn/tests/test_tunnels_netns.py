@@ -24,6 +24,7 @@ from ovpnnet import (
     BULK,
     INNER,
     LAN_HOST,
+    PKG,
     PROXY,
     SERVER,
     OvpnTestbed,
@@ -88,8 +89,13 @@ def joined(tb: OvpnTestbed) -> int:
     return sum(int(line.split()[1]) for line in out.splitlines() if line.startswith("MPTcpExt"))
 
 
-def assert_stopped_clean(tb: OvpnTestbed, procs: dict[str, subprocess.Popen[bytes]]) -> None:
-    """SIGTERM both ends: no openvpn, endpoint, rule, route table, NAT rule or inner address is left."""
+def assert_stopped_clean(tb: OvpnTestbed, tmp: Path, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """`braid-openvpn stop` on the client, SIGTERM on the proxy: no openvpn,
+    endpoint, rule, route table, NAT rule or inner address is left."""
+    stop = tb.client.run([str(PKG / "braid-openvpn"), "stop", "--config", str(tmp / "client.json"),
+                          "--role", "client"], check=False)
+    assert stop.returncode == 0 and "client: stopped" in stop.stdout, stop.stdout + stop.stderr
+    assert procs["client"].wait(timeout=5) == 0
     stop_both(procs)
     for node in ("client", "proxy"):
         assert not tb[node].run(["pgrep", "-x", "openvpn"], check=False).stdout.strip(), f"openvpn left in {node}"
@@ -182,7 +188,7 @@ def test_per_gateway_tunnels_use_both_wans_through_the_stripping_middlebox(
     received = delta(tb.wan_rx(), before)
     print(f"per-gateway tunnels, bytes received per WAN for {nbytes // 2} bytes of payload: {received}")
     assert received[0] > nbytes // 2 * 0.1 and received[1] > nbytes // 2 * 0.1, received
-    assert_stopped_clean(tb, procs)
+    assert_stopped_clean(tb, tmp_path, procs)
 
 
 def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki: Path) -> None:
@@ -258,7 +264,7 @@ def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
     assert sent[0] > nbytes * 0.02 and sent[1] > nbytes * 0.02, sent
     # The LAN host is not routed at the server: only the NAT makes replies come back.
     assert LAN_HOST not in tb.server.run(["ip", "route"]).stdout
-    assert_stopped_clean(tb, procs)
+    assert_stopped_clean(tb, tmp_path, procs)
 
 
 # ---- with braid-proxy ----------------------------------------------------------
