@@ -24,6 +24,7 @@ from ovpnnet import (
     BULK,
     INNER,
     LAN_HOST,
+    LISTEN_TIMEOUT_S,
     PKG,
     PROXY,
     SERVER,
@@ -44,6 +45,12 @@ HERE = Path(__file__).resolve().parent
 PEER_ECHO = HERE / "peer_echo.py"
 STRIP_MPTCP = ["-p", "tcp", "-j", "TCPOPTSTRIP", "--strip-options", "30"]  # option kind 30 = MPTCP
 MIB = 1 << 20
+# Transfer sizes and the paced rate of the down/up test. braid's VM
+# (proxy/openvpn/vm-test.sh) lowers them: under TCG every byte is encrypted
+# by emulated instructions (openvpn relays a few Mbit/s there).
+BULK_MIB = int(os.environ.get("BRAID_OVPN_BULK_MIB", "128"))
+PACE_MBIT = float(os.environ.get("BRAID_OVPN_PACE_MBIT", "40"))
+PACED_S = 20  # the paced phase of the down/up test: long enough for an outage and a return
 
 
 def _missing() -> str | None:
@@ -110,7 +117,7 @@ def assert_stopped_clean(tb: OvpnTestbed, tmp: Path, procs: dict[str, subprocess
 def bulk_server(tb: OvpnTestbed, port: int = 5201) -> None:
     srv = tb.proxy.popen(["python3", str(BULK), "serve", "--port", str(port)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    tb.proxy.wait_listening(port, proc=srv)
+    tb.proxy.wait_listening(port, proc=srv, timeout=LISTEN_TIMEOUT_S)
 
 
 def upload(tb: OvpnTestbed, host: str, nbytes: int, *extra: str, timeout: float = 90) -> dict[str, object]:
@@ -137,7 +144,7 @@ def test_plain_mptcp_loses_the_stripped_wan(tb: OvpnTestbed) -> None:
     for ns in (tb.client, tb.proxy):
         ns.run(["ip", "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"])
     bulk_server(tb)
-    nbytes = 64 * MIB
+    nbytes = BULK_MIB // 2 * MIB
 
     before, joins = tb.wan_tx(), joined(tb)
     upload(tb, PROXY, nbytes, "--source", "10.2.0.2")
@@ -162,7 +169,7 @@ def test_per_gateway_tunnels_use_both_wans_through_the_stripping_middlebox(
     strip_mptcp_on_gw1(tb)
     procs = start_both(tb, tmp_path, pki, "per-gateway")
     bulk_server(tb)
-    nbytes = 128 * MIB
+    nbytes = BULK_MIB * MIB
     before = tb.wan_tx()
     sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201",
                               "--bytes", str(nbytes)], stdout=subprocess.PIPE)
@@ -199,9 +206,10 @@ def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki:
     strip_mptcp_on_gw1(tb)
     start_both(tb, tmp_path, pki, "per-gateway")
     bulk_server(tb)
-    chunk = 96 * MIB  # first at 40 Mbit/s (~20 s: the outage happens here), then unpaced
-    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201",
-                              "--mode", "paced", "--rates", "40,0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
+    chunk = int(PACE_MBIT * 1e6 / 8 * PACED_S)  # first paced (the outage happens here), then unpaced
+    one_second = int(PACE_MBIT * 1e6 / 8)
+    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201", "--mode", "paced",
+                              "--rates", f"{PACE_MBIT:g},0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
     wait_for("both subflows", lambda: len(mptcp_subflow_sources(tb.client, 5201)) == 2, 15)
     drop = ["FORWARD", "-p", "udp", "-j", "DROP"]
     tb["gw1"].run(["iptables", "-I", *drop])
@@ -224,9 +232,10 @@ def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki:
     print(f"down/up: noticed+held {t_restore - t_cut:.1f} s, back after {t_back - t_restore:.1f} s; "
           f"bytes sent per WAN during the outage {outage}, after the return {after}; {result}")
     assert sender.returncode == 0 and result["digest_ok"], result
-    assert outage[1] > 5 * MIB, f"the transfer did not continue over gw2: {outage}"
+    # The outage lasts over 4 s (keepalive) plus a 1 s hold: over a second of pacing on gw2.
+    assert outage[1] > one_second, f"the transfer did not continue over gw2: {outage}"
     assert outage[0] < 1 * MIB, f"wan1 carried data while gw1 dropped it: {outage}"
-    assert after[0] > 5 * MIB, f"gw1's returned subflow carried no data: {after}"
+    assert after[0] > one_second, f"gw1's returned subflow carried no data: {after}"
 
 
 # ---- full-tunnel mode --------------------------------------------------------
@@ -236,7 +245,7 @@ def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
     procs = start_both(tb, tmp_path, pki, "full-tunnel")
     srv = tb.server.popen(["python3", str(PEER_ECHO), "serve", "--port", "7000"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    tb.server.wait_listening(7000, proc=srv)
+    tb.server.wait_listening(7000, proc=srv, timeout=LISTEN_TIMEOUT_S)
     lan = tb["lan"]
     nat_source = "10.10.0.1"  # the proxy's address towards the server
 
@@ -244,7 +253,7 @@ def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
     assert udp.returncode == 0, udp.stderr
     assert json.loads(udp.stdout) == {"peer": nat_source, "ok": True}, udp.stdout
 
-    nbytes = 48 * MIB
+    nbytes = BULK_MIB * 3 // 8 * MIB
     before = tb.wan_tx()
     tcp = lan.run(["python3", str(PEER_ECHO), "tcp", "--host", SERVER, "--port", "7000", "--bytes", str(nbytes)],
                   check=False, timeout=120)
@@ -281,7 +290,7 @@ def test_braid_proxy_over_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path, p
     start_both(tb, tmp_path, pki, "per-gateway")
     www = tmp_path / "www"
     www.mkdir()
-    blob = os.urandom(32 * MIB)
+    blob = os.urandom(BULK_MIB // 4 * MIB)
     (www / "blob.bin").write_bytes(blob)
     web = tb.server.popen(["python3", "-m", "http.server", "-b", SERVER, "-d", str(www), "8080"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -293,14 +302,14 @@ def test_braid_proxy_over_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path, p
                               "-socks-listen", "127.0.0.1:1080", "-metrics-listen", "",
                               "-gateway-status-file", str(tmp_path / "no-gwsteer-here.json")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    tb.server.wait_listening(8080, proc=web)
-    tb.proxy.wait_listening(7443, proc=server)
-    tb.client.wait_listening(1080, proc=client)
+    tb.server.wait_listening(8080, proc=web, timeout=LISTEN_TIMEOUT_S)
+    tb.proxy.wait_listening(7443, proc=server, timeout=LISTEN_TIMEOUT_S)
+    tb.client.wait_listening(1080, proc=client, timeout=LISTEN_TIMEOUT_S)
     before = tb.wan_rx()
     got = tb.client.run(["curl", "-sSf", "--max-time", "60", "--socks5", "127.0.0.1:1080",
                          f"http://{SERVER}:8080/blob.bin", "-o", str(tmp_path / "got.bin")], check=False, timeout=90)
     assert got.returncode == 0, got.stderr
     received = delta(tb.wan_rx(), before)
-    print(f"braid-proxy over per-gateway tunnels: bytes received per WAN for 32 MiB: {received}")
+    print(f"braid-proxy over per-gateway tunnels: bytes received per WAN for {len(blob)} bytes: {received}")
     assert hashlib.sha256((tmp_path / "got.bin").read_bytes()).digest() == hashlib.sha256(blob).digest()
     assert received[0] > len(blob) * 0.1 and received[1] > len(blob) * 0.1, received
