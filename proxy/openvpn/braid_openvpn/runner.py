@@ -30,7 +30,6 @@ from braid_openvpn.render import Instance, instances
 
 #: MPTCP endpoint ids of the full tunnel's WAN subflows: FULL_ENDPOINT_BASE + i + 1.
 FULL_ENDPOINT_BASE = 150
-NAT_COMMENT = "braid-openvpn"
 READY_LINE = "Initialization Sequence Completed"
 STOP_GRACE_S = 5.0
 
@@ -175,9 +174,10 @@ class Tunnels:
                              ["ip", "mptcp", "endpoint", "delete", "id", eid])
             else:
                 out = ["-o", f.nat_out] if f.nat_out else ["!", "-o", f.dev]
+                # No `-m comment`: braid's kernel has no xt_comment. stop()
+                # deletes exactly the rules added here, by their full spec.
                 for net in (*f.lan, f.subnet):
-                    rule = ["POSTROUTING", "-s", str(net), *out, "-m", "comment", "--comment", NAT_COMMENT,
-                            "-j", "MASQUERADE"]
+                    rule = ["POSTROUTING", "-s", str(net), *out, "-j", "MASQUERADE"]
                     self._do(["iptables", "-t", "nat", "-A", *rule], ["iptables", "-t", "nat", "-D", *rule])
         self._raise_mptcp_limits(paths_needed)
 

@@ -110,7 +110,7 @@ def assert_stopped_clean(tb: OvpnTestbed, tmp: Path, procs: dict[str, subprocess
     rules = tb.client.run(["ip", "rule"]).stdout
     assert "lookup 201" not in rules and "lookup 202" not in rules and "lookup 250" not in rules, rules
     assert "ovpn-" not in tb.client.run(["ip", "route", "show", "table", "all"]).stdout
-    assert "braid-openvpn" not in tb.proxy.run(["iptables", "-t", "nat", "-S"]).stdout
+    assert "MASQUERADE" not in tb.proxy.run(["iptables", "-t", "nat", "-S"]).stdout
     assert INNER not in tb.proxy.run(["ip", "addr", "show", "dev", "lo"]).stdout
 
 
