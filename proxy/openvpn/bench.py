@@ -22,6 +22,9 @@ netem needs braid's kernel (the host's has none), so this runs in the VM::
 ``--no-shaping`` runs on raw veth (the host kernel): CPU-bound figures,
 useful only as a check that everything runs. Every round starts the
 tunnels afresh and stops them after (``braid-openvpn run`` / SIGTERM).
+"openvpn cores" is the busiest openvpn process's CPU use during the
+transfer: near 1.0, that process (one per tunnel end, single-threaded) is
+the bottleneck, not the WANs.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
@@ -58,9 +62,29 @@ def transfer(tb: OvpnTestbed, node: str, host: str, nbytes: int, mode: str, *ext
     return float(result["goodput_mbit"])
 
 
-def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int, mode: str) -> tuple[float, float]:
-    """Goodput (Mbit/s) and the share of the client's WAN bytes on wan2."""
+def openvpn_cpu_s(tb: OvpnTestbed) -> dict[int, float]:
+    """CPU seconds (user + system) used so far by each openvpn process of the testbed."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for node in ("client", "proxy"):
+        for pid in tb[node].pids():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except FileNotFoundError:
+                continue
+            name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+            if name == "openvpn":
+                fields = rest.split()
+                out[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return out
+
+
+def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int,
+                mode: str) -> tuple[float, float, float]:
+    """Goodput (Mbit/s), the share of the client's WAN bytes on wan2, and the
+    busiest openvpn process's CPU use during the transfer (cores; 0 for plain)."""
     before = tb.wan_tx() if mode == "upload" else tb.wan_rx()
+    busiest = 0.0
     if variant == "plain":
         tb.client.run(["ip", "mptcp", "endpoint", "add", "10.2.0.2", "id", str(PLAIN_ENDPOINT_ID),
                        "dev", "wan2", "subflow"])
@@ -71,15 +95,18 @@ def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int
     else:
         procs = start_both(tb, tmp, pki, variant)
         try:
+            cpu0, t0 = openvpn_cpu_s(tb), time.monotonic()
             if variant == "per-gateway":
                 mbit = transfer(tb, "client", INNER, nbytes, mode)
             else:  # the LAN host's ordinary TCP, through the tunnel and the NAT
                 mbit = transfer(tb, "lan", SERVER, nbytes, mode, "--tcp")
+            cpu1, wall = openvpn_cpu_s(tb), time.monotonic() - t0
+            busiest = max((cpu1[p] - cpu0.get(p, 0.0)) / wall for p in cpu1) if cpu1 else 0.0
         finally:
             stop_both(procs)
     after = tb.wan_tx() if mode == "upload" else tb.wan_rx()
     d1, d2 = after[0] - before[0], after[1] - before[1]
-    return mbit, d2 / max(1, d1 + d2)
+    return mbit, d2 / max(1, d1 + d2), busiest
 
 
 def main() -> int:
@@ -103,7 +130,7 @@ def main() -> int:
             p.error("this kernel has no netem: run in braid's VM (kernel/vm run -- ...) or pass --no-shaping")
         wan = LinkSpec(rate_mbit=a.wan_rate_mbit, delay_ms=a.wan_delay_ms, queue_pkts=a.wan_queue_pkts)
     nbytes = a.mib << 20
-    results: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+    results: dict[str, list[tuple[float, float, float]]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="braid-ovpn-bench-") as td:
         tmp = Path(td)
         pki = tmp / "pki"
@@ -119,21 +146,25 @@ def main() -> int:
                 for v in VARIANTS:
                     rdir = tmp / f"{v}-{r}"
                     rdir.mkdir()
-                    mbit, share2 = run_variant(tb, rdir, pki, v, nbytes, a.mode)
-                    results[v].append((mbit, share2))
-                    print(f"round {r + 1} {v:12s} {mbit:8.1f} Mbit/s  wan2 share {share2:.2f}", flush=True)
+                    mbit, share2, cpu = run_variant(tb, rdir, pki, v, nbytes, a.mode)
+                    results[v].append((mbit, share2, cpu))
+                    print(f"round {r + 1} {v:12s} {mbit:8.1f} Mbit/s  wan2 share {share2:.2f}  "
+                          f"busiest openvpn {cpu:.2f} cores", flush=True)
     shaping = "raw veth (no netem)" if wan is None else \
         f"2 x {a.wan_rate_mbit:g} Mbit/s, {a.wan_delay_ms:g} ms each way, {a.wan_queue_pkts} pkts"
     print(f"\n{a.mode}, {a.mib} MiB per transfer, {a.rounds} rounds, WANs: {shaping}, LAN host {LAN_HOST}")
-    plain = statistics.median(m for m, _ in results["plain"])
-    print(f"{'variant':14s}{'median Mbit/s':>14s}{'min':>8s}{'max':>8s}{'wan2 share':>12s}{'vs plain':>10s}")
+    plain = statistics.median(m for m, _, _ in results["plain"])
+    print(f"{'variant':14s}{'median Mbit/s':>14s}{'min':>8s}{'max':>8s}{'wan2 share':>12s}{'vs plain':>10s}"
+          f"{'openvpn cores':>15s}")
     summary = {}
     for v in VARIANTS:
-        ms = [m for m, _ in results[v]]
+        ms = [m for m, _, _ in results[v]]
         med = statistics.median(ms)
-        share = statistics.median(s for _, s in results[v])
-        print(f"{v:14s}{med:14.1f}{min(ms):8.1f}{max(ms):8.1f}{share:12.2f}{med / plain:9.2f}x")
-        summary[v] = {"goodput_mbit": ms, "median_mbit": med, "wan2_share": share, "ratio_vs_plain": med / plain}
+        share = statistics.median(s for _, s, _ in results[v])
+        cpu = statistics.median(c for _, _, c in results[v])
+        print(f"{v:14s}{med:14.1f}{min(ms):8.1f}{max(ms):8.1f}{share:12.2f}{med / plain:9.2f}x{cpu:15.2f}")
+        summary[v] = {"goodput_mbit": ms, "median_mbit": med, "wan2_share": share, "ratio_vs_plain": med / plain,
+                      "busiest_openvpn_cores": cpu}
     if a.json:
         a.json.write_text(json.dumps({"mode": a.mode, "mib": a.mib, "wans": shaping, "results": summary}, indent=1))
     return 0
