@@ -41,8 +41,10 @@ TABLE_BASE = 200
 FULL_TABLE = 250
 #: MPTCP endpoint id of tunnel i is ENDPOINT_ID_BASE + i + 1 (ids are 1..255).
 ENDPOINT_ID_BASE = 100
-#: Inner MTU: 1500-byte WAN frames carry it with IPv4/UDP (28) and OpenVPN's
-#: AEAD data-channel header (24-ish) without IP fragmentation.
+#: Inner MTU. An outer packet is the inner one plus 52 bytes (IPv4/UDP 28,
+#: OpenVPN's AEAD data-channel header and tag 24; measured: 1400 -> 1452,
+#: 1448 -> 1500, never fragmented). 1400 leaves room for PPPoE or another
+#: tunnel under the WAN; 1448 fits a clean 1500-byte WAN exactly.
 DEFAULT_TUN_MTU = 1400
 GATEWAY_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,9}$")  # ovpn-<id> fits IFNAMSIZ
 CERT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
