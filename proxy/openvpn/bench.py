@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ovpnnet import BULK, INNER, LAN_HOST, PROXY, SERVER, OvpnTestbed, start_both, stop_both
 
+from braid_openvpn.config import DEFAULT_TUN_MTU
 from braid_openvpn.pki import create
 from braid_testbed.link import LinkSpec
 from braid_testbed.topology import kernel_has_netem
@@ -80,7 +81,7 @@ def openvpn_cpu_s(tb: OvpnTestbed) -> dict[int, float]:
 
 
 def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int,
-                mode: str) -> tuple[float, float, float]:
+                mode: str, tun_mtu: int) -> tuple[float, float, float]:
     """Goodput (Mbit/s), the share of the client's WAN bytes on wan2, and the
     busiest openvpn process's CPU use during the transfer (cores; 0 for plain)."""
     before = tb.wan_tx() if mode == "upload" else tb.wan_rx()
@@ -93,7 +94,7 @@ def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int
         finally:
             tb.client.run(["ip", "mptcp", "endpoint", "delete", "id", str(PLAIN_ENDPOINT_ID)])
     else:
-        procs = start_both(tb, tmp, pki, variant)
+        procs = start_both(tb, tmp, pki, variant, tun_mtu=tun_mtu)
         try:
             cpu0, t0 = openvpn_cpu_s(tb), time.monotonic()
             if variant == "per-gateway":
@@ -117,6 +118,7 @@ def main() -> int:
     p.add_argument("--wan-rate-mbit", type=float, default=20.0)
     p.add_argument("--wan-delay-ms", type=float, default=10.0, help="each way")
     p.add_argument("--wan-queue-pkts", type=int, default=100)
+    p.add_argument("--tun-mtu", type=int, default=DEFAULT_TUN_MTU, help="tunnels' inner MTU (default %(default)s)")
     p.add_argument("--no-shaping", action="store_true", help="raw veth (host kernel; CPU-bound figures)")
     p.add_argument("--json", type=Path, help="also write the results here")
     a = p.parse_args()
@@ -146,13 +148,14 @@ def main() -> int:
                 for v in VARIANTS:
                     rdir = tmp / f"{v}-{r}"
                     rdir.mkdir()
-                    mbit, share2, cpu = run_variant(tb, rdir, pki, v, nbytes, a.mode)
+                    mbit, share2, cpu = run_variant(tb, rdir, pki, v, nbytes, a.mode, a.tun_mtu)
                     results[v].append((mbit, share2, cpu))
                     print(f"round {r + 1} {v:12s} {mbit:8.1f} Mbit/s  wan2 share {share2:.2f}  "
                           f"busiest openvpn {cpu:.2f} cores", flush=True)
     shaping = "raw veth (no netem)" if wan is None else \
         f"2 x {a.wan_rate_mbit:g} Mbit/s, {a.wan_delay_ms:g} ms each way, {a.wan_queue_pkts} pkts"
-    print(f"\n{a.mode}, {a.mib} MiB per transfer, {a.rounds} rounds, WANs: {shaping}, LAN host {LAN_HOST}")
+    print(f"\n{a.mode}, {a.mib} MiB per transfer, {a.rounds} rounds, WANs: {shaping}, tun_mtu {a.tun_mtu}, "
+          f"LAN host {LAN_HOST}")
     plain = statistics.median(m for m, _, _ in results["plain"])
     print(f"{'variant':14s}{'median Mbit/s':>14s}{'min':>8s}{'max':>8s}{'wan2 share':>12s}{'vs plain':>10s}"
           f"{'openvpn cores':>15s}")
@@ -166,7 +169,8 @@ def main() -> int:
         summary[v] = {"goodput_mbit": ms, "median_mbit": med, "wan2_share": share, "ratio_vs_plain": med / plain,
                       "busiest_openvpn_cores": cpu}
     if a.json:
-        a.json.write_text(json.dumps({"mode": a.mode, "mib": a.mib, "wans": shaping, "results": summary}, indent=1))
+        a.json.write_text(json.dumps({"mode": a.mode, "mib": a.mib, "wans": shaping, "tun_mtu": a.tun_mtu,
+                                       "results": summary}, indent=1))
     return 0
 
 

@@ -139,9 +139,11 @@ def mptcp_subflow_sources(ns: Namespace, port: int) -> list[str]:
     return [line.split()[2].rsplit(":", 1)[0].split("%")[0] for line in out.splitlines() if line.strip()]
 
 
-def start_both(tb: OvpnTestbed, tmp: Path, pki: Path, mode: str) -> dict[str, subprocess.Popen[bytes]]:
-    """Start braid-openvpn on the proxy, then the client; wait until every tunnel is up."""
-    cfg = tb.write_settings(tmp, pki)
+def start_both(tb: OvpnTestbed, tmp: Path, pki: Path, mode: str,
+               **overrides: Any) -> dict[str, subprocess.Popen[bytes]]:
+    """Start braid-openvpn on the proxy, then the client (settings changed by
+    ``overrides``); wait until every tunnel is up."""
+    cfg = tb.write_settings(tmp, pki, **overrides)
     procs = {}
     for role in ("proxy", "client"):
         procs[role] = tb.braid_openvpn(role, cfg[role], tmp / f"{role}-cli.log", "--mode", mode)
