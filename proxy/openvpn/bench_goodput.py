@@ -17,7 +17,7 @@ byte-checked):
 
 netem needs braid's kernel (the host's has none), so this runs in the VM::
 
-    kernel/vm run --timeout 1200 -- python3 proxy/openvpn/bench.py
+    kernel/vm run --timeout 1200 -- python3 proxy/openvpn/bench_goodput.py
 
 ``--no-shaping`` runs on raw veth (the host kernel): CPU-bound figures,
 useful only as a check that everything runs. Every round starts the
