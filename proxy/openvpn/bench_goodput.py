@@ -23,8 +23,11 @@ netem needs braid's kernel (the host's has none), so this runs in the VM::
 useful only as a check that everything runs. Every round starts the
 tunnels afresh and stops them after (``braid-openvpn run`` / SIGTERM).
 "openvpn cores" is the busiest openvpn process's CPU use during the
-transfer: near 1.0, that process (one per tunnel end, single-threaded) is
-the bottleneck, not the WANs.
+transfer (near 1.0: that single-threaded process is the bottleneck),
+"machine CPU" the whole machine's (the guest's in the VM; near 1.0: the
+CPUs are), "TCP retrans" and "UDP drops" count every TCP sender's
+retransmissions and the UDP socket-buffer drops in the client, LAN and
+proxy namespaces.
 """
 
 from __future__ import annotations
@@ -80,34 +83,65 @@ def openvpn_cpu_s(tb: OvpnTestbed) -> dict[int, float]:
     return out
 
 
+def machine_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of every CPU of this machine (the guest's, in the VM)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def counters(tb: OvpnTestbed) -> dict[str, int]:
+    """Loss counters that explain a slow tunnel: TCP retransmissions (every
+    sender: the client, the LAN host, the proxy) and UDP socket-buffer drops
+    (the tunnels' openvpn sockets), summed over those namespaces."""
+    out = {"tcp_retrans": 0, "udp_buffer_drops": 0}
+    for node in ("client", "lan", "proxy"):
+        text = tb[node].run(["nstat", "-saz", "TcpRetransSegs", "UdpRcvbufErrors", "UdpSndbufErrors"]).stdout
+        for line in text.splitlines():
+            name, _, rest = line.partition(" ")
+            if name == "TcpRetransSegs":
+                out["tcp_retrans"] += int(rest.split()[0])
+            elif name in ("UdpRcvbufErrors", "UdpSndbufErrors"):
+                out["udp_buffer_drops"] += int(rest.split()[0])
+    return out
+
+
 def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int,
-                mode: str, tun_mtu: int) -> tuple[float, float, float]:
-    """Goodput (Mbit/s), the share of the client's WAN bytes on wan2, and the
-    busiest openvpn process's CPU use during the transfer (cores; 0 for plain)."""
+                mode: str, tun_mtu: int) -> dict[str, float]:
+    """One transfer: goodput (Mbit/s), the share of the client's WAN bytes on
+    wan2, the busiest openvpn process's CPU use (cores; 0 for plain), the
+    machine's CPU use (fraction of all CPUs) and the loss counters, all
+    during the transfer."""
     before = tb.wan_tx() if mode == "upload" else tb.wan_rx()
-    busiest = 0.0
+    procs = None
     if variant == "plain":
         tb.client.run(["ip", "mptcp", "endpoint", "add", "10.2.0.2", "id", str(PLAIN_ENDPOINT_ID),
                        "dev", "wan2", "subflow"])
-        try:
-            mbit = transfer(tb, "client", PROXY, nbytes, mode)
-        finally:
-            tb.client.run(["ip", "mptcp", "endpoint", "delete", "id", str(PLAIN_ENDPOINT_ID)])
     else:
         procs = start_both(tb, tmp, pki, variant, tun_mtu=tun_mtu)
-        try:
-            cpu0, t0 = openvpn_cpu_s(tb), time.monotonic()
-            if variant == "per-gateway":
-                mbit = transfer(tb, "client", INNER, nbytes, mode)
-            else:  # the LAN host's ordinary TCP, through the tunnel and the NAT
-                mbit = transfer(tb, "lan", SERVER, nbytes, mode, "--tcp")
-            cpu1, wall = openvpn_cpu_s(tb), time.monotonic() - t0
-            busiest = max((cpu1[p] - cpu0.get(p, 0.0)) / wall for p in cpu1) if cpu1 else 0.0
-        finally:
+    try:
+        ovpn0, cpu0, loss0, t0 = openvpn_cpu_s(tb), machine_cpu(), counters(tb), time.monotonic()
+        if variant == "plain":
+            mbit = transfer(tb, "client", PROXY, nbytes, mode)
+        elif variant == "per-gateway":
+            mbit = transfer(tb, "client", INNER, nbytes, mode)
+        else:  # the LAN host's ordinary TCP, through the tunnel and the NAT
+            mbit = transfer(tb, "lan", SERVER, nbytes, mode, "--tcp")
+        ovpn1, cpu1, loss1, wall = openvpn_cpu_s(tb), machine_cpu(), counters(tb), time.monotonic() - t0
+    finally:
+        if procs is None:
+            tb.client.run(["ip", "mptcp", "endpoint", "delete", "id", str(PLAIN_ENDPOINT_ID)])
+        else:
             stop_both(procs)
     after = tb.wan_tx() if mode == "upload" else tb.wan_rx()
     d1, d2 = after[0] - before[0], after[1] - before[1]
-    return mbit, d2 / max(1, d1 + d2), busiest
+    return {
+        "goodput_mbit": mbit,
+        "wan2_share": d2 / max(1, d1 + d2),
+        "busiest_openvpn_cores": max(((ovpn1[p] - ovpn0.get(p, 0.0)) / wall for p in ovpn1), default=0.0),
+        "machine_cpu_busy": (cpu1[0] - cpu0[0]) / max(1, cpu1[1] - cpu0[1]),
+        **{k: loss1[k] - loss0[k] for k in loss0},
+    }
 
 
 def main() -> int:
@@ -132,7 +166,7 @@ def main() -> int:
             p.error("this kernel has no netem: run in braid's VM (kernel/vm run -- ...) or pass --no-shaping")
         wan = LinkSpec(rate_mbit=a.wan_rate_mbit, delay_ms=a.wan_delay_ms, queue_pkts=a.wan_queue_pkts)
     nbytes = a.mib << 20
-    results: dict[str, list[tuple[float, float, float]]] = {v: [] for v in VARIANTS}
+    results: dict[str, list[dict[str, float]]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="braid-ovpn-bench-") as td:
         tmp = Path(td)
         pki = tmp / "pki"
@@ -148,26 +182,28 @@ def main() -> int:
                 for v in VARIANTS:
                     rdir = tmp / f"{v}-{r}"
                     rdir.mkdir()
-                    mbit, share2, cpu = run_variant(tb, rdir, pki, v, nbytes, a.mode, a.tun_mtu)
-                    results[v].append((mbit, share2, cpu))
-                    print(f"round {r + 1} {v:12s} {mbit:8.1f} Mbit/s  wan2 share {share2:.2f}  "
-                          f"busiest openvpn {cpu:.2f} cores", flush=True)
+                    res = run_variant(tb, rdir, pki, v, nbytes, a.mode, a.tun_mtu)
+                    results[v].append(res)
+                    print(f"round {r + 1} {v:12s} {res['goodput_mbit']:8.1f} Mbit/s  wan2 share "
+                          f"{res['wan2_share']:.2f}  busiest openvpn {res['busiest_openvpn_cores']:.2f} cores  "
+                          f"machine CPU {res['machine_cpu_busy']:.2f}  TCP retrans {res['tcp_retrans']}  "
+                          f"UDP buffer drops {res['udp_buffer_drops']}", flush=True)
     shaping = "raw veth (no netem)" if wan is None else \
         f"2 x {a.wan_rate_mbit:g} Mbit/s, {a.wan_delay_ms:g} ms each way, {a.wan_queue_pkts} pkts"
     print(f"\n{a.mode}, {a.mib} MiB per transfer, {a.rounds} rounds, WANs: {shaping}, tun_mtu {a.tun_mtu}, "
-          f"LAN host {LAN_HOST}")
-    plain = statistics.median(m for m, _, _ in results["plain"])
-    print(f"{'variant':14s}{'median Mbit/s':>14s}{'min':>8s}{'max':>8s}{'wan2 share':>12s}{'vs plain':>10s}"
-          f"{'openvpn cores':>15s}")
-    summary = {}
+          f"LAN host {LAN_HOST} (medians)")
+    plain = statistics.median(r["goodput_mbit"] for r in results["plain"])
+    print(f"{'variant':14s}{'Mbit/s':>8s}{'min':>7s}{'max':>7s}{'vs plain':>10s}{'wan2':>6s}"
+          f"{'openvpn cores':>15s}{'machine CPU':>13s}{'TCP retrans':>13s}{'UDP drops':>11s}")
+    summary: dict[str, dict[str, object]] = {}
     for v in VARIANTS:
-        ms = [m for m, _, _ in results[v]]
-        med = statistics.median(ms)
-        share = statistics.median(s for _, s, _ in results[v])
-        cpu = statistics.median(c for _, _, c in results[v])
-        print(f"{v:14s}{med:14.1f}{min(ms):8.1f}{max(ms):8.1f}{share:12.2f}{med / plain:9.2f}x{cpu:15.2f}")
-        summary[v] = {"goodput_mbit": ms, "median_mbit": med, "wan2_share": share, "ratio_vs_plain": med / plain,
-                      "busiest_openvpn_cores": cpu}
+        runs = results[v]
+        ms = [r["goodput_mbit"] for r in runs]
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print(f"{v:14s}{med['goodput_mbit']:8.1f}{min(ms):7.1f}{max(ms):7.1f}{med['goodput_mbit'] / plain:9.2f}x"
+              f"{med['wan2_share']:6.2f}{med['busiest_openvpn_cores']:15.2f}{med['machine_cpu_busy']:13.2f}"
+              f"{med['tcp_retrans']:13.0f}{med['udp_buffer_drops']:11.0f}")
+        summary[v] = {"runs": runs, "medians": med, "ratio_vs_plain": med["goodput_mbit"] / plain}
     if a.json:
         a.json.write_text(json.dumps({"mode": a.mode, "mib": a.mib, "wans": shaping, "tun_mtu": a.tun_mtu,
                                        "results": summary}, indent=1))

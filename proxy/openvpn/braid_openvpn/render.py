@@ -34,6 +34,7 @@ HEADER = "# managed by braid (braid-openvpn): regenerated at every start, do not
 #: ip rule preference of a tunnel's table: before the main table (32766).
 RULE_PREF_BASE = 5000
 DATA_CIPHERS = "AES-256-GCM:CHACHA20-POLY1305"
+SOCKET_BUFFER_BYTES = 4 << 20
 #: Per-gateway tunnels: a dead gateway is noticed within PING_RESTART_S,
 #: which removes its MPTCP endpoint (and so its subflows) at once.
 PING_S, PING_RESTART_S = 1, 4
@@ -66,6 +67,10 @@ def _common(cfg: Config, dev: str, keys: RolePaths, role: str) -> str:
         + f"ca {keys.ca}\ncert {keys.cert}\nkey {keys.key}\ntls-crypt {keys.tls_crypt}\n"
         + f"data-ciphers {DATA_CIPHERS}\n"
         + "verb 3\nmute-replay-warnings\n"
+        # The OS default socket buffers (~200 kB) overflowed in bursts (UDP
+        # socket-buffer drops, each an inner TCP retransmission, measured by
+        # bench_goodput.py); the kernel caps these at net.core.[rw]mem_max.
+        + f"sndbuf {SOCKET_BUFFER_BYTES}\nrcvbuf {SOCKET_BUFFER_BYTES}\n"
     )
 
 
