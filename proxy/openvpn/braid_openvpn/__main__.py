@@ -1,0 +1,5 @@
+import sys
+
+from braid_openvpn.cli import main
+
+sys.exit(main())
