@@ -40,7 +40,6 @@ PACKAGES = (
     "nftables",
     "iproute2",
     "procps",
-    "python3-pyroute2",
 )
 # debootstrap of this list takes 2-4 minutes here; a stuck mirror must not hang CI.
 DEBOOTSTRAP_TIMEOUT_S = 900
