@@ -63,7 +63,7 @@ def test_bad_inventory_fails_before_any_change(
     shared = {k: v for k, v in shared.items() if v is not None}
     inventory = write_inventory(
         tmp_path / "inventory.yml",
-        {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, **client_vars)},
+        {"box1": chroot_host(client, **{"braid_gwsteer_gateways": GATEWAYS, **client_vars})},
         {"relay": chroot_host(proxy, **proxy_vars)},
         shared,
     )
