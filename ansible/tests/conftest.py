@@ -1,0 +1,34 @@
+"""Fixtures of the deployment tests: artifacts and the cached Debian rootfs (built once per run)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ansible_run import build_artifacts
+from debian_rootfs import cached_rootfs_tarball
+
+
+def _need_root_and_tools() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("chroot targets need root")
+    for tool in ("debootstrap", "zstd", "ansible-playbook", "go", "nft"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: run scripts/install-deps")
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """braid-proxy and gwsteer built by ansible/build-artifacts, once per run."""
+    _need_root_and_tools()
+    return build_artifacts(tmp_path_factory.mktemp("artifacts"))
+
+
+@pytest.fixture(scope="session")
+def rootfs_tarball() -> Path:
+    """The cached debootstrap'd Debian 12 (built on first use, minutes; then reused)."""
+    _need_root_and_tools()
+    return cached_rootfs_tarball()

@@ -1,0 +1,250 @@
+"""Converge two throwaway Debian 12 systems (client box, proxy) with site.yml, twice.
+
+The targets are debootstrap'd root filesystems reached through Ansible's
+``community.general.chroot`` connection: real Debian userlands with the real
+packages (mptcpd, nftables, systemd, python3-pyroute2), without booting.
+What a chroot cannot do: start services (no systemd runs there), so the
+playbooks run with ``braid_start_services: false`` (units installed and
+enabled, nothing started) and this test checks what the playbooks left:
+the second run changes nothing; configs pass the programs' own validators
+inside the target (gwsteer-check, systemd-analyze verify/security, nft);
+the routing helper installed in the target steers in a namespace; the
+sysctl file applies in a namespace; the firewall rules, loaded into
+namespaces, redirect and drop real connections. Starting the services
+from their units is left to a booted system (VM): see ansible/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ansible_run import REPO, PlaybookResult, chroot_host, run_playbook, write_inventory
+from braid_testbed.netns import Namespace
+from debian_rootfs import unpacked_rootfs
+from netcheck import FirewallTopology, connect, server_cmd, tag
+
+GATEWAYS = [
+    {"id": "dsl", "source": "10.1.1.2", "hops": ["10.1.1.1"]},
+    {"id": "lte", "source": "10.1.2.2", "hops": ["10.1.2.1"], "backup": True},
+]
+PROXY_ADDRESS = "198.51.100.7"
+
+
+@dataclass
+class Converged:
+    client: Path
+    proxy: Path
+    first: PlaybookResult
+    second: PlaybookResult
+    client_key_after_first: str
+
+
+def in_root(root: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a command inside a target root (its own binaries and libraries)."""
+    return subprocess.run(["chroot", str(root), *cmd], capture_output=True, text=True, timeout=60, check=check)
+
+
+@pytest.fixture(scope="module")
+def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Converged]:
+    base = tmp_path_factory.mktemp("converge")
+    with unpacked_rootfs(rootfs_tarball, base / "client") as client, \
+            unpacked_rootfs(rootfs_tarball, base / "proxy") as proxy:
+        inventory = write_inventory(
+            base / "inventory.yml",
+            {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
+                                 braid_mptcp_scheduler="hywf")},
+            {"relay": chroot_host(proxy, braid_firewall_nat_sources=["10.8.0.0/24"],
+                                  braid_firewall_ssh_sources=["192.0.2.0/24"])},
+            {"braid_start_services": False, "braid_artifacts_dir": str(artifacts),
+             "braid_proxy_address": PROXY_ADDRESS},
+        )
+        first = run_playbook("site.yml", inventory)
+        assert first.ok, first.output[-6000:]
+        key = (client / "etc/braid/client.keys").read_text()
+        second = run_playbook("site.yml", inventory)
+        yield Converged(client, proxy, first, second, key)
+
+
+def test_second_run_changes_nothing(converged: Converged) -> None:
+    assert converged.first.changed("box1") > 0 and converged.first.changed("relay") > 0
+    assert converged.second.ok, converged.second.output[-6000:]
+    assert converged.second.changed("box1") == 0, converged.second.output
+    assert converged.second.changed("relay") == 0, converged.second.output
+
+
+def test_client_key_generated_once_kept_and_given_to_the_proxy(converged: Converged) -> None:
+    client_keys = converged.client / "etc/braid/client.keys"
+    server_keys = converged.proxy / "etc/braid/server.keys"
+    line = client_keys.read_text()
+    assert line == converged.client_key_after_first, "the second run replaced the client's key"
+    client_id, key = line.split()
+    assert client_id == "box1" and len(bytes.fromhex(key)) == 32
+    assert server_keys.read_text().splitlines() == [line.strip()]
+    client_uid = int(in_root(converged.client, "id", "-u", "braid").stdout)
+    proxy_uid = int(in_root(converged.proxy, "id", "-u", "braid").stdout)
+    for path, uid in ((client_keys, client_uid), (server_keys, proxy_uid)):
+        st = path.stat()
+        assert (st.st_mode & 0o777, st.st_uid) == (0o600, uid), path
+    # Secrets never reach the log.
+    for result in (converged.first, converged.second):
+        assert key not in result.output
+
+
+def test_gateways_conf_passes_gwsteer_check_in_the_target(converged: Converged) -> None:
+    checked = json.loads(in_root(converged.client, "/usr/local/bin/gwsteer-check", "--json",
+                                 "/etc/braid/gateways.conf").stdout)
+    assert checked["settings"]["role"] == "client"
+    assert checked["settings"]["probe_target"] == PROXY_ADDRESS
+    assert [(g["id"], g["source"], g["hops"], g["backup"]) for g in checked["gateways"]] == [
+        ("dsl", "10.1.1.2", ["10.1.1.1"], False), ("lte", "10.1.2.2", ["10.1.2.1"], True)]
+    proxy_side = json.loads(in_root(converged.proxy, "/usr/local/bin/gwsteer-check", "--json",
+                                    "/etc/braid/gateways.conf").stdout)
+    assert proxy_side["settings"]["role"] == "proxy" and proxy_side["gateways"] == []
+
+
+def test_proxy_configs(converged: Converged) -> None:
+    client = json.loads((converged.client / "etc/braid/client.json").read_text())
+    assert client["server"] == f"{PROXY_ADDRESS}:7443"
+    assert client["client_id"] == "box1"
+    assert client["key_file"] == "/etc/braid/client.keys"
+    # A LAN is redirected, so the transparent listener is not loopback-only.
+    assert client["transparent_listen"] == "0.0.0.0:1081"
+    assert client["gateway_status_file"] == "/run/braid/gateways.json"
+    server = json.loads((converged.proxy / "etc/braid/server.json").read_text())
+    assert server["listen"] == "0.0.0.0:7443" and server["key_file"] == "/etc/braid/server.keys"
+    for path in (converged.client / "etc/braid/client.json", converged.proxy / "etc/braid/server.json"):
+        assert path.stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize(("side", "units"), [
+    ("client", ["braid-proxy-client.service", "mptcp.service", "braid-gwsteer-route.service",
+                "braid-firewall.service"]),
+    ("proxy", ["braid-proxy-server.service", "mptcp.service", "braid-firewall.service"]),
+])
+def test_units_installed_enabled_and_verified(converged: Converged, side: str, units: list[str]) -> None:
+    root = converged.client if side == "client" else converged.proxy
+    for unit in units:
+        assert in_root(root, "systemctl", "is-enabled", unit).stdout.strip() == "enabled", unit
+    # The target's own systemd parses every unit and drop-in (man pages are
+    # not installed in the minimal root, hence --man=no).
+    verify = in_root(root, "systemd-analyze", "verify", "--man=no", *units, check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    # Shipped files are installed as they are in the repository.
+    drop_in = root / "etc/systemd/system/mptcp.service.d/braid-gwsteer.conf"
+    assert drop_in.read_text() == (REPO / "mptcpd-plugins/contrib/mptcp.service.d/braid-gwsteer.conf").read_text()
+    proxy_unit = units[0]
+    assert (root / "etc/systemd/system" / proxy_unit).read_text() == (REPO / "proxy/contrib" / proxy_unit).read_text()
+
+
+def _exposure(root: Path, unit: str) -> float:
+    out = in_root(root, "systemd-analyze", "security", "--offline=yes", unit, check=False).stdout
+    line = next(x for x in out.splitlines() if "Overall exposure level" in x)
+    return float(line.split(":")[1].split()[0])
+
+
+def test_units_are_hardened(converged: Converged) -> None:
+    """systemd's own exposure score (0 = locked down, 10 = unprotected), offline in the target."""
+    assert _exposure(converged.client, "braid-proxy-client.service") <= 2.0
+    assert _exposure(converged.proxy, "braid-proxy-server.service") <= 2.0
+    # mptcpd needs CAP_NET_ADMIN and CAP_NET_RAW; the drop-in must not make it worse than Debian's unit.
+    assert _exposure(converged.client, "mptcp.service") <= 5.0
+
+
+def _sysctl_lines(path: Path) -> dict[str, str]:
+    lines = [x.split("=", 1) for x in path.read_text().splitlines() if x.strip() and not x.startswith("#")]
+    return {k.strip(): v.strip() for k, v in lines}
+
+
+def test_sysctl_files_apply_in_a_namespace(converged: Converged) -> None:
+    """net.mptcp.* is per network namespace: apply the rendered files to a fresh one."""
+    proxy_file = converged.proxy / "etc/sysctl.d/60-braid-mptcp.conf"
+    client_file = converged.client / "etc/sysctl.d/60-braid-mptcp.conf"
+    assert _sysctl_lines(client_file) == {"net.mptcp.enabled": "1", "net.mptcp.pm_type": "1",
+                                          "net.mptcp.scheduler": "hywf"}
+    with Namespace(f"bans-{tag('sy')}") as ns:
+        ns.run(["sysctl", "-p", str(proxy_file)])
+        for key, value in _sysctl_lines(proxy_file).items():
+            assert ns.run(["sysctl", "-n", key]).stdout.strip() == value, key
+        available = ns.run(["sysctl", "-n", "net.mptcp.available_schedulers"]).stdout.split()
+        applied = ns.run(["sysctl", "-w", "net.mptcp.scheduler=hywf"], check=False)
+        # hywf exists in braid's kernel only: there it applies, on a stock
+        # kernel the kernel refuses it (what systemd-sysctl would log at boot).
+        assert (applied.returncode == 0) == ("hywf" in available), applied.stderr
+
+
+def test_routing_helper_installed_in_the_target_steers(converged: Converged) -> None:
+    """The target's gwsteer-route (with Debian's python3-pyroute2) installs and removes steering."""
+    topo = FirewallTopology(tag("rt"))
+    topo.node("box")
+    for gw, n in (("gw1", 1), ("gw2", 2)):
+        topo.node(gw)
+        topo.link("box", f"wan{n}", f"10.1.{n}.2/24", gw, "eth0", f"10.1.{n}.1/24")
+    with topo.up():
+        box = topo.ns_name("box")
+
+        def helper(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["ip", "netns", "exec", box, "chroot", str(converged.client),
+                                   "/usr/local/bin/gwsteer-route", *args],
+                                  capture_output=True, text=True, timeout=60, check=False)
+
+        installed = helper("install")
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        rules = topo["box"].run(["ip", "rule"]).stdout
+        assert "from 10.1.1.2 lookup 1000" in rules and "from 10.1.2.2 lookup 1001" in rules, rules
+        assert "default via 10.1.1.1" in topo["box"].run(["ip", "route", "show", "table", "1000"]).stdout
+        assert "default via 10.1.2.1" in topo["box"].run(["ip", "route", "show", "table", "1001"]).stdout
+        removed = helper("uninstall")
+        assert removed.returncode == 0, removed.stderr
+        assert "lookup 1000" not in topo["box"].run(["ip", "rule"]).stdout
+
+
+def test_client_firewall_redirects_and_guards_the_listener(converged: Converged) -> None:
+    """The rendered client rules, loaded in a namespace, move real connections."""
+    braid_uid = int(in_root(converged.client, "id", "-u", "braid").stdout)
+    topo = FirewallTopology(tag("cf"))
+    for node in ("lan", "box", "inet"):
+        topo.node(node)
+    topo.link("lan", "eth0", "192.168.50.2/24", "box", "lan0", "192.168.50.1/24")
+    topo.link("box", "wan0", "203.0.113.2/24", "inet", "eth0", "203.0.113.1/24")
+    topo.route("lan", "default", "192.168.50.1")
+    with topo.up():
+        box, lan, inet = topo["box"], topo["lan"], topo["inet"]
+        box.run(["nft", "-f", str(converged.client / "etc/braid/firewall.nft")])
+        for ns, port, answer in ((box, 1081, "redirected"), (inet, 80, "direct"), (lan, 80, "lan")):
+            server = ns.popen(server_cmd(port, answer))
+            ns.wait_listening(port, proc=server)
+        assert connect(box, "203.0.113.1", 80) == "redirected"           # the box's own TCP
+        assert connect(lan, "203.0.113.1", 80) == "redirected"           # the LAN's TCP
+        assert connect(box, "203.0.113.1", 80, uid=braid_uid) == "direct"  # braid-proxy's own: no loop
+        assert connect(box, "192.168.50.2", 80) == "lan"                 # local networks bypass
+        assert connect(inet, "203.0.113.2", 1081) == "timeout"           # listener not reachable from a WAN
+        # The same connection works without the rules: the drop was the rule's.
+        box.run(["nft", "delete", "table", "ip", "braid"])
+        assert connect(inet, "203.0.113.2", 1081) == "redirected"
+
+
+def test_proxy_firewall_is_closed_by_default(converged: Converged) -> None:
+    """The rendered proxy rules: braid-proxy's port open, SSH only from its sources, the rest dropped."""
+    topo = FirewallTopology(tag("pf"))
+    for node in ("proxy", "admin", "other"):
+        topo.node(node)
+    topo.link("admin", "eth0", "192.0.2.10/24", "proxy", "adm0", "192.0.2.1/24")
+    topo.link("other", "eth0", "203.0.113.10/24", "proxy", "eth0", "203.0.113.1/24")
+    with topo.up():
+        proxy, admin, other = topo["proxy"], topo["admin"], topo["other"]
+        proxy.run(["nft", "-f", str(converged.proxy / "etc/braid/firewall.nft")])
+        for port in (7443, 22, 8080):
+            server = proxy.popen(server_cmd(port, f"port{port}"))
+            proxy.wait_listening(port, proc=server)
+        assert connect(other, "203.0.113.1", 7443) == "port7443"
+        assert connect(admin, "192.0.2.1", 22) == "port22"
+        assert connect(other, "203.0.113.1", 22) == "timeout"     # SSH only from braid_firewall_ssh_sources
+        assert connect(other, "203.0.113.1", 8080) == "timeout"   # closed by default: dropped, not refused
+        # gwsteer's health probes (ICMP echo) must pass.
+        assert other.run(["ping", "-c", "1", "-W", "2", "203.0.113.1"], check=False).returncode == 0
