@@ -37,7 +37,6 @@ import dataclasses
 import json
 import platform
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -50,6 +49,7 @@ from braid_testbed.standard import scheduler_testbed
 from braid_testbed.topology import interface_counters
 
 from .latency_model import lambda0, mm1_delay, p_lim, p_star, variable_p_star, variable_split_delay
+from .transfer import BulkServer
 
 MESSAGES_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "messages.py"
 MESSAGES_PORT = 5202
@@ -163,25 +163,6 @@ def run_point(tb: StandardTestbed, scenario: str, config: str, load: float, seco
                  model_plim_ms=plim_ms)
 
 
-@dataclasses.dataclass
-class MessageServer:
-    """messages.py serving on the proxy for the lifetime of a with-block."""
-
-    tb: StandardTestbed
-
-    def __enter__(self) -> MessageServer:
-        self.proc = self.tb.proxy.popen(["python3", str(MESSAGES_TOOL), "serve", "--port",
-                                         str(MESSAGES_PORT)], stdout=subprocess.PIPE)
-        assert self.proc.stdout is not None
-        if not self.proc.stdout.readline().startswith(b"listening"):
-            raise RuntimeError("message server did not start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
 class SlowLinkModulator:
     """Alternates wan2's upstream rate between VARIABLE_MBIT's two values
     with exponential sojourns, in a thread, for the lifetime of a with-block
@@ -218,7 +199,8 @@ def sweep(configs: tuple[str, ...], loads: tuple[float, ...], seconds: float,
     """Every configuration at every load on one testbed (each run is a new
     connection, so it takes the scheduler set just before it)."""
     total = len(configs) * len(loads)
-    with scheduler_testbed(tag, "default", FAST, SLOW) as tb, MessageServer(tb):
+    with (scheduler_testbed(tag, "default", FAST, SLOW) as tb,
+          BulkServer(tb, port=MESSAGES_PORT, tool=MESSAGES_TOOL)):
         for i, (load, config) in enumerate((lo, c) for lo in loads for c in configs):
             t0 = time.monotonic()
             if scenario == "variable":

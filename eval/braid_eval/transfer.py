@@ -32,21 +32,25 @@ BULK_PORT = 5201
 
 
 class BulkServer:
-    """bulk.py serving on the proxy for the lifetime of a with-block."""
+    """bulk.py (or another tool with the same ``serve --port`` interface,
+    such as messages.py) serving on the proxy for the lifetime of a
+    with-block."""
 
-    def __init__(self, tb: StandardTestbed, port: int = BULK_PORT, mptcp: bool = True) -> None:
+    def __init__(self, tb: StandardTestbed, port: int = BULK_PORT, mptcp: bool = True,
+                 tool: Path = BULK_TOOL) -> None:
         self.tb = tb
         self.port = port
         self.mptcp = mptcp
+        self.tool = tool
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> BulkServer:
-        cmd = ["python3", str(BULK_TOOL)] + ([] if self.mptcp else ["--tcp"])
+        cmd = ["python3", str(self.tool)] + ([] if self.mptcp else ["--tcp"])
         cmd += ["serve", "--port", str(self.port)]
         self.proc = self.tb.proxy.popen(cmd, stdout=subprocess.PIPE)
         assert self.proc.stdout is not None
         if not self.proc.stdout.readline().startswith(b"listening"):
-            raise RuntimeError("bulk server did not start")
+            raise RuntimeError(f"{self.tool.name} server did not start")
         return self
 
     def __exit__(
