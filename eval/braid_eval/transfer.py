@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import subprocess
 import threading
 import time
@@ -75,6 +76,7 @@ class TransferResult:
     capacity_mbit: float
     wan_payload: dict[int, int]  # WAN -> data bytes in the transfer direction
     wan_packets: dict[int, list[TcpPacket]]
+    ended_at: float = math.nan  # wall clock when the sender finished
 
     @property
     def capacity_ratio(self) -> float:
@@ -116,6 +118,7 @@ def measured_transfer(
         capacity_mbit=tb.wan_capacity_mbit("up" if mode == "upload" else "down"),
         wan_payload=payload,
         wan_packets={wan: cap.packets for wan, cap in caps.items()},
+        ended_at=float(out.get("end", math.nan)),
     )
     for cap in caps.values():
         cap.cleanup()
@@ -202,8 +205,9 @@ def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int,
     """A measured transfer during which ``breakage`` (a WAN cut, a
     blackhole) happens once wan1 has carried ``after_bytes`` in the
     transfer's direction; returns the result and when the breakage began.
-    Fails if wan1 never carries that much (the breakage would come after
-    the transfer and prove nothing)."""
+    Fails if wan1 never carries that much, or if the transfer ended before
+    the breakage was in place (under emulation the breakage's own commands
+    can take a second): either way it would prove nothing."""
     result: list[TransferResult] = []
     index = 0 if mode == "upload" else 1
     dev = "wan1"
@@ -223,9 +227,13 @@ def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int,
         carried = interface_counters(tb.client, dev)[index] - start
     broken_at = time.time()
     breakage()
+    in_place_at = time.time()
     worker.join(timeout=300)
     if worker.is_alive() or not result:
         raise AssertionError(f"{mode} did not finish after the breakage")
+    if not result[0].ended_at > in_place_at:
+        raise AssertionError(f"the {mode} ended {in_place_at - result[0].ended_at:.2f} s before "
+                             f"the breakage was in place: a larger transfer is needed")
     return result[0], broken_at
 
 

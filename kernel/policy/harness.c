@@ -121,3 +121,17 @@ u32 harness_dbal_earliest(const u64 *queued, const u64 *rate, const u32 *owd_us,
 	}
 	return dbal_earliest(p, i, size, usable);
 }
+
+bool harness_dbal_wait_pays(const u64 *queued, const u64 *rate,
+			    const u32 *owd_us, u32 size, u64 pending)
+{
+	struct dbal_path p[2];
+	u32 i;
+
+	for (i = 0; i < 2; i++) {
+		p[i].queued = queued[i];
+		p[i].rate = rate[i];
+		p[i].owd_us = owd_us[i];
+	}
+	return dbal_wait_pays(&p[0], &p[1], size, pending);
+}

@@ -73,6 +73,8 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_bern_ewma.restype = u64
     lib.harness_dbal_earliest.argtypes = [p_u64, p_u64, p_u32, u32, u32, u32]
     lib.harness_dbal_earliest.restype = u32
+    lib.harness_dbal_wait_pays.argtypes = [p_u64, p_u64, p_u32, u32, u64]
+    lib.harness_dbal_wait_pays.restype = ctypes.c_bool
     if lib.harness_hywf_epoch_size() != ctypes.sizeof(HywfEpoch):
         raise RuntimeError("HywfEpoch mirror does not match struct hywf_epoch")
     return lib
@@ -109,3 +111,14 @@ def delaybal_earliest(queued: list[int], rate: list[int], owd_us: list[int], siz
     return int(lib.harness_dbal_earliest((ctypes.c_uint64 * n)(*queued), (ctypes.c_uint64 * n)(*rate),
                                          (ctypes.c_uint32 * n)(*owd_us), n, size,
                                          (1 << n) - 1 if usable is None else usable))
+
+
+def delaybal_wait_pays(best: tuple[int, int, int], now: tuple[int, int, int], size: int,
+                       pending: int) -> bool:
+    """dbal_wait_pays; each path given as (queued, rate, owd_us)."""
+    lib = load_harness()
+    paths = (best, now)
+    return bool(lib.harness_dbal_wait_pays((ctypes.c_uint64 * 2)(*(p[0] for p in paths)),
+                                           (ctypes.c_uint64 * 2)(*(p[1] for p in paths)),
+                                           (ctypes.c_uint32 * 2)(*(p[2] for p in paths)),
+                                           size, pending))

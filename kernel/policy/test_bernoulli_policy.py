@@ -11,7 +11,14 @@ import pytest
 from scipy import optimize
 
 from braid_eval.latency_model import mm1_delay, mmpp_queue_length, p_star
-from policy_harness import BERN_ONE, bernoulli_fixed, bernoulli_weights, delaybal_earliest, load_harness
+from policy_harness import (
+    BERN_ONE,
+    bernoulli_fixed,
+    bernoulli_weights,
+    delaybal_earliest,
+    delaybal_wait_pays,
+    load_harness,
+)
 
 PACKET_BITS = 1400 * 8
 
@@ -180,3 +187,23 @@ def test_delaybal_keeps_a_short_path_until_its_queue_makes_the_long_one_faster()
     assert delaybal_earliest([0, 0], [fast, slow], [5_000, 75_000], seg) == 0
     assert delaybal_earliest([150_000, 0], [fast, slow], [5_000, 75_000], seg) == 0
     assert delaybal_earliest([200_000, 0], [fast, slow], [5_000, 75_000], seg) == 1
+
+
+def test_delaybal_waits_for_a_full_short_path_only_when_little_is_pending() -> None:
+    """The short path (20 Mbit/s, 5 ms) is full with 100 KB queued; the long
+    one (5 Mbit/s, 75 ms) has room. A 2 KB exchange waits (it arrives in
+    ~46 ms behind the queue, ~76 ms on the long path); a bulk transfer with
+    1 MB pending does not (its end would arrive ~0.47 s later on the short
+    path alone). The boundary is where the long path's arrival of the run
+    equals the short path's arrival of everything pending."""
+    fast, slow = bytes_per_s(20), bytes_per_s(5)
+    short, long_ = (100_000, fast, 5_000), (0, slow, 75_000)
+    run = 4 * 1448
+    assert delaybal_wait_pays(short, long_, run, 2048)
+    assert not delaybal_wait_pays(short, long_, run, 1 << 20)
+    long_arrival = run * 1_000_000 // slow + 75_000
+    boundary = (long_arrival - 5_000) * fast // 1_000_000 - 100_000
+    assert delaybal_wait_pays(short, long_, run, boundary - 1448)
+    assert not delaybal_wait_pays(short, long_, run, boundary + 1448)
+    # pending below the run's own size counts as the run
+    assert delaybal_wait_pays(short, long_, run, 0) == delaybal_wait_pays(short, long_, run, run)

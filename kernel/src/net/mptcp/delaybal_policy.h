@@ -38,7 +38,7 @@ struct dbal_path {
 };
 
 /* When @size more bytes sent on @p would arrive, microseconds from now. */
-static inline u64 dbal_arrival_us(const struct dbal_path *p, u32 size)
+static inline u64 dbal_arrival_us(const struct dbal_path *p, u64 size)
 {
 	u64 rate = p->rate ? p->rate : 1;
 
@@ -71,6 +71,30 @@ static inline u32 dbal_earliest(const struct dbal_path *p, u32 n, u32 size,
 		}
 	}
 	return best;
+}
+
+/**
+ * dbal_wait_pays - whether to wait for the earliest path, which is full
+ * @best: the earliest path; it cannot take data now
+ * @now: the earliest of the paths that can
+ * @size: bytes of this run
+ * @pending: bytes the connection has not sent yet, this run included
+ *
+ * The run alone would arrive sooner on @best, but while it waits, every
+ * byte behind it waits too. Sending it on @now pays when it arrives there
+ * no later than the connection's pending data would finish arriving on
+ * @best alone (the completion-time test of ECF: Lim, Nahum, Towsley,
+ * Gibbens, "ECF: An MPTCP Path Scheduler to Manage Heterogeneous Paths",
+ * CoNEXT 2017). A short exchange (little pending) keeps waiting for the
+ * short path; a bulk transfer spreads over both.
+ */
+static inline bool dbal_wait_pays(const struct dbal_path *best,
+				  const struct dbal_path *now, u32 size,
+				  u64 pending)
+{
+	if (pending < size)
+		pending = size;
+	return dbal_arrival_us(now, size) > dbal_arrival_us(best, pending);
 }
 
 #endif /* __MPTCP_DELAYBAL_POLICY_H */
