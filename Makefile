@@ -22,9 +22,12 @@ deps:
 kernel: deps
 	@kernel/build
 
+# braid-proxy is built here, not in the VM (the guest's CPU is emulated).
 demo: kernel
 	@$(PYTHON) -c 'import matplotlib.pyplot'
-	@kernel/vm run --timeout 900 -- $(PYTHON) -m braid_eval.demo --out out/demo
+	@cd proxy && go build -o $(CURDIR)/out/proxy-bin/ ./cmd/braid-proxy
+	@BRAID_PROXY_BIN=$(CURDIR)/out/proxy-bin kernel/vm run --timeout 900 -- \
+		$(PYTHON) -m braid_eval.demo --out out/demo
 
 test: deps
 	@./scripts/test

@@ -6,7 +6,9 @@ over a single MPTCP connection each, counts every WAN's bytes from packet
 captures, and writes a readable report plus a PNG plot. Then it runs
 braid's schedulers side by side on the same WANs (a shorter upload and
 1 KiB request/response exchanges each), so that what each one does shows
-in the numbers.
+in the numbers, and loads pages through braid-proxy under ``default`` and
+``hywf`` to show what one WAN's observer sees of each page
+(demo_observer.py).
 
 Run it through ``make demo`` (which builds and boots the kernel), or inside
 the VM::
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
+from .demo_observer import observer_pane
 from .report import format_transfer, plot_wan_throughput
 from .transfer import BULK_TOOL, BulkServer, TransferResult, measured_transfer, ping_rtt_ms
 
@@ -39,6 +42,7 @@ WHAT_TO_SEE = {
 }
 COMPARE_SIZE = "4M"
 COMPARE_REQUESTS = 50
+OBSERVER_PAGES = 6
 
 
 def parse_args() -> argparse.Namespace:
@@ -48,13 +52,19 @@ def parse_args() -> argparse.Namespace:
         "report per-WAN bytes on the wire, goodput vs capacity and RTTs.",
     )
     p.add_argument("--out", type=Path, default=Path("out/demo"), help="report directory")
-    p.add_argument("--size", default="16M", help="bytes per transfer (default 16M)")
+    p.add_argument("--size", default="8M", help="bytes per transfer (default 8M)")
     p.add_argument("--scheduler", default="default",
                    help="MPTCP scheduler on client and proxy (default: default)")
     p.add_argument("--compare", nargs="*", default=list(WHAT_TO_SEE),
                    help="schedulers to run side by side afterwards (default: all of braid's "
                    "and default; none to skip)")
-    return p.parse_args()
+    p.add_argument("--pages", type=int, default=OBSERVER_PAGES,
+                   help=f"page loads per scheduler in the observer pane (default {OBSERVER_PAGES}; "
+                   "0 to skip)")
+    args = p.parse_args()
+    if args.pages < 0:
+        p.error("--pages must be >= 0")
+    return args
 
 
 def compare_schedulers(tb: StandardTestbed, names: list[str], nbytes: int) -> tuple[list[str], bool]:
@@ -110,6 +120,8 @@ def main() -> int:
                       flush=True)
                 results.append(measured_transfer(tb, server, nbytes, mode=mode))
         compared, compared_ok = compare_schedulers(tb, args.compare, parse_size(COMPARE_SIZE))
+        observed, observer_plot, observed_ok = (
+            observer_pane(tb, args.out, args.pages) if args.pages else ([], None, True))
     report = [
         "braid demo: one MPTCP connection over two emulated WANs",
         f"kernel {Path('/proc/sys/kernel/osrelease').read_text().strip()}, "
@@ -119,7 +131,9 @@ def main() -> int:
         "",
         *[format_transfer(r) + "\n" for r in results],
         *([*compared, ""] if compared else []),
-        f"finished in {time.monotonic() - started:.0f} s; plot: {args.out / 'wan-throughput.png'}",
+        *([*observed, ""] if observed else []),
+        f"finished in {time.monotonic() - started:.0f} s; plots: {args.out / 'wan-throughput.png'}"
+        + (f", {observer_plot}" if observer_plot else ""),
     ]
     text = "\n".join(report)
     (args.out / "report.txt").write_text(text + "\n")
@@ -131,9 +145,10 @@ def main() -> int:
     plot_wan_throughput(results, args.out / "wan-throughput.png",
                         f"braid demo: scheduler {args.scheduler!r}")
     print("\n" + text, flush=True)
-    ok = compared_ok and all(r.digest_ok and all(r.wan_payload.values()) for r in results)
+    ok = compared_ok and observed_ok and all(r.digest_ok and all(r.wan_payload.values()) for r in results)
     if not ok:
-        print("demo: FAILED: a checksum mismatched or a WAN carried no data", file=sys.stderr)
+        print("demo: FAILED: a checksum mismatched, a page did not load or a WAN carried no data",
+              file=sys.stderr)
     return 0 if ok else 1
 
 
