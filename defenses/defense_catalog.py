@@ -5,7 +5,8 @@
 =========  ==============================================================
 none       the load as it is (one network)
 even       round-robin-style even split (hywf_sim.even_mask)
-hywf       HyWF (thesis Algorithm 2; hywf_sim.hywf_mask), opt. p-drift
+hywf       HyWF (thesis Algorithm 2; hywf_sim.hywf_mask), as the kernel does it
+hywf-drift HyWF with the thesis's p-drift (n_chp, default 100)
 ap         adaptive padding, WTF-PAD-style (adaptive_padding.py)
 hywf-ap    adaptive padding, then HyWF (hywf_ap.py; thesis §6.7)
 front      FRONT (Gong & Wang 2020; front.py)
@@ -29,11 +30,12 @@ from adaptive_padding import IDLE_S, ApHistograms, adaptive_padding
 from defended import Defended, split_by, undefended
 from front import W_MAX_S, W_MIN_S, front
 from hywf_ap import hywf_ap
-from hywf_sim import even_mask, hywf_mask
+from hywf_sim import N_CHP, even_mask, hywf_mask
 from wftrace import Trace
 
 Defense = Callable[[Trace, np.random.Generator], Defended]
-NAMES = ("none", "even", "hywf", "ap", "hywf-ap", "front")
+NAMES = ("none", "even", "hywf", "hywf-drift", "ap", "hywf-ap", "front")
+SPLITS = ("even", "hywf", "hywf-drift", "hywf-ap")  # two networks' traces
 PADDING = ("ap", "hywf-ap", "front")
 
 
@@ -41,7 +43,8 @@ PADDING = ("ap", "hywf-ap", "front")
 class DefenseParams:
     """``budget``: AP's dummy bytes per real byte (None: unlimited);
     ``idle``: no padding this long after the last real packet (s);
-    ``n_chp``: hywf's p-drift (0: off); ``front_n``, ``front_w``: FRONT's
+    ``n_chp``: hywf-ap's p-drift (0: off; ``hywf-drift`` uses it, or
+    100 when it is 0; plain ``hywf`` never drifts); ``front_n``, ``front_w``: FRONT's
     N and (W_min, W_max); ``histograms``: AP's, fitted on a corpus."""
 
     budget: float | None = None
@@ -62,7 +65,10 @@ def make_defense(name: str, params: DefenseParams | None = None) -> Defense:
     if name == "even":
         return lambda tr, rng: split_by(undefended(tr), even_mask(tr, rng))
     if name == "hywf":
-        return lambda tr, rng: split_by(undefended(tr), hywf_mask(tr, rng, n_chp=p.n_chp))
+        return lambda tr, rng: split_by(undefended(tr), hywf_mask(tr, rng))
+    if name == "hywf-drift":
+        n_chp = p.n_chp or N_CHP
+        return lambda tr, rng: split_by(undefended(tr), hywf_mask(tr, rng, n_chp=n_chp))
     if name == "ap":
         assert hist is not None
         return lambda tr, rng: adaptive_padding(tr, rng, hist, p.budget, p.idle)

@@ -17,7 +17,7 @@ from adaptive_padding import EDGES_S, ApHistograms, Histogram, adaptive_padding,
 from braid_eval.split_analysis import pooled_burst_mean
 from braid_eval.wf_synth import synthetic_dataset
 from defended import DUMMY, Defended
-from defense_catalog import NAMES, PADDING, DefenseParams, make_defense
+from defense_catalog import NAMES, PADDING, SPLITS, DefenseParams, make_defense
 from front import front
 from hywf_ap import hywf_ap
 from wftrace import Dataset, Trace
@@ -74,7 +74,7 @@ def test_removing_the_dummies_gives_back_the_original(corpus: Dataset, hist: ApH
         d = defend(t, np.random.default_rng(i))
         back = d.real()
         assert np.array_equal(back.times, t.times) and np.array_equal(back.sizes, t.sizes), name
-        assert len(d.parts) == (2 if name in ("even", "hywf", "hywf-ap") else 1)
+        assert len(d.parts) == (2 if name in SPLITS else 1)
         for part in d.parts:
             assert (np.diff(part.times) >= 0).all()  # each observer's trace is in time order
         n_dummy = sum(int((o == DUMMY).sum()) for o in d.origins)

@@ -228,7 +228,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             f"originals + {args.copies}x protected (thesis protocol), {args.repeats} splits, "
             f"{'full' if args.full else 'quick'} attacks; chance (closed) {100 / max(mon, 1):.1f} %. "
             f"AP: histograms fitted on this corpus, budget {args.budget}, idle {args.idle} s; "
-            f"hywf n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]}-{args.front_w[1]} s.\n\n"
+            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]}-{args.front_w[1]} s.\n\n"
             + table(rows, args.attacks) + f"\n_{time.monotonic() - start:.0f} s_\n")
     emit(text, args.report)
     return 0
@@ -412,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--idle", type=float, default=defense_catalog.DefenseParams.idle,
                    help="no padding this many seconds after the last real packet (default 1)")
     d.add_argument("--n-chp", type=int, default=100,
-                   help="hywf p-drift: mean packets between p redraws (thesis 100; 0 = off)")
+                   help="hywf-ap's (and hywf-drift's) p-drift: mean packets between p redraws "
+                   "(thesis 100; 0 = off); plain hywf does not drift")
     d.add_argument("--front-n", type=int, default=400, help="FRONT: max dummies per end, N (default 400)")
     d.add_argument("--front-w", type=_window, default=(0.05, 0.7),
                    help="FRONT: W_MIN,W_MAX in s (default 0.05,0.7: the paper's 1-14 s scaled to this "

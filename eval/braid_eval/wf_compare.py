@@ -81,7 +81,8 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
             for a in attacks:
                 progress(f"{name}: {world} world, {a}")
                 rows = evaluate(ds, a, repeats=repeats, quick=quick, open_world=world == "open",
-                                protect=protect, copies=copies, seed=seed, progress=progress)
+                                protect=protect, copies=copies, seed=seed, progress=progress,
+                                baseline=protect is None)
                 (res.closed if world == "closed" else res.open)[a] = rows[row]
         results.append(res)
     return results
