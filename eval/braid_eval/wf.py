@@ -200,6 +200,10 @@ def cmd_costs(args: argparse.Namespace) -> int:
 # Corpus sizes of `wf defenses`: quick (the host test, seconds) and full.
 DEFENSES_QUICK = (8, 10, 40)
 DEFENSES_FULL = (50, 30, 500)
+# FRONT for wf_synth's loads (~0.6 s): the paper's W of 1-14 s (Tor loads
+# of tens of seconds) scaled down, N for an overhead near AP's budget.
+SYNTH_FRONT_N = 400
+SYNTH_FRONT_W_S = (0.05, 0.7)
 
 
 def cmd_defenses(args: argparse.Namespace) -> int:
@@ -395,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("defenses", help="none / hywf / AP / hywf+AP / FRONT side by side with overhead",
                        description="Simulated trace-level defences (defenses/) against the attacks, with the "
                        "bandwidth overhead measured on the corpus. Quick by default (8 sites x 10 loads + 40 "
-                       "unmonitored, 200 trees); --full: 50 x 30 + 500, 1000 trees.")
+                       "unmonitored, 200 trees); --full: 50 x 30 + 500, 1000 trees. The open world is "
+                       "evaluated whenever the corpus has unmonitored loads.")
     common(d)
     d.set_defaults(attacks=["kfp"])
     d.add_argument("--defenses", type=_defense_list, default=["none", "hywf", "ap", "hywf-ap", "front"],
@@ -411,13 +416,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="AP: max dummy bytes per real byte of each end (default 0.4; the issue's target overhead)")
     d.add_argument("--idle", type=float, default=defense_catalog.DefenseParams.idle,
                    help="no padding this many seconds after the last real packet (default 1)")
-    d.add_argument("--n-chp", type=int, default=100,
+    d.add_argument("--n-chp", type=int, default=hywf_sim.N_CHP,
                    help="hywf-ap's (and hywf-drift's) p-drift: mean packets between p redraws "
                    "(thesis 100; 0 = off); plain hywf does not drift")
-    d.add_argument("--front-n", type=int, default=400, help="FRONT: max dummies per end, N (default 400)")
-    d.add_argument("--front-w", type=_window, default=(0.05, 0.7),
-                   help="FRONT: W_MIN,W_MAX in s (default 0.05,0.7: the paper's 1-14 s scaled to this "
-                   "corpus's ~0.6 s loads)")
+    d.add_argument("--front-n", type=int, default=SYNTH_FRONT_N,
+                   help=f"FRONT: max dummies per end, N (default {SYNTH_FRONT_N})")
+    d.add_argument("--front-w", type=_window, default=SYNTH_FRONT_W_S,
+                   help=f"FRONT: W_MIN,W_MAX in s (default {SYNTH_FRONT_W_S[0]},{SYNTH_FRONT_W_S[1]}: the paper's "
+                   "1-14 s scaled to the synthetic corpus's ~0.6 s loads; give the paper's for Tor traces)")
     args = p.parse_args(argv)
     if args.cmd == "defenses":
         if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.front_n < 1:
