@@ -12,6 +12,9 @@ Commands::
                                       # in braid's VM (kernel/vm run -- ...); --host on the
                                       # host kernel (default scheduler, unshaped links)
     python3 -m braid_eval.wf costs --root out/wf     # page-load time, overhead vs default
+    python3 -m braid_eval.wf defenses [--full] [--data DIR] [--budget 0.4] [--n-chp 100]
+                                      # none / hywf / AP / hywf+AP / FRONT side by side, k-FP,
+                                      # with measured overhead (simulated defences; quick by default)
 
 ``evaluate`` reads any dataset in the WF literature's format (Wang's or
 Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
@@ -32,8 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
+import defense_catalog
 import hywf_sim
 from braid_eval.wf_attacks import ALL_ATTACKS, ATTACKS
+from braid_eval.wf_compare import compare, table
 from braid_eval.wf_eval import Score, evaluate, overhead
 from braid_eval.wf_synth import synthetic_dataset
 from wftrace import Dataset, Trace, load_dataset, save_dataset, trace_from_packets, write_trace
@@ -192,6 +197,65 @@ def cmd_costs(args: argparse.Namespace) -> int:
     return 0
 
 
+# Corpus sizes of `wf defenses`: quick (the host test, seconds) and full.
+DEFENSES_QUICK = (8, 10, 40)
+DEFENSES_FULL = (50, 30, 500)
+# FRONT for wf_synth's loads (~0.6 s): the paper's W of 1-14 s (Tor loads
+# of tens of seconds) scaled down, N for an overhead near AP's budget.
+SYNTH_FRONT_N = 400
+SYNTH_FRONT_W_S = (0.05, 0.7)
+
+
+def cmd_defenses(args: argparse.Namespace) -> int:
+    """Trace-level defences side by side on one corpus (synthetic unless --data)."""
+    start = time.monotonic()
+    if args.data:
+        ds = load_dataset(args.data, max_sites=args.max_sites, max_instances=args.max_instances,
+                          max_unmonitored=args.max_unmonitored)
+        what = f"{args.data}"
+    else:
+        sites, inst, unmon = (DEFENSES_FULL if args.full else DEFENSES_QUICK)
+        sites, inst, unmon = (args.sites or sites, args.instances or inst,
+                              unmon if args.unmonitored is None else args.unmonitored)
+        ds = synthetic_dataset(sites, inst, unmon, seed=args.seed)
+        what = (f"synthetic corpus (wf_synth: simulated loads, not wire captures), {sites} sites x {inst} "
+                f"loads, {unmon} unmonitored")
+    log(f"{what}: {len(ds.traces)} traces; defences {', '.join(args.defenses)}")
+    params = defense_catalog.DefenseParams(budget=args.budget, idle=args.idle, n_chp=args.n_chp,
+                                           front_n=args.front_n, front_w=(args.front_w[0], args.front_w[1]))
+    open_world = any(lab < 0 for lab in ds.labels)
+    rows = compare(ds, args.defenses, params, attacks=args.attacks, repeats=args.repeats, quick=not args.full,
+                   open_world=open_world, copies=args.copies, seed=args.seed, progress=log)
+    mon = ds.monitored
+    text = (f"# WF defences side by side ({what})\n\n"
+            f"Defences simulated on the traces (defenses/); observer: network 1; attacker trained on "
+            f"originals + {args.copies}x protected (thesis protocol), {args.repeats} splits, "
+            f"{'full' if args.full else 'quick'} attacks; chance (closed) {100 / max(mon, 1):.1f} %. "
+            f"AP: histograms fitted on this corpus, budget {args.budget}, idle {args.idle} s; "
+            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]}-{args.front_w[1]} s.\n\n"
+            + table(rows, args.attacks) + f"\n_{time.monotonic() - start:.0f} s_\n")
+    emit(text, args.report)
+    return 0
+
+
+def _defense_list(text: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    bad = [n for n in names if n not in defense_catalog.NAMES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown defence(s) {bad}; choose from {', '.join(defense_catalog.NAMES)}")
+    return names
+
+
+def _window(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--front-w: expected W_MIN,W_MAX in seconds, got {text!r}")
+    if not 0 < lo <= hi:
+        raise argparse.ArgumentTypeError(f"--front-w: need 0 < W_MIN <= W_MAX, got {text!r}")
+    return lo, hi
+
+
 CONDITIONS = {"single": ("default", False), "default": ("default", True), "hywf": ("hywf", True),
               "even": ("rr", True)}
 
@@ -332,7 +396,38 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
     k.add_argument("--baseline", default="default")
     k.add_argument("--report", type=Path)
+    d = sub.add_parser("defenses", help="none / hywf / AP / hywf+AP / FRONT side by side with overhead",
+                       description="Simulated trace-level defences (defenses/) against the attacks, with the "
+                       "bandwidth overhead measured on the corpus. Quick by default (8 sites x 10 loads + 40 "
+                       "unmonitored, 200 trees); --full: 50 x 30 + 500, 1000 trees. The open world is "
+                       "evaluated whenever the corpus has unmonitored loads.")
+    common(d)
+    d.set_defaults(attacks=["kfp"])
+    d.add_argument("--defenses", type=_defense_list, default=["none", "hywf", "ap", "hywf-ap", "front"],
+                   help=f"comma-separated of {','.join(defense_catalog.NAMES)} (default none,hywf,ap,hywf-ap,front)")
+    d.add_argument("--data", type=Path, help="a dataset in WF format instead of the synthetic corpus")
+    d.add_argument("--sites", type=int, help="synthetic monitored sites (quick 8, full 50)")
+    d.add_argument("--instances", type=int, help="synthetic loads per site (quick 10, full 30)")
+    d.add_argument("--unmonitored", type=int, help="synthetic unmonitored loads (quick 40, full 500; 0: closed only)")
+    d.add_argument("--max-sites", type=int)
+    d.add_argument("--max-instances", type=int)
+    d.add_argument("--max-unmonitored", type=int)
+    d.add_argument("--budget", type=float, default=0.4,
+                   help="AP: max dummy bytes per real byte of each end (default 0.4; the issue's target overhead)")
+    d.add_argument("--idle", type=float, default=defense_catalog.DefenseParams.idle,
+                   help="no padding this many seconds after the last real packet (default 1)")
+    d.add_argument("--n-chp", type=int, default=hywf_sim.N_CHP,
+                   help="hywf-ap's (and hywf-drift's) p-drift: mean packets between p redraws "
+                   "(thesis 100; 0 = off); plain hywf does not drift")
+    d.add_argument("--front-n", type=int, default=SYNTH_FRONT_N,
+                   help=f"FRONT: max dummies per end, N (default {SYNTH_FRONT_N})")
+    d.add_argument("--front-w", type=_window, default=SYNTH_FRONT_W_S,
+                   help=f"FRONT: W_MIN,W_MAX in s (default {SYNTH_FRONT_W_S[0]},{SYNTH_FRONT_W_S[1]}: the paper's "
+                   "1-14 s scaled to the synthetic corpus's ~0.6 s loads; give the paper's for Tor traces)")
     args = p.parse_args(argv)
+    if args.cmd == "defenses":
+        if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.front_n < 1:
+            p.error("defenses: --budget >= 0, --idle > 0, --n-chp >= 0 and --front-n >= 1 are required")
     if getattr(args, "attacks", None):
         bad = [a for a in args.attacks if a not in ALL_ATTACKS]
         if bad:
@@ -344,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_quick(args)
     try:
         return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
-                "costs": cmd_costs}[args.cmd](args)
+                "costs": cmd_costs, "defenses": cmd_defenses}[args.cmd](args)
     except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
         raise SystemExit(f"wf {args.cmd}: {err}")
 

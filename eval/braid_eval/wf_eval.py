@@ -76,10 +76,14 @@ def score(pred: npt.NDArray[np.int64], truth: list[int]) -> tuple[float, float |
 
 def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_world: bool,
              protect: Protect | None = None, protected: Dataset | None = None, copies: int = 1,
-             shuffle_labels: bool = False, seed: int = 1,
+             shuffle_labels: bool = False, seed: int = 1, baseline: bool = True,
              progress: Callable[[str], None] = lambda s: None) -> dict[str, Score]:
     """Scores per row: "orig" (trained and tested on originals) and, with a
-    defence, "model_orig" / "model_prot" (trained on originals + protected)."""
+    defence, "model_orig" / "model_prot" (trained on originals + protected).
+    ``baseline=False`` (with a defence) skips the "orig" model, which does
+    not depend on the defence: comparing defences needs it once."""
+    if not baseline and not (protect or protected):
+        raise ValueError("baseline=False needs a defence (protect or protected)")
     if not open_world:
         orig = orig.subset(i for i, lab in enumerate(orig.labels) if lab >= 0)
     prot_by_name: dict[str, Trace] = {}
@@ -87,7 +91,7 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
         prot_by_name = dict(zip(protected.names, protected.traces, strict=True))
         keep = [i for i, n in enumerate(orig.names) if n in prot_by_name]
         orig = orig.subset(keep)
-    rows = {"orig": Score()}
+    rows = {"orig": Score()} if baseline else {}
     if protect or protected:
         rows["model_orig"] = Score()
         rows["model_prot"] = Score()
@@ -105,13 +109,15 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
             assert protect is not None
             return protect(orig.traces[i], rng)
 
-        model = make_attack(attack, quick, open_world, seed + rep)
-        model.fit([orig.traces[i] for i in train], y_train)
-        t, f = score(model.predict([orig.traces[i] for i in test]), y_test)
-        _record(rows["orig"], t, f)
-        msg = f"{attack} rep {rep + 1}/{repeats}: orig TPR {100 * t:.1f}"
-        if f is not None:
-            msg += f" FPR {100 * f:.1f}"
+        msg = f"{attack} rep {rep + 1}/{repeats}:"
+        if baseline:
+            model = make_attack(attack, quick, open_world, seed + rep)
+            model.fit([orig.traces[i] for i in train], y_train)
+            t, f = score(model.predict([orig.traces[i] for i in test]), y_test)
+            _record(rows["orig"], t, f)
+            msg += f" orig TPR {100 * t:.1f}"
+            if f is not None:
+                msg += f" FPR {100 * f:.1f}"
         if protect or protected:
             n = copies if protected is None else 1
             xs = [orig.traces[i] for i in train] * n + [protected_of(i) for _ in range(n) for i in train]
@@ -122,7 +128,7 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
             _record(rows["model_orig"], t, f)
             t2, f2 = score(model.predict([protected_of(i) for i in test]), y_test)
             _record(rows["model_prot"], t2, f2)
-            msg += f", model on orig {100 * t:.1f}, on prot {100 * t2:.1f}"
+            msg += f" model on orig {100 * t:.1f}, on prot {100 * t2:.1f}"
             if f2 is not None:
                 msg += f" FPR {100 * f2:.1f}"
         progress(msg)

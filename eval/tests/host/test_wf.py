@@ -227,6 +227,36 @@ def test_quick_mode_reports_attacks_and_the_shuffled_control(tmp_path: Path) -> 
     assert float(orig_row.split("|")[2].split("±")[0]) >= 60  # chance: 20 %
 
 
+def test_defenses_side_by_side_report_overhead_and_accuracy(tmp_path: Path) -> None:
+    """`wf defenses` quick mode: every defence's row, overhead measured
+    (0 for the splits, within the AP budget, > 0 for FRONT), the attack
+    working on undefended loads and HyWF-AP well below it."""
+    report = tmp_path / "defenses.md"
+    assert wf.main(["defenses", "--sites", "6", "--instances", "9", "--unmonitored", "24", "--repeats", "1",
+                    "--budget", "0.3", "--report", str(report)]) == 0
+    rows = {}
+    for line in report.read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] in ("none", "hywf", "ap", "hywf-ap", "front"):
+            rows[cells[0]] = cells
+    assert sorted(rows) == ["ap", "front", "hywf", "hywf-ap", "none"]
+
+    def overhead(name: str) -> float:
+        return float(rows[name][1].split()[0])
+
+    def closed_tpr(name: str) -> float:
+        return float(rows[name][2].split("±")[0])
+
+    assert overhead("none") == overhead("hywf") == 0.0
+    assert 0 < overhead("ap") <= 30.0 and overhead("hywf-ap") == overhead("ap")  # same padding, then split
+    assert overhead("front") > 0
+    assert closed_tpr("none") >= 70  # chance 16.7 %
+    assert closed_tpr("hywf-ap") < closed_tpr("none") - 15
+    assert "open TPR / FPR" in report.read_text() and "not wire captures" in report.read_text()
+    with pytest.raises(SystemExit):
+        wf.main(["defenses", "--defenses", "none,wtfpad"])
+
+
 def test_costs_compare_load_time_and_bytes_with_default(tmp_path: Path) -> None:
     for cond, secs, scale in (("default", 1.0, 1), ("hywf", 1.5, 1), ("pad", 1.0, 2)):
         save_dataset(Dataset([tr([100 * scale, -1000 * scale]), tr([10 * scale, -90 * scale])], [0, 1]),
