@@ -1,11 +1,12 @@
 #!/bin/sh
 # braid's deployment: ansible-lint (production profile) and --syntax-check,
-# then (as root) the invalid-inventory cases and a converge of two throwaway
+# and (as root) the invalid-inventory checks and a converge of two throwaway
 # Debian 12 root filesystems (client box, proxy) through the chroot
 # connection, run twice, with their results checked in the targets and in
-# network namespaces (host kernel). The Debian rootfs is debootstrap'd once
-# and cached (~/.cache/braid/ansible or $BRAID_CACHE; ~2 minutes the first
-# time), so a run takes a few minutes.
+# network namespaces (host kernel); the three run concurrently. The Debian
+# rootfs is debootstrap'd once and cached (~/.cache/braid/ansible or
+# $BRAID_CACHE; ~2 minutes the first time); then the stage takes ~3 minutes
+# on a shared 2-core machine.
 #
 #   ansible/test.sh                 everything
 #   SKIP_CONVERGE=1 ansible/test.sh lint and syntax only

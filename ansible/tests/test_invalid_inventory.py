@@ -153,6 +153,7 @@ def test_site_yml_stops_every_host_on_a_bad_proxy_setting(
     result = runs.via_site
     assert not result.ok, result.output
     assert "braid_firewall_wan_interface" in result.failures("relay"), result.output
+    assert result.recap["box1"]["failed"] == 0, "the client box's settings are good: only the proxy's must stop it"
     assert "PLAY [Braid client box]" not in result.output, "site.yml went on to converge the client box"
 
 
