@@ -23,6 +23,8 @@ ANSIBLE_DIR = Path(__file__).resolve().parent.parent
 REPO = ANSIBLE_DIR.parent
 # A converge of both roots takes ~1 min on the shared 2-core machine.
 PLAYBOOK_TIMEOUT_S = 600
+# "fatal: [box1]: FAILED! => ...", "failed: [box1 -> localhost] (item=...) => ..."
+_FAILURE = re.compile(r"^(?:fatal|failed): \[([^\]\s]+)")
 _RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -39,6 +41,22 @@ class PlaybookResult:
 
     def changed(self, host: str) -> int:
         return self.recap[host]["changed"]
+
+    def failures(self, host: str) -> str:
+        """The failure reports of ``host`` (each from its "fatal:" line to the next blank line)."""
+        blocks: list[list[str]] = []
+        mine = False
+        for line in self.output.splitlines():
+            match = _FAILURE.match(line)
+            if match:
+                mine = match.group(1) == host
+                if mine:
+                    blocks.append([])
+            elif not line.strip():
+                mine = False
+            if mine:
+                blocks[-1].append(line)
+        return "\n\n".join("\n".join(block) for block in blocks)
 
 
 def build_artifacts(out: Path) -> Path:
@@ -69,8 +87,14 @@ def write_inventory(
     return path
 
 
-def run_playbook(playbook: str, inventory: Path, timeout: float = PLAYBOOK_TIMEOUT_S) -> PlaybookResult:
-    """Run one of braid's playbooks; return its exit status, output and recap."""
+def run_playbook(
+    playbook: str, inventory: Path, timeout: float = PLAYBOOK_TIMEOUT_S, extra_env: dict[str, str] | None = None,
+) -> PlaybookResult:
+    """Run one of braid's playbooks; return its exit status, output and recap.
+
+    ``extra_env`` overrides Ansible settings for this run (ANSIBLE_* variables
+    win over ansible.cfg).
+    """
     env = dict(os.environ)
     env.update({
         "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
@@ -78,6 +102,7 @@ def run_playbook(playbook: str, inventory: Path, timeout: float = PLAYBOOK_TIMEO
         "ANSIBLE_DEPRECATION_WARNINGS": "0",
         # The controller's own temporary files stay out of the user's home.
         "ANSIBLE_LOCAL_TEMP": str(inventory.parent / "ansible-tmp"),
+        **(extra_env or {}),
     })
     proc = subprocess.run(
         ["ansible-playbook", "-i", str(inventory), str(ANSIBLE_DIR / playbook)],

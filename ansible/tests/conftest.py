@@ -22,8 +22,18 @@ def _need_root_and_tools() -> None:
 
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """braid-proxy and gwsteer built by ansible/build-artifacts, once per run."""
+    """braid-proxy and gwsteer built by ansible/build-artifacts, once per run.
+
+    test.sh builds them once for its concurrent pytest runs and names the
+    directory in $BRAID_ANSIBLE_ARTIFACTS (two builds at once would share
+    mptcpd-plugins' build directory).
+    """
     _need_root_and_tools()
+    prebuilt = os.environ.get("BRAID_ANSIBLE_ARTIFACTS")
+    if prebuilt:
+        if not (Path(prebuilt) / "braid-proxy").is_file():
+            pytest.fail(f"BRAID_ANSIBLE_ARTIFACTS={prebuilt} holds no build-artifacts output")
+        return Path(prebuilt)
     return build_artifacts(tmp_path_factory.mktemp("artifacts"))
 
 

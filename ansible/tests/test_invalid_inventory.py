@@ -1,79 +1,184 @@
 """A bad inventory fails before anything changes, and the message names the variable.
 
-Every case runs site.yml (the operator's entry point) against two fresh
-Debian root filesystems and checks: the run failed, the output names the
-variable, no host reports a change, and the roots carry nothing of braid.
-A secret given in a bad form never appears in the output.
+Every bad variable gets its own host, all in ONE inventory whose hosts are
+the same fresh Debian root filesystem, and one ``validate.yml`` run (the
+checks site.yml runs first) refuses them all at once. Each case host must
+fail with a message naming its variable; two control hosts (a client and
+a proxy with good settings) must pass, so a check that refuses everything
+cannot hide here. ``any_errors_fatal`` is turned off for that run only,
+so one host's failure does not stop the others' checks.
+
+A second run, concurrent with the first, goes through the operator's entry
+point ``site.yml`` (any_errors_fatal on, as shipped): a bad proxy setting
+must stop the run before the good client box is touched.
+
+"Nothing changed" is checked on the target itself: a fingerprint of every
+file's metadata in the root, taken before and after both runs. A secret
+given in a bad form never appears in the output.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ansible_run import chroot_host, run_playbook, write_inventory
+from ansible_run import PlaybookResult, chroot_host, run_playbook, write_inventory
 from debian_rootfs import unpacked_rootfs
 
 GATEWAYS = [
     {"id": "gw1", "source": "10.1.1.2", "hops": ["10.1.1.1"]},
     {"id": "gw2", "source": "10.1.2.2", "hops": ["10.1.2.1"]},
 ]
+PROXY_ADDRESS = "198.51.100.7"
 # A key-shaped secret with one bad digit: must be refused and never printed.
 BAD_PSK = "z" + "0123456789abcdef" * 4
-# (case id, client vars, proxy vars, shared vars, text the failure must show)
-CASES: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str]] = [
-    ("missing-proxy-address", {}, {}, {"braid_proxy_address": None}, "braid_proxy_address"),
-    ("unknown-scheduler", {"braid_mptcp_scheduler": "fastest"}, {}, {}, "braid_mptcp_scheduler"),
-    ("gateways-not-a-list", {"braid_gwsteer_gateways": "gw1"}, {}, {}, "braid_gwsteer_gateways"),
-    ("gateways-empty", {"braid_gwsteer_gateways": []}, {}, {}, "braid_gwsteer_gateways"),
-    ("gateway-duplicate-id", {"braid_gwsteer_gateways": [GATEWAYS[0], {**GATEWAYS[1], "id": "gw1"}]}, {}, {},
+# (case id = host name, side, host vars, text the host's failure must show).
+# A value of None removes the variable (the role's default applies).
+CASES: list[tuple[str, str, dict[str, Any], str]] = [
+    ("missing-proxy-address", "client", {"braid_proxy_address": None}, "braid_proxy_address"),
+    ("unknown-scheduler", "client", {"braid_mptcp_scheduler": "fastest"}, "braid_mptcp_scheduler"),
+    ("gateways-not-a-list", "client", {"braid_gwsteer_gateways": "gw1"}, "braid_gwsteer_gateways"),
+    ("gateways-empty", "client", {"braid_gwsteer_gateways": []}, "braid_gwsteer_gateways"),
+    ("gateway-duplicate-id", "client", {"braid_gwsteer_gateways": [GATEWAYS[0], {**GATEWAYS[1], "id": "gw1"}]},
      "braid_gwsteer_gateways"),
-    ("gateway-missing-hops", {"braid_gwsteer_gateways": [{"id": "gw1", "source": "10.1.1.2"}]}, {}, {}, "hops"),
+    ("gateway-missing-hops", "client", {"braid_gwsteer_gateways": [{"id": "gw1", "source": "10.1.1.2"}]}, "hops"),
     # Only gwsteer's own validator knows this one: the message carries its words.
-    ("gateway-bad-source", {"braid_gwsteer_gateways": [{**GATEWAYS[0], "source": "10.1.1.300"}]}, {}, {},
+    ("gateway-bad-source", "client", {"braid_gwsteer_gateways": [{**GATEWAYS[0], "source": "10.1.1.300"}]},
      "[gateway gw1] source"),
-    ("malformed-key", {"braid_proxy_psk": BAD_PSK}, {}, {}, "braid_proxy_psk is malformed"),
-    ("bad-client-id", {"braid_proxy_client_id": "box 1"}, {}, {}, "braid_proxy_client_id"),
-    # A proxy setting: site.yml must stop before the client boxes change too.
-    ("bad-proxy-wan-interface", {}, {"braid_firewall_wan_interface": "eth0; drop"}, {}, "braid_firewall_wan_interface"),
+    ("malformed-key", "client", {"braid_proxy_psk": BAD_PSK}, "braid_proxy_psk is malformed"),
+    ("bad-client-id", "client", {"braid_proxy_client_id": "box 1"}, "braid_proxy_client_id"),
+    ("bad-proxy-wan-interface", "proxy", {"braid_firewall_wan_interface": "eth0; drop"},
+     "braid_firewall_wan_interface"),
 ]
+GOOD_CLIENT = "good-client"
+GOOD_PROXY = "good-proxy"
+SHARED_VARS = {"braid_start_services": False}
+
+
+@dataclass
+class Runs:
+    every_case: PlaybookResult  # validate.yml, one host per case plus the good ones
+    via_site: PlaybookResult  # site.yml, a bad proxy setting and a good client box
+    before: str  # the target's fingerprint before both runs
+    after: str
+
+
+def root_fingerprint(root: Path) -> str:
+    """Hash of every entry's path, type, mode, owner, size, mtime and ctime (and link target).
+
+    A second or so for a minimal Debian; any write, chmod, chown, create or
+    delete under ``root`` changes it (ctime moves on metadata changes too).
+    """
+    digest = hashlib.sha256()
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted([*dirs, *files]):
+            path = os.path.join(directory, name)
+            st = os.lstat(path)
+            link = os.readlink(path) if os.path.islink(path) else ""
+            digest.update(f"{os.path.relpath(path, root)}\0{st.st_mode}\0{st.st_uid}\0{st.st_gid}\0"
+                          f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{link}\n".encode())
+    return digest.hexdigest()
+
+
+def _host(root: Path, artifacts: Path, side: str, case_vars: dict[str, Any]) -> dict[str, Any]:
+    host_vars: dict[str, Any] = {"braid_proxy_address": PROXY_ADDRESS, "braid_artifacts_dir": str(artifacts)}
+    if side == "client":
+        host_vars["braid_gwsteer_gateways"] = GATEWAYS
+    host_vars.update(case_vars)
+    return chroot_host(root, **{k: v for k, v in host_vars.items() if v is not None})
 
 
 @pytest.fixture(scope="module")
-def roots(rootfs_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """One client and one proxy root, shared: every case must leave them untouched."""
-    base = tmp_path_factory.mktemp("invalid")
-    with unpacked_rootfs(rootfs_tarball, base / "client") as client, \
-            unpacked_rootfs(rootfs_tarball, base / "proxy") as proxy:
-        yield client, proxy
+def root(rootfs_tarball: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One Debian root that every host of both runs points at: none may change it."""
+    with unpacked_rootfs(rootfs_tarball, tmp_path_factory.mktemp("invalid") / "root") as where:
+        yield where
 
 
-@pytest.mark.parametrize(("client_vars", "proxy_vars", "shared_vars", "expected"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_inventory_fails_before_any_change(
-    roots: tuple[Path, Path], artifacts: Path, tmp_path: Path,
-    client_vars: dict[str, Any], proxy_vars: dict[str, Any], shared_vars: dict[str, Any], expected: str,
-) -> None:
-    client, proxy = roots
-    shared = {"braid_start_services": False, "braid_artifacts_dir": str(artifacts),
-              "braid_proxy_address": "198.51.100.7", **shared_vars}
-    shared = {k: v for k, v in shared.items() if v is not None}
-    inventory = write_inventory(
-        tmp_path / "inventory.yml",
-        {"box1": chroot_host(client, **{"braid_gwsteer_gateways": GATEWAYS, **client_vars})},
-        {"relay": chroot_host(proxy, **proxy_vars)},
-        shared,
+@pytest.fixture(scope="module")
+def runs(root: Path, artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    base = tmp_path_factory.mktemp("invalid-inventories")
+    (base / "all").mkdir()
+    (base / "site").mkdir()
+    all_cases = write_inventory(
+        base / "all" / "inventory.yml",
+        {name: _host(root, artifacts, side, case_vars) for name, side, case_vars, _ in CASES if side == "client"}
+        | {GOOD_CLIENT: _host(root, artifacts, "client", {})},
+        {name: _host(root, artifacts, side, case_vars) for name, side, case_vars, _ in CASES if side == "proxy"}
+        | {GOOD_PROXY: _host(root, artifacts, "proxy", {})},
+        SHARED_VARS,
     )
-    result = run_playbook("site.yml", inventory)
+    site = write_inventory(
+        base / "site" / "inventory.yml",
+        {"box1": _host(root, artifacts, "client", {})},
+        {"relay": _host(root, artifacts, "proxy", {"braid_firewall_wan_interface": "eth0; drop"})},
+        SHARED_VARS,
+    )
+    before = root_fingerprint(root)
+    # Two ansible-playbook processes side by side: the machine has two cores.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        every_case = pool.submit(run_playbook, "validate.yml", all_cases,
+                                 extra_env={"ANSIBLE_ANY_ERRORS_FATAL": "False"})
+        via_site = pool.submit(run_playbook, "site.yml", site)
+        return Runs(every_case.result(), via_site.result(), before, root_fingerprint(root))
+
+
+@pytest.mark.parametrize(("host", "expected"), [(c[0], c[3]) for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_variable_is_refused_naming_it(
+    runs: Runs, host: str, expected: str,
+) -> None:
+    result = runs.every_case
     assert not result.ok, result.output
-    assert expected in result.output, result.output
-    assert BAD_PSK not in result.output
-    for host in ("box1", "relay"):
-        assert result.recap.get(host, {"changed": 0})["changed"] == 0, result.output
-    for root in (client, proxy):
-        for path in ("etc/braid", "usr/local/bin/braid-proxy", "etc/sysctl.d/60-braid-mptcp.conf",
-                     "etc/systemd/system/mptcp.service.d"):
-            assert not (root / path).exists(), f"{root / path} was created by a failed run"
+    assert result.recap[host]["failed"] == 1, result.output
+    assert expected in result.failures(host), result.output
+
+
+def test_good_settings_pass_the_same_checks(runs: Runs) -> None:
+    result = runs.every_case
+    for host in (GOOD_CLIENT, GOOD_PROXY):
+        assert result.recap[host]["failed"] == 0 and result.recap[host]["ok"] > 0, result.output
+
+
+def test_site_yml_stops_every_host_on_a_bad_proxy_setting(
+        runs: Runs) -> None:
+    """site.yml checks the whole inventory first: the client box is not converged."""
+    result = runs.via_site
+    assert not result.ok, result.output
+    assert "braid_firewall_wan_interface" in result.failures("relay"), result.output
+    assert result.recap["box1"]["failed"] == 0, "the client box's settings are good: only the proxy's must stop it"
+    assert "PLAY [Braid client box]" not in result.output, "site.yml went on to converge the client box"
+
+
+def test_nothing_changed_on_the_target(runs: Runs) -> None:
+    for result in (runs.every_case, runs.via_site):
+        assert all(counts["changed"] == 0 for counts in result.recap.values()), result.output
+    assert runs.before == runs.after, "a failed run changed the target root filesystem"
+
+
+def test_secret_never_printed(runs: Runs) -> None:
+    assert BAD_PSK not in runs.every_case.output
+
+
+def test_fingerprint_sees_changes(tmp_path: Path) -> None:
+    """The fingerprint above would notice a file written, chmodded or created."""
+    (tmp_path / "etc").mkdir()
+    conf = tmp_path / "etc" / "conf"
+    conf.write_text("a")
+    seen = {root_fingerprint(tmp_path)}
+    # Another size: a same-size rewrite within one clock tick keeps mtime
+    # (the real check has seconds between its fingerprints).
+    conf.write_text("bb")
+    seen.add(root_fingerprint(tmp_path))
+    conf.chmod(0o600)
+    seen.add(root_fingerprint(tmp_path))
+    (tmp_path / "etc" / "new").mkdir()
+    seen.add(root_fingerprint(tmp_path))
+    assert len(seen) == 4
