@@ -58,7 +58,8 @@ def plot_shares(shares: dict[str, list[float]], path: Path) -> None:
     width = 0.8 / len(shares)
     for k, (name, values) in enumerate(shares.items()):
         ax.bar([i + k * width for i in range(len(values))], values, width, label=name)
-    ax.set_ylim(0, 1)
+    ax.set_ylim(0, 1.2)  # room for the legend above a share of 1
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1])
     ax.set_xlabel("page load")
     ax.set_ylabel("share of the page on wan1")
     ax.set_title("What wan1's observer sees of each page (downstream bytes)")
