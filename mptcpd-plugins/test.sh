@@ -14,11 +14,11 @@ echo "== C unit tests"
 ./test_plugin
 
 echo "== ruff"
-ruff check gwsteer tests bench.py gwsteer-route gwsteer-cli
+ruff check gwsteer tests gwsteer-route gwsteer-cli
 
 echo "== mypy --strict"
 # gwsteer is type-checked on its own (its tests import each other as top-level modules)
-MYPYPATH=../eval mypy --config-file /dev/null --strict --ignore-missing-imports gwsteer tests bench.py
+MYPYPATH=../eval mypy --config-file /dev/null --strict --ignore-missing-imports gwsteer tests
 
 echo "== doctests"
 python3 -m doctest gwsteer/config.py

@@ -32,9 +32,10 @@ captures (failover_metrics.py):
   >= 0.25 x C x (t2 - t1) - 16 packets in every interval until the
   sender stops (same definition, gw1's new-data bytes on the wire).
 * gap: the longest time without in-order progress overlapping the outage.
-* detect / gw1 up (gwsteer only): cut -> its status file shows gw1 down,
-  restore -> up again (polled every 20 ms); the in-kernel PM has no
-  gateway state to read.
+* detect / gw1 up (gwsteer only): cut -> its status file shows gw1 down
+  (after the restore if the outage was shorter than detection: gwsteer
+  then removes and re-adds gw1's subflow anyway), restore -> up again
+  after that (polled every 20 ms); the in-kernel PM has no gateway state.
 * byte-exact: the server's SHA-256 matches the sender's, and the in-order
   bytes rebuilt from the captures equal what the server read.
 
@@ -91,6 +92,8 @@ HOLD_MS = 500
 RECOVER_SHARE = 0.9
 REUSE_SHARE = 0.25
 GWSTEER_ONLY = ("detect_s", "gw_up_s")
+#: gwsteer's promise: the last of fail_after lost probes times out by then.
+DETECT_BOUND_S = (FAIL_AFTER * PROBE_INTERVAL_MS + PROBE_TIMEOUT_MS) / 1000
 MSS = 1448
 SLACK_PACKETS = 16
 HOLD_S = 0.2
@@ -117,9 +120,15 @@ class Run:
     capture_matches: bool
     bytes: int
     pre_cut_mbit: float
+    #: In-order bytes/s from the cut + gwsteer's detection bound to the restore.
+    outage_rate: float = 0.0
     #: gwsteer only: cut -> its status file shows gw1 down; restore -> up again.
     detect_s: float | None = None
     gw_up_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.detect_s is None:  # never declared down: "up again" means nothing
+            self.gw_up_s = None
 
 
 def braid_version() -> str:
@@ -234,10 +243,11 @@ def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
         topo.cut("gw1")
         cut = time.time()
         status = tmp / "gateways.json" if mode == "gwsteer" else None
-        down = _watch_gw1(status, cut + outage, want_up=False)
+        seen: dict[str, float] = {}
+        _watch_gw1(status, cut + outage, seen)
         topo.restore("gw1")
         restored = time.time()
-        up = _watch_gw1(status, restored + min(after - 1.0, 5.0), want_up=True)
+        _watch_gw1(status, restored + min(after - 1.0, 5.0), seen)
         out, err = client.communicate(timeout=total + 120)
         server.wait(timeout=60)
         packets = caps.stop()
@@ -248,25 +258,27 @@ def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
     run = measure(mode, outage, index, packets, cut, restored, capacity,
                   byte_exact=bool(sent.get("ok")) and received["bytes"] == sent["bytes"],
                   received=int(received["bytes"]))
-    run.detect_s = None if down is None else down - cut
-    run.gw_up_s = None if up is None else up - restored
+    # A short outage can end before gwsteer declares gw1 down: detect_s is
+    # then longer than the outage, and gw1 comes back after that.
+    run.detect_s = seen["down"] - cut if "down" in seen else None
+    run.gw_up_s = seen["up"] - restored if "up" in seen else None
     return run
 
 
-def _watch_gw1(status: Path | None, until: float, want_up: bool) -> float | None:
-    """Until wall time ``until``: when gwsteer's status file first shows gw1
-    ``want_up`` (polled every 20 ms), else None. Sleeps if there is no file."""
-    seen: float | None = None
+def _watch_gw1(status: Path | None, until: float, seen: dict[str, float]) -> None:
+    """Until wall time ``until``, poll gwsteer's status file every 20 ms and
+    note in ``seen`` when gw1 is first shown down ("down") and, after
+    that, up again ("up"). Only sleeps if there is no status file."""
     while (now := time.time()) < until:
-        if status is not None and seen is None:
+        if status is not None and "up" not in seen:
             try:
                 gws = {g["id"]: g for g in json.loads(status.read_text())["gateways"]}
-                if gws["gw1"]["up"] == want_up:
-                    seen = now
+                key = "up" if "down" in seen else "down"
+                if gws["gw1"]["up"] == (key == "up"):
+                    seen[key] = now
             except (OSError, ValueError, KeyError):
                 pass
         time.sleep(min(0.02, max(0.0, until - time.time())))
-    return seen
 
 
 def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPacket]],
@@ -286,11 +298,14 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
     reuse = (sustained_from(gw1, restored, end, REUSE_SHARE * capacity, slack, HOLD_S)
              if end > restored else None)
     before = delivery.at(cut) - delivery.at(cut - 2.0)
+    settled = cut + DETECT_BOUND_S
+    outage_rate = ((delivery.at(restored) - delivery.at(settled)) / (restored - settled)
+                   if restored > settled else 0.0)
     return Run(mode=mode, outage_s=outage, run=index, t90_s=t90,
                first_gw1_s=first_at_or_after(gw1.times, restored), reuse_s=reuse,
                gap_s=longest_gap(delivery, cut, restored), byte_exact=byte_exact,
                capture_matches=delivery.total[-1] == received, bytes=received,
-               pre_cut_mbit=before * 8 / 2.0 / 1e6)
+               pre_cut_mbit=before * 8 / 2.0 / 1e6, outage_rate=outage_rate)
 
 
 def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
