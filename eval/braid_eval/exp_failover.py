@@ -386,6 +386,9 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
                      cell([getattr(r, key) for r in runs if r.mode == m and r.outage_s == outage])
                      for m in MODES]
             lines.append(f"| {outage:g} s | {label} | {cells[0]} | {cells[1]} |")
+    pre = {m: statistics.median([r.pre_cut_mbit for r in runs if r.mode == m] or [0.0]) for m in MODES}
+    lines += ["", f"In-order delivery in the 2 s before the cut (both gateways), median: gwsteer "
+              f"{pre['gwsteer']:.1f}, in-kernel PM {pre['kernel']:.1f} Mbit/s."]
     g, k = med.get("gwsteer"), med.get("kernel")
     lines += ["", "Definitions (per packet, server-side captures): t90 = earliest r after the cut "
               "from which the in-order delivered bytes D satisfy D(t2) - D(t1) >= 0.9 C (t2 - t1) - "
