@@ -29,8 +29,8 @@ captures (failover_metrics.py):
   that brought the receiver data it did not hold yet (a removed subflow's
   late retransmission of data already re-injected does not count).
 * gw1 >= 25 %: restore -> the earliest r from which gw1's link carries
-  >= 0.25 x C x (t2 - t1) - 16 packets in every interval until the
-  sender stops (same definition, gw1's new-data bytes on the wire).
+  >= 0.25 x C x (t2 - t1) - 16 packets in every interval of [r, r + 1 s]
+  (same definition, gw1's new-data bytes on the wire, for one second).
 * gap: the longest time without in-order progress overlapping the outage.
 * detect / gw1 up (gwsteer only): cut -> its status file shows gw1 down
   (after the restore if the outage was shorter than detection: gwsteer
@@ -67,6 +67,7 @@ from braid_testbed.pcap import TcpPacket, read_tcp_packets
 from .failover_metrics import (
     cumulative,
     first_at_or_after,
+    first_sustained,
     in_order_delivery,
     longest_gap,
     sustained_from,
@@ -97,6 +98,8 @@ DETECT_BOUND_S = (FAIL_AFTER * PROBE_INTERVAL_MS + PROBE_TIMEOUT_MS) / 1000
 MSS = 1448
 SLACK_PACKETS = 16
 HOLD_S = 0.2
+#: gw1 counts as re-used once it sustains REUSE_SHARE this long.
+REUSE_FOR_S = 1.0
 QUICK_OUTAGES = (2.0,)
 FULL_OUTAGES = (0.5, 1.0, 2.0, 5.0, 10.0)
 METRICS = (("detect_s", "cut -> gwsteer declares gw1 down (status file)"),
@@ -122,6 +125,9 @@ class Run:
     pre_cut_mbit: float
     #: In-order bytes/s from the cut + gwsteer's detection bound to the restore.
     outage_rate: float = 0.0
+    #: Data bytes through gw2 during the outage that the receiver already held
+    #: (re-sent copies: capacity that did not advance delivery). -1: not measured.
+    dup_bytes: int = -1
     #: gwsteer only: cut -> its status file shows gw1 down; restore -> up again.
     detect_s: float | None = None
     gw_up_s: float | None = None
@@ -292,11 +298,12 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
     # gw1's packets that brought the receiver data it did not hold yet: a
     # removed subflow's late retransmission of re-injected data is no re-use.
     gw1_packets = {id(p) for p in packets["g1"]}
+    fresh = {id(p) for p in useful}
+    dup = sum(p.payload_len for p in packets["g2"] if cut <= p.ts < restored and id(p) not in fresh)
     gw1 = cumulative((p.ts, p.payload_len) for p in useful if id(p) in gw1_packets)
     end = delivery.times[-1] - 0.5  # the sender has stopped after this
     t90 = sustained_from(delivery, cut, restored, RECOVER_SHARE * capacity, slack, HOLD_S)
-    reuse = (sustained_from(gw1, restored, end, REUSE_SHARE * capacity, slack, HOLD_S)
-             if end > restored else None)
+    reuse = first_sustained(gw1, restored, end, REUSE_SHARE * capacity, slack, REUSE_FOR_S)
     before = delivery.at(cut) - delivery.at(cut - 2.0)
     settled = cut + DETECT_BOUND_S
     outage_rate = ((delivery.at(restored) - delivery.at(settled)) / (restored - settled)
@@ -305,7 +312,7 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
                first_gw1_s=first_at_or_after(gw1.times, restored), reuse_s=reuse,
                gap_s=longest_gap(delivery, cut, restored), byte_exact=byte_exact,
                capture_matches=delivery.total[-1] == received, bytes=received,
-               pre_cut_mbit=before * 8 / 2.0 / 1e6, outage_rate=outage_rate)
+               pre_cut_mbit=before * 8 / 2.0 / 1e6, outage_rate=outage_rate, dup_bytes=dup)
 
 
 def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
@@ -322,7 +329,8 @@ def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
                 print(f"e3 [{len(results)}/{total}] outage {outage:g} s run {i + 1} {mode:7} "
                       f"detect {_s(r.detect_s)}, t90 {_s(r.t90_s)}, gw1 up {_s(r.gw_up_s)}, "
                       f"first gw1 {_s(r.first_gw1_s)}, gw1>=25% {_s(r.reuse_s)}, "
-                      f"gap {r.gap_s:.2f} s, pre-cut {r.pre_cut_mbit:.1f} Mbit/s"
+                      f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB, "
+                      f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s"
                       f"{'' if r.byte_exact and r.capture_matches else ' NOT BYTE-EXACT'} "
                       f"({time.monotonic() - t0:.0f} s)", flush=True)
     return results
@@ -393,7 +401,7 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
     lines += ["", "Definitions (per packet, server-side captures): t90 = earliest r after the cut "
               "from which the in-order delivered bytes D satisfy D(t2) - D(t1) >= 0.9 C (t2 - t1) - "
               f"{SLACK_PACKETS} x {MSS} B for every r <= t1 < t2 <= restore, held >= {HOLD_S:g} s; "
-              "gw1 >= 25 %: the same on gw1's wire bytes with 0.25 C, until the sender stops; gap: "
+              "gw1 >= 25 %: the same on gw1's new-data wire bytes with 0.25 C over [r, r + 1 s]; gap: "
               "longest time without in-order progress overlapping the outage.", "",
               f"Target (issue 18): gwsteer's median t90 <= 1 s and below the in-kernel PM's, over "
               f"outages >= 1 s (a run not reaching 90 % counts as the whole outage): gwsteer "
@@ -491,7 +499,7 @@ def main() -> int:
         "fail_after": FAIL_AFTER, "recover_after": RECOVER_AFTER,
         "probe_interval_ms": PROBE_INTERVAL_MS, "probe_timeout_ms": PROBE_TIMEOUT_MS,
         "hold_ms": HOLD_MS, "stale_loss_cnt": FAIL_AFTER, "recover_share": RECOVER_SHARE,
-        "reuse_share": REUSE_SHARE, "slack_bytes": SLACK_PACKETS * MSS, "hold_s": HOLD_S,
+        "reuse_share": REUSE_SHARE, "reuse_for_s": REUSE_FOR_S, "slack_bytes": SLACK_PACKETS * MSS, "hold_s": HOLD_S,
         "kernel": platform.release(), "braid": braid_version(),
         "date": time.strftime("%Y-%m-%d", time.gmtime())}
     results = sweep(outages, runs, args.mbit, after, capacity)

@@ -162,6 +162,23 @@ def sustained_from(curve: Delivery, start: float, horizon: float, rate: float, s
     return r - start
 
 
+def first_sustained(curve: Delivery, start: float, end: float, rate: float, slack: float,
+                    length: float) -> float | None:
+    """Earliest r >= start from which ``curve`` meets :func:`sustained_from`'s
+    condition (rate, slack) over [r, r + length], with r + length <= end.
+
+    Relative to ``start``; None if there is none. r is ``start`` or a
+    packet time (the condition can only start to hold right at a packet).
+    """
+    candidates = [start, *(t for t in curve.times if start < t <= end - length)]
+    for r in candidates:
+        if r + length > end:
+            break
+        if sustained_from(curve, r, r + length, rate, slack) == 0.0:
+            return r - start
+    return None
+
+
 def longest_gap(curve: Delivery, lo: float, hi: float) -> float:
     """Longest time without progress of ``curve`` overlapping [lo, hi].
 

@@ -14,7 +14,8 @@ measured from server-side captures. Checks what gwsteer's design promises:
   The metric's own code is tested on synthetic timelines in
   eval/tests/host/test_failover_metrics.py);
 * gw1 up again after recover_after answers, and the *same* connection
-  sending new data through gw1 again, sustaining >= 25 % of a path;
+  sending new data through gw1 again, sustaining >= 25 % of a path for
+  a second;
 * every transfer byte-exact, and the in-order bytes rebuilt from the
   captures equal to what the server read (so the metric saw every byte).
 

@@ -13,6 +13,7 @@ from braid_eval.failover_metrics import (
     Delivery,
     cumulative,
     first_at_or_after,
+    first_sustained,
     in_order_delivery,
     longest_gap,
     sustained_from,
@@ -157,3 +158,16 @@ def test_in_order_delivery_leaves_out_unplaceable_packets() -> None:
     pkts = [_pkt(0.0, 41, 10, 0, syn=True), _pkt(0.1, 41, 11, 500, DssMapping(7, 1, 500)),
             _pkt(0.2, 52, 99, 500, DssMapping(507, 1, 500))]
     assert in_order_delivery(pkts).total[-1] == 500
+
+
+def test_first_sustained_window() -> None:
+    """gw1 back at 0.2 s, at 30 % of C for 1.5 s, then paused 0.3 s: the
+    pause after a full second of use does not move the re-use time."""
+    events = [(0.05, PKT), *steady(0.2, 1.7, rate=0.3 * C), *steady(2.0, 3.0, rate=0.3 * C)]
+    curve = cumulative(events)
+    r = first_sustained(curve, 0.0, 3.0, 0.25 * C, SLACK, 1.0)
+    assert r is not None and 0.2 - 1e-9 <= r <= 0.21
+    # Until the end instead, the pause would count.
+    late = sustained_from(curve, 0.0, 3.0, 0.25 * C, SLACK)
+    assert late is not None and late > 1.7
+    assert first_sustained(curve, 0.0, 3.0, 0.5 * C, SLACK, 1.0) is None
