@@ -160,7 +160,8 @@ def _wait_gateways_up(status: Path, timeout: float = 5.0) -> None:
 
 
 def setup(lab: Lab, tmp: Path, mbit: int, mode: str) -> Topo:
-    """The two-gateway topology with ``mode``'s path manager on the client."""
+    """The two-gateway topology with ``mode``'s path manager on the client
+    (``none``: no second subflow, for the calibration)."""
     topo = onlink(lab, tmp, shape_mbit=mbit)
     topo.write_config(onlink_gateways(topo),
                       extra=f"fail_after = {FAIL_AFTER}\nrecover_after = {RECOVER_AFTER}\n")
@@ -177,7 +178,7 @@ def setup(lab: Lab, tmp: Path, mbit: int, mode: str) -> Topo:
         for k, dev in ((1, "e1"), (2, "e2")):
             topo.cli.run(["ip", "mptcp", "endpoint", "add", f"10.1.{k}.2", "dev", dev, "subflow"])
     elif mode != "none":
-        raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+        raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}, none")
     return topo
 
 
@@ -187,7 +188,7 @@ class Captures:
     def __init__(self, topo: Topo, tmp: Path, links: tuple[str, ...] = ("g1", "g2")) -> None:
         self.paths = {dev: tmp / f"{dev}.pcap" for dev in links}
         self.logs = {dev: tmp / f"{dev}.tcpdump.log" for dev in links}
-        self.procs = []
+        self.procs: list[subprocess.Popen[bytes]] = []
         for dev, path in self.paths.items():
             with self.logs[dev].open("w") as log:
                 self.procs.append(topo.srv.popen(
@@ -200,7 +201,7 @@ class Captures:
                 raise RuntimeError("tcpdump did not start within 10 s: " + ", ".join(
                     log.read_text().strip() for log in self.logs.values()))
             time.sleep(0.05)
-        time.sleep(0.2)  # the file header is written before the filter is attached
+        time.sleep(0.2)  # margin: the header is written just before the capture loop starts
 
     def stop(self) -> dict[str, list[TcpPacket]]:
         """Stop tcpdump; every captured packet per link. Refuses a lossy capture."""
