@@ -117,7 +117,9 @@ def e3_section(data: dict[str, Any]) -> list[str]:
     g, k = med.get("gwsteer"), med.get("kernel")
     met = g is not None and g <= E3_TARGET_S and (k is None or g < k)
     return ["## E3: failover, gwsteer vs the in-kernel path manager", "",
-            f"({_env(params)}; host kernel; {params.get('runs', '?')} run(s) per cell)", "",
+            f"({_env(params)}; host kernel; {params.get('runs', '?')} run(s) per cell; t90: "
+            "median over the runs that reached 90 % within the outage, how many did not in "
+            "brackets)", "",
             "| outage | t90 gwsteer | t90 kernel PM | first gw1 packet gwsteer | kernel PM |",
             "|---|---|---|---|---|", *rows, "",
             f"Target (gwsteer's median t90 <= {E3_TARGET_S:g} s over outages >= 1 s and below the "
