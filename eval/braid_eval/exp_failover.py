@@ -105,7 +105,7 @@ FULL_OUTAGES = (0.5, 1.0, 2.0, 5.0, 10.0)
 METRICS = (("detect_s", "cut -> gwsteer declares gw1 down (status file)"),
            ("t90_s", "cut -> 90 % of surviving capacity (in order)"),
            ("gw_up_s", "restore -> gwsteer declares gw1 up"),
-           ("first_gw1_s", "restore -> first data packet through gw1"),
+           ("first_gw1_s", "restore -> first new data through gw1"),
            ("reuse_s", "restore -> gw1 carries >= 25 % again"),
            ("gap_s", "longest delivery gap around the cut"))
 
