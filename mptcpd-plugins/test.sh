@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build gwsteer, run the C and Python unit tests, lint/type-check the
 # Python, then the host network-namespace integration tests (root).
-# Exits non-zero on any failure.  Takes about a minute.
+# Exits non-zero on any failure.  Takes about two minutes.
 set -eu
 cd "$(dirname "$0")"
 
