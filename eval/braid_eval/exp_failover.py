@@ -125,8 +125,8 @@ class Run:
     pre_cut_mbit: float
     #: In-order bytes/s from the cut + gwsteer's detection bound to the restore.
     outage_rate: float = 0.0
-    #: Data bytes through gw2 during the outage that the receiver already held
-    #: (re-sent copies: capacity that did not advance delivery). -1: not measured.
+    #: Data bytes through gw2 during the outage that the receiver already held in
+    #: order (re-sent copies; a lower bound, see in_order_delivery). -1: not measured.
     dup_bytes: int = -1
     #: gwsteer only: cut -> its status file shows gw1 down; restore -> up again.
     detect_s: float | None = None

@@ -81,7 +81,8 @@ def in_order_delivery(packets: Iterable[TcpPacket],
     (its bytes then show as a hole that never fills, which the caller's
     byte check catches). ``useful``, if given, receives the packets that
     carried bytes beyond the in-order point when they arrived (not
-    copies of data the receiver already had).
+    copies of data the receiver already had in order; a copy of bytes
+    held beyond a hole still counts as useful, so copies are undercounted).
     """
     ordered = sorted(packets, key=lambda p: p.ts)
     isn: dict[tuple[str, int, str, int], int] = {}
