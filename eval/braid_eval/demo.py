@@ -8,7 +8,8 @@ braid's schedulers side by side on the same WANs (a shorter upload and
 1 KiB request/response exchanges each), so that what each one does shows
 in the numbers, and loads pages through braid-proxy under ``default`` and
 ``hywf`` to show what one WAN's observer sees of each page
-(demo_observer.py).
+(demo_observer.py). ``make demo`` runs the failover pane
+(demo_failover.py) on the host first; the report includes it.
 
 Run it through ``make demo`` (which builds and boots the kernel), or inside
 the VM::
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
+from .demo_failover import REPORT as FAILOVER_REPORT
 from .demo_observer import observer_pane
 from .report import format_transfer, plot_wan_throughput
 from .transfer import BULK_TOOL, BulkServer, TransferResult, measured_transfer, ping_rtt_ms
@@ -94,6 +96,14 @@ def compare_schedulers(tb: StandardTestbed, names: list[str], nbytes: int) -> tu
     return lines, ok
 
 
+def failover_pane(out: Path) -> list[str]:
+    """The failover pane's lines, written by demo_failover.py on the host
+    before this VM booted (``make demo``), with a blank line after; none if
+    it did not run."""
+    path = out / FAILOVER_REPORT
+    return [*path.read_text().splitlines(), ""] if path.exists() else []
+
+
 def main() -> int:
     args = parse_args()
     from braid_testbed.bulk import parse_size
@@ -132,6 +142,7 @@ def main() -> int:
         *[format_transfer(r) + "\n" for r in results],
         *([*compared, ""] if compared else []),
         *([*observed, ""] if observed else []),
+        *failover_pane(args.out),
         f"finished in {time.monotonic() - started:.0f} s; plots: {args.out / 'wan-throughput.png'}"
         + (f", {observer_plot}" if observer_plot else ""),
     ]

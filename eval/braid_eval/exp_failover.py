@@ -235,9 +235,22 @@ def calibrate(mbit: int, seconds: float = 4.0) -> float:
         return (curve.at(t1) - curve.at(t0)) / (t1 - t0)
 
 
-def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
-             index: int = 0) -> Run:
-    """One cut/restore cycle under ``mode``; its metrics (module docstring)."""
+@dataclasses.dataclass
+class Cycle:
+    """What one cut/restore cycle left: every captured packet per server
+    link, wall-clock cut and restore, gwsteer's gw1 down/up times (empty
+    for the in-kernel PM) and the transfer's end-to-end result."""
+
+    packets: dict[str, list[TcpPacket]]
+    cut: float
+    restored: float
+    seen: dict[str, float]
+    byte_exact: bool
+    received: int
+
+
+def capture_cycle(mode: str, mbit: int, outage: float, after: float) -> Cycle:
+    """One upload under ``mode`` with gw1 cut at T_CUT for ``outage`` s."""
     with TemporaryDirectory() as d, Lab() as lab:
         tmp = Path(d)
         tmp.chmod(0o755)
@@ -262,13 +275,21 @@ def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
         received = json.loads((tmp / "recv.json").read_text())
     if not sent.get("ok"):
         print(f"e3: {mode} transfer not byte-exact: {err.strip()[-300:]}", file=sys.stderr)
-    run = measure(mode, outage, index, packets, cut, restored, capacity,
-                  byte_exact=bool(sent.get("ok")) and received["bytes"] == sent["bytes"],
-                  received=int(received["bytes"]))
+    return Cycle(packets, cut, restored, seen,
+                 byte_exact=bool(sent.get("ok")) and received["bytes"] == sent["bytes"],
+                 received=int(received["bytes"]))
+
+
+def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
+             index: int = 0) -> Run:
+    """One cut/restore cycle under ``mode``; its metrics (module docstring)."""
+    c = capture_cycle(mode, mbit, outage, after)
+    run = measure(mode, outage, index, c.packets, c.cut, c.restored, capacity,
+                  byte_exact=c.byte_exact, received=c.received)
     # A short outage can end before gwsteer declares gw1 down: detect_s is
     # then longer than the outage, and gw1 comes back after that.
-    run.detect_s = seen["down"] - cut if "down" in seen else None
-    run.gw_up_s = seen["up"] - restored if "up" in seen else None
+    run.detect_s = c.seen["down"] - c.cut if "down" in c.seen else None
+    run.gw_up_s = c.seen["up"] - c.restored if "up" in c.seen else None
     return run
 
 
@@ -462,6 +483,15 @@ def write(out: Path, runs: list[Run], params: dict[str, object]) -> str:
     return text
 
 
+def missing_prerequisite() -> str | None:
+    """Why a cycle cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    if not (PLUGINS / "gwsteer.so").exists():
+        return f"{PLUGINS / 'gwsteer.so'} missing: run make -C mptcpd-plugins"
+    return None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog="Runs on the host kernel as root; needs mptcpd-plugins built.")
@@ -487,11 +517,8 @@ def main() -> int:
         p.error("--outages: each must be > 0 seconds")
     if runs < 1 or args.mbit < 1 or after < 1:
         p.error("--runs and --mbit must be >= 1, --after >= 1 s")
-    if os.geteuid() != 0:
-        print("e3: needs root (network namespaces)", file=sys.stderr)
-        return 2
-    if not (PLUGINS / "gwsteer.so").exists():
-        print(f"e3: {PLUGINS / 'gwsteer.so'} missing: run make -C mptcpd-plugins", file=sys.stderr)
+    if missing := missing_prerequisite():
+        print(f"e3: {missing}", file=sys.stderr)
         return 2
     capacity = calibrate(args.mbit)
     print(f"e3: surviving capacity (gw2 alone) {capacity * 8 / 1e6:.1f} Mbit/s", flush=True)
