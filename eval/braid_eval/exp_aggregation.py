@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import statistics
 import sys
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 from braid_testbed.standard import scheduler_testbed
 
+from .provenance import provenance
 from .transfer import BULK_PORT, BULK_TOOL, BulkServer
 
 TCP_PORT = BULK_PORT + 2
@@ -152,7 +152,7 @@ def main() -> int:
     flow_counts = (1, 10) if args.full else (1,)
     params: dict[str, object] = {"mode": "full" if args.full else "quick", "bytes": BYTES_PER_POINT,
                                  "scenarios": scenarios, "flows": flow_counts,
-                                 "gateway": dataclasses.asdict(GATEWAY), "kernel": platform.release()}
+                                 "gateway": dataclasses.asdict(GATEWAY), **provenance()}
     points = list(sweep(tuple(args.configs), scenarios, flow_counts))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "e1.json").write_text(json.dumps(

@@ -54,7 +54,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -72,6 +71,7 @@ from .failover_metrics import (
     longest_gap,
     sustained_from,
 )
+from .provenance import provenance
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "mptcpd-plugins"
@@ -135,16 +135,6 @@ class Run:
     def __post_init__(self) -> None:
         if self.detect_s is None:  # never declared down: "up again" means nothing
             self.gw_up_s = None
-
-
-def braid_version() -> str:
-    """The checkout's commit (``+dirty`` with local changes), or ``unknown``."""
-    try:
-        rev = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
-                             capture_output=True, text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return rev or "unknown"
 
 
 def _wait_gateways_up(status: Path, timeout: float = 5.0) -> None:
@@ -529,8 +519,7 @@ def main() -> int:
         "probe_interval_ms": PROBE_INTERVAL_MS, "probe_timeout_ms": PROBE_TIMEOUT_MS,
         "hold_ms": HOLD_MS, "stale_loss_cnt": FAIL_AFTER, "recover_share": RECOVER_SHARE,
         "reuse_share": REUSE_SHARE, "reuse_for_s": REUSE_FOR_S, "slack_bytes": SLACK_PACKETS * MSS, "hold_s": HOLD_S,
-        "kernel": platform.release(), "braid": braid_version(),
-        "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        **provenance()}
     results = sweep(outages, runs, args.mbit, after, capacity)
     text = write(args.out, results, params)
     print("\n" + text)

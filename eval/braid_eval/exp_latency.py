@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import random
 import sys
 import threading
@@ -49,6 +48,7 @@ from braid_testbed.standard import scheduler_testbed
 from braid_testbed.topology import interface_counters
 
 from .latency_model import lambda0, mm1_delay, p_lim, p_star, variable_p_star, variable_split_delay
+from .provenance import provenance
 from .transfer import BulkServer
 
 MESSAGES_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "messages.py"
@@ -320,7 +320,7 @@ def main() -> int:
                                  "seconds": seconds, "mean_size": MEAN_SIZE, "prop_ms": PROP_MS,
                                  "fast_mbit": FAST.rate_mbit, "slow_mbit": SLOW.rate_mbit,
                                  "variable_mbit": VARIABLE_MBIT, "seeds": "1 + point index",
-                                 "kernel": platform.release()}
+                                 **provenance()}
     points = [pt for scenario in scenarios
               for pt in sweep(tuple(args.configs), loads, seconds, scenario)]
     args.out.mkdir(parents=True, exist_ok=True)
