@@ -143,13 +143,20 @@ def main() -> int:
                    help="every scenario, 1 and 10 flows (quick: lossless, 1 flow)")
     p.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS),
                    help="tcp-gw1 always runs (it is the baseline)")
+    p.add_argument("--scenarios", nargs="+", choices=[s[0] for s in FULL_SCENARIOS],
+                   help="only these gw1 scenarios (default: by mode)")
+    p.add_argument("--flows", nargs="+", type=int,
+                   help="only these flow counts, each 1-64 (default: by mode)")
     p.add_argument("--out", type=Path, default=Path("out/e1"))
     args = p.parse_args()
+    if args.flows and not all(1 <= f <= 64 for f in args.flows):
+        p.error("--flows: each must be 1-64")
     if not kernel_has_netem():
         print("e1: needs braid's kernel (run through kernel/vm)", file=sys.stderr)
         return 2
-    scenarios = FULL_SCENARIOS if args.full else QUICK_SCENARIOS
-    flow_counts = (1, 10) if args.full else (1,)
+    scenarios = (tuple(s for s in FULL_SCENARIOS if s[0] in args.scenarios) if args.scenarios
+                 else FULL_SCENARIOS if args.full else QUICK_SCENARIOS)
+    flow_counts = tuple(args.flows) if args.flows else (1, 10) if args.full else (1,)
     params: dict[str, object] = {"mode": "full" if args.full else "quick", "bytes": BYTES_PER_POINT,
                                  "scenarios": scenarios, "flows": flow_counts,
                                  "gateway": dataclasses.asdict(GATEWAY), **provenance()}
