@@ -33,10 +33,11 @@ from .exp_failover import (
     Run,
     calibrate,
     capture_cycle,
-    measure,
+    measure_cycle,
     missing_prerequisite,
 )
 from .failover_metrics import in_order_delivery
+from .report import binned_mbit
 
 BIN_S = 0.1
 REPORT = "failover.txt"
@@ -47,13 +48,12 @@ def _s(v: float | None) -> str:
     return "never" if v is None else f"{v:.2f} s"
 
 
-def describe(c: Cycle, run: Run, capacity: float, outage: float) -> list[str]:
-    detect = c.seen["down"] - c.cut if "down" in c.seen else None
+def describe(run: Run, capacity: float, outage: float) -> list[str]:
     kernel = Path("/proc/sys/kernel/osrelease").read_text().strip()
     return [
         f"gateway failover under gwsteer (this machine's kernel {kernel}; two 20 Mbit/s "
         f"gateways, gw1 cut {T_CUT:g} s into an upload for {outage:g} s):",
-        f"  gwsteer declared gw1 down after {_s(detect)} ({FAIL_AFTER} lost probes, "
+        f"  gwsteer declared gw1 down after {_s(run.detect_s)} ({FAIL_AFTER} lost probes, "
         f"{PROBE_INTERVAL_MS} ms apart)",
         f"  in-order delivery back to {100 * RECOVER_SHARE:.0f} % of gw2 alone "
         f"({capacity * 8 / 1e6:.1f} Mbit/s): {_s(run.t90_s)} after the cut; longest stall {run.gap_s:.2f} s",
@@ -79,17 +79,12 @@ def plot_timeline(c: Cycle, mbit: int, path: Path) -> None:
     delivery = in_order_delivery([p for pkts in c.packets.values() for p in pkts])
     series = {f"through {link.replace('g', 'gw')} (wire)": [(p.ts, p.payload_len) for p in pkts if p.payload_len]
               for link, pkts in sorted(c.packets.items())}
-    steps = list(zip(delivery.times, delivery.total, strict=True))
-    series["in order at the server"] = [(t, n - (steps[i - 1][1] if i else 0)) for i, (t, n) in enumerate(steps)]
+    series["in order at the server"] = [
+        (t, n - prev) for t, n, prev in zip(delivery.times, delivery.total, [0, *delivery.total], strict=False)]
     for label, events in series.items():
-        bins: dict[int, int] = {}
-        for t, n in events:
-            k = int((t - t0) / BIN_S)
-            bins[k] = bins.get(k, 0) + n
-        if bins:
-            xs = [k * BIN_S for k in range(max(bins) + 1)]
-            ax.plot(xs, [bins.get(k, 0) * 8 / BIN_S / 1e6 for k in range(len(xs))],
-                    drawstyle="steps-post", label=label,
+        xs, ys = binned_mbit(events, t0, BIN_S)
+        if xs:
+            ax.plot(xs, ys, drawstyle="steps-post", label=label,
                     linestyle="--" if label.startswith("in order") else "-")
     ax.set_ylim(0, 2.5 * mbit)
     marks = [("gw1 cut", c.cut), ("gw1 restored", c.restored)]
@@ -122,14 +117,13 @@ def main() -> int:
     print("demo: gateway failover under gwsteer (this machine's kernel)...", flush=True)
     capacity = calibrate(mbit)
     cycle = capture_cycle("gwsteer", mbit, args.outage, after=4.0)
-    run = measure("gwsteer", args.outage, 0, cycle.packets, cycle.cut, cycle.restored, capacity,
-                  byte_exact=cycle.byte_exact, received=cycle.received)
-    lines = describe(cycle, run, capacity, args.outage)
+    run = measure_cycle("gwsteer", args.outage, 0, cycle, capacity)
+    lines = describe(run, capacity, args.outage)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REPORT).write_text("\n".join(lines) + "\n")
     plot_timeline(cycle, mbit, args.out / PLOT)
     print("\n".join(lines), flush=True)
-    ok = run.byte_exact and run.capture_matches and "down" in cycle.seen and run.first_gw1_s is not None
+    ok = run.byte_exact and run.capture_matches and run.detect_s is not None and run.first_gw1_s is not None
     if not ok:
         print("demo failover: FAILED: the transfer was not byte-exact, gw1 was never declared "
               "down, or it carried nothing after the restore", file=sys.stderr)

@@ -273,7 +273,11 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float) -> Cycle:
 def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
              index: int = 0) -> Run:
     """One cut/restore cycle under ``mode``; its metrics (module docstring)."""
-    c = capture_cycle(mode, mbit, outage, after)
+    return measure_cycle(mode, outage, index, capture_cycle(mode, mbit, outage, after), capacity)
+
+
+def measure_cycle(mode: str, outage: float, index: int, c: Cycle, capacity: float) -> Run:
+    """The metrics of a captured cycle, gwsteer's detection times included."""
     run = measure(mode, outage, index, c.packets, c.cut, c.restored, capacity,
                   byte_exact=c.byte_exact, received=c.received)
     # A short outage can end before gwsteer declares gw1 down: detect_s is

@@ -8,6 +8,7 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from .transfer import TransferResult
@@ -34,6 +35,20 @@ def format_transfer(r: TransferResult) -> str:
     return "\n".join(lines)
 
 
+def binned_mbit(events: Iterable[tuple[float, int]], t0: float,
+                bin_s: float = BIN_S) -> tuple[list[float], list[float]]:
+    """(time, bytes) events as a rate per ``bin_s`` bin from ``t0``: bin
+    start times and Mbit/s, empty bins included; ([], []) for no events."""
+    bins: dict[int, int] = {}
+    for t, n in events:
+        k = int((t - t0) / bin_s)
+        bins[k] = bins.get(k, 0) + n
+    if not bins:
+        return [], []
+    ks = range(max(bins) + 1)
+    return [k * bin_s for k in ks], [bins.get(k, 0) * 8 / bin_s / 1e6 for k in ks]
+
+
 def plot_wan_throughput(results: list[TransferResult], path: Path, title: str) -> None:
     """One panel per transfer: data throughput of each WAN over time."""
     import matplotlib
@@ -46,16 +61,9 @@ def plot_wan_throughput(results: list[TransferResult], path: Path, title: str) -
         starts = [p[0].ts for p in r.wan_packets.values() if p]
         t0 = min(starts) if starts else 0.0
         for wan, packets in sorted(r.wan_packets.items()):
-            bins: dict[int, int] = {}
-            for p in packets:
-                if p.payload_len:
-                    k = int((p.ts - t0) / BIN_S)
-                    bins[k] = bins.get(k, 0) + p.payload_len
-            if not bins:
-                continue
-            xs = [k * BIN_S for k in range(max(bins) + 1)]
-            ys = [bins.get(k, 0) * 8 / BIN_S / 1e6 for k in range(max(bins) + 1)]
-            ax.plot(xs, ys, label=f"wan{wan}", drawstyle="steps-post")
+            xs, ys = binned_mbit(((p.ts, p.payload_len) for p in packets if p.payload_len), t0)
+            if xs:
+                ax.plot(xs, ys, label=f"wan{wan}", drawstyle="steps-post")
         ax.axhline(r.goodput_mbit, color="grey", linestyle="--", label="end-to-end goodput")
         ax.set_title(f"{r.mode}: {r.capacity_ratio:.2f} x capacity ({r.capacity_mbit:g} Mbit/s)")
         ax.set_xlabel("time (s)")

@@ -108,10 +108,10 @@ u64 harness_bern_ewma(u64 avg, u64 sample, u32 shift)
 	return bern_ewma(avg, sample, shift);
 }
 
-u32 harness_dbal_earliest(const u64 *queued, const u64 *rate, const u32 *owd_us,
-			  u32 n, u32 size, u32 usable)
+/* Paths from parallel arrays, at most DBAL_MAX_PATHS; returns how many. */
+static u32 dbal_paths(struct dbal_path *p, const u64 *queued, const u64 *rate,
+		      const u32 *owd_us, u32 n)
 {
-	struct dbal_path p[DBAL_MAX_PATHS];
 	u32 i;
 
 	for (i = 0; i < n && i < DBAL_MAX_PATHS; i++) {
@@ -119,19 +119,23 @@ u32 harness_dbal_earliest(const u64 *queued, const u64 *rate, const u32 *owd_us,
 		p[i].rate = rate[i];
 		p[i].owd_us = owd_us[i];
 	}
-	return dbal_earliest(p, i, size, usable);
+	return i;
+}
+
+u32 harness_dbal_earliest(const u64 *queued, const u64 *rate, const u32 *owd_us,
+			  u32 n, u32 size, u32 usable)
+{
+	struct dbal_path p[DBAL_MAX_PATHS];
+
+	return dbal_earliest(p, dbal_paths(p, queued, rate, owd_us, n), size,
+			     usable);
 }
 
 bool harness_dbal_wait_pays(const u64 *queued, const u64 *rate,
 			    const u32 *owd_us, u32 size, u64 pending)
 {
 	struct dbal_path p[2];
-	u32 i;
 
-	for (i = 0; i < 2; i++) {
-		p[i].queued = queued[i];
-		p[i].rate = rate[i];
-		p[i].owd_us = owd_us[i];
-	}
+	dbal_paths(p, queued, rate, owd_us, 2);
 	return dbal_wait_pays(&p[0], &p[1], size, pending);
 }
