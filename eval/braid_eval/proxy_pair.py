@@ -22,6 +22,13 @@ SERVER_PORT = 7443
 SOCKS_PORT = 1080
 # braid-proxy's key file: "<client id> <64 hex digits>" (proxy/README.md).
 TEST_KEY = "box1 " + "5a" * 32 + "\n"
+# Spare connections the client keeps (braid-proxy's preconnect, default 1):
+# every user of this pair loads pages, whose objects a browser fetches over
+# about 8 parallel connections. A spare joins its other subflows while idle
+# (about a second after it is dialled), so a connection's first flight can
+# follow the scheduler's split only if it gets a joined spare; 16 cover one
+# page while the spares for the next are joining.
+PAGE_LOAD_SPARES = 16
 
 
 def proxy_binary() -> Path:
@@ -43,7 +50,8 @@ class BraidProxyPair:
     """braid-proxy server (proxy namespace) and client (client namespace)
     for the lifetime of a with-block; their logs stay in ``workdir``."""
 
-    def __init__(self, tb: StandardTestbed, workdir: Path, client_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, tb: StandardTestbed, workdir: Path,
+                 client_args: tuple[str, ...] = ("-preconnect", str(PAGE_LOAD_SPARES))) -> None:
         self.tb = tb
         self.workdir = workdir
         self.client_args = client_args

@@ -490,6 +490,65 @@ def test_first_subflow_follows_best_gateway(bed: Bed) -> None:
         assert after == before + 1, (best, before, after)
 
 
+def subflows_to_server(bed: Bed) -> dict[str, int]:
+    """Subflows of each MPTCP connection from "c" to the server, by the
+    connection's local port. ``ss -Mi`` prints a connection's line, then an
+    indented info line whose ``subflows:`` counts the joined subflows (left
+    out when none)."""
+    r = bed.run("c", "ss", "-MHni", "state", "established", "dst", f"{SERVER_PUBLIC}:{SERVER_PORT}")
+    conns: dict[str, int] = {}
+    port = ""
+    for line in r.stdout.splitlines():
+        if not line[:1].isspace():
+            port = line.split()[2].rsplit(":", 1)[1]
+            conns[port] = 1
+        elif "subflows:" in line:
+            conns[port] = 1 + int(line.split("subflows:")[1].split()[0])
+    return conns
+
+
+def test_spares_join_their_subflows_before_use(bed: Bed, tmp_path: Path) -> None:
+    """Spare connections send nothing before they are used, so the server
+    never acknowledges data and, by RFC 8684, the client's path manager may
+    not join the other subflows: a connection's first flight would leave on
+    one WAN alone. The client's join probe (a TCP keepalive, answered by the
+    server's kernel) lets them join while idle. The control: an idle MPTCP
+    connection without the probe stays at one subflow."""
+    start_second_client(bed, write_secret(tmp_path / "j.keys", KEY), 6080,
+                        "-preconnect", "3", "-metrics-listen", "127.0.0.1:9192")
+    control = bed.spawn("c", ["python3", "-c",
+                              "import socket,time\n"
+                              "s=socket.socket(socket.AF_INET,socket.SOCK_STREAM,socket.IPPROTO_MPTCP)\n"
+                              f"s.bind(('{CLIENT_W1}',47001)); s.connect(('{SERVER_PUBLIC}',{SERVER_PORT}))\n"
+                              "time.sleep(8)\n"])
+    page = bed.dir / "www" / "small.txt"
+    page.write_bytes(b"j" * 1000)
+    url = f"http://{DEST_NAME}:{WEB_PORT}/small.txt"
+    curl_sha(bed, "--socks5-hostname", "127.0.0.1:6080", url)
+    deadline = time.time() + 6
+    while time.time() < deadline:
+        st = status(bed, "c", 9192)
+        if st.get("preconnect_idle_joined") == 3:
+            break
+        time.sleep(0.2)
+    conns = subflows_to_server(bed)
+    print("spares joined:", st.get("preconnect_idle_joined"), "subflows per connection:", conns)
+    assert st.get("preconnect_idle_joined") == 3, st
+    assert conns.get("47001") == 1, f"the idle control joined without a probe: {conns}"
+    spares = [n for port, n in conns.items() if port != "47001"]
+    assert len(spares) == 3 and all(n == 2 for n in spares), conns
+    # The probe is off again once joined: relay connections carry no
+    # keepalive while an idle timeout is set (the default).
+    timers = bed.run("c", "ss", "-tnoH", "state", "established", "dst", f"{SERVER_PUBLIC}:{SERVER_PORT}").stdout
+    probing = [line for line in timers.splitlines() if "keepalive" in line and ":47001" not in line]
+    assert not probing, timers
+    for _ in range(3):
+        assert curl_sha(bed, "--socks5-hostname", "127.0.0.1:6080", url) == hashlib.sha256(page.read_bytes()).hexdigest()
+    st = status(bed, "c", 9192)
+    assert st["preconnect_hits"] == 3 and st.get("preconnect_hits_unjoined", 0) == 0, st
+    control.kill()
+
+
 def tfo_passive(bed: Bed) -> int:
     """Connections the server's kernel accepted with data in the SYN."""
     r = bed.run("s", "nstat", "-az", "TcpExtTCPFastOpenPassive")

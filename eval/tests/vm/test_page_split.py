@@ -146,11 +146,10 @@ def test_page_scope_downstream_share_is_uniform_per_page(
     assert down[0] <= 0.1 and down[-1] >= 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="a new connection's first flight (braid's hello and the "
-                   "request) leaves on the first subflow alone: the client's subflows can only "
-                   "join once the proxy has acknowledged data, and braid-proxy's spare "
-                   "connections are not yet joined before use (issue 11, item 2, client side)")
 def test_page_scope_upstream_share_is_uniform_per_page(page_scope: list[PageTrace]) -> None:
+    """Upstream a page is mostly first flights (braid's hello and the
+    request): they follow the client's split only because braid-proxy's
+    spare connections join their subflows before they are used."""
     up = shares(page_scope, "up")
     describe("page scope, up", up)
     assert stats.kstest(up, "uniform").pvalue > ALPHA

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +25,8 @@ import (
 // pool is refilled for activeWindow after the last client connection, so an
 // idle client box does not keep re-dialing. A pooled connection is used only
 // if its first subflow's gateway is still one the dial would choose and the
-// server has not closed it.
+// server has not closed it. A spare is probed until its other subflows have
+// joined (joinprobe.go), and take prefers spares that are joined.
 type preconnect struct {
 	c    *Client
 	wake chan struct{}
@@ -40,6 +42,9 @@ type idleConn struct {
 	gwID   string
 	server string
 	born   time.Time
+
+	probing bool // the join probe is on (startJoinProbe)
+	joined  bool // more than the first subflow
 }
 
 // activeWindow is how long after the last client connection the pool is
@@ -62,6 +67,17 @@ func newPreconnect(c *Client) *preconnect {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return int64(len(p.idle))
+	})
+	c.metrics.Gauge("preconnect_idle_joined", func() int64 {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := 0
+		for _, ic := range p.idle {
+			if ic.joined {
+				n++
+			}
+		}
+		return int64(n)
 	})
 	return p
 }
@@ -91,10 +107,17 @@ func (p *preconnect) take(rt *runtimeState) (*net.TCPConn, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.idle) > 0 {
-		ic := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
+		i := p.pick()
+		ic := p.idle[i]
+		p.idle = slices.Delete(p.idle, i, i+1)
 		if p.usable(rt, ic) && alive(ic.conn) {
 			p.c.metrics.Counter("preconnect_hits").Add(1)
+			if !ic.joined {
+				p.c.metrics.Counter("preconnect_hits_unjoined").Add(1)
+			}
+			if ic.probing {
+				p.settle(rt, &ic)
+			}
 			return ic.conn, ic.gwID
 		}
 		ic.conn.Close()
@@ -102,6 +125,41 @@ func (p *preconnect) take(rt *runtimeState) (*net.TCPConn, string) {
 	}
 	p.c.metrics.Counter("preconnect_misses").Add(1)
 	return nil, ""
+}
+
+// pick returns the index of the spare to try next: the newest joined one,
+// else the newest.
+func (p *preconnect) pick() int {
+	for i := len(p.idle) - 1; i >= 0; i-- {
+		if p.idle[i].joined {
+			return i
+		}
+	}
+	return len(p.idle) - 1
+}
+
+// watchJoin ends ic's join probe once its subflows have joined or the probe
+// has had its time, and reports whether it is still probing.
+func (p *preconnect) watchJoin(rt *runtimeState, ic *idleConn) bool {
+	if !ic.probing {
+		return false
+	}
+	if joined(ic.conn) {
+		ic.joined = true
+		p.settle(rt, ic)
+	} else if time.Since(ic.born) >= joinProbeFor {
+		p.c.metrics.Counter("preconnect_join_timeouts").Add(1)
+		p.settle(rt, ic)
+	}
+	return ic.probing
+}
+
+// settle switches ic's join probe off.
+func (p *preconnect) settle(rt *runtimeState, ic *idleConn) {
+	ic.probing = false
+	if err := stopJoinProbe(ic.conn, rt); err != nil {
+		p.c.log.Debug("restoring keepalive on a spare", "err", err)
+	}
 }
 
 // usable reports whether ic is young enough, to the configured server, and
@@ -180,8 +238,11 @@ func (p *preconnect) fill(ctx context.Context, rt *runtimeState, backoff *time.D
 	for _, ic := range p.idle {
 		age := time.Since(ic.born)
 		if len(kept) < want && age < refresh && p.usable(rt, ic) {
-			kept = append(kept, ic)
 			next = min(next, refresh-age)
+			if p.watchJoin(rt, &ic) {
+				next = min(next, joinPoll)
+			}
+			kept = append(kept, ic)
 		} else {
 			ic.conn.Close()
 		}
@@ -201,8 +262,15 @@ func (p *preconnect) fill(ctx context.Context, rt *runtimeState, backoff *time.D
 			return *backoff
 		}
 		*backoff = 0
+		ic := idleConn{conn: conn, gwID: gwID, server: rt.cfg.Server, born: time.Now()}
+		if err := startJoinProbe(conn); err != nil {
+			p.c.log.Debug("no join probe on a spare", "err", err)
+		} else {
+			ic.probing = true
+			next = min(next, joinPoll)
+		}
 		p.mu.Lock()
-		p.idle = append(p.idle, idleConn{conn: conn, gwID: gwID, server: rt.cfg.Server, born: time.Now()})
+		p.idle = append(p.idle, ic)
 		p.mu.Unlock()
 		next = min(next, refresh)
 	}
