@@ -57,9 +57,10 @@ class BraidProxyPair:
         self.client_args = client_args
         self.socks = f"127.0.0.1:{SOCKS_PORT}"
         self._procs: list[subprocess.Popen[bytes]] = []
+        self.binary = Path()
 
     def __enter__(self) -> BraidProxyPair:
-        binary = proxy_binary()
+        self.binary = binary = proxy_binary()
         self.workdir.mkdir(parents=True, exist_ok=True)
         keys = self.workdir / "keys"
         fd = os.open(keys, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -72,14 +73,24 @@ class BraidProxyPair:
                          # the page server lives in the testbed's private range
                          "-allow-cidr", "10.10.0.0/24"])
             self.tb.proxy.wait_listening(SERVER_PORT, self.tb.proxy_ip, timeout=60, proc=self._procs[-1])
-            self._spawn(self.tb.client, "client.log",
-                        [str(binary), "client", "-server", server, "-key-file", str(keys),
-                         "-socks-listen", self.socks, *self.client_args])
-            self.tb.client.wait_listening(SOCKS_PORT, "127.0.0.1", timeout=60, proc=self._procs[-1])
+            self.add_client(SOCKS_PORT, *self.client_args)
         except BaseException:
             self.close()
             raise
         return self
+
+    def add_client(self, socks_port: int, *args: str) -> str:
+        """Start a braid-proxy client (the pair starts one on SOCKS_PORT; a
+        test may add others with different settings) and return its SOCKS
+        address once it listens. Only the first serves metrics (their
+        default port would clash)."""
+        socks = f"127.0.0.1:{socks_port}"
+        self._spawn(self.tb.client, f"client-{socks_port}.log",
+                    [str(self.binary), "client", "-server", f"{self.tb.proxy_ip}:{SERVER_PORT}",
+                     "-key-file", str(self.workdir / "keys"), "-socks-listen", socks,
+                     *([] if socks_port == SOCKS_PORT else ["-metrics-listen", ""]), *args])
+        self.tb.client.wait_listening(socks_port, "127.0.0.1", timeout=60, proc=self._procs[-1])
+        return socks
 
     def _spawn(self, ns: Namespace, log: str, cmd: list[str]) -> None:
         with open(self.workdir / log, "wb") as out:
