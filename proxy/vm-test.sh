@@ -15,7 +15,7 @@
 #
 # On the host it builds the Go binaries (the guest sees the host's
 # filesystem, and its CPU is emulated (TCG), so building inside would take
-# minutes), then boots the VM and runs itself inside; BRAID_VM_PREPARE_ONLY=1
+# minutes; braid-pt is for the VM stage's Tor suite), then boots the VM and runs itself inside; BRAID_VM_PREPARE_ONLY=1
 # stops after the build. The bulk test moves BRAID_PROXY_BULK_MIB (default
 # here 32) MiB each way instead of 512: every byte is copied and
 # AES-GCM-sealed by emulated instructions, and the checks (byte-exact, both
@@ -39,7 +39,7 @@ export BRAID_PROXY_BULK_WAN_MBIT="${BRAID_PROXY_BULK_WAN_MBIT:-6}"
 export PYTHONPATH="$PWD/eval:$PWD/kernel"
 if [ "${BRAID_IN_VM:-0}" != 1 ]; then
 	mkdir -p "$bin"
-	(cd proxy && go build -o "$bin/" ./cmd/braid-proxy ./cmd/braid-loadgen)
+	(cd proxy && go build -o "$bin/" ./cmd/braid-proxy ./cmd/braid-loadgen ./cmd/braid-pt)
 	[ "${BRAID_VM_PREPARE_ONLY:-0}" = 1 ] && exit 0
 	exec kernel/vm run --timeout "${BRAID_PROXY_VM_TIMEOUT:-900}" -- proxy/vm-test.sh
 fi

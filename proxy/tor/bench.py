@@ -76,6 +76,9 @@ def main() -> int:
             if a.scheduler:
                 for role in ("c", "s"):
                     net.tb.run(role, "sysctl", "-q", "-w", f"net.mptcp.scheduler={a.scheduler}")
+                # The bridge side's connections keep their listener's
+                # scheduler: a new braid-pt server listens under this one.
+                net.restart_pt_server()
             net.web_server(root)
             fpr = net.bridge_line.split()[2]
             net.start_tor("c", "direct", ["SocksPort 127.0.0.1:9060", "UseBridges 1", "ConfluxEnabled 0",

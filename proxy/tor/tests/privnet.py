@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -288,6 +289,25 @@ class PrivateTorNetwork:
             if argv and argv[0] == str(self.pt).encode():
                 pids.append(pid)
         return pids
+
+    def restart_pt_server(self, timeout: float = 30) -> None:
+        """Kill the braid-pt server and wait until the bridge's tor has
+        started a new one (same state directory: same key, same address).
+        Also how a new net.mptcp.scheduler reaches the bridge side: an
+        accepted MPTCP connection keeps its listener's scheduler."""
+        before = self.pt_server_pids()
+        if len(before) != 1:
+            raise RuntimeError(f"expected one braid-pt server, found {before}")
+        os.kill(before[0], signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while True:
+            now = self.pt_server_pids()
+            if now and now != before:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("tor did not restart the braid-pt server")
+            time.sleep(0.2)
+        self.tb.wait_port("s", SERVER_PUBLIC, PT_PORT)
 
     # -- the client ---------------------------------------------------------
     @contextlib.contextmanager

@@ -1,0 +1,126 @@
+"""Tor mode's privacy claim on the wire, in braid's kernel: with `hywf` on
+both ends, successive page loads on one tor connection get different
+splits, so what one network's observer sees of a page varies from page to
+page (HyWF's defence), where `default`, the control, gives every page about
+the same share.
+
+One private Tor network; the client's tor reaches the braid bridge over two
+shaped WANs; pages are loaded one after another with a pause longer than
+hywf's idle gap (a new split per page load, hywf_idle_ms). Each page's
+downstream bytes are counted per WAN from the captures, within the page's
+time window. Runs in the VM stage (scripts/vm-suites); skipped on a kernel
+without hywf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from privnet import PT_PORT, WEB_NAME, WEB_PORT, ClientRun, LinkSpec, PrivateTorNetwork
+from test_tor_bridge import _missing
+
+from braid_testbed.capture import WanCapture
+
+HYWF = Path("/proc/sys/net/mptcp/hywf_ncons").exists()
+pytestmark = pytest.mark.skipif(
+    _missing() is not None or not HYWF,
+    reason=_missing() or "hywf exists only in braid's kernel (scripts/vm-suites runs this)",
+)
+
+# Two equal WANs: a split is the scheduler's choice, not the links'.
+WAN = LinkSpec(rate_mbit=20, delay_ms=10)
+PAGES = 12
+PAGE_SIZE = 300_000  # some 200 packets: about ten of hywf's 20-packet bursts
+GAP_S = 1.5  # between pages: three times hywf_idle_ms (500 ms)
+# How long after curl returns a page's last packets may still be on a WAN.
+TAIL_S = 0.3
+
+
+class PageShares:
+    """wan1's share of each page's downstream bytes, and the new subflows
+    or connections to the transport seen while the pages loaded."""
+
+    def __init__(self, shares: list[float], syns: int) -> None:
+        self.shares, self.syns = shares, syns
+
+    @property
+    def sd(self) -> float:
+        return statistics.pstdev(self.shares)
+
+
+def load_pages(net: PrivateTorNetwork, client: ClientRun, page: bytes, tmp: Path) -> PageShares:
+    tmp.mkdir(parents=True, exist_ok=True)
+    caps = [WanCapture(net.tb["c"], f"c-w{i}", f"wan{i}", path=tmp / f"wan{i}.pcap") for i in (1, 2)]
+    windows = []
+    for c in caps:
+        c.start()
+    try:
+        out = tmp / "got.bin"
+        for i in range(PAGES):
+            time.sleep(GAP_S)
+            t0 = time.time()
+            r = client.curl(f"http://{WEB_NAME}:{WEB_PORT}/page.bin", out)
+            windows.append((t0, time.time() + TAIL_S))
+            assert r.returncode == 0, f"page {i} failed: {r.stderr}\n{client.output()[-2000:]}"
+            assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(page).digest(), f"page {i} differs"
+        time.sleep(TAIL_S)
+    finally:
+        for c in caps:
+            c.stop()
+    shares = []
+    for t0, t1 in windows:
+        down = [sum(p.payload_len for p in c.packets if p.sport == PT_PORT and t0 <= p.ts <= t1) for c in caps]
+        assert sum(down) >= PAGE_SIZE, f"a page's window holds only {down} B"
+        shares.append(down[0] / sum(down))
+    syns = sum(1 for c in caps for p in c.packets if p.syn and PT_PORT in (p.sport, p.dport))
+    return PageShares(shares, syns)
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrivateTorNetwork, bytes]]:
+    root = tmp_path_factory.mktemp("web")
+    root.chmod(0o755)
+    page = secrets.token_bytes(PAGE_SIZE)
+    (root / "page.bin").write_bytes(page)
+    with PrivateTorNetwork(wan1=WAN, wan2=WAN) as n:
+        n.web_server(root)
+        yield n, page
+
+
+def shares_with(scheduler: str, net: PrivateTorNetwork, page: bytes, tmp: Path) -> PageShares:
+    """Page shares through a client whose tor connection to the bridge is
+    opened under ``scheduler`` on both ends (a connection keeps the
+    scheduler it was created with; on the bridge's side, its listener's)."""
+    for role in ("c", "s"):
+        net.tb.run(role, "sysctl", "-q", "-w", f"net.mptcp.scheduler={scheduler}")
+    net.restart_pt_server()
+    with net.client() as client:
+        client.wait_bootstrapped(180)
+        got = load_pages(net, client, page, tmp)
+    print(f"\n{scheduler}: wan1 share per page on one tor connection: "
+          + " ".join(f"{s:.2f}" for s in got.shares) + f" (sd {got.sd:.3f}; SYNs to the transport {got.syns})")
+    return got
+
+
+def test_page_loads_on_one_tor_connection_get_different_splits(
+        net: tuple[PrivateTorNetwork, bytes], tmp_path: Path) -> None:
+    n, page = net
+    hywf = shares_with("hywf", n, page, tmp_path / "hywf")
+    # One tor connection for every page: no new connection or subflow to the
+    # transport while the pages loaded.
+    assert hywf.syns == 0
+    # p ~ U[0, 1] per page: sd 0.29; the range of 12 draws is below 0.5 with
+    # probability 0.3 %.
+    assert max(hywf.shares) - min(hywf.shares) >= 0.5 and hywf.sd >= 0.15, hywf.shares
+    control = shares_with("default", n, page, tmp_path / "default")
+    assert control.syns == 0
+    assert hywf.sd > control.sd + 0.1, (hywf.shares, control.shares)
