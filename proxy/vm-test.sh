@@ -15,9 +15,10 @@
 #
 # On the host it builds the Go binaries (the guest sees the host's
 # filesystem, and its CPU is emulated (TCG), so building inside would take
-# minutes; braid-pt is for the VM stage's Tor suite), then boots the VM and runs itself inside; BRAID_VM_PREPARE_ONLY=1
-# stops after the build. The bulk test moves BRAID_PROXY_BULK_MIB (default
-# here 32) MiB each way instead of 512: every byte is copied and
+# minutes; braid-pt is for the VM stage's Tor suite), then boots the VM
+# and runs itself inside; BRAID_VM_PREPARE_ONLY=1 stops after the build.
+# The bulk test moves BRAID_PROXY_BULK_MIB (default here 32) MiB each way
+# instead of 512: every byte is copied and
 # AES-GCM-sealed by emulated instructions, and the checks (byte-exact, both
 # WANs carry a share) do not need a gigabyte; the host run keeps the full
 # 1 GiB. Its WANs are shaped to BRAID_PROXY_BULK_WAN_MBIT (default here 6)
