@@ -543,7 +543,8 @@ def test_spares_join_their_subflows_before_use(bed: Bed, tmp_path: Path) -> None
     probing = [line for line in timers.splitlines() if "keepalive" in line and ":47001" not in line]
     assert not probing, timers
     for _ in range(3):
-        assert curl_sha(bed, "--socks5-hostname", "127.0.0.1:6080", url) == hashlib.sha256(page.read_bytes()).hexdigest()
+        got = curl_sha(bed, "--socks5-hostname", "127.0.0.1:6080", url)
+        assert got == hashlib.sha256(page.read_bytes()).hexdigest()
     st = status(bed, "c", 9192)
     assert st["preconnect_hits"] == 3 and st.get("preconnect_hits_unjoined", 0) == 0, st
     control.kill()
