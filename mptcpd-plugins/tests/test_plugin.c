@@ -64,6 +64,7 @@ struct cmd
         char local[INET6_ADDRSTRLEN];
         char remote[INET6_ADDRSTRLEN];
         bool flag;
+        unsigned int id;
         int64_t at_ms;
 };
 
@@ -162,15 +163,20 @@ int mptcpd_pm_add_addr(struct mptcpd_pm *pm, struct sockaddr *addr,
                        mptcpd_aid_t id, mptcpd_token_t token)
 {
         (void) pm;
-        (void) id;
 
         struct sockaddr_in *const in = (struct sockaddr_in *) addr;
 
         if (in->sin_port == 0)
                 in->sin_port = htons(ANNOUNCE_PORT);
 
-        return record(CMD_ADD_ADDR, token, addr, NULL,
-                      ntohs(in->sin_port) == ANNOUNCE_PORT);
+        size_t const at = ncmds;
+        int const err = record(CMD_ADD_ADDR, token, addr, NULL,
+                               ntohs(in->sin_port) == ANNOUNCE_PORT);
+
+        if (at < ncmds)
+                cmds[at].id = id;
+
+        return err;
 }
 
 int mptcpd_lm_close(struct mptcpd_lm *lm, struct sockaddr const *sa)
@@ -355,6 +361,21 @@ int kernel_subflows_walk(kernel_subflow_cb cb, void *user_data)
         return 0;
 }
 
+/// Local addresses the "kernel" holds per connection (userspace PM).
+static struct { uint32_t token; struct kernel_addr a; } kaddrs[8];
+
+/// Number of entries in @c kaddrs.
+static size_t nkaddrs;
+
+int kernel_addrs_walk(uint32_t token, kernel_addr_cb cb, void *user_data)
+{
+        for (size_t i = 0; i < nkaddrs; ++i)
+                if (kaddrs[i].token == token)
+                        cb(&kaddrs[i].a, user_data);
+
+        return 0;
+}
+
 /// Flag bits of the fake kernel list (as in linux/mptcp.h).
 enum { F_MCAP_LOC = 1 << 1, F_JOIN_LOC = 1 << 3, F_BKUP_LOC = 1 << 5 };
 
@@ -455,6 +476,7 @@ static void stop(void)
 {
         _mptcpd_plugin.exit(PM);
         nkernel = 0;
+        nkaddrs = 0;
 }
 
 /**
@@ -714,6 +736,90 @@ static void test_pickup_at_start(void)
         stop();
 }
 
+/**
+ * @brief Set a fake kernel subflow: @a token, flags, local and remote.
+ */
+static void kernel_subflow_at(size_t i, uint32_t token, uint32_t flags,
+                              struct sockaddr const *l,
+                              struct sockaddr const *r)
+{
+        kernel[i] = (struct kernel_subflow) { .token = token,
+                                              .flags = flags };
+        memcpy(&kernel[i].laddr, l, sizeof(struct sockaddr_in));
+        memcpy(&kernel[i].raddr, r, sizeof(struct sockaddr_in));
+}
+
+/**
+ * @brief Set an address id the fake kernel holds for @a token.
+ */
+static void kernel_addr_at(size_t i, uint32_t token,
+                           struct sockaddr const *a, uint8_t id)
+{
+        kaddrs[i].token = token;
+        memcpy(&kaddrs[i].a.addr, a, sizeof(struct sockaddr_in));
+        kaddrs[i].a.id = id;
+}
+
+/**
+ * @brief Find the recorded announcement on @a token (or NULL).
+ */
+static struct cmd const *announcement(uint32_t token)
+{
+        for (size_t i = 0; i < ncmds; ++i)
+                if (cmds[i].kind == CMD_ADD_ADDR && cmds[i].token == token)
+                        return &cmds[i];
+
+        return NULL;
+}
+
+/**
+ * @brief A proxy picks up connections and announces on them again.
+ *
+ * The kernel still holds the previous mptcpd's announcement (its id
+ * with the dead listener's port) and refuses the same id for another
+ * port: the new announcement takes an id the connection does not
+ * use, or the id the kernel holds for this very address and port.
+ * Every picked-up connection but the one whose announcement opened
+ * the listener holds a listener reference and gives it back.
+ */
+static void test_proxy_pickup_reannounces(void)
+{
+        // mptcpd's id for 10.99.0.2 (the fake id manager's rule).
+        mptcpd_aid_t const idm_id = mptcpd_idm_get_id(
+                NULL, sa("10.99.0.2", 0));
+
+        for (uint32_t t = 40; t < 43; ++t)
+                kernel_subflow_at(t - 40, t, 0, sa("10.99.0.1", 5201),
+                                  sa("10.1.1.2", 40000 + t));
+        nkernel = 3;
+        // 40: mptcpd's id taken by the old listener's port, and the next.
+        kernel_addr_at(0, 40, sa("10.99.0.2", 39999), idm_id);
+        kernel_addr_at(1, 40, sa("10.99.0.2", 0), (uint8_t) (idm_id + 1));
+        // 41: the id is free (nothing announced before).
+        // 42: already holds this address with the new listener's port.
+        kernel_addr_at(2, 42, sa("10.99.0.2", ANNOUNCE_PORT), 9);
+        nkaddrs = 3;
+        plugin_new_connections = 0;
+
+        CHECK(start("[gwsteer]\nrole = proxy\nannounce = 10.99.0.2\n"));
+        CHECK(plugin_new_connections == 3);
+        CHECK(count(CMD_ADD_ADDR, "10.99.0.2") == 3);
+
+        struct cmd const *const a40 = announcement(40);
+        struct cmd const *const a41 = announcement(41);
+        struct cmd const *const a42 = announcement(42);
+
+        CHECK(a40 != NULL && a40->id == idm_id + 2u);
+        CHECK(a41 != NULL && a41->id == idm_id);
+        CHECK(a42 != NULL && a42->id == 9);
+
+        for (uint32_t t = 40; t < 43; ++t)
+                ops->connection_closed(t, PM);
+        // Three announcements, one listener: two references given back.
+        CHECK(count(CMD_LM_CLOSE, "10.99.0.2") == 2);
+        stop();
+}
+
 int main(void)
 {
         l_log_set_stderr();
@@ -729,6 +835,7 @@ int main(void)
         test_max_subflows_and_preference();
         test_announce_listener_references();
         test_pickup_at_start();
+        test_proxy_pickup_reannounces();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)
