@@ -1426,8 +1426,9 @@ static void adopt_join(struct kernel_subflow const *ksf, void *user_data)
  * a previous mptcpd would never be steered again.  They are adopted
  * established, with the subflows and backup flags the kernel shows,
  * and reconciled like any other (the first maintenance run and every
- * health change).  Their listener references are not re-taken: a
- * previous mptcpd's announcements died with it.
+ * health change).  On the proxy the announcements are made again
+ * (reannounce_addresses()): a previous mptcpd's listeners died with
+ * it.
  */
 static void adopt_existing(struct l_idle *idle, void *user_data)
 {
