@@ -314,18 +314,39 @@ void gateway_probe_destroy(struct gateway_probe *p)
         l_free(p);
 }
 
+/// Source whose prober answers first in every round, or @c NULL.
+static char const *fastest_source;
+
+/**
+ * @brief Is @a p the prober of fastest_source?
+ */
+static bool is_fastest(struct gateway_probe const *p)
+{
+        struct sockaddr_storage ss;
+
+        return fastest_source != NULL
+                && gwsteer_parse_addr(fastest_source, &ss)
+                && gwsteer_same_ip((struct sockaddr const *) &p->source,
+                                   (struct sockaddr *) &ss);
+}
+
 /**
  * @brief Deliver every pending probe answer (like the socket would).
+ *
+ * In the order sent (file order), but fastest_source's first.
  */
 static void deliver_replies(void)
 {
         size_t const n = nreplies;
 
         nreplies = 0;
-        for (size_t i = 0; i < n; ++i)
-                if (replies[i].p != NULL)
-                        replies[i].p->on_reply(replies[i].seq,
-                                               replies[i].p->user_data);
+        for (int pass = 0; pass < 2; ++pass)
+                for (size_t i = 0; i < n; ++i)
+                        if (replies[i].p != NULL
+                            && is_fastest(replies[i].p) == (pass == 0))
+                                replies[i].p->on_reply(
+                                        replies[i].seq,
+                                        replies[i].p->user_data);
 }
 
 /**
@@ -662,6 +683,19 @@ static void test_max_subflows_and_preference(void)
         connect_client(12, "10.1.9.2", "10.99.0.1");
         CHECK(count(CMD_ADD_SUBFLOW, NULL) == 1);
         CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);  // Not gw1: backup.
+        stop();
+
+        // No backups: the best gateway (AvMet) first, though last in the file.
+        fastest_source = "10.1.3.2";
+        CHECK(start(FAST "max_subflows = 2\n"
+                    "[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"
+                    "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"
+                    "[gateway gw3]\nsource = 10.1.3.2\nhops = 10.1.3.1\n"));
+        run_for(200);  // gw3 answers first every round: the best.
+        connect_client(14, "10.1.9.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, NULL) == 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.2") == 1);
+        fastest_source = NULL;
         stop();
 
         // Proxy: the initial subflow and one join, the next join closed.
