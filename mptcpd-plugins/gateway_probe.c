@@ -292,6 +292,11 @@ size_t gateway_probe_build(struct gateway_probe const *p, uint16_t seq,
         return total;
 }
 
+int gateway_probe_fd(struct gateway_probe const *p)
+{
+        return p->io == NULL ? -1 : l_io_get_fd(p->io);
+}
+
 bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
 {
         if (p->io == NULL && !probe_open(p))

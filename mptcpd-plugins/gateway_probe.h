@@ -50,6 +50,11 @@ struct gateway_probe *gateway_probe_new(struct sockaddr const *source,
 bool gateway_probe_send(struct gateway_probe *p, uint16_t seq);
 
 /**
+ * @brief The prober's socket, or -1 before the first send (tests).
+ */
+int gateway_probe_fd(struct gateway_probe const *p);
+
+/**
  * @brief Close the socket and free the prober.
  */
 void gateway_probe_destroy(struct gateway_probe *p);

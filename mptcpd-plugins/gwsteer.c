@@ -947,9 +947,77 @@ static void on_maintenance(struct l_timeout *timeout, void *user_data)
 // ----------------------------------------------------------------
 
 /**
- * @brief Proxy: announce the configured extra addresses.
+ * @brief Address ids a connection holds in the kernel, and the entries.
  */
-static void announce_addresses(struct gwsteer_connection *conn)
+struct held_ids
+{
+        /// Ids in use on the connection (bit = id).
+        uint32_t used[256 / 32];
+
+        /// The kernel's entries (struct kernel_addr *).
+        struct l_queue *addrs;
+};
+
+/**
+ * @brief kernel_addrs_walk() callback: note one address and its id.
+ */
+static void note_held(struct kernel_addr const *ka, void *user_data)
+{
+        struct held_ids *const held = user_data;
+
+        held->used[ka->id / 32] |= 1u << (ka->id % 32);
+        l_queue_push_tail(held->addrs, l_memdup(ka, sizeof(*ka)));
+}
+
+/**
+ * @brief Address id for announcing @a sa on a connection holding @a held.
+ *
+ * The kernel keeps a connection's announced addresses for its life
+ * and refuses an announcement whose id it holds for another address
+ * or port ("did not match address and id"), so a connection picked up
+ * after an mptcpd restart gets: the id the kernel holds for this very
+ * address and port (the ADD_ADDR is sent again), else mptcpd's id if
+ * the connection does not use it, else the next id it does not use.
+ */
+static mptcpd_aid_t choose_id(struct held_ids *held,
+                              struct sockaddr const *sa,
+                              mptcpd_aid_t preferred)
+{
+        mptcpd_aid_t id = 0;
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(held->addrs);
+             e && id == 0;
+             e = e->next) {
+                struct kernel_addr const *const ka = e->data;
+
+                if (sockaddr_port(sa) != 0
+                    && same_endpoint((struct sockaddr const *) &ka->addr, sa))
+                        id = ka->id;
+        }
+
+        for (unsigned int i = preferred; id == 0 && i < 256; ++i)
+                if (i != 0 && !(held->used[i / 32] & (1u << (i % 32))))
+                        id = (mptcpd_aid_t) i;
+
+        for (unsigned int i = 1; id == 0 && i < preferred; ++i)
+                if (!(held->used[i / 32] & (1u << (i % 32))))
+                        id = (mptcpd_aid_t) i;
+
+        if (id != 0)
+                held->used[id / 32] |= 1u << (id % 32);
+
+        return id;
+}
+
+/**
+ * @brief Proxy: announce the configured extra addresses on @a conn.
+ *
+ * @a held is @c NULL for a new connection (mptcpd's address ids), or
+ * the ids the kernel already holds for a connection that outlived a
+ * previous mptcpd.
+ */
+static void announce_on(struct gwsteer_connection *conn,
+                        struct held_ids *held)
 {
         struct mptcpd_idm *const idm = mptcpd_pm_get_idm(gwsteer->pm);
         unsigned int i = 0;
@@ -966,7 +1034,11 @@ static void announce_addresses(struct gwsteer_connection *conn)
                 if (sa->sa_family != conn->remote.ss_family)
                         continue;  // A v4 peer cannot join a v6 address.
 
-                mptcpd_aid_t const id = mptcpd_idm_get_id(idm, sa);
+                mptcpd_aid_t id = mptcpd_idm_get_id(idm, sa);
+
+                if (held != NULL && id != 0)
+                        id = choose_id(held, sa, id);
+
                 int const err = id == 0
                         ? EINVAL
                         : mptcpd_pm_add_addr(gwsteer->pm, sa, id,
@@ -979,6 +1051,12 @@ static void announce_addresses(struct gwsteer_connection *conn)
                         continue;
                 }
 
+                if (held != NULL)
+                        l_info("token %08x: announcing %s port %u again "
+                               "(id %u)", conn->token,
+                               addr_text(sa, text, sizeof(text)),
+                               ntohs(sockaddr_port(sa)), id);
+
                 if (!a->listening) {
                         // mptcpd chose the port: keep this listener.
                         a->addr = addr;
@@ -990,6 +1068,39 @@ static void announce_addresses(struct gwsteer_connection *conn)
                         conn->announced |= 1u << i;
                 }
         }
+}
+
+/**
+ * @brief Proxy: announce the configured extra addresses.
+ */
+static void announce_addresses(struct gwsteer_connection *conn)
+{
+        announce_on(conn, NULL);
+}
+
+/**
+ * @brief Proxy: announce again on a connection a previous mptcpd served.
+ *
+ * Its announcements' listeners died with that mptcpd, and the kernel
+ * accepts a join to a port other than the connection's own only if
+ * that port was announced on the connection: without a new
+ * announcement the peer could never join again (e.g. after a gateway
+ * failover and restore).  The connection takes listener references
+ * like a new one.  The old announcements stay: withdrawing them
+ * (REMOVE_ADDR) would close the joins still using them.
+ */
+static void reannounce_addresses(struct gwsteer_connection *conn)
+{
+        struct held_ids held = { .addrs = l_queue_new() };
+        int const err = kernel_addrs_walk(conn->token, note_held, &held);
+
+        if (err != 0)
+                l_error("token %08x: cannot list the kernel's addresses of "
+                        "the connection, announcing with mptcpd's ids: %s",
+                        conn->token, strerror(err));
+
+        announce_on(conn, err == 0 ? &held : NULL);
+        l_queue_destroy(held.addrs, l_free);
 }
 
 // ----------------------------------------------------------------
@@ -1288,6 +1399,9 @@ static void adopt_initial(struct kernel_subflow const *ksf, void *user_data)
 
         conn->established = true;
         ++*adopted;
+
+        if (gwsteer->config->role == GWSTEER_ROLE_PROXY)
+                reannounce_addresses(conn);
 }
 
 /**
@@ -1312,8 +1426,9 @@ static void adopt_join(struct kernel_subflow const *ksf, void *user_data)
  * a previous mptcpd would never be steered again.  They are adopted
  * established, with the subflows and backup flags the kernel shows,
  * and reconciled like any other (the first maintenance run and every
- * health change).  Their listener references are not re-taken: a
- * previous mptcpd's announcements died with it.
+ * health change).  On the proxy the announcements are made again
+ * (reannounce_addresses()): a previous mptcpd's listeners died with
+ * it.
  */
 static void adopt_existing(struct l_idle *idle, void *user_data)
 {

@@ -9,7 +9,9 @@
  * request was applied (the kernel sends no event for a local priority
  * change).  The kernel's sock_diag interface has both: every TCP
  * subflow carries MPTCP ULP information with the connection token,
- * the address ids and the subflow flags.
+ * the address ids and the subflow flags.  The address ids a
+ * connection already holds come from the MPTCP path manager's generic
+ * netlink family.
  */
 
 #ifndef GWSTEER_KERNEL_SUBFLOWS_H
@@ -74,5 +76,39 @@ bool kernel_subflow_initial_client(struct kernel_subflow const *sf);
  *        accepted (the passive side of MP_CAPABLE).
  */
 bool kernel_subflow_initial_server(struct kernel_subflow const *sf);
+
+/**
+ * @struct kernel_addr
+ *
+ * @brief One local address of a connection's userspace path manager.
+ *
+ * Announced addresses and the local addresses of subflows, each with
+ * the MPTCP address id the kernel holds for it on that connection.
+ */
+struct kernel_addr
+{
+        /// Address and port (0 if none).
+        struct sockaddr_storage addr;
+
+        /// MPTCP local address id.
+        uint8_t id;
+};
+
+/**
+ * @brief Called once per local address of a connection.
+ */
+typedef void (*kernel_addr_cb)(struct kernel_addr const *addr,
+                               void *user_data);
+
+/**
+ * @brief Walk the local addresses the kernel holds for a connection.
+ *
+ * Synchronous: a generic netlink dump of MPTCP_PM_CMD_GET_ADDR with
+ * the connection's @a token (userspace path manager, Linux 6.7+).
+ *
+ * @return 0, or an errno value if the kernel could not be asked or
+ *         refused (e.g. an unknown token, or an older kernel).
+ */
+int kernel_addrs_walk(uint32_t token, kernel_addr_cb cb, void *user_data);
 
 #endif  // GWSTEER_KERNEL_SUBFLOWS_H

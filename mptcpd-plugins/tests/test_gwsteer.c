@@ -13,9 +13,11 @@
  *                                 (sock_diag, as the plugin sees them)
  */
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -408,6 +410,81 @@ static void test_probe_match(void)
 }
 
 /**
+ * @brief Read what is queued on @a fd; the ICMP type of the first.
+ */
+static unsigned int drain(int fd, int *first_type)
+{
+        uint8_t buf[512];
+        unsigned int n = 0;
+        ssize_t len;
+
+        *first_type = -1;
+        while ((len = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+                if (n++ == 0 && len > 20)
+                        *first_type = buf[(buf[0] & 0x0f) * 4];
+        }
+
+        return n;
+}
+
+/**
+ * @brief The probe socket as the kernel sees it (root, loopback only).
+ *
+ * ICMP_FILTER: only echo replies are queued, not the other ICMP the
+ * host receives (here our own echo request, seen on lo).  One wake-up
+ * reads at most 32 datagrams, so a flood cannot hold the event loop.
+ */
+static void test_probe_socket(void)
+{
+        if (geteuid() != 0) {
+                printf("test_probe_socket: SKIPPED (raw sockets need root)\n");
+                return;
+        }
+
+        struct sockaddr_storage lo;
+        gwsteer_parse_addr("127.0.0.1", &lo);
+        CHECK(l_main_init());
+
+        struct gateway_probe *const p =
+                gateway_probe_new((struct sockaddr *) &lo,
+                                  (struct sockaddr *) &lo,
+                                  (uint16_t) l_getrandom_uint32(),
+                                  on_reply, NULL);
+        int type = -1;
+
+        CHECK(gateway_probe_send(p, 1));
+        usleep(100000);
+        CHECK(drain(gateway_probe_fd(p), &type) == 1);
+        CHECK(type == 0);  // ICMP_ECHOREPLY; no echo request (8).
+
+        // 40 forged echo replies to the probe's address.
+        int const s = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+        uint8_t forged[16] = { 0 };  // type 0, code 0
+        uint32_t sum = 0;
+
+        forged[4] = 0x12;  // some identifier, not the prober's token
+        for (size_t i = 0; i < sizeof(forged); i += 2)
+                sum += (uint32_t) (forged[i] << 8 | forged[i + 1]);
+        sum = (sum & 0xffff) + (sum >> 16);
+        forged[2] = (uint8_t) (~sum >> 8);
+        forged[3] = (uint8_t) ~sum;
+
+        CHECK(s >= 0);
+        for (int i = 0; i < 40; ++i)
+                CHECK(sendto(s, forged, sizeof(forged), 0,
+                             (struct sockaddr *) &lo,
+                             sizeof(struct sockaddr_in)) > 0);
+        close(s);
+        usleep(100000);
+
+        l_main_iterate(100);  // One wake-up of the prober.
+        CHECK(drain(gateway_probe_fd(p), &type) == 40 - 32);
+
+        gateway_probe_destroy(p);
+        l_main_exit();
+}
+
+/**
  * @brief kernel_subflows_walk() callback: print one subflow.
  */
 static void print_subflow(struct kernel_subflow const *sf, void *user_data)
@@ -444,6 +521,7 @@ int main(int argc, char **argv)
         test_health_avmet();
         test_status_file();
         test_probe_match();
+        test_probe_socket();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)

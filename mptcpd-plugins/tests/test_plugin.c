@@ -64,6 +64,7 @@ struct cmd
         char local[INET6_ADDRSTRLEN];
         char remote[INET6_ADDRSTRLEN];
         bool flag;
+        unsigned int id;
         int64_t at_ms;
 };
 
@@ -162,15 +163,20 @@ int mptcpd_pm_add_addr(struct mptcpd_pm *pm, struct sockaddr *addr,
                        mptcpd_aid_t id, mptcpd_token_t token)
 {
         (void) pm;
-        (void) id;
 
         struct sockaddr_in *const in = (struct sockaddr_in *) addr;
 
         if (in->sin_port == 0)
                 in->sin_port = htons(ANNOUNCE_PORT);
 
-        return record(CMD_ADD_ADDR, token, addr, NULL,
-                      ntohs(in->sin_port) == ANNOUNCE_PORT);
+        size_t const at = ncmds;
+        int const err = record(CMD_ADD_ADDR, token, addr, NULL,
+                               ntohs(in->sin_port) == ANNOUNCE_PORT);
+
+        if (at < ncmds)
+                cmds[at].id = id;
+
+        return err;
 }
 
 int mptcpd_lm_close(struct mptcpd_lm *lm, struct sockaddr const *sa)
@@ -308,18 +314,39 @@ void gateway_probe_destroy(struct gateway_probe *p)
         l_free(p);
 }
 
+/// Source whose prober answers first in every round, or @c NULL.
+static char const *fastest_source;
+
+/**
+ * @brief Is @a p the prober of fastest_source?
+ */
+static bool is_fastest(struct gateway_probe const *p)
+{
+        struct sockaddr_storage ss;
+
+        return fastest_source != NULL
+                && gwsteer_parse_addr(fastest_source, &ss)
+                && gwsteer_same_ip((struct sockaddr const *) &p->source,
+                                   (struct sockaddr *) &ss);
+}
+
 /**
  * @brief Deliver every pending probe answer (like the socket would).
+ *
+ * In the order sent (file order), but fastest_source's first.
  */
 static void deliver_replies(void)
 {
         size_t const n = nreplies;
 
         nreplies = 0;
-        for (size_t i = 0; i < n; ++i)
-                if (replies[i].p != NULL)
-                        replies[i].p->on_reply(replies[i].seq,
-                                               replies[i].p->user_data);
+        for (int pass = 0; pass < 2; ++pass)
+                for (size_t i = 0; i < n; ++i)
+                        if (replies[i].p != NULL
+                            && is_fastest(replies[i].p) == (pass == 0))
+                                replies[i].p->on_reply(
+                                        replies[i].seq,
+                                        replies[i].p->user_data);
 }
 
 /**
@@ -351,6 +378,21 @@ int kernel_subflows_walk(kernel_subflow_cb cb, void *user_data)
 {
         for (size_t i = 0; i < nkernel; ++i)
                 cb(&kernel[i], user_data);
+
+        return 0;
+}
+
+/// Local addresses the "kernel" holds per connection (userspace PM).
+static struct { uint32_t token; struct kernel_addr a; } kaddrs[8];
+
+/// Number of entries in @c kaddrs.
+static size_t nkaddrs;
+
+int kernel_addrs_walk(uint32_t token, kernel_addr_cb cb, void *user_data)
+{
+        for (size_t i = 0; i < nkaddrs; ++i)
+                if (kaddrs[i].token == token)
+                        cb(&kaddrs[i].a, user_data);
 
         return 0;
 }
@@ -455,6 +497,7 @@ static void stop(void)
 {
         _mptcpd_plugin.exit(PM);
         nkernel = 0;
+        nkaddrs = 0;
 }
 
 /**
@@ -642,6 +685,19 @@ static void test_max_subflows_and_preference(void)
         CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);  // Not gw1: backup.
         stop();
 
+        // No backups: the best gateway (AvMet) first, though last in the file.
+        fastest_source = "10.1.3.2";
+        CHECK(start(FAST "max_subflows = 2\n"
+                    "[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"
+                    "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"
+                    "[gateway gw3]\nsource = 10.1.3.2\nhops = 10.1.3.1\n"));
+        run_for(200);  // gw3 answers first every round: the best.
+        connect_client(14, "10.1.9.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, NULL) == 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.2") == 1);
+        fastest_source = NULL;
+        stop();
+
         // Proxy: the initial subflow and one join, the next join closed.
         CHECK(start("[gwsteer]\nrole = proxy\nmax_subflows = 2\n"
                     "status_interval_ms = 10\n"));
@@ -714,6 +770,90 @@ static void test_pickup_at_start(void)
         stop();
 }
 
+/**
+ * @brief Set a fake kernel subflow: @a token, flags, local and remote.
+ */
+static void kernel_subflow_at(size_t i, uint32_t token, uint32_t flags,
+                              struct sockaddr const *l,
+                              struct sockaddr const *r)
+{
+        kernel[i] = (struct kernel_subflow) { .token = token,
+                                              .flags = flags };
+        memcpy(&kernel[i].laddr, l, sizeof(struct sockaddr_in));
+        memcpy(&kernel[i].raddr, r, sizeof(struct sockaddr_in));
+}
+
+/**
+ * @brief Set an address id the fake kernel holds for @a token.
+ */
+static void kernel_addr_at(size_t i, uint32_t token,
+                           struct sockaddr const *a, uint8_t id)
+{
+        kaddrs[i].token = token;
+        memcpy(&kaddrs[i].a.addr, a, sizeof(struct sockaddr_in));
+        kaddrs[i].a.id = id;
+}
+
+/**
+ * @brief Find the recorded announcement on @a token (or NULL).
+ */
+static struct cmd const *announcement(uint32_t token)
+{
+        for (size_t i = 0; i < ncmds; ++i)
+                if (cmds[i].kind == CMD_ADD_ADDR && cmds[i].token == token)
+                        return &cmds[i];
+
+        return NULL;
+}
+
+/**
+ * @brief A proxy picks up connections and announces on them again.
+ *
+ * The kernel still holds the previous mptcpd's announcement (its id
+ * with the dead listener's port) and refuses the same id for another
+ * port: the new announcement takes an id the connection does not
+ * use, or the id the kernel holds for this very address and port.
+ * Every picked-up connection but the one whose announcement opened
+ * the listener holds a listener reference and gives it back.
+ */
+static void test_proxy_pickup_reannounces(void)
+{
+        // mptcpd's id for 10.99.0.2 (the fake id manager's rule).
+        mptcpd_aid_t const idm_id = mptcpd_idm_get_id(
+                NULL, sa("10.99.0.2", 0));
+
+        for (uint32_t t = 40; t < 43; ++t)
+                kernel_subflow_at(t - 40, t, 0, sa("10.99.0.1", 5201),
+                                  sa("10.1.1.2", 40000 + t));
+        nkernel = 3;
+        // 40: mptcpd's id taken by the old listener's port, and the next.
+        kernel_addr_at(0, 40, sa("10.99.0.2", 39999), idm_id);
+        kernel_addr_at(1, 40, sa("10.99.0.2", 0), (uint8_t) (idm_id + 1));
+        // 41: the id is free (nothing announced before).
+        // 42: already holds this address with the new listener's port.
+        kernel_addr_at(2, 42, sa("10.99.0.2", ANNOUNCE_PORT), 9);
+        nkaddrs = 3;
+        plugin_new_connections = 0;
+
+        CHECK(start("[gwsteer]\nrole = proxy\nannounce = 10.99.0.2\n"));
+        CHECK(plugin_new_connections == 3);
+        CHECK(count(CMD_ADD_ADDR, "10.99.0.2") == 3);
+
+        struct cmd const *const a40 = announcement(40);
+        struct cmd const *const a41 = announcement(41);
+        struct cmd const *const a42 = announcement(42);
+
+        CHECK(a40 != NULL && a40->id == idm_id + 2u);
+        CHECK(a41 != NULL && a41->id == idm_id);
+        CHECK(a42 != NULL && a42->id == 9);
+
+        for (uint32_t t = 40; t < 43; ++t)
+                ops->connection_closed(t, PM);
+        // Three announcements, one listener: two references given back.
+        CHECK(count(CMD_LM_CLOSE, "10.99.0.2") == 2);
+        stop();
+}
+
 int main(void)
 {
         l_log_set_stderr();
@@ -729,6 +869,7 @@ int main(void)
         test_max_subflows_and_preference();
         test_announce_listener_references();
         test_pickup_at_start();
+        test_proxy_pickup_reannounces();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)

@@ -126,3 +126,72 @@ def test_join_to_announced_address_is_accepted(lab: Lab, tmp: Path) -> None:
                  5, what="join closed")
     assert len(ports) == 1, ports
     assert [a for a in _listeners(srv) if a.startswith(EXTRA + ":")] == [f"{EXTRA}:{ports.pop()}"]
+
+
+def _events(text: str, kind: str) -> list[dict[str, str]]:
+    """``ip mptcp monitor`` lines of one event type as key=value dicts."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("[") and line[1:].split("]", 1)[0].strip() == kind:
+            out.append(dict(f.split("=", 1) for f in line.split("]", 1)[1].split() if "=" in f))
+    return out
+
+
+def test_restart_reannounces_on_live_connection(lab: Lab, tmp: Path) -> None:
+    """A proxy mptcpd restart re-announces its addresses on the connections
+    it picks up: the old announcement's listener died with the old mptcpd, and
+    the kernel takes a join to another port only if that port was announced on
+    the connection (``mptcp_pm_sport_in_anno_list``)."""
+    cli, srv = _proxy_pair(lab)
+    cli.run(["ip", "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4"])
+    monitor = popen_text(cli, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
+    time.sleep(0.2)  # the monitor subscribes before the connection exists
+    proxy = _start_proxy(srv, tmp, f"announce = {EXTRA}\nmax_subflows = 4")
+    server = srv.popen([sys.executable, CHURN, "server", "--bind", MAIN, "--port", str(PORT),
+                        "--count", "1", "--timeout", str(40 * TIME_SCALE)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    srv.wait_listening(PORT, MAIN, 10 * TIME_SCALE, proc=server)
+    client = cli.popen([sys.executable, CHURN, "client", "--dst", MAIN, "--port", str(PORT),
+                        "--count", "1", "--hold", str(20 * TIME_SCALE)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def joins() -> list[str]:
+        """Local address:port of the proxy's established subflows on EXTRA."""
+        return [line.split()[2] for line in srv.run(
+            ["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.splitlines()]
+
+    old = wait_for(joins, 5, what="the first join to the announced address")[0]
+    old_port = old.rsplit(":", 1)[1]
+
+    stop_process(proxy)
+    assert not [a for a in _listeners(srv) if a.startswith(EXTRA + ":")], "listener outlived mptcpd"
+    assert joins() == [old], "the join should outlive mptcpd"
+    proxy = _start_proxy(srv, tmp, f"announce = {EXTRA}\nmax_subflows = 4")
+
+    new_listener = wait_for(lambda: [a for a in _listeners(srv) if a.startswith(EXTRA + ":")], 5,
+                            what="the restarted mptcpd's listener")
+    new_port = new_listener[0].rsplit(":", 1)[1]
+    assert new_port != old_port
+    both = wait_for(lambda: (lambda j: j if len(j) == 2 else None)(joins()), 5,
+                    what="a join to the new listener")
+    assert sorted(a.rsplit(":", 1)[1] for a in both) == sorted([old_port, new_port]), both
+    assert client.poll() is None, "the connection ended early"
+
+    stop_process(client)
+    stop_process(monitor)
+    server.wait(timeout=10 * TIME_SCALE)
+    events = monitor.stdout.read() if monitor.stdout else ""
+    created = _events(events, "CREATED")
+    assert len(created) == 1, events
+    token = created[0]["token"]
+    announced = [e for e in _events(events, "ANNOUNCED") if e.get("daddr4") == EXTRA]
+    # One announcement per mptcpd, on the one connection, with each listener's port,
+    # the second under another address id (the kernel keeps the first one's id).
+    assert [(e["token"], e["dport"]) for e in announced] == [(token, old_port), (token, new_port)], events
+    assert announced[0]["remid"] != announced[1]["remid"], announced
+    # (The new join reports the old id: the proxy's kernel looks a join's local
+    # id up by address without the port.)
+    established = [e for e in _events(events, "SF_ESTABLISHED") if e.get("daddr4") == EXTRA]
+    assert [(e["token"], e["dport"]) for e in established] == [(token, old_port), (token, new_port)], events
+    log = (tmp / "proxy.log").read_text()
+    assert "picked up 1 existing connection" in log, log[-2000:]

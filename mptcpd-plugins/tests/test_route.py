@@ -60,6 +60,10 @@ def test_decap_never_overwrites_an_operator_route(lab: Lab, tmp: Path) -> None:
     assert p.returncode == 1 and "was not installed by braid" in p.stderr, p.stderr
     route = gw.run(["ip", "-6", "route", "show", "fc00:2::d4/128"]).stdout
     assert "seg6local" not in route and "proto 180" not in route, route
+    # transit neither (it used `replace` too).
+    p = gw.run([ROUTE, "transit", "--sid", "fc00:2::d4", "--dev", "s"], check=False)
+    assert p.returncode == 1 and "was not installed by braid" in p.stderr, p.stderr
+    assert gw.run(["ip", "-6", "route", "show", "fc00:2::d4/128"]).stdout == route
     # braid's own SID route is replaced on a second run, not refused.
     gw.run([ROUTE, "decap", "--sid", "fc00:2::d5", "--nexthop", "10.9.2.2", "--dev", "s"])
     gw.run([ROUTE, "decap", "--sid", "fc00:2::d5", "--nexthop", "10.9.2.2", "--dev", "s"])
