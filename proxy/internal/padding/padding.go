@@ -172,3 +172,22 @@ func (h *Histogram) Sample(r *rand.Rand) (d time.Duration, ok bool) {
 
 // PInfinity is the probability of the infinity bin.
 func (h *Histogram) PInfinity() float64 { return h.pInf }
+
+// TestJSON returns histograms (both directions alike) whose H_B is the bin
+// holding burst seconds, H_G the bin holding gap seconds with p_infinity
+// pInf, on the simulator's bins: for tests.
+func TestJSON(burst, gap, pInf float64) []byte {
+	const bins = 64
+	edges := make([]float64, bins+1)
+	for i := range edges {
+		edges[i] = math.Pow(10, -6+8*float64(i)/bins)
+	}
+	one := func(s float64) []float64 {
+		c := make([]float64, bins)
+		c[sort.SearchFloat64s(edges, s*1.0001)-1] = 1
+		return c
+	}
+	d := jsonDir{Burst: jsonHist{Counts: one(burst)}, Gap: jsonHist{Counts: one(gap), PInfinity: pInf}}
+	b, _ := json.Marshal(jsonDoc{Format: Format, Edges: edges, Out: d, In: d})
+	return b
+}
