@@ -223,9 +223,12 @@ func padPair(t *testing.T, clientBudget, serverBudget float64, hist string, idle
 
 // eager writes histograms that pad 1 ms after a real frame and every ms
 // after, never ending a fake burst: only the budget and idle stop them.
-func eager(t *testing.T) string {
-	path := filepath.Join(t.TempDir(), "eager.json")
-	if err := os.WriteFile(path, padding.TestJSON(1e-3, 1e-3, 0), 0o600); err != nil {
+func eager(t *testing.T) string { return fixedHist(t, 1e-3) }
+
+// fixedHist pads 1 ms after a real frame, then every gap seconds.
+func fixedHist(t *testing.T, gap float64) string {
+	path := filepath.Join(t.TempDir(), "fixed.json")
+	if err := os.WriteFile(path, padding.TestJSON(1e-3, gap, 0), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -326,7 +329,9 @@ func TestPaddingStopsWhenIdle(t *testing.T) {
 	const idle = 200 * time.Millisecond
 	var bad atomic.Int64
 	target := pageServer(t, &bad)
-	p, tp := padPair(t, 5, 5, eager(t), idle)
+	// Fake bursts every ~30 ms that never end and a budget that lasts
+	// seconds at that rate: only the idle bound stops them in time.
+	p, tp := padPair(t, config.MaxPaddingBudget, config.MaxPaddingBudget, fixedHist(t, 0.03), idle)
 	dial, _ := loadgen.SOCKSDialer(p.socks, target, "", "")
 	c, err := dial(context.Background())
 	if err != nil {
