@@ -202,6 +202,7 @@ func (c *Client) startPadding(rt *runtimeState, wc *wire.Conn, peerKnows bool) {
 		return
 	}
 	c.metrics.Counter("padding_conns").Add(1)
+	c.log.Debug("adaptive padding on", "budget", rt.pad.Budget, "idle", rt.pad.Idle)
 }
 
 // serverHello reads and checks the server's answer and returns its reply

@@ -468,6 +468,7 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 				s.log.Warn("adaptive padding not started", "err", err)
 			} else {
 				s.metrics.Counter("padding_conns").Add(1)
+				s.log.Debug("adaptive padding on", "client_id", acc.ID, "budget", rt.pad.Budget)
 			}
 		}
 		return wc
