@@ -42,11 +42,18 @@ Usage::
 
     hist = fit_histograms(train.traces)
     d = adaptive_padding(trace, np.random.default_rng(1), hist, budget=0.3)
+
+braid's transport (proxy/internal/wire, ``padding_budget``) runs the same
+state machine on its frames; :func:`histograms_to_json` writes histograms
+in the file format its ``padding_histograms`` key reads (and
+:func:`histograms_from_json` reads it back), so the simulator and the
+transport can pad with the same distribution.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Iterable
 
@@ -132,6 +139,38 @@ def fit_histograms(traces: Iterable[Trace]) -> ApHistograms:
         # delay; its in-burst delays stand in
         out_b[d] = Histogram.of_delays(bw if len(bw) else np.concatenate(within[d]), p_infinity=0.0)
     return ApHistograms(out_b, out_g)
+
+
+JSON_FORMAT = "braid-ap-histograms/1"
+_JSON_DIRS = {1: "out", -1: "in"}
+
+
+def histograms_to_json(hist: ApHistograms) -> str:
+    """The histograms as braid's transport reads them (``padding_histograms``):
+    the bin edges in seconds and, per direction ("out": the client's, "in":
+    the proxy's), H_B ("burst") and H_G ("gap") as counts and p_infinity."""
+    doc: dict[str, object] = {"format": JSON_FORMAT, "edges_s": EDGES_S.tolist()}
+    for d, name in _JSON_DIRS.items():
+        doc[name] = {
+            "burst": {"counts": hist.burst[d].counts.tolist(), "p_infinity": hist.burst[d].p_infinity},
+            "gap": {"counts": hist.gap[d].counts.tolist(), "p_infinity": hist.gap[d].p_infinity},
+        }
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def histograms_from_json(text: str) -> ApHistograms:
+    """Inverse of :func:`histograms_to_json` (edges must be ``EDGES_S``)."""
+    doc = json.loads(text)
+    if doc.get("format") != JSON_FORMAT:
+        raise ValueError(f"histograms: format is not {JSON_FORMAT!r}")
+    if not np.allclose(doc["edges_s"], EDGES_S, rtol=1e-9):
+        raise ValueError("histograms: bin edges differ from EDGES_S")
+    burst, gap = {}, {}
+    for d, name in _JSON_DIRS.items():
+        b, g = doc[name]["burst"], doc[name]["gap"]
+        burst[d] = Histogram(np.asarray(b["counts"], dtype=np.float64), float(b["p_infinity"]))
+        gap[d] = Histogram(np.asarray(g["counts"], dtype=np.float64), float(g["p_infinity"]))
+    return ApHistograms(burst, gap)
 
 
 def _pad_direction(trace: Trace, d: int, rng: np.random.Generator, hist: ApHistograms,

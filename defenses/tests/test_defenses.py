@@ -13,7 +13,15 @@ import pytest
 from scipy import stats
 
 import hywf_sim
-from adaptive_padding import EDGES_S, ApHistograms, Histogram, adaptive_padding, fit_histograms
+from adaptive_padding import (
+    EDGES_S,
+    ApHistograms,
+    Histogram,
+    adaptive_padding,
+    fit_histograms,
+    histograms_from_json,
+    histograms_to_json,
+)
 from braid_eval.split_analysis import pooled_burst_mean
 from braid_eval.wf_synth import synthetic_dataset
 from defended import DUMMY, Defended
@@ -353,3 +361,13 @@ def test_defended_rejects_a_lost_or_doubled_packet() -> None:
         Defended(t, (Trace(t.times[:4], t.sizes[:4]),), (idx[:4],)).real()
     with pytest.raises(ValueError):
         Defended(t, (t,), (np.asarray([0, 1, 2, 2, 4], dtype=np.int64),)).real()
+
+
+def test_histograms_json_round_trip_is_exact(hist: ApHistograms) -> None:
+    back = histograms_from_json(histograms_to_json(hist))
+    for d in (1, -1):
+        assert np.array_equal(back.burst[d].counts, hist.burst[d].counts)
+        assert np.array_equal(back.gap[d].counts, hist.gap[d].counts)
+        assert back.gap[d].p_infinity == hist.gap[d].p_infinity
+    with pytest.raises(ValueError, match="format"):
+        histograms_from_json('{"format": "other"}')

@@ -42,7 +42,7 @@ tor runs it; it is not meant to be started by hand. Client torrc:
 
   UseBridges 1
   ClientTransportPlugin braid exec /usr/local/bin/braid-pt
-  Bridge braid <pt-server addr:port> <bridge fingerprint> key=<hex> [id=<client id>]
+  Bridge braid <pt-server addr:port> <bridge fingerprint> key=<hex> [id=<client id>] [padding=<budget>] [padding-idle=<duration>]
 
 Bridge torrc:
 
@@ -50,6 +50,13 @@ Bridge torrc:
   ORPort 127.0.0.1:9001
   ServerTransportPlugin braid exec /usr/local/bin/braid-pt
   ServerTransportListenAddr braid 0.0.0.0:4433
+  # optional: adaptive padding of what the bridge sends
+  ServerTransportOptions braid padding=0.4
+
+padding=<budget> turns on braid's adaptive padding of what that end sends
+(padding bytes at most budget x data bytes per connection; off by default;
+padding-idle, default 1s, stops it once the connection is idle). Each end
+pads only towards a peer that announced support.
 
 The server keeps its key in TOR_PT_STATE_LOCATION/braid_server.keys
 (created 0600 on first start; replace it with your own "id key" lines to

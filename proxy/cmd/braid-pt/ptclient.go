@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,45 @@ import (
 type bridgeArgs struct {
 	id  string
 	key []byte
+	pad padArgs
+}
+
+// padArgs are the adaptive padding settings a bridge line (client) or
+// ServerTransportOptions (bridge) may give: padding=<budget> (padding
+// bytes per data byte, e.g. 0.4; 0 = off) and padding-idle=<duration>.
+type padArgs struct {
+	budget float64
+	idle   time.Duration
+}
+
+// parsePadArg reads one padding argument into p; ok is false for keys that
+// are not padding's.
+func parsePadArg(p *padArgs, kv pt.KV) (ok bool, err error) {
+	switch kv.Key {
+	case "padding":
+		v, err := strconv.ParseFloat(kv.Value, 64)
+		if err != nil || !(v >= 0 && v <= config.MaxPaddingBudget) {
+			return true, fmt.Errorf("argument padding=%q: a budget between 0 (off) and %d", kv.Value, config.MaxPaddingBudget)
+		}
+		p.budget = v
+	case "padding-idle":
+		d, err := time.ParseDuration(kv.Value)
+		if err != nil || d <= 0 {
+			return true, fmt.Errorf("argument padding-idle=%q: a positive duration like 1s", kv.Value)
+		}
+		p.idle = d
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// apply sets the padding keys of a role's configuration.
+func (p padArgs) apply(c *config.Common) {
+	c.PaddingBudget = p.budget
+	if p.idle > 0 {
+		c.PaddingIdle = config.Duration(p.idle)
+	}
 }
 
 // parseBridgeArgs checks the bridge line's arguments: key (hex or base64,
@@ -53,7 +93,13 @@ func parseBridgeArgs(args pt.Args) (bridgeArgs, error) {
 			}
 			b.id = kv.Value
 		default:
-			return b, fmt.Errorf("unknown bridge argument %q (braid takes key= and id=)", kv.Key)
+			ok, err := parsePadArg(&b.pad, kv)
+			if err != nil {
+				return b, fmt.Errorf("bridge %w", err)
+			}
+			if !ok {
+				return b, fmt.Errorf("unknown bridge argument %q (braid takes key=, id=, padding= and padding-idle=)", kv.Key)
+			}
 		}
 	}
 	if !haveKey {
@@ -84,7 +130,7 @@ type bridges struct {
 
 func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", server, a.id)
+	fmt.Fprintf(h, "%s\x00%s\x00%g\x00%s\x00", server, a.id, a.pad.budget, a.pad.idle)
 	h.Write(a.key)
 	tag := hex.EncodeToString(h.Sum(nil)[:8])
 	b.mu.Lock()
@@ -109,6 +155,7 @@ func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, erro
 	cfg.IdleTimeout = 0
 	// One long-lived connection per bridge: spares would only redial.
 	cfg.Preconnect = 0
+	a.pad.apply(&cfg.Common)
 	if gw := os.Getenv("BRAID_GATEWAY_STATUS"); gw != "" {
 		cfg.GatewayStatusFile = gw
 	}

@@ -46,3 +46,20 @@ func TestParseBridgeArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestParsePaddingArgs(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	b, err := parseBridgeArgs(pt.Args{{Key: "key", Value: key}, {Key: "padding", Value: "0.4"}, {Key: "padding-idle", Value: "500ms"}})
+	if err != nil || b.pad.budget != 0.4 || b.pad.idle.Milliseconds() != 500 {
+		t.Fatalf("%+v %v", b.pad, err)
+	}
+	for _, bad := range []pt.KV{{Key: "padding", Value: "-1"}, {Key: "padding", Value: "x"}, {Key: "padding", Value: "11"}, {Key: "padding-idle", Value: "0s"}} {
+		if _, err := parseBridgeArgs(pt.Args{{Key: "key", Value: key}, bad}); err == nil || !strings.Contains(err.Error(), bad.Key) {
+			t.Errorf("%v: err %v", bad, err)
+		}
+	}
+	b, _ = parseBridgeArgs(pt.Args{{Key: "key", Value: key}})
+	if b.pad.budget != 0 {
+		t.Fatal("padding on without the argument")
+	}
+}

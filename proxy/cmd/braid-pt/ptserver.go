@@ -67,6 +67,18 @@ func runServer(out *pt.Out) error {
 	cfg.KeyFile = keyFile
 	cfg.MetricsListen = ""
 	cfg.IdleTimeout = 0 // tor's own keepalives (and TCP's) manage its connections
+	// ServerTransportOptions braid padding=<budget> [padding-idle=<d>]
+	var pad padArgs
+	for _, kv := range env.Options[transport] {
+		ok, err := parsePadArg(&pad, kv)
+		if err != nil {
+			return fail(fmt.Errorf("ServerTransportOptions %w", err))
+		}
+		if !ok {
+			return fail(fmt.Errorf("unknown ServerTransportOptions key %q (braid takes padding= and padding-idle=)", kv.Key))
+		}
+	}
+	pad.apply(&cfg.Common)
 	if err := cfg.Validate(); err != nil {
 		return fail(err)
 	}
@@ -92,7 +104,7 @@ func runServer(out *pt.Out) error {
 		return fail(err)
 	}
 	out.SMethodsDone()
-	log.Info("server transport listening (MPTCP)", "addr", addr.String(), "orport", env.ORPort.String())
+	log.Info("server transport listening (MPTCP)", "addr", addr.String(), "orport", env.ORPort.String(), "padding_budget", cfg.PaddingBudget)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, ln) }()
 	select {

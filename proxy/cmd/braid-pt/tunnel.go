@@ -48,6 +48,8 @@ func runTunnel(role string, args []string) error {
 	id := fs.String("id", "", "client id (tunnel-client; default: the key file's only id)")
 	serverAddr := fs.String("server", "", "tunnel-server address (tunnel-client)")
 	target := fs.String("target", "127.0.0.1:9050", "the only destination: tor's SocksPort (tunnel-server)")
+	padBudget := fs.Float64("padding-budget", 0, "adaptive padding of what this end sends: padding bytes at most this many times the data bytes; 0 = off")
+	padIdle := fs.Duration("padding-idle", config.DefaultPaddingIdle, "adaptive padding stops this long after the last data")
 	if err := fs.Parse(args); err == flag.ErrHelp {
 		return nil
 	} else if err != nil {
@@ -66,6 +68,7 @@ func runTunnel(role string, args []string) error {
 		}
 		cfg := config.DefaultServer()
 		cfg.Listen, cfg.KeyFile, cfg.MetricsListen, cfg.IdleTimeout = *listen, *keyFile, "", 0
+		padArgs{*padBudget, *padIdle}.apply(&cfg.Common)
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
@@ -89,6 +92,7 @@ func runTunnel(role string, args []string) error {
 	cfg := config.DefaultClient()
 	cfg.SOCKSListen, cfg.Server, cfg.ClientID, cfg.KeyFile = *listen, *serverAddr, *id, *keyFile
 	cfg.MetricsListen, cfg.IdleTimeout = "", 0
+	padArgs{*padBudget, *padIdle}.apply(&cfg.Common)
 	if gw := os.Getenv("BRAID_GATEWAY_STATUS"); gw != "" {
 		cfg.GatewayStatusFile = gw
 	}

@@ -68,6 +68,11 @@ const (
 	// FlagEarlyData says the client's data follows the hello at once,
 	// before the server's answer, sealed with the early key.
 	FlagEarlyData = 0x02
+	// FlagPadding says the client drops padding frames (wire.FlagPadding):
+	// the server may pad towards it, and answers with
+	// wire.ReplyFlagPadding when the client may pad towards the server.
+	// Servers that predate it ignore the flag and answer without.
+	FlagPadding = 0x04
 
 	prologue = "braid-proxy v2"
 	labelPSK = "braid-v2 noise psk"

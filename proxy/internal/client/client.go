@@ -30,6 +30,7 @@ import (
 	"braid/proxy/internal/gwstatus"
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/origdst"
+	"braid/proxy/internal/padding"
 	"braid/proxy/internal/relay"
 	"braid/proxy/internal/socks5"
 	"braid/proxy/internal/tlsauth"
@@ -46,6 +47,7 @@ type Client struct {
 	cancelConn context.CancelFunc
 	conns      acceptloop.Conns
 	pool       *preconnect
+	padCtrs    wire.PadCounters
 }
 
 type runtimeState struct {
@@ -55,11 +57,12 @@ type runtimeState struct {
 	tls      *tls.Config       // auth tls
 	users    Users
 	gateways *gwstatus.Watcher
+	pad      *wire.PadConfig // adaptive padding of the upload; nil = off
 }
 
 // New builds a client from a validated configuration.
 func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, error) {
-	c := &Client{log: log, metrics: m}
+	c := &Client{log: log, metrics: m, padCtrs: wire.NewPadCounters(m.Counter)}
 	c.connCtx, c.cancelConn = context.WithCancel(context.Background())
 	if err := c.Reload(cfg); err != nil {
 		return nil, err
@@ -119,6 +122,13 @@ func (c *Client) Reload(cfg *config.Client) error {
 		gw = old.gateways
 	}
 	rs := &runtimeState{cfg: cfg, id: id, tls: tlsCfg, users: users, gateways: gw}
+	if cfg.PaddingBudget > 0 {
+		h, err := padding.ForConfig(cfg.PaddingHistograms)
+		if err != nil {
+			return fmt.Errorf("client.padding_histograms: %w", err)
+		}
+		rs.pad = &wire.PadConfig{Budget: cfg.PaddingBudget, Idle: time.Duration(cfg.PaddingIdle), Hist: &h.Out}
+	}
 	if key != nil {
 		rs.psk = auth.NoisePSK(key)
 	}

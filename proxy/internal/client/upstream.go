@@ -54,6 +54,9 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		if early {
 			flags |= auth.FlagEarlyData
 		}
+		if cfg.Encrypt {
+			flags |= auth.FlagPadding // this client drops padding frames
+		}
 		if hs, first, err = auth.NewClientHello(rt.psk, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
 			return nil, wire.StatusGeneralFailure, err
 		}
@@ -123,6 +126,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			br = wire.NewReader(raw)
 			src = br
 			wc = wire.NewConnReader(raw, br, nil, earlySealer)
+			wc.SetPadCounters(c.padCtrs)
 			up.conn = wc
 		}
 		answer = func() (wire.Status, error) {
@@ -130,7 +134,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			if err != nil {
 				return status, err
 			}
-			st, err := wire.ParseReply(reply)
+			st, rflags, err := wire.ParseReplyFlags(reply)
 			if err != nil || st != wire.StatusOK || !cfg.Encrypt {
 				return st, err
 			}
@@ -148,8 +152,11 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			} else {
 				// The data waited for the answer: it starts under the
 				// session key.
-				up.conn = wire.NewConnReader(raw, br, opener, wire.NewSealer(c2sAEAD))
+				wc = wire.NewConnReader(raw, br, opener, wire.NewSealer(c2sAEAD))
+				wc.SetPadCounters(c.padCtrs)
+				up.conn = wc
 			}
+			c.startPadding(rt, wc, rflags&wire.ReplyFlagPadding != 0)
 			return st, nil
 		}
 	}
@@ -178,6 +185,24 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 	raw.SetWriteDeadline(time.Time{})
 	setUp()
 	return up, wire.StatusOK, nil
+}
+
+// startPadding pads the upload if this client is configured to and the
+// server drops padding frames (it said so in its reply).
+func (c *Client) startPadding(rt *runtimeState, wc *wire.Conn, peerKnows bool) {
+	if rt.pad == nil {
+		return
+	}
+	if !peerKnows {
+		c.metrics.Counter("padding_peer_unsupported").Add(1)
+		return
+	}
+	if err := wc.StartPadding(*rt.pad); err != nil {
+		c.log.Warn("adaptive padding not started", "err", err)
+		return
+	}
+	c.metrics.Counter("padding_conns").Add(1)
+	c.log.Debug("adaptive padding on", "budget", rt.pad.Budget, "idle", rt.pad.Idle)
 }
 
 // serverHello reads and checks the server's answer and returns its reply

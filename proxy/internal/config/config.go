@@ -68,6 +68,13 @@ const (
 	// SOCKSReplyConnected answers only after the server has reached the
 	// destination, with the real reply code; one round trip slower.
 	SOCKSReplyConnected = "connected"
+
+	// Adaptive padding (issue 21): off (budget 0) by default; padding
+	// stops this long after the last real frame, the idle threshold
+	// defenses/adaptive_padding.py uses (IDLE_S).
+	DefaultPaddingIdle = time.Second
+	// MaxPaddingBudget bounds padding_budget (padding bytes per data byte).
+	MaxPaddingBudget = 10
 )
 
 // Duration is a time.Duration written as "10s" in JSON.
@@ -116,6 +123,12 @@ type Common struct {
 	ShutdownGrace    Duration `json:"shutdown_grace"`
 	MaxConns         int      `json:"max_conns"`
 	MaxProcs         int      `json:"max_procs"` // Go scheduler threads (GOMAXPROCS); 0 = one per CPU
+	// Adaptive padding of the direction this end sends (PSK mode with
+	// encryption only): padding wire bytes ≤ padding_budget × data wire
+	// bytes per connection; 0 = off.
+	PaddingBudget     float64  `json:"padding_budget"`
+	PaddingIdle       Duration `json:"padding_idle"`       // no padding this long after the last real frame
+	PaddingHistograms string   `json:"padding_histograms"` // delay histograms (JSON); "" = built-in
 }
 
 // RelayKeepAlive is the net package's keepalive setting for the sockets a
@@ -190,6 +203,7 @@ func defaultCommon(metrics string, maxConns, maxProcs int) Common {
 		ShutdownGrace:    Duration(DefaultShutdownGrace),
 		MaxConns:         maxConns,
 		MaxProcs:         maxProcs,
+		PaddingIdle:      Duration(DefaultPaddingIdle),
 	}
 }
 
@@ -249,6 +263,9 @@ func BindCommon(c *Common, fs *flag.FlagSet) {
 	fs.Var(&c.ShutdownGrace, "shutdown-grace", "on SIGTERM, wait this long for relays to finish")
 	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "maximum concurrent connections")
 	fs.IntVar(&c.MaxProcs, "max-procs", c.MaxProcs, "threads running Go code at once (GOMAXPROCS); 0 = one per CPU")
+	fs.Float64Var(&c.PaddingBudget, "padding-budget", c.PaddingBudget, "adaptive padding of what this end sends: padding bytes at most this many times the data bytes per connection (e.g. 0.4); 0 = off. Only with auth psk and encryption, towards a peer that supports it")
+	fs.Var(&c.PaddingIdle, "padding-idle", "adaptive padding stops this long after the last data in either direction")
+	fs.StringVar(&c.PaddingHistograms, "padding-histograms", c.PaddingHistograms, "adaptive padding delay histograms (JSON from defenses/adaptive_padding.py histograms_to_json); empty = built-in")
 }
 
 // BindClient registers the client flags on fs, writing into c.
@@ -428,6 +445,15 @@ func (c *Common) validate(prefix string) error {
 	if c.MaxProcs < 0 {
 		return ferr(prefix+"max_procs", "must not be negative (0 = one per CPU)")
 	}
+	if !(c.PaddingBudget >= 0 && c.PaddingBudget <= MaxPaddingBudget) {
+		return ferr(prefix+"padding_budget", "must be between 0 (off) and %d", MaxPaddingBudget)
+	}
+	if c.PaddingIdle <= 0 {
+		return ferr(prefix+"padding_idle", "must be positive")
+	}
+	if c.PaddingBudget > 0 && c.Auth == "tls" {
+		return ferr(prefix+"padding_budget", "padding needs auth psk (braid's own framing); TLS mode does not pad")
+	}
 	return nil
 }
 
@@ -464,6 +490,9 @@ func (c *Client) Validate() error {
 		if !c.Encrypt {
 			return ferr("client.encrypt", "TLS always encrypts; encrypt=false only exists with auth psk")
 		}
+	}
+	if c.PaddingBudget > 0 && !c.Encrypt {
+		return ferr("client.padding_budget", "padding needs encrypt (a plaintext relay has no frames to pad with)")
 	}
 	if c.RaceDelay < 0 {
 		return ferr("client.race_delay", "must not be negative")

@@ -29,6 +29,7 @@ import (
 	"braid/proxy/internal/config"
 	"braid/proxy/internal/dest"
 	"braid/proxy/internal/metrics"
+	"braid/proxy/internal/padding"
 	"braid/proxy/internal/policy"
 	"braid/proxy/internal/preauth"
 	"braid/proxy/internal/relay"
@@ -68,6 +69,7 @@ type Server struct {
 	Target netip.AddrPort
 
 	failLog rateLimiter
+	padCtrs wire.PadCounters
 
 	// Resolver and Dial are replaceable for tests.
 	Resolver *net.Resolver
@@ -80,6 +82,7 @@ type runtimeState struct {
 	tls      *tls.Config       // auth tls
 	peers    map[string]string // auth tls: pin -> client id
 	policy   *policy.Policy
+	pad      *wire.PadConfig // adaptive padding of the download; nil = off
 }
 
 // New builds a server from a validated configuration.
@@ -91,6 +94,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 		perClient: map[string]int{},
 		Resolver:  net.DefaultResolver,
 		failLog:   rateLimiter{perSecond: 10},
+		padCtrs:   wire.NewPadCounters(m.Counter),
 	}
 	s.preauth = preauth.New(func(reason string) {
 		m.Counter("conns_rejected_preauth_" + reason).Add(1)
@@ -115,6 +119,13 @@ func (s *Server) Reload(cfg *config.Server) error {
 	}
 	pol.Self = s.self.Get
 	rt := &runtimeState{cfg: cfg, policy: pol}
+	if cfg.PaddingBudget > 0 {
+		h, err := padding.ForConfig(cfg.PaddingHistograms)
+		if err != nil {
+			return fmt.Errorf("server.padding_histograms: %w", err)
+		}
+		rt.pad = &wire.PadConfig{Budget: cfg.PaddingBudget, Idle: time.Duration(cfg.PaddingIdle), Hist: &h.In}
+	}
 	switch cfg.Auth {
 	case "tls":
 		cert, err := tlsauth.LoadCert(cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -392,8 +403,15 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		return nil
 	}
 	var keys auth.SessionKeys
+	// A client that drops padding frames learns that this server does too
+	// (older clients refuse the reply flag, so only those that asked).
+	peerPads := acc.Flags&auth.FlagPadding != 0
+	var rflags byte
+	if peerPads {
+		rflags = wire.ReplyFlagPadding
+	}
 	answer := func(st wire.Status) ([]byte, error) {
-		sh, k, err := acc.ServerHello(wire.AppendReply(nil, st))
+		sh, k, err := acc.ServerHello(wire.AppendReplyFlags(nil, st, rflags))
 		keys = k
 		return sh, err
 	}
@@ -441,7 +459,19 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 			opener = wire.NewOpener(ek)
 			opener.SetNext(c2s)
 		}
-		return wire.NewConnReader(c, take(), opener, wire.NewSealer(s2c))
+		wc := wire.NewConnReader(c, take(), opener, wire.NewSealer(s2c))
+		wc.SetPadCounters(s.padCtrs)
+		if rt.pad != nil {
+			if !peerPads {
+				s.metrics.Counter("padding_peer_unsupported").Add(1)
+			} else if err := wc.StartPadding(*rt.pad); err != nil {
+				s.log.Warn("adaptive padding not started", "err", err)
+			} else {
+				s.metrics.Counter("padding_conns").Add(1)
+				s.log.Debug("adaptive padding on", "client_id", acc.ID, "budget", rt.pad.Budget)
+			}
+		}
+		return wc
 	}
 	sess.data = func() relay.Conn { return conn() }
 	if early {

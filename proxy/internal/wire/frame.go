@@ -23,6 +23,12 @@
 // does at EndOfEarlyData), or Noise's REKEY of the current key, which the
 // sender does every RekeyFrames frames so that no key seals more than the
 // AES-GCM limits allow.
+//
+// FlagPadding (pad.go) marks a padding frame, which the receiver drops.
+// Any other flag, and padding combined with FIN or a key update, is
+// refused (ErrFrameFlags): receivers before FlagPadding passed unknown
+// flags' payloads to the application, so a sender pads only towards a
+// peer that announced it in the handshake.
 package wire
 
 import (
@@ -53,6 +59,10 @@ const (
 	FlagFIN = 0x01
 	// FlagKeyUpdate says the sender's next frames use its next key.
 	FlagKeyUpdate = 0x02
+	// FlagPadding marks a padding frame (adaptive padding, pad.go): the
+	// receiver drops it. Sent only to peers that said they know it.
+	FlagPadding = 0x04
+	knownFlags  = FlagFIN | FlagKeyUpdate | FlagPadding
 )
 
 // RekeyFrames is how many frames a sender seals under one key before it
@@ -184,6 +194,9 @@ func (o *Opener) ReadFrame(r io.Reader, buf []byte) (flags byte, payload []byte,
 	}
 	n := int(binary.BigEndian.Uint16(plain)) + TagLen
 	flags = plain[2]
+	if flags&^knownFlags != 0 || (flags&FlagPadding != 0 && flags != FlagPadding) {
+		return 0, nil, fmt.Errorf("%w: 0x%02x", ErrFrameFlags, flags)
+	}
 	if n > MaxPayload+TagLen {
 		return 0, nil, fmt.Errorf("wire: frame length %d out of range", n)
 	}
@@ -252,6 +265,16 @@ type Conn struct {
 	held   []byte                     // see Hold
 	flush  atomic.Pointer[time.Timer] // sends held on its own
 	werr   error                      // the timer's failed write, for the next one
+
+	// Adaptive padding (pad.go). pad, lastSize and lastSent are under wmu.
+	pad      *padState
+	lastSize int          // payload bytes of the last real frame sent
+	lastSent int64        // its time, Unix ns
+	lastReal atomic.Int64 // last real frame sent or received, Unix ns
+	padOn    atomic.Bool
+	shut     atomic.Bool // Close was called
+	padCtrs  PadCounters
+	stats    connStats
 }
 
 // NewConn wraps raw with the given directions.
@@ -344,6 +367,16 @@ func (c *Conn) nextFrame() error {
 		c.releaseRead()
 		return err
 	}
+	if flags&FlagPadding != 0 {
+		w := int64(len(payload) + FrameOverhead)
+		c.stats.padRecv.Add(w)
+		if pc := c.padCtrs.Received; pc != nil {
+			pc.Add(w)
+		}
+		c.pending = nil // dropped: never reaches the application
+		return nil
+	}
+	c.recvReal(len(payload))
 	c.pending = payload
 	if flags&FlagFIN != 0 {
 		c.rerr = io.EOF
@@ -439,6 +472,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if err := c.writeFrames(c.wbuf); err != nil {
 			return written, err
 		}
+		c.sentReal(n)
 		written += n
 		p = p[n:]
 	}
@@ -458,6 +492,9 @@ func (c *Conn) ReadFrom(src io.Reader) (int64, error) {
 			c.wmu.Lock()
 			out := c.sealer.Append(buf[:0], 0, buf[HeaderLen:HeaderLen+n])
 			werr := c.writeFrames(out)
+			if werr == nil {
+				c.sentReal(n)
+			}
 			c.wmu.Unlock()
 			if werr != nil {
 				return total, werr
@@ -492,6 +529,7 @@ func (c *Conn) CloseWrite() error {
 // failed later by the server's answer they carry); Close never waits for a
 // writer, since closing is what unblocks one.
 func (c *Conn) Close() error {
+	c.shut.Store(true) // no padding frame after this
 	if t := c.flush.Load(); t != nil {
 		t.Stop()
 		if c.wmu.TryLock() {

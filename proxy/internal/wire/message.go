@@ -112,13 +112,33 @@ func ParseRequest(b []byte) (dest.Addr, error) {
 	return d, nil
 }
 
+// ReplyFlagPadding, set in a reply's version byte, says the server drops
+// padding frames (FlagPadding): the client may pad towards it. A server
+// sets it only for a client whose hello said it knows the flag
+// (auth.FlagPadding), since clients that predate it refuse any version
+// byte but Version.
+const ReplyFlagPadding = 0x80
+
 // AppendReply encodes a reply: version | status.
 func AppendReply(b []byte, s Status) []byte { return append(b, Version, byte(s)) }
 
-// ParseReply decodes a reply.
+// AppendReplyFlags encodes a reply with flags in the version byte.
+func AppendReplyFlags(b []byte, s Status, flags byte) []byte {
+	return append(b, Version|flags, byte(s))
+}
+
+// ParseReply decodes a reply without flags.
 func ParseReply(b []byte) (Status, error) {
 	if len(b) != 2 || b[0] != Version {
 		return 0, fmt.Errorf("%w: reply", ErrMalformed)
 	}
 	return Status(b[1]), nil
+}
+
+// ParseReplyFlags decodes a reply that may carry ReplyFlagPadding.
+func ParseReplyFlags(b []byte) (Status, byte, error) {
+	if len(b) != 2 || b[0]&^ReplyFlagPadding != Version {
+		return 0, 0, fmt.Errorf("%w: reply", ErrMalformed)
+	}
+	return Status(b[1]), b[0] & ReplyFlagPadding, nil
 }

@@ -44,13 +44,17 @@ def _fmt_hostport(host: str, port: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class BridgeLine:
-    """``braid <addr:port> <fingerprint> key=<hex> [id=<client id>]``."""
+    """``braid <addr:port> <fingerprint> key=<hex> [id=<client id>]
+    [padding=<budget>] [padding-idle=<duration>]`` (adaptive padding of
+    what the client sends; braid-pt checks the values)."""
 
     host: str
     port: int
     fingerprint: str
     key: str
     client_id: str | None = None
+    padding: str | None = None
+    padding_idle: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> BridgeLine:
@@ -79,21 +83,27 @@ class BridgeLine:
             if m.group(1) in args:
                 raise SettingsError(f"bridge line argument {m.group(1)!r} given twice")
             args[m.group(1)] = m.group(2)
-        unknown = set(args) - {"key", "id"}
+        unknown = set(args) - {"key", "id", "padding", "padding-idle"}
         if unknown:
-            raise SettingsError(f"unknown bridge line argument(s) {sorted(unknown)} (braid takes key= and id=)")
+            raise SettingsError(
+                f"unknown bridge line argument(s) {sorted(unknown)} (braid takes key=, id=, padding= and padding-idle=)"
+            )
         if "key" not in args:
             raise SettingsError(
                 "bridge line has no key= argument (copy the line the bridge printed, or its braid_bridgeline.txt)"
             )
         if not _HEXKEY.match(args["key"]):
             raise SettingsError("bridge line key= must be at least 16 bytes of hex")
-        return cls(host, port, fpr.upper(), args["key"], args.get("id"))
+        return cls(host, port, fpr.upper(), args["key"], args.get("id"), args.get("padding"), args.get("padding-idle"))
 
     def render(self) -> str:
         line = f"{TRANSPORT} {_fmt_hostport(self.host, self.port)} {self.fingerprint} key={self.key}"
         if self.client_id:
             line += f" id={self.client_id}"
+        if self.padding:
+            line += f" padding={self.padding}"
+        if self.padding_idle:
+            line += f" padding-idle={self.padding_idle}"
         return line
 
 

@@ -45,6 +45,9 @@ def _missing() -> str | None:
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
 PAGE_SIZE = 300_000
+# BRAID_TOR_PADDING=<budget> runs the module with braid's adaptive padding
+# on both ends (bridge: ServerTransportOptions; client: the bridge line).
+PADDING = os.environ.get("BRAID_TOR_PADDING", "")
 TLS_APP_DATA = b"\x17\x03\x03"  # TLS 1.2/1.3 application-data record header
 
 
@@ -75,7 +78,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     page = (marker + b"\n") * 64 + secrets.token_bytes(PAGE_SIZE)
     (root / "page.bin").write_bytes(page)
     t0 = time.monotonic()
-    with PrivateTorNetwork() as net:
+    extra = [f"ServerTransportOptions braid padding={PADDING}"] if PADDING else None
+    with PrivateTorNetwork(bridge_extra=extra) as net:
+        if PADDING:
+            net.bridge_line += f" padding={PADDING}"
         net.web_server(root)
         pcaps = tmp_path_factory.mktemp("pcap")
         caps = [
@@ -150,7 +156,12 @@ def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Pat
             assert needle not in raw, f"{cap.label} shows the {what} in clear"
         assert raw.count(TLS_APP_DATA) <= 3, f"{cap.label} shows Tor's TLS records ({raw.count(TLS_APP_DATA)})"
     down = sum(c.bytes_for_port(PT_PORT).from_port for c in caps)
+    up = sum(c.bytes_for_port(PT_PORT).to_port for c in caps)
+    print(f"padding {PADDING or 'off'}: bootstrap + 2 pages: {down} B from the transport, {up} B to it (both WANs)")
     assert down > 2 * PAGE_SIZE, f"two pages ({PAGE_SIZE} B each) did not come over the WANs (only {down} B)"
+    if PADDING:
+        logs = "".join(p.read_text() for p in lab.net.tmp.rglob("braid-pt.log"))
+        assert f"padding_budget={PADDING}" in logs, "the bridge's braid-pt did not start with padding"
 
 
 def test_client_recovers_after_pt_server_restart(lab: Lab, tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ def test_bridge_line_round_trip() -> None:
     b = BridgeLine.parse("Bridge " + GOOD + " id=box1")
     assert (b.host, b.port, b.fingerprint, b.key, b.client_id) == ("10.0.0.1", 4433, FPR, KEY, "box1")
     assert BridgeLine.parse(b.render()) == b
+    p = BridgeLine.parse(GOOD + " padding=0.4 padding-idle=2s")
+    assert (p.padding, p.padding_idle) == ("0.4", "2s")
+    assert BridgeLine.parse(p.render()) == p
     v6 = BridgeLine.parse(f"braid [2001:db8::1]:443 {FPR.lower()} key={KEY}")
     assert v6.render() == f"braid [2001:db8::1]:443 {FPR} key={KEY}"
 

@@ -1,0 +1,234 @@
+package wire
+
+import (
+	crand "crypto/rand"
+	"errors"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"braid/proxy/internal/padding"
+)
+
+// Adaptive padding (issue 21): a sender that pads sends FlagPadding frames
+// during the silences of its own direction, WTF-PAD-style, with the
+// semantics of defenses/adaptive_padding.py:
+//
+//   - BURST: every real frame sent (re)arms a timer with a delay from H_B;
+//   - GAP: when it fires, a padding frame of the last real frame's size
+//     goes out and the timer is re-armed with a delay from H_G, until H_G's
+//     infinity bin ends the fake burst or a real frame starts BURST again;
+//   - budget: a padding frame is sent only while the padding's wire bytes
+//     stay ≤ Budget × the wire bytes of the real frames sent so far on the
+//     connection (causal, so a connection's overhead never exceeds it);
+//   - idle: no padding frame more than Idle after the last real frame in
+//     either direction; the next real frame sent re-arms.
+//
+// Real frames are never delayed: a padding frame is skipped when a real
+// write holds the connection, whose frame re-arms the timer anyway.
+//
+// A padding frame is an ordinary sealed frame whose sealed header carries
+// FlagPadding, so on the wire it has exactly the size of a data frame with
+// as many payload bytes. Receivers that know the flag drop it before the
+// application; peers say that they know it in the handshake (auth's hello
+// flag, the reply's flag) and a sender pads only towards such a peer, since
+// receivers before this flag passed unknown flags' payloads through.
+
+// FrameOverhead is a frame's wire bytes beyond its payload.
+const FrameOverhead = HeaderLen + TagLen
+
+// ErrFrameFlags means an authenticated frame had flags the receiver does
+// not know, or a combination it refuses.
+var ErrFrameFlags = errors.New("wire: frame with unknown or invalid flags")
+
+// PadConfig is one end's padding of the direction it sends.
+type PadConfig struct {
+	Budget float64       // padding wire bytes ≤ Budget × real wire bytes; > 0
+	Idle   time.Duration // no padding this long after the last real frame; > 0
+	Hist   *padding.Direction
+}
+
+// NewPadCounters returns counters named in a registry-like lookup
+// (metrics.Registry.Counter): padding_bytes_sent, padding_frames_sent,
+// padding_bytes_received, padding_data_bytes_sent.
+func NewPadCounters(counter func(string) *atomic.Int64) PadCounters {
+	return PadCounters{
+		Sent:     counter("padding_bytes_sent"),
+		Frames:   counter("padding_frames_sent"),
+		Received: counter("padding_bytes_received"),
+		Data:     counter("padding_data_bytes_sent"),
+	}
+}
+
+// PadCounters are shared counters (metrics); nil fields are skipped.
+type PadCounters struct {
+	Sent     *atomic.Int64 // padding frames' wire bytes sent
+	Frames   *atomic.Int64 // padding frames sent
+	Received *atomic.Int64 // padding frames' wire bytes received (and dropped)
+	Data     *atomic.Int64 // real frames' wire bytes sent on connections that pad
+}
+
+// PadTotals are one connection's figures.
+type PadTotals struct {
+	DataSent     int64 // real frames' wire bytes sent (all frames but padding)
+	PadSent      int64 // padding frames' wire bytes sent
+	PadFrames    int64
+	PadReceived  int64 // padding frames' wire bytes received and dropped
+	DataReceived int64 // wire bytes of the other frames received
+}
+
+type padState struct {
+	cfg   PadConfig
+	rng   *rand.Rand
+	gen   uint64
+	timer *time.Timer
+	due   time.Time
+	buf   []byte
+}
+
+var zeros [MaxPayload]byte
+
+// SetPadCounters sets where padding sent and received is counted. Call it
+// before the Conn is used.
+func (c *Conn) SetPadCounters(pc PadCounters) { c.padCtrs = pc }
+
+// StartPadding makes this end pad the direction it sends, from now on.
+// Real frames sent before count towards the budget. It is a no-op after
+// CloseWrite.
+func (c *Conn) StartPadding(cfg PadConfig) error {
+	if !(cfg.Budget > 0) || cfg.Idle <= 0 || cfg.Hist == nil {
+		return errors.New("wire: padding needs a positive budget and idle time and histograms")
+	}
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed || c.pad != nil {
+		return nil
+	}
+	c.pad = &padState{cfg: cfg, rng: rand.New(rand.NewChaCha8(seed))}
+	c.padOn.Store(true)
+	if pc := c.padCtrs.Data; pc != nil {
+		pc.Add(c.stats.dataSent.Load())
+	}
+	if c.stats.dataSent.Load() > 0 {
+		c.armBurst(time.Unix(0, c.lastSent))
+	}
+	return nil
+}
+
+// PadTotals returns this connection's figures so far.
+func (c *Conn) PadTotals() PadTotals {
+	return PadTotals{
+		DataSent:     c.stats.dataSent.Load(),
+		PadSent:      c.stats.padSent.Load(),
+		PadFrames:    c.stats.padFrames.Load(),
+		PadReceived:  c.stats.padRecv.Load(),
+		DataReceived: c.stats.dataRecv.Load(),
+	}
+}
+
+type connStats struct {
+	dataSent, padSent, padFrames, padRecv, dataRecv atomic.Int64
+}
+
+// sentReal records a real frame of n payload bytes just written (caller
+// holds wmu) and re-arms the BURST timer.
+func (c *Conn) sentReal(n int) {
+	w := int64(n + FrameOverhead)
+	c.stats.dataSent.Add(w)
+	c.lastSize = n
+	now := time.Now()
+	c.lastSent = now.UnixNano()
+	if c.pad == nil {
+		return
+	}
+	c.lastReal.Store(c.lastSent)
+	if pc := c.padCtrs.Data; pc != nil {
+		pc.Add(w)
+	}
+	c.armBurst(now)
+}
+
+// recvReal records a real frame received.
+func (c *Conn) recvReal(n int) {
+	c.stats.dataRecv.Add(int64(n + FrameOverhead))
+	if c.padOn.Load() {
+		c.lastReal.Store(time.Now().UnixNano())
+	}
+}
+
+// armBurst draws a delay from H_B after t (caller holds wmu).
+func (c *Conn) armBurst(t time.Time) {
+	p := c.pad
+	if c.lastReal.Load() < t.UnixNano() {
+		c.lastReal.Store(t.UnixNano())
+	}
+	d, ok := p.cfg.Hist.Burst.Sample(p.rng)
+	if !ok {
+		c.disarm()
+		return
+	}
+	c.armAt(t.Add(d))
+}
+
+func (c *Conn) disarm() {
+	p := c.pad
+	p.gen++
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+func (c *Conn) armAt(due time.Time) {
+	c.disarm()
+	p := c.pad
+	gen := p.gen
+	p.due = due
+	p.timer = time.AfterFunc(time.Until(due), func() { c.padFire(gen) })
+}
+
+// padFire sends a padding frame if the connection is neither idle nor out
+// of budget, then draws the next from H_G.
+func (c *Conn) padFire(gen uint64) {
+	if c.shut.Load() || !c.wmu.TryLock() {
+		return // closed, or a real write is under way (it re-arms)
+	}
+	defer c.wmu.Unlock()
+	p := c.pad
+	if p == nil || p.gen != gen || c.closed || c.werr != nil {
+		return
+	}
+	now := time.Now()
+	if now.Sub(time.Unix(0, c.lastReal.Load())) > p.cfg.Idle {
+		return // idle: wait for the next real frame
+	}
+	size := c.lastSize
+	cost := int64(size + FrameOverhead)
+	if float64(c.stats.padSent.Load()+cost) > p.cfg.Budget*float64(c.stats.dataSent.Load()) {
+		return // out of budget until more real bytes are sent
+	}
+	if p.buf == nil {
+		p.buf = make([]byte, 0, HeaderLen+MaxPayload+TagLen)
+	}
+	p.buf = c.sealer.Append(p.buf[:0], FlagPadding, zeros[:size])
+	if err := c.writeFrames(p.buf); err != nil {
+		c.werr = err // a frame may be cut: nothing may follow it
+		return
+	}
+	c.stats.padSent.Add(cost)
+	c.stats.padFrames.Add(1)
+	if pc := c.padCtrs.Sent; pc != nil {
+		pc.Add(cost)
+	}
+	if pc := c.padCtrs.Frames; pc != nil {
+		pc.Add(1)
+	}
+	d, ok := p.cfg.Hist.Gap.Sample(p.rng)
+	if !ok {
+		return // the fake burst ends
+	}
+	c.armAt(p.due.Add(d))
+}

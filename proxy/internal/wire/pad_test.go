@@ -1,0 +1,153 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"braid/proxy/internal/padding"
+)
+
+// A padding frame has the wire size of a data frame of as many bytes, is
+// dropped by the receiver and counted; tampering with it still fails.
+func TestPaddingFrameDroppedAndSameSize(t *testing.T) {
+	s, o := aeadPair(t)
+	pad := s.Append(nil, FlagPadding, make([]byte, 700))
+	data := s.Append(nil, 0, bytes.Repeat([]byte("d"), 700))
+	if len(pad) != len(data) || len(pad) != 700+FrameOverhead {
+		t.Fatalf("padding frame %d bytes, data frame %d", len(pad), len(data))
+	}
+	stream := append(append(append([]byte{}, pad...), data...), s.Append(nil, FlagFIN, nil)...)
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() { a.Write(stream); a.Close() }()
+	c := NewConn(pipeHalf{b}, o, nil)
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, bytes.Repeat([]byte("d"), 700)) {
+		t.Fatalf("read %d bytes, err %v: padding reached the reader?", len(got), err)
+	}
+	if tot := c.PadTotals(); tot.PadReceived != int64(700+FrameOverhead) {
+		t.Fatalf("padding received %d", tot.PadReceived)
+	}
+	for i := 0; i < len(pad); i += 7 {
+		_, o2 := aeadPair(t)
+		bad := append([]byte{}, pad...)
+		bad[i] ^= 1
+		if _, _, err := o2.ReadFrame(bytes.NewReader(bad), nil); !errors.Is(err, ErrAuth) {
+			t.Fatalf("tampered padding byte %d: %v", i, err)
+		}
+	}
+}
+
+type pipeHalf struct{ net.Conn }
+
+func (pipeHalf) CloseWrite() error { return nil }
+
+// Unknown flags, and padding combined with FIN or a key update, are
+// refused (authenticated, yet not understood).
+func TestUnknownFrameFlagsRefused(t *testing.T) {
+	for _, f := range []byte{0x08, 0x10, 0x80, FlagPadding | FlagFIN, FlagPadding | FlagKeyUpdate} {
+		s, o := aeadPair(t)
+		stream := s.Append(nil, f, nil)
+		if _, _, err := o.ReadFrame(bytes.NewReader(stream), nil); !errors.Is(err, ErrFrameFlags) {
+			t.Errorf("flags 0x%02x: err %v, want ErrFrameFlags", f, err)
+		}
+	}
+}
+
+func TestReplyFlags(t *testing.T) {
+	st, f, err := ParseReplyFlags(AppendReplyFlags(nil, StatusOK, ReplyFlagPadding))
+	if err != nil || st != StatusOK || f != ReplyFlagPadding {
+		t.Fatal(st, f, err)
+	}
+	// A reply with the flag is malformed to a parser without it (an old
+	// client): the server only sets it for clients that asked.
+	if _, err := ParseReply(AppendReplyFlags(nil, StatusOK, ReplyFlagPadding)); err == nil {
+		t.Fatal("ParseReply accepted a flagged reply")
+	}
+	if _, _, err := ParseReplyFlags([]byte{Version | 0x40, 0}); err == nil {
+		t.Fatal("unknown reply flag accepted")
+	}
+}
+
+// fixedHist pads at once and never ends a fake burst: only the budget and
+// the idle bound stop it.
+func fixedHist(t *testing.T) *padding.Direction {
+	h, err := padding.Parse(padding.TestJSON(1e-3, 1e-3, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &h.Out
+}
+
+// The budget holds on one Conn: padding ≤ budget × data, and it binds.
+func TestConnPaddingBudgetAndIdle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wire countingConn
+	done := make(chan []byte)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s, o := aeadPair(t)
+		_ = s
+		wire.Conn = c
+		rc := NewConn(&wire, o, nil)
+		got, _ := io.ReadAll(rc)
+		done <- got
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := aeadPair(t)
+	c := NewConn(raw.(*net.TCPConn), nil, s)
+	const budget = 0.5
+	if err := c.StartPadding(PadConfig{Budget: budget, Idle: 150 * time.Millisecond, Hist: fixedHist(t)}); err != nil {
+		t.Fatal(err)
+	}
+	var want []byte
+	for i := range 20 {
+		b := bytes.Repeat([]byte{byte(i)}, 1000+100*i)
+		want = append(want, b...)
+		c.Write(b)
+		time.Sleep(20 * time.Millisecond)
+	}
+	tot := c.PadTotals()
+	if r := float64(tot.PadSent) / float64(tot.DataSent); r > budget || r < 0.8*budget {
+		t.Fatalf("padding/data %.3f with budget %.2f (want the budget to bind, never exceeded)", r, budget)
+	}
+	// Idle: nothing more once 150 ms have passed since the last write
+	// (the budget is raised by a last big write first, so only idle stops it).
+	for range 30 {
+		c.Write(bytes.Repeat([]byte("z"), 1000))
+		want = append(want, bytes.Repeat([]byte("z"), 1000)...)
+	}
+	time.Sleep(300 * time.Millisecond)
+	before := c.PadTotals().PadSent
+	time.Sleep(400 * time.Millisecond)
+	if after := c.PadTotals().PadSent; after != before {
+		t.Fatalf("padding went on while idle: %d -> %d bytes", before, after)
+	}
+	if before == tot.PadSent {
+		t.Fatal("no padding after the last write: the idle check is vacuous")
+	}
+	c.CloseWrite()
+	got := <-done
+	c.Close()
+	if !bytes.Equal(got, want) {
+		t.Fatalf("receiver got %d bytes, want %d exact", len(got), len(want))
+	}
+}
+
+type countingConn struct{ net.Conn }
+
+func (c *countingConn) CloseWrite() error { return c.Conn.(*net.TCPConn).CloseWrite() }
