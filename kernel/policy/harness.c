@@ -73,7 +73,24 @@ u32 harness_hywf_next_burst(struct hywf_epoch *e, u32 ps_permille, u32 ncons,
 {
 	struct hywf_params p = { .ps_permille = ps_permille, .ncons = ncons };
 
-	return hywf_next_burst(e, &p, n, now_ms, idle_ms, &rnd, burst_pkts);
+	return hywf_next_burst(e, &p, n, now_ms, idle_ms, NULL, &rnd,
+			       burst_pkts);
+}
+
+u32 harness_hywf_next_burst_drift(struct hywf_epoch *e, struct hywf_drift *d,
+				  u32 ncons, u32 nchp, u32 n, u32 now_ms,
+				  u32 idle_ms, u32 *burst_pkts)
+{
+	struct hywf_params p = {
+		.ps_permille = 500, .ncons = ncons, .nchp = nchp,
+	};
+
+	return hywf_next_burst(e, &p, n, now_ms, idle_ms, d, &rnd, burst_pkts);
+}
+
+u32 harness_hywf_drift_size(void)
+{
+	return sizeof(struct hywf_drift);
 }
 
 bool harness_hywf_keep_burst(u32 *last_ms, bool present, int segs_left,

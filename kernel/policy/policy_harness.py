@@ -34,6 +34,17 @@ class HywfEpoch(ctypes.Structure):
     )
 
 
+class HywfDrift(ctypes.Structure):
+    """Mirror of struct hywf_drift (checked against sizeof at load)."""
+
+    _fields_ = (
+        ("weight", ctypes.c_uint32 * 2),
+        ("left", ctypes.c_uint32),
+        ("epoch_draws", ctypes.c_uint32),
+        ("draws", ctypes.c_uint32),
+    )
+
+
 @cache
 def load_harness() -> ctypes.CDLL:
     """Compile (warnings are errors) and load the harness library."""
@@ -60,6 +71,10 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_hywf_next_burst.argtypes = [
         ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst.restype = u32
+    lib.harness_hywf_next_burst_drift.argtypes = [
+        ctypes.POINTER(HywfEpoch), ctypes.POINTER(HywfDrift), u32, u32, u32, u32, u32, p_u32]
+    lib.harness_hywf_next_burst_drift.restype = u32
+    lib.harness_hywf_drift_size.restype = u32
     lib.harness_hywf_keep_burst.argtypes = [p_u32, ctypes.c_bool, ctypes.c_int, u32, u32]
     lib.harness_hywf_keep_burst.restype = ctypes.c_bool
     lib.harness_hywf_epoch_size.restype = u32
@@ -77,6 +92,8 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_dbal_wait_pays.restype = ctypes.c_bool
     if lib.harness_hywf_epoch_size() != ctypes.sizeof(HywfEpoch):
         raise RuntimeError("HywfEpoch mirror does not match struct hywf_epoch")
+    if lib.harness_hywf_drift_size() != ctypes.sizeof(HywfDrift):
+        raise RuntimeError("HywfDrift mirror does not match struct hywf_drift")
     return lib
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ctypes
 import math
+import statistics
 from collections import Counter
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from policy_harness import HYWF_MAX_PATHS, HYWF_ONE, HywfEpoch, draw_weights, load_harness
+from policy_harness import HYWF_MAX_PATHS, HYWF_ONE, HywfDrift, HywfEpoch, draw_weights, load_harness
 
 ALPHA = 0.01
 
@@ -190,3 +191,67 @@ def test_burst_goes_on_only_while_busy_and_present() -> None:
     # Segments left, but the connection was idle: the next page load must
     # not inherit the previous burst (and with it the previous split).
     assert not keep(ctypes.byref(last), True, 20, 1100 + 501, 500)
+
+
+def drifting_page(lib: ctypes.CDLL, nchp: int, packets_wanted: int,
+                  ncons: int = 20) -> tuple[HywfEpoch, list[float], list[int], list[int]]:
+    """One never-idle page load with hywf_nchp: the connection's split at
+    each redraw, packets between redraws, and packets per path."""
+    epoch, drift, burst = HywfEpoch(), HywfDrift(), ctypes.c_uint32()
+    splits: list[float] = []
+    gaps: list[int] = []
+    packets = [0, 0]
+    since = 0
+    draws = 0
+    while sum(packets) < packets_wanted:
+        path = lib.harness_hywf_next_burst_drift(ctypes.byref(epoch), ctypes.byref(drift), ncons, nchp,
+                                                 2, 1000, 500, ctypes.byref(burst))
+        if drift.draws != draws:
+            if draws:
+                gaps.append(since)
+            draws, since = drift.draws, 0
+            splits.append(drift.weight[0] / HYWF_ONE)
+        since += burst.value
+        packets[path] += burst.value
+    return epoch, splits, gaps, packets
+
+
+def test_drift_redraws_around_the_page_split() -> None:
+    """hywf_nchp (HyWF-AP's dynamic p): the connection's split is redrawn
+    uniformly on [c - h, c + h] around the page's c, every ~nchp packets
+    (checked at bursts, so at most a burst later), and the page's share
+    stays c."""
+    lib = load_harness()
+    nchp, ncons = 100, 20
+    all_gaps: list[int] = []
+    for _ in range(10):
+        epoch, splits, gaps, packets = drifting_page(lib, nchp, 200_000, ncons)
+        all_gaps += gaps
+        c = epoch.weight[0] / HYWF_ONE
+        h = min(c, 1 - c)
+        assert epoch.draws == 1  # one page: the page's split is drawn once
+        assert len(splits) > 500
+        assert all(c - h - 1e-4 <= x <= c + h + 1e-4 for x in splits)
+        if h > 0.05:
+            assert stats.kstest(splits, "uniform", args=(c - h, 2 * h)).pvalue > ALPHA
+        assert packets[0] / sum(packets) == pytest.approx(c, abs=0.03)
+    # A redraw waits for the end of the burst in progress: geometric bursts
+    # are memoryless, so it comes nchp + (ncons - 1) packets apart on average
+    # (~16,000 gaps, standard error ~0.8).
+    assert statistics.mean(all_gaps) == pytest.approx(nchp + ncons - 1, rel=0.03)
+
+
+def test_drift_starts_afresh_with_a_new_page_and_is_off_at_zero() -> None:
+    lib = load_harness()
+    epoch, drift, burst = HywfEpoch(), HywfDrift(), ctypes.c_uint32()
+    lib.harness_hywf_next_burst_drift(ctypes.byref(epoch), ctypes.byref(drift), 20, 10_000, 2, 1000, 500,
+                                      ctypes.byref(burst))
+    assert (epoch.draws, drift.draws, drift.epoch_draws) == (1, 1, 1)
+    # an idle gap: a new page, and the drift follows it at once although
+    # its own packets (mean 10,000) are far from spent
+    lib.harness_hywf_next_burst_drift(ctypes.byref(epoch), ctypes.byref(drift), 20, 10_000, 2, 2000, 500,
+                                      ctypes.byref(burst))
+    assert (epoch.draws, drift.draws, drift.epoch_draws) == (2, 2, 2)
+    # hywf_nchp 0: no drift state is touched, the page's split is used
+    _, splits, _, _ = drifting_page(lib, 0, 20_000)
+    assert splits == []

@@ -301,6 +301,7 @@ def two_namespaces() -> Iterator[StandardTestbed]:
     [("hywf_ncons", "0"), ("hywf_ncons", "10001"), ("hywf_ncons", "-1"), ("hywf_ncons", "abc"),
      ("hywf_ps_permille", "1001"), ("hywf_idle_ms", "0"), ("hywf_idle_ms", "3600001"),
      ("hywf_scope", "3"), ("hywf_join_wait_ms", "10001"), ("hywf_join_wait_ms", "-5"),
+     ("hywf_nchp", "10001"), ("hywf_nchp", "-1"),
      ("bernoulli_adaptive", "2"), ("bernoulli_permille", "1001"), ("bernoulli_batch", "0"),
      ("bernoulli_batch", "65"), ("delaybal_batch", "0"), ("delaybal_batch", "65")],
 )
@@ -321,4 +322,6 @@ def test_namespaces_keep_independent_settings(two_namespaces: StandardTestbed) -
     assert client.run(["sysctl", "-n", "net.mptcp.hywf_ncons"]).stdout.strip() == "7"
     assert proxy.run(["sysctl", "-n", "net.mptcp.hywf_ncons"]).stdout.strip() == "20"
     assert proxy.run(["sysctl", "-n", "net.mptcp.hywf_ps_permille"]).stdout.strip() == "500"
+    client.sysctl("net.mptcp.hywf_nchp", 100)
+    assert proxy.run(["sysctl", "-n", "net.mptcp.hywf_nchp"]).stdout.strip() == "0"  # off by default
     assert proxy.run(["sysctl", "-n", "net.mptcp.scheduler"]).stdout.strip() == "default"

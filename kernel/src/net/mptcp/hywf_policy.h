@@ -24,6 +24,9 @@
  * epoch may be one connection's or shared by all connections to one peer
  * or in one namespace (the kernel file decides); bursts are always per
  * connection.
+ *
+ * Optionally (nchp > 0, two paths) a connection's split drifts around its
+ * epoch's, HyWF-AP's dynamic p: see hywf_drift_weights().
  */
 #ifndef __MPTCP_HYWF_POLICY_H
 #define __MPTCP_HYWF_POLICY_H
@@ -55,10 +58,12 @@ struct hywf_rand {
  * struct hywf_params - tunables, validated by the sysctl layer
  * @ps_permille: centre of the first path's split range, 0..1000
  * @ncons: mean burst length in packets, >= 1
+ * @nchp: mean packets between redraws of a drifting split, 0 for none
  */
 struct hywf_params {
 	u32 ps_permille;
 	u32 ncons;
+	u32 nchp;
 };
 
 /* Uniform integer in [lo, hi] from one 32-bit draw (multiply-shift). */
@@ -67,13 +72,21 @@ static inline u32 hywf_uniform(u32 r, u32 lo, u32 hi)
 	return lo + (u32)(((u64)r * ((u64)hi - lo + 1)) >> 32);
 }
 
-/* First path's weight for two paths: U[c - h, c + h], see file comment. */
-static inline u32 hywf_draw_two(u32 ps_permille, u32 r)
+/* A weight drawn on U[c - h, c + h] with h = min(c, 1 - c): around @c and
+ * inside [0, 1].
+ */
+static inline u32 hywf_draw_around(u32 c, u32 r)
 {
-	u32 c = (u32)(((u64)ps_permille << HYWF_ONE_SHIFT) / HYWF_PERMILLE);
 	u32 h = c < HYWF_ONE - c ? c : HYWF_ONE - c;
 
 	return hywf_uniform(r, c - h, c + h);
+}
+
+/* First path's weight for two paths: U[c - h, c + h], see file comment. */
+static inline u32 hywf_draw_two(u32 ps_permille, u32 r)
+{
+	return hywf_draw_around((u32)(((u64)ps_permille << HYWF_ONE_SHIFT) /
+				      HYWF_PERMILLE), r);
 }
 
 /*
@@ -214,6 +227,57 @@ struct hywf_epoch {
 };
 
 /**
+ * struct hywf_drift - a connection's split drifting around its epoch's
+ * @weight: the two paths' current weights
+ * @left: packets until the next redraw
+ * @epoch_draws: the epoch's @draws when @weight was drawn
+ * @draws: redraws so far (observable by tests)
+ */
+struct hywf_drift {
+	u32 weight[2];
+	u32 left;
+	u32 epoch_draws;
+	u32 draws;
+};
+
+/**
+ * hywf_drift_weights - the weights the next burst's path is picked with
+ * @e: the epoch
+ * @p: parameters
+ * @n: number of paths
+ * @d: the connection's drift, or NULL
+ * @rnd: random source
+ *
+ * HyWF-AP's dynamic p (the thesis's section 6.7): the page's split c is
+ * drawn as usual, and the connection's split is redrawn on U[c - h, c + h]
+ * (h = min(c, 1 - c)) after a geometric number of packets of mean
+ * @p->nchp, and whenever the epoch draws a new split. The mean stays the
+ * page's c while the split a classifier sees moves within the page. The
+ * redraw is checked at each burst, so a redraw comes at the first burst
+ * after its packets have gone. Two paths only; otherwise the epoch's
+ * weights are used as they are.
+ *
+ * Return: @n weights summing to HYWF_ONE.
+ */
+static inline const u32 *hywf_drift_weights(const struct hywf_epoch *e,
+					    const struct hywf_params *p, u32 n,
+					    struct hywf_drift *d,
+					    struct hywf_rand *rnd)
+{
+	if (!d || !p->nchp || n != 2)
+		return e->weight;
+	if (d->epoch_draws != e->draws || !d->left) {
+		d->weight[0] = hywf_draw_around(e->weight[0],
+						rnd->next(rnd->ctx));
+		d->weight[1] = HYWF_ONE - d->weight[0];
+		d->left = hywf_draw_burst(p->nchp, rnd->next(rnd->ctx));
+		d->epoch_draws = e->draws;
+		d->draws++;
+	}
+	return d->weight;
+}
+
+/**
  * hywf_keep_burst - may the current burst go on?
  * @last_ms: the connection's last decision, updated when the burst goes on
  * @present: the burst's subflow is still usable
@@ -245,6 +309,7 @@ static inline bool hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
  * @n: number of usable paths of the connection now, >= 1
  * @now_ms: current time, wrapping milliseconds
  * @idle_ms: idle gap that starts a new page load
+ * @d: the connection's drifting split (hywf_drift_weights()), or NULL
  * @rnd: random source
  * @burst_pkts: out, length of the burst in packets
  *
@@ -259,6 +324,7 @@ static inline bool hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
 static inline u32 hywf_next_burst(struct hywf_epoch *e,
 				  const struct hywf_params *p, u32 n,
 				  u32 now_ms, u32 idle_ms,
+				  struct hywf_drift *d,
 				  struct hywf_rand *rnd, u32 *burst_pkts)
 {
 	u32 path = 0;
@@ -272,10 +338,13 @@ static inline u32 hywf_next_burst(struct hywf_epoch *e,
 			e->nr_paths = n;
 			e->draws++;
 		}
-		path = hywf_pick_path(e->weight, n, rnd->next(rnd->ctx));
+		path = hywf_pick_path(hywf_drift_weights(e, p, n, d, rnd), n,
+				      rnd->next(rnd->ctx));
 	}
 	e->last_ms = now_ms;
 	*burst_pkts = hywf_draw_burst(p->ncons, rnd->next(rnd->ctx));
+	if (d && d->left)
+		d->left -= *burst_pkts < d->left ? *burst_pkts : d->left;
 	return path;
 }
 

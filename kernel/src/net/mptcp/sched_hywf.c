@@ -72,6 +72,9 @@
  *   hywf_idle_ms       idle gap that starts a new split, 1..3600000 (500)
  *   hywf_scope         what shares a split, 0..2 (1: per peer)
  *   hywf_join_wait_ms  longest hold of a first flight, 0..10000 (200; 0: off)
+ *   hywf_nchp          mean packets between redraws of a connection's split
+ *                      around its page's, HyWF-AP's dynamic p, 0..10000
+ *                      (0: off; the thesis used 100)
  */
 
 #define pr_fmt(fmt) "MPTCP: " fmt
@@ -103,6 +106,7 @@
 #define HYWF_SCOPE_NAMESPACE		2
 #define HYWF_JOIN_WAIT_MS_DEFAULT	200
 #define HYWF_JOIN_WAIT_MS_MAX		10000
+#define HYWF_NCHP_MAX			10000
 /* how often a held first flight looks for a joined subflow */
 #define HYWF_JOIN_POLL_MS		5
 /* a backup subflow sends in bursts about as large as the default's 64 KB */
@@ -125,9 +129,11 @@ enum hywf_join {
  * @wait: waiting for the burst's subflow to take data
  * @join_start_ms: when the first flight started waiting for a join
  * @join: enum hywf_join
+ * @drift: the connection's split drifting around its epoch's (hywf_nchp)
  */
 struct hywf_sock {
 	struct hywf_epoch own;
+	struct hywf_drift drift;
 	u32 last_ms;
 	u32 burst_subflow;
 	struct mptcp_sched_wait wait;
@@ -254,12 +260,13 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 
 	params.ps_permille = READ_ONCE(pn->cfg.params.ps_permille);
 	params.ncons = READ_ONCE(pn->cfg.params.ncons);
+	params.nchp = READ_ONCE(pn->cfg.params.nchp);
 	idle_ms = READ_ONCE(pn->cfg.idle_ms);
 	scope = READ_ONCE(pn->cfg.scope);
 
 	if (scope == HYWF_SCOPE_CONNECTION)
 		return hywf_next_burst(&hs->own, &params, n, now, idle_ms,
-				       &hywf_rand, pkts);
+				       &hs->drift, &hywf_rand, pkts);
 
 	spin_lock_bh(&pn->lock);
 	if (scope == HYWF_SCOPE_NAMESPACE) {
@@ -268,8 +275,8 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 		mptcp_sched_sk_addrs((struct sock *)msk, &local, &remote);
 		epoch = hywf_peer_epoch(pn, &remote, now);
 	}
-	path = hywf_next_burst(epoch, &params, n, now, idle_ms, &hywf_rand,
-			       pkts);
+	path = hywf_next_burst(epoch, &params, n, now, idle_ms, &hs->drift,
+			       &hywf_rand, pkts);
 	spin_unlock_bh(&pn->lock);
 	return path;
 }
@@ -407,6 +414,7 @@ static const unsigned int hywf_ncons_max = HYWF_NCONS_MAX;
 static const unsigned int hywf_idle_ms_max = HYWF_IDLE_MS_MAX;
 static const unsigned int hywf_scope_max = HYWF_SCOPE_NAMESPACE;
 static const unsigned int hywf_join_wait_ms_max = HYWF_JOIN_WAIT_MS_MAX;
+static const unsigned int hywf_nchp_max = HYWF_NCHP_MAX;
 
 static struct hywf_settings hywf_defaults = {
 	.params = {
@@ -464,6 +472,15 @@ static const struct ctl_table hywf_sysctl_table[] = {
 		.proc_handler	= proc_douintvec_minmax,
 		.extra1		= SYSCTL_ZERO,
 		.extra2		= (void *)&hywf_join_wait_ms_max,
+	},
+	{
+		.procname	= "hywf_nchp",
+		.data		= &hywf_defaults.params.nchp,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec_minmax,
+		.extra1		= SYSCTL_ZERO,
+		.extra2		= (void *)&hywf_nchp_max,
 	},
 };
 
