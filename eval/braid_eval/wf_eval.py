@@ -141,19 +141,5 @@ def _record(row: Score, tpr: float, fpr: float | None) -> None:
         row.fpr.append(fpr)
 
 
-def overhead(orig: Dataset, defended: list[Dataset]) -> float:
-    """Extra bytes of the defended loads (all networks' traces added up)
-    over the same loads' originals, matched by name."""
-    base = {n: t.total_bytes for n, t in zip(orig.names, orig.traces, strict=True)}
-    extra: dict[str, int] = {}
-    for ds in defended:
-        for n, t in zip(ds.names, ds.traces, strict=True):
-            extra[n] = extra.get(n, 0) + t.total_bytes
-    common = [n for n in extra if n in base]
-    if not common:
-        return float("nan")
-    return sum(extra[n] for n in common) / sum(base[n] for n in common) - 1.0
-
-
 def summary(rows: dict[str, Score]) -> dict[str, Any]:
     return {k: {"tpr": v.tpr, "fpr": v.fpr} for k, v in rows.items()}
