@@ -112,6 +112,9 @@ struct gwsteer_config
         /// Time after which a requested subflow is given up.
         unsigned int subflow_timeout_ms;
 
+        /// Client: unacknowledged time that stalls a subflow (0: off).
+        unsigned int stall_ms;
+
         /// Proxy: addresses to announce (struct sockaddr_storage *).
         struct l_queue *announce;
 
