@@ -115,6 +115,9 @@ struct gwsteer_config
         /// Client: unacknowledged time that stalls a subflow (0: off).
         unsigned int stall_ms;
 
+        /// Client: remove a stalled subflow rather than flag it backup.
+        bool stall_remove;
+
         /// Proxy: addresses to announce (struct sockaddr_storage *).
         struct l_queue *announce;
 

@@ -584,13 +584,13 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 }
 
 /**
- * @brief Back off before the next subflow through @a gw.
+ * @brief Delay the next subflow through @a gw.
  *
- * Doubles from probe_interval_ms up to MAX_RETRY_BACKOFF_MS, and
- * probes the gateway out of cycle: a failed subflow is a hint.
+ * Doubles from probe_interval_ms up to MAX_RETRY_BACKOFF_MS; back_off()
+ * also probes the gateway out of cycle (a failed subflow is a hint).
  */
-static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
-                     char const *why)
+static void delay_retry(struct gwsteer_connection *conn, struct gateway *gw,
+                        char const *why)
 {
         unsigned int *const backoff = &conn->backoff_ms[gw->index];
 
@@ -604,6 +604,15 @@ static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
 
         l_debug("token %08x: subflow via %s %s, retry in %u ms",
                 conn->token, gw->spec->id, why, *backoff);
+}
+
+/**
+ * @brief Back off before the next subflow through @a gw, and probe it.
+ */
+static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
+                     char const *why)
+{
+        delay_retry(conn, gw, why);
         gateway_health_suspect(gwsteer->health, gw);
 }
 
@@ -661,13 +670,15 @@ static bool other_subflow_flowing(struct gwsteer_connection const *conn,
  * forwarding stops swallowing new data before it is declared down.
  * The data it already holds stays there until the subflow is removed
  * (the kernel then re-injects every unacknowledged byte of the
- * connection) or the kernel marks it stale.
+ * connection) or the kernel marks it stale.  With stall_remove a
+ * stalled subflow is removed instead (stall_one()).
  */
 static bool backup_wanted(struct gwsteer_connection const *conn,
                           struct gwsteer_subflow const *sf)
 {
         return gateway_health_is_backup(gwsteer->health, sf->gw)
-                || (sf->stalled && other_subflow_flowing(conn, sf));
+                || (sf->stalled && !gwsteer->config->stall_remove
+                    && other_subflow_flowing(conn, sf));
 }
 
 /**
@@ -978,20 +989,35 @@ static void stall_one(struct kernel_subflow const *ksf, void *user_data)
                         >= (uint64_t) limit_ms * 1000;
         }
 
-        if (stalled == sf->stalled)
-                return;
+        if (stalled != sf->stalled) {
+                sf->stalled = stalled;
+                *changed = true;
 
-        sf->stalled = stalled;
-        *changed = true;
+                if (stalled)
+                        l_info("token %08x: subflow via %s: %u segments "
+                               "unacknowledged for %u ms: %s",
+                               conn->token, sf->gw->spec->id, ksf->unacked,
+                               ksf->last_ack_ms,
+                               gwsteer->config->stall_remove
+                               ? "removing it" : "no new data on it");
+                else
+                        l_info("token %08x: subflow via %s is acknowledged "
+                               "again", conn->token, sf->gw->spec->id);
+        }
 
-        if (stalled)
-                l_info("token %08x: subflow via %s: %u segments "
-                       "unacknowledged for %u ms: no new data on it",
-                       conn->token, sf->gw->spec->id, ksf->unacked,
-                       ksf->last_ack_ms);
-        else
-                l_info("token %08x: subflow via %s is acknowledged again",
-                       conn->token, sf->gw->spec->id);
+        /*
+         * stall_remove: the kernel re-sends a removed subflow's data
+         * (with the rest of the connection's unacknowledged data) at
+         * once; the gateway's state is still the probes' (no extra
+         * probe: detection keeps its cadence).  A removal the kernel
+         * did not confirm is asked for again here.
+         */
+        if (sf->stalled && gwsteer->config->stall_remove
+            && other_subflow_flowing(conn, sf)) {
+                delay_retry(conn, sf->gw, "stalled");
+                close_subflow(conn, sf, "stalled");
+                *changed = true;
+        }
 }
 
 /**

@@ -968,8 +968,31 @@ static void test_stalled_subflow_backup(void)
         kernel_ack_at_us[0] = l_time_now();
         run_for(140);
         CHECK(backup_requests("10.1.1.2", true, mark) == 0);
-        run_for(120);
+        run_for(200);
         CHECK(backup_requests("10.1.1.2", true, mark) >= 1);
+        stop();
+
+        // stall_remove: the stalled subflow is removed, not flagged.
+        CHECK(start(FAST "stall_ms = 60\nstall_remove = true\n" GW12));
+        connect_client(14, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(14, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+        kernel_subflow(0, 14, "10.1.1.2", 40000, F_MCAP_LOC);
+        kernel_subflow(1, 14, "10.1.2.2", 40001, F_JOIN_LOC);
+        run_for(100);
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 0);
+        uint64_t const quiet = l_time_now();
+        kernel_ack_at_us[0] = quiet;
+        run_for(40);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") == 0);
+        run_for(80);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") >= 1);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == 0);
+        CHECK(backup_requests("10.1.1.2", true, 0) == 0);
+        for (size_t i = 0; i < ncmds; ++i)
+                if (cmds[i].kind == CMD_REMOVE_SUBFLOW)
+                        CHECK(cmds[i].at_ms
+                              >= (int64_t) (quiet - t0_us) / 1000 + 60);
         stop();
 
         // stall_ms 0 (the default): no stall watch at all.
