@@ -18,7 +18,9 @@
  *   per healthy gateway (source_k -> the peer), backup flag per
  *   gateway; when a gateway fails, remove its subflows at once; when
  *   it recovers, give every live connection a subflow through it again
- *   (Binder never did).
+ *   (Binder never did).  Optionally (stall_ms) a subflow that stops
+ *   acknowledging gets the backup flag, or is removed (stall_remove),
+ *   before its gateway is declared down.
  * - Proxy role: announce extra addresses and accept at most
  *   max_subflows subflows per connection; the kernel's userspace PM
  *   accepts every MP_JOIN while mptcpd runs, so excess joins are
@@ -59,6 +61,7 @@
 
 /// Tolerance on the kernel's millisecond "last ACK" age, microseconds.
 #define STALL_ACK_SLACK_US 2000
+
 /**
  * @struct gwsteer_subflow
  *

@@ -11,8 +11,9 @@
  * "tcp-ulp-mptcp flags:... token:...").  The dump is synchronous and
  * bounded by the number of TCP sockets in the namespace; gwsteer
  * asks for it at start-up (connections that outlived an mptcpd
- * restart) and after backup flag changes (the kernel sends no event
- * for a local priority change).
+ * restart), after backup flag changes (the kernel sends no event
+ * for a local priority change) and, with stall_ms, every 20 ms for
+ * the subflows' ACK progress (tcp_info, which the dump carries).
  *
  * The second question, which local addresses (and address ids) a
  * connection's userspace path manager already holds, is a generic

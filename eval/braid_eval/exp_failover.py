@@ -46,6 +46,13 @@ kernel. Run as root, with mptcpd-plugins built (``make -C mptcpd-plugins``).
     python3 -m braid_eval.exp_failover                     # quick: one 2 s outage, 1 run
     python3 -m braid_eval.exp_failover --full --out out/e3 # outages 0.5-10 s, 5 runs
     python3 -m braid_eval.exp_failover --replot --out out/e3
+    python3 -m braid_eval.exp_failover --outages 1 2 5 --runs 3 \
+        --modes gwsteer gwsteer+stall_ms=100+stall_remove=true kernel   # a gwsteer variant beside both
+
+A gwsteer variant (``gwsteer+key=value...``, extra [gwsteer] settings) gets
+its own column and median; the headline target stays plain gwsteer against
+the in-kernel PM. ``--client-sysctl KEY=VALUE`` sets a sysctl in the
+client's namespace for every mode and the calibration.
 """
 
 from __future__ import annotations
