@@ -391,6 +391,10 @@ static bool apply_global(struct gwsteer_config *config,
                 config->max_subflows = u;
         else if (strcmp(n, "subflow_timeout_ms") == 0)
                 config->subflow_timeout_ms = u;
+        else if (strcmp(n, "stall_ms") == 0)
+                config->stall_ms = u;
+        else if (strcmp(n, "stall_remove") == 0)
+                config->stall_remove = b;
         else if (strcmp(n, "ewma_alpha") == 0)
                 config->ewma_alpha = d;
         else if (strcmp(n, "switch_margin") == 0)

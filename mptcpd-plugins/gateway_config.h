@@ -112,6 +112,12 @@ struct gwsteer_config
         /// Time after which a requested subflow is given up.
         unsigned int subflow_timeout_ms;
 
+        /// Client: unacknowledged time that stalls a subflow (0: off).
+        unsigned int stall_ms;
+
+        /// Client: remove a stalled subflow rather than flag it backup.
+        bool stall_remove;
+
         /// Proxy: addresses to announce (struct sockaddr_storage *).
         struct l_queue *announce;
 

@@ -18,7 +18,9 @@
  *   per healthy gateway (source_k -> the peer), backup flag per
  *   gateway; when a gateway fails, remove its subflows at once; when
  *   it recovers, give every live connection a subflow through it again
- *   (Binder never did).
+ *   (Binder never did).  Optionally (stall_ms) a subflow that stops
+ *   acknowledging gets the backup flag, or is removed (stall_remove),
+ *   before its gateway is declared down.
  * - Proxy role: announce extra addresses and accept at most
  *   max_subflows subflows per connection; the kernel's userspace PM
  *   accepts every MP_JOIN while mptcpd runs, so excess joins are
@@ -53,6 +55,13 @@
 
 /// Delay before asking the kernel whether backup flag requests applied.
 #define BACKUP_VERIFY_MS 50
+
+/// How often the client reads its subflows' ACK progress (stall_ms).
+#define STALL_POLL_MS 20
+
+/// Tolerance on the kernel's millisecond "last ACK" age, microseconds.
+#define STALL_ACK_SLACK_US 2000
+
 /**
  * @struct gwsteer_subflow
  *
@@ -102,6 +111,19 @@ struct gwsteer_subflow
 
         /// Monotonic time of the last removal request, microseconds.
         uint64_t closing_since_us;
+
+        /**
+         * @brief Client: since when data has been outstanding without
+         *        an ACK (monotonic microseconds), or 0.
+         *
+         * The first poll that saw unacknowledged data and no ACK after
+         * the previous value; a lower bound of how long the subflow
+         * has been silent (stall_ms).
+         */
+        uint64_t quiet_since_us;
+
+        /// Client: silent past stall_ms, so it gets no new data.
+        bool stalled;
 };
 
 /**
@@ -197,6 +219,9 @@ struct gwsteer_state
 
         /// One-shot kernel check of backup requests, or @c NULL.
         struct l_timeout *backup_verify;
+
+        /// Client with stall_ms: periodic read of ACK progress, or @c NULL.
+        struct l_timeout *stall_poll;
 
         /// Deferred reaction to health changes, or @c NULL.
         struct l_idle *health_idle;
@@ -562,13 +587,13 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 }
 
 /**
- * @brief Back off before the next subflow through @a gw.
+ * @brief Delay the next subflow through @a gw.
  *
- * Doubles from probe_interval_ms up to MAX_RETRY_BACKOFF_MS, and
- * probes the gateway out of cycle: a failed subflow is a hint.
+ * Doubles from probe_interval_ms up to MAX_RETRY_BACKOFF_MS; back_off()
+ * also probes the gateway out of cycle (a failed subflow is a hint).
  */
-static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
-                     char const *why)
+static void delay_retry(struct gwsteer_connection *conn, struct gateway *gw,
+                        char const *why)
 {
         unsigned int *const backoff = &conn->backoff_ms[gw->index];
 
@@ -582,6 +607,15 @@ static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
 
         l_debug("token %08x: subflow via %s %s, retry in %u ms",
                 conn->token, gw->spec->id, why, *backoff);
+}
+
+/**
+ * @brief Back off before the next subflow through @a gw, and probe it.
+ */
+static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
+                     char const *why)
+{
+        delay_retry(conn, gw, why);
         gateway_health_suspect(gwsteer->health, gw);
 }
 
@@ -609,6 +643,45 @@ static int preference_compare(void const *a, void const *b, void *user_data)
                 return x->avmet > y->avmet ? -1 : 1;
 
         return (int) x->index - (int) y->index;
+}
+
+/**
+ * @brief Whether @a conn has a subflow other than @a sf still moving data.
+ */
+static bool other_subflow_flowing(struct gwsteer_connection const *conn,
+                                  struct gwsteer_subflow const *sf)
+{
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
+             e = e->next) {
+                struct gwsteer_subflow const *const other = e->data;
+
+                if (other != sf && !other->closing && !other->stalled)
+                        return true;
+        }
+
+        return false;
+}
+
+/**
+ * @brief The backup flag gwsteer wants on a client subflow.
+ *
+ * Its gateway's (configuration, preference), and also set while the
+ * subflow is stalled (stall_ms) and the connection has another one
+ * that is not: the kernel's scheduler queues no new data on a backup
+ * subflow while a non-backup one is usable, so a gateway that stopped
+ * forwarding stops swallowing new data before it is declared down.
+ * The data it already holds stays there until the subflow is removed
+ * (the kernel then re-injects every unacknowledged byte of the
+ * connection) or the kernel marks it stale.  With stall_remove a
+ * stalled subflow is removed instead (stall_one()).
+ */
+static bool backup_wanted(struct gwsteer_connection const *conn,
+                          struct gwsteer_subflow const *sf)
+{
+        return gateway_health_is_backup(gwsteer->health, sf->gw)
+                || (sf->stalled && !gwsteer->config->stall_remove
+                    && other_subflow_flowing(conn, sf));
 }
 
 /**
@@ -715,8 +788,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
                 if (sf->gw == NULL || sf->closing)
                         continue;
 
-                bool const want = gateway_health_is_backup(gwsteer->health,
-                                                           sf->gw);
+                bool const want = backup_wanted(conn, sf);
                 if (sf->backup_known && want == sf->backup) {
                         sf->backup_requested = false;
                         continue;
@@ -740,9 +812,9 @@ static void reconcile_client(struct gwsteer_connection *conn)
                         continue;
                 }
 
-                l_info("token %08x: backup flag %s on subflow via %s",
+                l_info("token %08x: backup flag %s on subflow via %s%s",
                        conn->token, want ? "set" : "cleared",
-                       sf->gw->spec->id);
+                       sf->gw->spec->id, sf->stalled ? " (stalled)" : "");
                 sf->backup_requested = true;
                 sf->backup_wanted = want;
                 sf->backup_request_us = now;
@@ -865,6 +937,115 @@ static void schedule_backup_verify(void)
                 gwsteer->backup_verify =
                         l_timeout_create_ms(BACKUP_VERIFY_MS,
                                             on_backup_verify, NULL, NULL);
+}
+
+// ----------------------------------------------------------------
+//          Stalled subflows: no new data where no ACK comes
+// ----------------------------------------------------------------
+
+/**
+ * @brief kernel_subflows_walk() callback: one subflow's ACK progress.
+ *
+ * A subflow is stalled when it has had data outstanding and no ACK
+ * for stall_ms and two of its smoothed RTTs, counted from the first
+ * poll that saw it so (a lower bound: a subflow that was idle and
+ * just sent is not stalled for an old last ACK).  A bulk subflow whose
+ * gateway stopped forwarding gets there within stall_ms + one poll;
+ * gateway detection (probes, fail_after) is not touched.
+ */
+static void stall_one(struct kernel_subflow const *ksf, void *user_data)
+{
+        bool *const changed = user_data;
+        struct gwsteer_connection *const conn = find_connection(ksf->token);
+        struct gwsteer_subflow *const sf = conn == NULL
+                ? NULL
+                : find_subflow(conn, (struct sockaddr const *) &ksf->laddr,
+                               (struct sockaddr const *) &ksf->raddr);
+        uint64_t const now = l_time_now();
+
+        if (sf == NULL)
+                return;
+
+        verify_one(ksf, NULL);  // The backup flag the kernel holds.
+
+        if (sf->gw == NULL || sf->closing || !ksf->has_tcp_info)
+                return;
+
+        bool stalled = false;
+
+        if (ksf->unacked == 0) {
+                sf->quiet_since_us = 0;
+        } else {
+                uint64_t const age = (uint64_t) ksf->last_ack_ms * 1000;
+                uint64_t const ack_us = age < now ? now - age : 0;
+                unsigned int const rtts_ms = ksf->rtt_us / 500;
+                unsigned int const limit_ms =
+                        gwsteer->config->stall_ms > rtts_ms
+                        ? gwsteer->config->stall_ms : rtts_ms;
+
+                // An ACK since the last look: start watching again.
+                if (sf->quiet_since_us == 0
+                    || ack_us > sf->quiet_since_us + STALL_ACK_SLACK_US)
+                        sf->quiet_since_us = now;
+
+                stalled = now - sf->quiet_since_us
+                        >= (uint64_t) limit_ms * 1000;
+        }
+
+        if (stalled != sf->stalled) {
+                sf->stalled = stalled;
+                *changed = true;
+
+                if (stalled)
+                        l_info("token %08x: subflow via %s: %u segments "
+                               "unacknowledged for %u ms: %s",
+                               conn->token, sf->gw->spec->id, ksf->unacked,
+                               ksf->last_ack_ms,
+                               gwsteer->config->stall_remove
+                               ? "removing it" : "no new data on it");
+                else
+                        l_info("token %08x: subflow via %s is acknowledged "
+                               "again", conn->token, sf->gw->spec->id);
+        }
+
+        /*
+         * stall_remove: the kernel re-sends a removed subflow's data
+         * (with the rest of the connection's unacknowledged data) at
+         * once; the gateway's state is still the probes' (no extra
+         * probe: detection keeps its cadence).  A removal the kernel
+         * did not confirm is asked for again here.
+         */
+        if (sf->stalled && gwsteer->config->stall_remove
+            && other_subflow_flowing(conn, sf)) {
+                delay_retry(conn, sf->gw, "stalled");
+                close_subflow(conn, sf, "stalled");
+                *changed = true;
+        }
+}
+
+/**
+ * @brief Periodic timer (client, stall_ms > 0): look for stalls.
+ */
+static void on_stall_poll(struct l_timeout *timeout, void *user_data)
+{
+        bool changed = false;
+
+        (void) user_data;
+
+        if (l_hashmap_size(gwsteer->connections) > 0) {
+                int const err = kernel_subflows_walk(stall_one, &changed);
+
+                if (err != 0)
+                        l_debug("cannot read subflow state from the "
+                                "kernel: %s", strerror(err));
+
+                if (changed) {
+                        reconcile_all();
+                        status_changed();
+                }
+        }
+
+        l_timeout_modify_ms(timeout, STALL_POLL_MS);
 }
 
 // ----------------------------------------------------------------
@@ -1470,6 +1651,7 @@ static void gwsteer_state_free(struct gwsteer_state *s)
         l_timeout_remove(s->maintenance);
         l_timeout_remove(s->status_write);
         l_timeout_remove(s->backup_verify);
+        l_timeout_remove(s->stall_poll);
         l_idle_remove(s->health_idle);
         l_idle_remove(s->adopt_idle);
         l_hashmap_destroy(s->connections, connection_destroy);
@@ -1530,6 +1712,11 @@ static int gwsteer_init(struct mptcpd_pm *pm)
         gwsteer->maintenance = l_timeout_create_ms(config->status_interval_ms,
                                                    on_maintenance, NULL,
                                                    NULL);
+
+        if (config->role == GWSTEER_ROLE_CLIENT && config->stall_ms > 0)
+                gwsteer->stall_poll = l_timeout_create_ms(STALL_POLL_MS,
+                                                          on_stall_poll,
+                                                          NULL, NULL);
         write_status();
 
         l_info("gwsteer: %s role, %u gateways, config %s, status %s",

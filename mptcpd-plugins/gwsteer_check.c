@@ -73,11 +73,13 @@ static void print_json(char const *path, struct gwsteer_config const *c)
                "\"fail_after\":%u,\"recover_after\":%u,\"hold_ms\":%u,"
                "\"ewma_alpha\":%.17g,\"prefer_best\":%s,"
                "\"switch_margin\":%.17g,\"max_subflows\":%u,"
-               "\"subflow_timeout_ms\":%u,\"announce\":[",
+               "\"subflow_timeout_ms\":%u,\"stall_ms\":%u,"
+               "\"stall_remove\":%s,\"announce\":[",
                c->probe_interval_ms, c->probe_timeout_ms, c->fail_after,
                c->recover_after, c->hold_ms, c->ewma_alpha,
                c->prefer_best ? "true" : "false", c->switch_margin,
-               c->max_subflows, c->subflow_timeout_ms);
+               c->max_subflows, c->subflow_timeout_ms, c->stall_ms,
+               c->stall_remove ? "true" : "false");
 
         for (struct l_queue_entry const *e = l_queue_get_entries(c->announce);
              e;

@@ -53,6 +53,8 @@ GWSTEER_DEFAULT(prefer_best, bool, "false", "if true only the best gateway (AvMe
 GWSTEER_DEFAULT(switch_margin, double, "0.2", "a challenger must beat the current best AvMet score by this much") \
 GWSTEER_DEFAULT(max_subflows, uint, "8", "subflows per connection, the initial one included (client: opened, preferred gateways first; proxy: kept, later joins closed)") \
 GWSTEER_DEFAULT(subflow_timeout_ms, uint, "3000", "a requested subflow not up by then is retried and triggers a probe") \
+GWSTEER_DEFAULT(stall_ms, uint, "0", "client: a subflow with data unacknowledged this long (and 2 RTTs) gets no new data (backup flag) until acknowledged again; 0: off") \
+GWSTEER_DEFAULT(stall_remove, bool, "false", "client: remove a stalled subflow instead (the kernel re-sends the connection's unacknowledged data at once): an earlier detection than fail_after probes") \
 GWSTEER_DEFAULT(announce, addrlist, "", "proxy: extra local addresses announced with ADD_ADDR on every connection") \
 GWSTEER_DEFAULT(route_table_base, uint, "1000", "routing helper: gateway k (file order, from 0) gets routing table base+k") \
 GWSTEER_DEFAULT(rule_priority, uint, "1000", "routing helper: priority of the from-source rules (before main at 32766)")

@@ -11,8 +11,9 @@
  * "tcp-ulp-mptcp flags:... token:...").  The dump is synchronous and
  * bounded by the number of TCP sockets in the namespace; gwsteer
  * asks for it at start-up (connections that outlived an mptcpd
- * restart) and after backup flag changes (the kernel sends no event
- * for a local priority change).
+ * restart), after backup flag changes (the kernel sends no event
+ * for a local priority change) and, with stall_ms, every 20 ms for
+ * the subflows' ACK progress (tcp_info, which the dump carries).
  *
  * The second question, which local addresses (and address ids) a
  * connection's userspace path manager already holds, is a generic
@@ -22,6 +23,7 @@
  */
 
 #include <errno.h>
+#include <stddef.h>
 #include <linux/genetlink.h>
 #include <linux/inet_diag.h>
 #include <linux/mptcp.h>
@@ -135,6 +137,31 @@ static bool parse_ulp(struct nlattr const *ulp, struct kernel_subflow *sf)
 }
 
 /**
+ * @brief Note the TCP state gwsteer watches from a tcp_info attribute.
+ *
+ * The kernel sends as much of struct tcp_info as it has; an older or
+ * newer layout is fine as long as it reaches the fields read here.
+ */
+static void parse_tcp_info(struct nlattr const *a, struct kernel_subflow *sf)
+{
+        struct tcp_info info;
+        size_t const dlen = a->nla_len - NLA_HDRLEN;
+        size_t const need = offsetof(struct tcp_info, tcpi_rttvar);
+
+        if (dlen < need)
+                return;
+
+        memset(&info, 0, sizeof(info));
+        memcpy(&info, (char const *) a + NLA_HDRLEN,
+               dlen < sizeof(info) ? dlen : sizeof(info));
+
+        sf->has_tcp_info = true;
+        sf->unacked = info.tcpi_unacked;
+        sf->last_ack_ms = info.tcpi_last_ack_recv;
+        sf->rtt_us = info.tcpi_rtt;
+}
+
+/**
  * @brief Fill the socket addresses of @a sf from the diag message.
  */
 static void fill_addrs(struct inet_diag_msg const *m,
@@ -180,16 +207,20 @@ static void handle_msg(struct nlmsghdr const *nlh,
         size_t left = nlh->nlmsg_len
                 - NLMSG_LENGTH(sizeof(struct inet_diag_msg));
         struct kernel_subflow sf = { 0 };
+        bool mptcp = false;
 
         for (struct nlattr const *a = (struct nlattr const *) (m + 1);
              a != NULL && attr_ok(a, left);
              a = next_attr(a, &left))
-                if ((a->nla_type & NLA_TYPE_MASK) == INET_DIAG_ULP_INFO
-                    && parse_ulp(a, &sf)) {
-                        fill_addrs(m, &sf);
-                        cb(&sf, user_data);
-                        return;
-                }
+                if ((a->nla_type & NLA_TYPE_MASK) == INET_DIAG_ULP_INFO)
+                        mptcp = mptcp || parse_ulp(a, &sf);
+                else if ((a->nla_type & NLA_TYPE_MASK) == INET_DIAG_INFO)
+                        parse_tcp_info(a, &sf);
+
+        if (mptcp) {
+                fill_addrs(m, &sf);
+                cb(&sf, user_data);
+        }
 }
 
 /**

@@ -42,6 +42,18 @@ struct kernel_subflow
 
         /// Local MPTCP address id.
         uint8_t local_id;
+
+        /// Whether the kernel sent tcp_info (the three fields below).
+        bool has_tcp_info;
+
+        /// Segments sent and not yet acknowledged (tcpi_unacked).
+        uint32_t unacked;
+
+        /// Milliseconds since the last ACK arrived (tcpi_last_ack_recv).
+        uint32_t last_ack_ms;
+
+        /// Smoothed round-trip time, microseconds (tcpi_rtt).
+        uint32_t rtt_us;
 };
 
 /**

@@ -46,6 +46,13 @@ kernel. Run as root, with mptcpd-plugins built (``make -C mptcpd-plugins``).
     python3 -m braid_eval.exp_failover                     # quick: one 2 s outage, 1 run
     python3 -m braid_eval.exp_failover --full --out out/e3 # outages 0.5-10 s, 5 runs
     python3 -m braid_eval.exp_failover --replot --out out/e3
+    python3 -m braid_eval.exp_failover --outages 1 2 5 --runs 3 \
+        --modes gwsteer gwsteer+stall_ms=100+stall_remove=true kernel   # a gwsteer variant beside both
+
+A gwsteer variant (``gwsteer+key=value...``, extra [gwsteer] settings) gets
+its own column and median; the headline target stays plain gwsteer against
+the in-kernel PM. ``--client-sysctl KEY=VALUE`` sets a sysctl in the
+client's namespace for every mode and the calibration.
 """
 
 from __future__ import annotations
@@ -82,6 +89,9 @@ from netlab import Lab, start_mptcpd, stop_process  # noqa: E402
 from topology import PORT, Topo, onlink, onlink_gateways  # noqa: E402
 
 MODES = ("gwsteer", "kernel")
+#: A gwsteer variant is "gwsteer+key=value[+key=value...]": extra [gwsteer]
+#: settings (e.g. "gwsteer+stall_ms=0"), reported in its own column.
+VARIANT_SEP = "+"
 T_CUT = 3.0
 #: Detection, the same count for both managers (see the docstring). The probe
 #: interval, time-out and hold_ms are topology.py's test settings.
@@ -149,16 +159,29 @@ def _wait_gateways_up(status: Path, timeout: float = 5.0) -> None:
     raise RuntimeError(f"gwsteer did not report every gateway up within {timeout:g} s ({status})")
 
 
-def setup(lab: Lab, tmp: Path, mbit: int, mode: str) -> Topo:
+def gwsteer_settings(mode: str) -> str:
+    """The extra [gwsteer] lines of a gwsteer mode or variant ("" for plain gwsteer)."""
+    name, *extras = mode.split(VARIANT_SEP)
+    if name != "gwsteer" or any(e.count("=") != 1 or not e.split("=")[0] for e in extras):
+        raise ValueError(f"mode: {mode!r} is not gwsteer, gwsteer+key=value..., kernel or none")
+    return "".join(f"{k} = {v}\n" for k, v in (e.split("=") for e in extras))
+
+
+def setup(lab: Lab, tmp: Path, mbit: int, mode: str,
+          sysctls: tuple[tuple[str, str], ...] = ()) -> Topo:
     """The two-gateway topology with ``mode``'s path manager on the client
-    (``none``: no second subflow, for the calibration)."""
+    (``none``: no second subflow, for the calibration); ``sysctls`` are set
+    in the client's namespace whatever the mode."""
     topo = onlink(lab, tmp, shape_mbit=mbit)
+    extra = "" if mode in ("kernel", "none") else gwsteer_settings(mode)
     topo.write_config(onlink_gateways(topo),
-                      extra=f"fail_after = {FAIL_AFTER}\nrecover_after = {RECOVER_AFTER}\n")
+                      extra=f"fail_after = {FAIL_AFTER}\nrecover_after = {RECOVER_AFTER}\n{extra}")
     topo.route("install")
     topo.srv.sysctl("net.mptcp.pm_type", "0")
     topo.srv.run(["ip", "mptcp", "limits", "set", "subflows", "8", "add_addr_accepted", "8"])
-    if mode == "gwsteer":
+    for key, value in sysctls:
+        topo.cli.sysctl(key, value)
+    if mode.startswith("gwsteer"):
         start_mptcpd(topo.cli, topo.config, tmp / "client.log")
         _wait_gateways_up(tmp / "gateways.json")
     elif mode == "kernel":
@@ -168,7 +191,7 @@ def setup(lab: Lab, tmp: Path, mbit: int, mode: str) -> Topo:
         for k, dev in ((1, "e1"), (2, "e2")):
             topo.cli.run(["ip", "mptcp", "endpoint", "add", f"10.1.{k}.2", "dev", dev, "subflow"])
     elif mode != "none":
-        raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}, none")
+        raise ValueError(f"mode: {mode!r} is not gwsteer, gwsteer+key=value..., kernel or none")
     return topo
 
 
@@ -205,14 +228,14 @@ class Captures:
         return {dev: list(read_tcp_packets(path)) for dev, path in self.paths.items()}
 
 
-def calibrate(mbit: int, seconds: float = 4.0) -> float:
+def calibrate(mbit: int, seconds: float = 4.0, sysctls: tuple[tuple[str, str], ...] = ()) -> float:
     """The surviving capacity C in bytes/s: in-order delivery of one MPTCP
     transfer through gw2 alone (one subflow), from its capture, skipping
     the first second (slow start) and the last half."""
     with TemporaryDirectory() as d, Lab() as lab:
         tmp = Path(d)
         tmp.chmod(0o755)
-        topo = setup(lab, tmp, mbit, "none")
+        topo = setup(lab, tmp, mbit, "none", sysctls)
         caps = Captures(topo, tmp, ("g2",))
         server = topo.server(timeout=seconds + 30)
         client = topo.client(10**11, source="10.1.2.2", seconds=seconds)
@@ -239,12 +262,13 @@ class Cycle:
     received: int
 
 
-def capture_cycle(mode: str, mbit: int, outage: float, after: float) -> Cycle:
+def capture_cycle(mode: str, mbit: int, outage: float, after: float,
+                  sysctls: tuple[tuple[str, str], ...] = ()) -> Cycle:
     """One upload under ``mode`` with gw1 cut at T_CUT for ``outage`` s."""
     with TemporaryDirectory() as d, Lab() as lab:
         tmp = Path(d)
         tmp.chmod(0o755)
-        topo = setup(lab, tmp, mbit, mode)
+        topo = setup(lab, tmp, mbit, mode, sysctls)
         caps = Captures(topo, tmp)
         total = T_CUT + outage + after
         server = topo.server(timeout=total + 60)
@@ -252,7 +276,7 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float) -> Cycle:
         time.sleep(T_CUT)
         topo.cut("gw1")
         cut = time.time()
-        status = tmp / "gateways.json" if mode == "gwsteer" else None
+        status = tmp / "gateways.json" if mode.startswith("gwsteer") else None
         seen: dict[str, float] = {}
         _watch_gw1(status, cut + outage, seen)
         topo.restore("gw1")
@@ -271,9 +295,10 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float) -> Cycle:
 
 
 def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
-             index: int = 0) -> Run:
+             index: int = 0, sysctls: tuple[tuple[str, str], ...] = ()) -> Run:
     """One cut/restore cycle under ``mode``; its metrics (module docstring)."""
-    return measure_cycle(mode, outage, index, capture_cycle(mode, mbit, outage, after), capacity)
+    return measure_cycle(mode, outage, index,
+                         capture_cycle(mode, mbit, outage, after, sysctls), capacity)
 
 
 def measure_cycle(mode: str, outage: float, index: int, c: Cycle, capacity: float) -> Run:
@@ -332,17 +357,18 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
 
 
 def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
-          capacity: float) -> list[Run]:
-    """Every outage x run x mode, interleaving the modes so load drifts hit both."""
+          capacity: float, modes: tuple[str, ...] = MODES,
+          sysctls: tuple[tuple[str, str], ...] = ()) -> list[Run]:
+    """Every outage x run x mode, interleaving the modes so load drifts hit all."""
     results: list[Run] = []
-    total = len(outages) * runs * len(MODES)
+    total = len(outages) * runs * len(modes)
     for outage in outages:
         for i in range(runs):
-            for mode in MODES:
+            for mode in modes:
                 t0 = time.monotonic()
-                r = run_once(mode, mbit, capacity, outage, after, i)
+                r = run_once(mode, mbit, capacity, outage, after, i, sysctls)
                 results.append(r)
-                print(f"e3 [{len(results)}/{total}] outage {outage:g} s run {i + 1} {mode:7} "
+                print(f"e3 [{len(results)}/{total}] outage {outage:g} s run {i + 1} {mode} "
                       f"detect {_s(r.detect_s)}, t90 {_s(r.t90_s)}, gw1 up {_s(r.gw_up_s)}, "
                       f"first gw1 {_s(r.first_gw1_s)}, gw1>=25% {_s(r.reuse_s)}, "
                       f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB, "
@@ -368,12 +394,22 @@ def cell(values: list[float | None]) -> str:
     return text + (f", {missing} of {len(values)} -" if missing else "")
 
 
+def modes_of(runs: list[Run]) -> list[str]:
+    """The modes in ``runs``: gwsteer and the in-kernel PM first, then variants."""
+    seen = list(dict.fromkeys(r.mode for r in runs))
+    return [m for m in MODES if m in seen] + [m for m in seen if m not in MODES]
+
+
+def _label(mode: str) -> str:
+    return "in-kernel PM" if mode == "kernel" else mode
+
+
 def headline(runs: list[Run]) -> dict[str, object]:
     """The issue's target on the full sweep: median t90 over every outage of
     at least 1 s, per mode; met if gwsteer's is <= 1 s and below the kernel's."""
     med: dict[str, float | None] = {}
     reached: dict[str, str] = {}
-    for mode in MODES:
+    for mode in modes_of(runs):
         vals = [r.t90_s for r in runs if r.mode == mode and r.outage_s >= 1.0]
         got = [v for v in vals if v is not None]
         # A run that never reached 90 % within the outage counts as the whole outage.
@@ -382,7 +418,7 @@ def headline(runs: list[Run]) -> dict[str, object]:
                                   strict=True)]
         med[mode] = statistics.median(filled) if filled else None
         reached[mode] = f"{len(got)} of {len(vals)}"
-    g, k = med["gwsteer"], med["kernel"]
+    g, k = med.get("gwsteer"), med.get("kernel")
     met = g is not None and g <= 1.0 and (k is None or g < k)
     return {"median_t90_s": med, "reached": reached, "target_met": met,
             "byte_exact": all(r.byte_exact and r.capture_matches for r in runs)}
@@ -393,6 +429,7 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
     head = headline(runs)
     med, reached = head["median_t90_s"], head["reached"]
     assert isinstance(med, dict) and isinstance(reached, dict)
+    modes = modes_of(runs)
     lines = ["# E3: failover, gwsteer vs the in-kernel path manager", "",
              f"Host kernel {params['kernel']} (MPTCP, tbf, nftables; gwsteer does not depend on "
              f"braid's kernel), braid {params['braid']}, {params['mode']} mode, {params['runs']} "
@@ -403,16 +440,24 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
              f"{PROBE_TIMEOUT_MS} ms time-out, recover_after {RECOVER_AFTER}, hold_ms {HOLD_MS}; "
              f"kernel: net.mptcp.stale_loss_cnt {FAIL_AFTER}).", "",
              "Median (min-max) seconds over the runs; \"-\": not reached (t90: within the outage).",
-             "", "| outage | metric | gwsteer | in-kernel PM |", "|---|---|---|---|"]
+             "", "| outage | metric | " + " | ".join(_label(m) for m in modes) + " |",
+             "|---|---|" + "---|" * len(modes)]
     for outage in outages:
-        for key, label in METRICS:
-            cells = ["n/a" if m != "gwsteer" and key in GWSTEER_ONLY else
-                     cell([getattr(r, key) for r in runs if r.mode == m and r.outage_s == outage])
-                     for m in MODES]
-            lines.append(f"| {outage:g} s | {label} | {cells[0]} | {cells[1]} |")
-    pre = {m: statistics.median([r.pre_cut_mbit for r in runs if r.mode == m] or [0.0]) for m in MODES}
-    lines += ["", f"In-order delivery in the 2 s before the cut (both gateways), median: gwsteer "
-              f"{pre['gwsteer']:.1f}, in-kernel PM {pre['kernel']:.1f} Mbit/s."]
+        for key, label in (*METRICS, ("dup_mb", "copies via gw2, MB")):
+            cells = ["n/a" if not m.startswith("gwsteer") and key in GWSTEER_ONLY else
+                     cell([(r.dup_bytes / 1e6 if r.dup_bytes >= 0 else None) if key == "dup_mb"
+                           else getattr(r, key) for r in runs if r.mode == m and r.outage_s == outage])
+                     for m in modes]
+            lines.append(f"| {outage:g} s | {label} | " + " | ".join(cells) + " |")
+    pre = {m: statistics.median([r.pre_cut_mbit for r in runs if r.mode == m] or [0.0]) for m in modes}
+    lines += ["", "In-order delivery in the 2 s before the cut (both gateways), median: "
+              + ", ".join(f"{_label(m)} {pre[m]:.1f}" for m in modes) + " Mbit/s."]
+    if params.get("client_sysctls"):
+        lines += ["", f"Client namespace sysctls (every mode): {params['client_sysctls']}."]
+    variants = [m for m in modes if m not in MODES]
+    if variants:
+        lines += ["", "Median t90 over outages >= 1 s of the gwsteer variants (same definition): "
+                  + ", ".join(f"{m} {_s(med.get(m))} ({reached.get(m)} reached)" for m in variants) + "."]
     g, k = med.get("gwsteer"), med.get("kernel")
     lines += ["", "Definitions (per packet, server-side captures): t90 = earliest r after the cut "
               "from which the in-order delivered bytes D satisfy D(t2) - D(t1) >= 0.9 C (t2 - t1) - "
@@ -422,7 +467,7 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
               f"Target (issue 18): gwsteer's median t90 <= 1 s and below the in-kernel PM's, over "
               f"outages >= 1 s (a run not reaching 90 % counts as the whole outage): gwsteer "
               f"{_s(g)}, in-kernel PM {_s(k)} (90 % reached within the outage in "
-              f"{reached['gwsteer']} and {reached['kernel']} runs) -> "
+              f"{reached.get('gwsteer', '-')} and {reached.get('kernel', '-')} runs) -> "
               f"**{'met' if head['target_met'] else 'not met'}**. All transfers byte-exact and "
               f"matching the captures: {head['byte_exact']}.", "",
               "## Published counterpart (kept apart)", "",
@@ -443,7 +488,7 @@ def plot(runs: list[Run], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     outages = sorted({r.outage_s for r in runs})
     for (key, label), ax in zip((METRICS[1], METRICS[3]), axes, strict=True):
-        for mode, marker in zip(MODES, ("o", "s"), strict=True):
+        for mode, marker in zip(modes_of(runs), "osd^v<>", strict=False):
             xs, ys, lo, hi = [], [], [], []
             for o in outages:
                 got = [v for r in runs if r.mode == mode and r.outage_s == o
@@ -454,7 +499,7 @@ def plot(runs: list[Run], path: Path) -> None:
                     ys.append(m)
                     lo.append(m - min(got))
                     hi.append(max(got) - m)
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker=marker, capsize=3, label=mode)
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker=marker, capsize=3, label=_label(mode))
         ax.set_xscale("log")
         ax.set_xlabel("outage (s)")
         ax.set_ylabel("seconds (median, min-max)")
@@ -495,6 +540,12 @@ def main() -> int:
     p.add_argument("--runs", type=int, help="runs per outage and path manager (quick 1, full 5)")
     p.add_argument("--mbit", type=int, default=20, help="tbf rate of each gateway path (default 20)")
     p.add_argument("--after", type=float, help="seconds of transfer after the restore (quick 4, full 8)")
+    p.add_argument("--modes", nargs="+", default=list(MODES),
+                   help="path managers, interleaved per run: gwsteer, kernel, and gwsteer variants "
+                        "gwsteer+key=value[+key=value] with extra [gwsteer] settings "
+                        "(default: gwsteer kernel)")
+    p.add_argument("--client-sysctl", action="append", default=[], metavar="KEY=VALUE",
+                   help="a sysctl set in the client's namespace for every mode and the calibration")
     p.add_argument("--out", type=Path, default=Path("out/e3"))
     p.add_argument("--replot", action="store_true",
                    help="only redo the report and plot from OUT/e3.json (no root needed)")
@@ -509,22 +560,33 @@ def main() -> int:
     after = args.after or (8.0 if args.full else 4.0)
     if any(o <= 0 for o in outages):
         p.error("--outages: each must be > 0 seconds")
+    modes = tuple(dict.fromkeys(args.modes))
+    try:
+        for m in modes:
+            if m != "kernel":
+                gwsteer_settings(m)
+    except ValueError as err:
+        p.error(f"--modes: {err}")
+    if any(kv.count("=") != 1 for kv in args.client_sysctl):
+        p.error("--client-sysctl: KEY=VALUE")
+    sysctls = tuple((k, v) for k, v in (kv.split("=") for kv in args.client_sysctl))
     if runs < 1 or args.mbit < 1 or after < 1:
         p.error("--runs and --mbit must be >= 1, --after >= 1 s")
     if missing := missing_prerequisite():
         print(f"e3: {missing}", file=sys.stderr)
         return 2
-    capacity = calibrate(args.mbit)
+    capacity = calibrate(args.mbit, sysctls=sysctls)
     print(f"e3: surviving capacity (gw2 alone) {capacity * 8 / 1e6:.1f} Mbit/s", flush=True)
     params: dict[str, object] = {
         "mode": "full" if args.full else "quick", "outages": outages, "runs": runs,
+        "modes": modes, "client_sysctls": dict(sysctls),
         "mbit": args.mbit, "after_s": after, "t_cut_s": T_CUT, "capacity_mbit": capacity * 8 / 1e6,
         "fail_after": FAIL_AFTER, "recover_after": RECOVER_AFTER,
         "probe_interval_ms": PROBE_INTERVAL_MS, "probe_timeout_ms": PROBE_TIMEOUT_MS,
         "hold_ms": HOLD_MS, "stale_loss_cnt": FAIL_AFTER, "recover_share": RECOVER_SHARE,
         "reuse_share": REUSE_SHARE, "reuse_for_s": REUSE_FOR_S, "slack_bytes": SLACK_PACKETS * MSS, "hold_s": HOLD_S,
         **provenance()}
-    results = sweep(outages, runs, args.mbit, after, capacity)
+    results = sweep(outages, runs, args.mbit, after, capacity, modes, sysctls)
     text = write(args.out, results, params)
     print("\n" + text)
     return 0 if all(r.byte_exact and r.capture_matches for r in results) else 1

@@ -213,6 +213,37 @@ def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
     print(f"gw1 subflow removed {removed_after:.2f}s after cut, back {back_after:.2f}s after restore")
 
 
+def test_stalled_gateway_flagged_backup_before_it_is_declared_down(lab: Lab, tmp: Path) -> None:
+    """stall_ms: when gw1 stops forwarding under a bulk upload, the kernel carries the
+    backup flag on its subflow (the scheduler queues no new data there) within
+    stall_ms and a few polls, while gwsteer still shows gw1 up (fail_after 8 probes
+    take >= 1.1 s); gw1 is then declared down and removed as before, and the same
+    connection finishes byte-exact."""
+    topo = onlink(lab, tmp, shape_mbit=12)
+    topo.write_config(onlink_gateways(topo), extra="fail_after = 8\nstall_ms = 100")
+    topo.route("install")
+    topo.start_pm()
+    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    server = topo.server()
+    client = topo.client(int(12_000_000 * TIME_SCALE), rate=2_000_000)
+    wait_for(lambda: all(len(v) == 1 for v in _by_gateway(topo).values()), 5, what="both subflows")
+    time.sleep(1)
+    assert not any(sf.backup for v in _by_gateway(topo).values() for sf in v), "no flag while both ack"
+    topo.cut("gw1")
+    cut = time.monotonic()
+    wait_for(lambda: any(sf.backup for sf in _by_gateway(topo)["gw1"]), 1.0 * TIME_SCALE, step=0.02,
+             what="backup flag on gw1's stalled subflow")
+    flagged_after = time.monotonic() - cut
+    assert _status(topo)["gw1"]["up"], "flagged by the stall watch, not by detection"
+    assert not any(sf.backup for sf in _by_gateway(topo)["gw2"]), "gw2 still carries data"
+    wait_for(lambda: _per_source(topo)["gw1"] == 0, 5, what="gw1 subflow removed after detection")
+    removed_after = time.monotonic() - cut
+    assert removed_after > flagged_after
+    topo.restore("gw1")
+    _finish(topo, client, server)
+    print(f"gw1 flagged backup {flagged_after:.2f}s after the cut, removed {removed_after:.2f}s")
+
+
 def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     topo = onlink(lab, tmp, gateways=3)
     topo.write_config(onlink_gateways(topo))

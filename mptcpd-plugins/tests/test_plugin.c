@@ -374,10 +374,17 @@ static struct kernel_subflow kernel[16];
 /// Number of entries in @c kernel.
 static size_t nkernel;
 
+/// Per entry: time of its last ACK (monotonic us), or 0: last_ack_ms as set.
+static uint64_t kernel_ack_at_us[16];
+
 int kernel_subflows_walk(kernel_subflow_cb cb, void *user_data)
 {
-        for (size_t i = 0; i < nkernel; ++i)
+        for (size_t i = 0; i < nkernel; ++i) {
+                if (kernel_ack_at_us[i] != 0)
+                        kernel[i].last_ack_ms = (uint32_t)
+                                ((l_time_now() - kernel_ack_at_us[i]) / 1000);
                 cb(&kernel[i], user_data);
+        }
 
         return 0;
 }
@@ -498,6 +505,7 @@ static void stop(void)
         _mptcpd_plugin.exit(PM);
         nkernel = 0;
         nkaddrs = 0;
+        memset(kernel_ack_at_us, 0, sizeof(kernel_ack_at_us));
 }
 
 /**
@@ -854,6 +862,152 @@ static void test_proxy_pickup_reannounces(void)
         stop();
 }
 
+/**
+ * @brief Backup flag requests with value @a flag for subflows from @a local.
+ */
+static unsigned int backup_requests(char const *local, bool flag,
+                                    size_t from)
+{
+        unsigned int n = 0;
+
+        for (size_t i = from; i < ncmds; ++i)
+                n += cmds[i].kind == CMD_SET_BACKUP && cmds[i].flag == flag
+                        && strcmp(cmds[i].local, local) == 0;
+
+        return n;
+}
+
+/**
+ * @brief The kernel shows subflow @a i of @a token from @a local:@a port.
+ */
+static void kernel_subflow(size_t i, uint32_t token, char const *local,
+                           unsigned int port, uint32_t flags)
+{
+        kernel[i] = (struct kernel_subflow) {
+                .token = token, .flags = flags, .has_tcp_info = true,
+                .unacked = 10, .rtt_us = 1000,
+        };
+        memcpy(&kernel[i].laddr, sa(local, port), sizeof(struct sockaddr_in));
+        memcpy(&kernel[i].raddr, sa("10.99.0.1", 5201),
+               sizeof(struct sockaddr_in));
+        kernel_ack_at_us[i] = 0;
+        if (i >= nkernel)
+                nkernel = i + 1;
+}
+
+/**
+ * @brief stall_ms: a subflow with data outstanding and no ACK gets the
+ *        backup flag (no new data) while another one flows, and loses it
+ *        when ACKs come again; it is not removed (its gateway still
+ *        answers probes).
+ */
+static void test_stalled_subflow_backup(void)
+{
+        CHECK(start(FAST "stall_ms = 60\n" GW12));
+        connect_client(12, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(12, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+        kernel_subflow(0, 12, "10.1.1.2", 40000, F_MCAP_LOC);
+        kernel_subflow(1, 12, "10.1.2.2", 40001, F_JOIN_LOC);
+
+        // Both acknowledge as they send: nothing happens.
+        run_for(150);
+        CHECK(backup_requests("10.1.1.2", true, 0) == 0);
+        CHECK(backup_requests("10.1.2.2", true, 0) == 0);
+
+        // gw1 goes silent: not before stall_ms, soon after it.
+        size_t mark = ncmds;
+        uint64_t const silent = l_time_now();
+        kernel_ack_at_us[0] = silent;
+        run_for(40);
+        CHECK(backup_requests("10.1.1.2", true, mark) == 0);
+        run_for(80);
+        CHECK(backup_requests("10.1.1.2", true, mark) >= 1);
+        CHECK(backup_requests("10.1.2.2", true, mark) == 0);
+        for (size_t i = mark; i < ncmds; ++i)
+                if (cmds[i].kind == CMD_SET_BACKUP && cmds[i].flag)
+                        CHECK(cmds[i].at_ms
+                              >= (int64_t) (silent - t0_us) / 1000 + 60);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") == 0);
+
+        // The kernel holds the flag; ACKs come again: flag cleared.
+        kernel[0].flags |= F_BKUP_LOC;
+        kernel_ack_at_us[0] = 0;
+        kernel[0].last_ack_ms = 0;
+        mark = ncmds;
+        run_for(100);
+        CHECK(backup_requests("10.1.1.2", false, mark) >= 1);
+        kernel[0].flags &= ~F_BKUP_LOC;
+
+        // Both silent: neither is flagged (the scheduler needs one).
+        run_for(60);
+        mark = ncmds;
+        kernel_ack_at_us[0] = kernel_ack_at_us[1] = l_time_now();
+        run_for(150);
+        CHECK(backup_requests("10.1.1.2", true, mark) == 0);
+        CHECK(backup_requests("10.1.2.2", true, mark) == 0);
+
+        // Idle for long, then one send acknowledged within stall_ms:
+        // the old last ACK does not count, only what the polls saw.
+        kernel_ack_at_us[0] = kernel_ack_at_us[1] = 0;
+        kernel[1].last_ack_ms = 0;
+        kernel[0].unacked = 0;
+        run_for(60);
+        mark = ncmds;
+        kernel[0].unacked = 1;
+        kernel[0].last_ack_ms = 5000;
+        run_for(40);
+        kernel[0].unacked = 0;
+        run_for(100);
+        CHECK(backup_requests("10.1.1.2", true, mark) == 0);
+
+        // Two RTTs count when longer than stall_ms (RTT 100 ms: 200 ms).
+        kernel[0].unacked = 10;
+        kernel[0].rtt_us = 100000;
+        mark = ncmds;
+        kernel_ack_at_us[0] = l_time_now();
+        run_for(140);
+        CHECK(backup_requests("10.1.1.2", true, mark) == 0);
+        run_for(200);
+        CHECK(backup_requests("10.1.1.2", true, mark) >= 1);
+        stop();
+
+        // stall_remove: the stalled subflow is removed, not flagged.
+        CHECK(start(FAST "stall_ms = 60\nstall_remove = true\n" GW12));
+        connect_client(14, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(14, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+        kernel_subflow(0, 14, "10.1.1.2", 40000, F_MCAP_LOC);
+        kernel_subflow(1, 14, "10.1.2.2", 40001, F_JOIN_LOC);
+        run_for(100);
+        CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 0);
+        uint64_t const quiet = l_time_now();
+        kernel_ack_at_us[0] = quiet;
+        run_for(40);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") == 0);
+        run_for(80);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") >= 1);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == 0);
+        CHECK(backup_requests("10.1.1.2", true, 0) == 0);
+        for (size_t i = 0; i < ncmds; ++i)
+                if (cmds[i].kind == CMD_REMOVE_SUBFLOW)
+                        CHECK(cmds[i].at_ms
+                              >= (int64_t) (quiet - t0_us) / 1000 + 60);
+        stop();
+
+        // stall_ms 0 (the default): no stall watch at all.
+        CHECK(start(FAST GW12));
+        connect_client(13, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(13, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+        kernel_subflow(0, 13, "10.1.1.2", 40000, F_MCAP_LOC);
+        kernel_subflow(1, 13, "10.1.2.2", 40001, F_JOIN_LOC);
+        kernel_ack_at_us[0] = l_time_now();
+        run_for(200);
+        CHECK(backup_requests("10.1.1.2", true, 0) == 0);
+        stop();
+}
+
 int main(void)
 {
         l_log_set_stderr();
@@ -870,6 +1024,7 @@ int main(void)
         test_announce_listener_references();
         test_pickup_at_start();
         test_proxy_pickup_reannounces();
+        test_stalled_subflow_backup();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)
