@@ -46,6 +46,7 @@ PACKAGES = (
     "openvpn",
     "easy-rsa",
     "iptables",
+    "mptcpize",
 )
 # debootstrap of this list takes 2-4 minutes here; a stuck mirror must not hang CI.
 DEBOOTSTRAP_TIMEOUT_S = 900

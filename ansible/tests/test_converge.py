@@ -34,6 +34,19 @@ GATEWAYS = [
     {"id": "lte", "source": "10.1.2.2", "hops": ["10.1.2.1"], "backup": True},
 ]
 PROXY_ADDRESS = "198.51.100.7"
+# Tor mode: the bridge's braid key (in the inventory for both ends, as from
+# a vault) and its identity fingerprint (the client's inventory).
+TOR_KEY = "5eed" * 16
+TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
+TOR_LINE = f"braid {PROXY_ADDRESS}:4433 {TOR_FPR} key={TOR_KEY}"
+OPENVPN = {
+    "client_name": "box1",
+    "gateways": {"dsl": {"source": "10.1.1.2", "wan": "10.1.1.0/24"},
+                 "lte": {"source": "10.1.2.2", "wan": "10.1.2.0/24"}},
+    "per_gateway": {"tunnels": [{"gateway": "dsl", "subnet": "10.200.1.0/30", "port": 1195},
+                                {"gateway": "lte", "subnet": "10.200.2.0/30", "port": 1196}]},
+    "full_tunnel": {"subnet": "10.201.0.0/30", "port": 1194, "lan": ["10.50.0.0/24"], "nat_out": "eth0"},
+}
 
 
 @dataclass
@@ -58,11 +71,13 @@ def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.Te
         inventory = write_inventory(
             base / "inventory.yml",
             {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
-                                 braid_mptcp_scheduler="hywf")},
+                                 braid_mptcp_scheduler="hywf", braid_tor_bridge_fingerprint=TOR_FPR)},
             {"relay": chroot_host(proxy, braid_firewall_nat_sources=["10.8.0.0/24"],
                                   braid_firewall_ssh_sources=["192.0.2.0/24"])},
             {"braid_start_services": False, "braid_artifacts_dir": str(artifacts),
-             "braid_proxy_address": PROXY_ADDRESS},
+             "braid_proxy_address": PROXY_ADDRESS,
+             "braid_tor_enabled": True, "braid_tor_bridge_key": TOR_KEY,
+             "braid_openvpn_enabled": True, "braid_openvpn_settings": OPENVPN},
         )
         first = run_playbook("site.yml", inventory)
         assert first.ok, first.output[-6000:]

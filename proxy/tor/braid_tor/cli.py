@@ -184,9 +184,10 @@ def client_status(c: Any, bridge: BridgeLine | None = None) -> str:
 def read_bridge_file(path: Path) -> str:
     """The bridge line from a file (its first line that is not blank or a
     ``#`` comment): keeps the bridge's key off the command line, where other
-    users could read it (systemd passes it with LoadCredential)."""
+    users could read it (systemd passes it with LoadCredential); ``-`` reads
+    standard input."""
     try:
-        text = path.read_text()
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
     except OSError as e:
         raise SettingsError(f"--bridge-file: cannot read {path}: {e.strerror}")
     for raw in text.splitlines():
@@ -343,7 +344,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--bridge",
                    help="bridge line: 'braid <addr:port> <fingerprint> key=<hex> [id=<id>]'")
     c.add_argument("--bridge-file", type=Path,
-                   help="read the bridge line from this file instead (keeps the key off the command line)")
+                   help="read the bridge line from this file instead, - for standard input "
+                        "(keeps the key off the command line)")
     c.add_argument("--socks-port", type=int, default=9050, help="tor's SOCKS port on 127.0.0.1 (default %(default)s)")
     c.add_argument("--control-port", type=int, default=9051, help="tor's control port (default %(default)s)")
     c.add_argument("--status-interval", type=float, default=10,

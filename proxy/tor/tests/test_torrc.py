@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import socket
 import struct
@@ -147,7 +148,7 @@ def test_cli_refuses_missing_tor(pt: Path, tmp_path: Path, capsys: pytest.Captur
 
 
 def test_bridge_file_keeps_the_key_off_the_command_line(
-        pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """--bridge-file (how the Ansible role's unit passes the line) reads the
     first non-comment line; exactly one of --bridge and --bridge-file."""
     line = tmp_path / "bridge"
@@ -163,6 +164,9 @@ def test_bridge_file_keeps_the_key_off_the_command_line(
     ):
         assert main([*base, *args]) == 2
         assert message in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO(GOOD + "\n"))
+    assert main([*base, "--bridge-file", "-", "--tor", "no-such-tor"]) == 2  # the line was read and accepted
+    assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
     line.write_text(f"braid 10.0.0.1:4433 {FPR}\n")
     assert main([*base, "--bridge-file", str(line)]) == 2
     assert "bridge line has no key= argument" in capsys.readouterr().err
