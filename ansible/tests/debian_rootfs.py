@@ -40,6 +40,13 @@ PACKAGES = (
     "nftables",
     "iproute2",
     "procps",
+    # Tor mode (braid_tor) and braid-openvpn (braid_openvpn)
+    "tor",
+    "python3-stem",
+    "openvpn",
+    "easy-rsa",
+    "iptables",
+    "mptcpize",
 )
 # debootstrap of this list takes 2-4 minutes here; a stuck mirror must not hang CI.
 DEBOOTSTRAP_TIMEOUT_S = 900

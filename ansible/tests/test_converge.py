@@ -34,6 +34,19 @@ GATEWAYS = [
     {"id": "lte", "source": "10.1.2.2", "hops": ["10.1.2.1"], "backup": True},
 ]
 PROXY_ADDRESS = "198.51.100.7"
+# Tor mode: the bridge's braid key (in the inventory for both ends, as from
+# a vault) and its identity fingerprint (the client's inventory).
+TOR_KEY = "5eed" * 16
+TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
+TOR_LINE = f"braid {PROXY_ADDRESS}:4433 {TOR_FPR} key={TOR_KEY}"
+OPENVPN = {
+    "client_name": "box1",
+    "gateways": {"dsl": {"source": "10.1.1.2", "wan": "10.1.1.0/24"},
+                 "lte": {"source": "10.1.2.2", "wan": "10.1.2.0/24"}},
+    "per_gateway": {"tunnels": [{"gateway": "dsl", "subnet": "10.200.1.0/30", "port": 1195},
+                                {"gateway": "lte", "subnet": "10.200.2.0/30", "port": 1196}]},
+    "full_tunnel": {"subnet": "10.201.0.0/30", "port": 1194, "lan": ["10.50.0.0/24"], "nat_out": "eth0"},
+}
 
 
 @dataclass
@@ -58,11 +71,13 @@ def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.Te
         inventory = write_inventory(
             base / "inventory.yml",
             {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
-                                 braid_mptcp_scheduler="hywf")},
+                                 braid_mptcp_scheduler="hywf", braid_tor_bridge_fingerprint=TOR_FPR)},
             {"relay": chroot_host(proxy, braid_firewall_nat_sources=["10.8.0.0/24"],
                                   braid_firewall_ssh_sources=["192.0.2.0/24"])},
             {"braid_start_services": False, "braid_artifacts_dir": str(artifacts),
-             "braid_proxy_address": PROXY_ADDRESS},
+             "braid_proxy_address": PROXY_ADDRESS,
+             "braid_tor_enabled": True, "braid_tor_bridge_key": TOR_KEY,
+             "braid_openvpn_enabled": True, "braid_openvpn_settings": OPENVPN},
         )
         first = run_playbook("site.yml", inventory)
         assert first.ok, first.output[-6000:]
@@ -124,8 +139,9 @@ def test_proxy_configs(converged: Converged) -> None:
 
 @pytest.mark.parametrize(("side", "units"), [
     ("client", ["braid-proxy-client.service", "mptcp.service", "braid-gwsteer-route.service",
-                "braid-firewall.service"]),
-    ("proxy", ["braid-proxy-server.service", "mptcp.service", "braid-firewall.service"]),
+                "braid-firewall.service", "braid-tor-client.service", "braid-openvpn@client.service"]),
+    ("proxy", ["braid-proxy-server.service", "mptcp.service", "braid-firewall.service",
+               "braid-tor-bridge.service", "braid-openvpn@proxy.service"]),
 ])
 def test_units_installed_enabled_and_verified(converged: Converged, side: str, units: list[str]) -> None:
     root = converged.client if side == "client" else converged.proxy
@@ -154,6 +170,8 @@ def test_units_are_hardened(converged: Converged) -> None:
     assert _exposure(converged.proxy, "braid-proxy-server.service") <= 2.0
     # mptcpd needs CAP_NET_ADMIN and CAP_NET_RAW; the drop-in must not make it worse than Debian's unit.
     assert _exposure(converged.client, "mptcp.service") <= 5.0
+    assert _exposure(converged.client, "braid-tor-client.service") <= 2.0
+    assert _exposure(converged.proxy, "braid-tor-bridge.service") <= 2.0
 
 
 def _sysctl_lines(path: Path) -> dict[str, str]:
@@ -248,3 +266,121 @@ def test_proxy_firewall_is_closed_by_default(converged: Converged) -> None:
         assert connect(other, "203.0.113.1", 8080) == "timeout"   # closed by default: dropped, not refused
         # gwsteer's health probes (ICMP echo) must pass.
         assert other.run(["ping", "-c", "1", "-W", "2", "203.0.113.1"], check=False).returncode == 0
+
+
+def _mode_owner(root: Path, rel: str) -> tuple[int, str]:
+    st = (root / rel).stat()
+    owner = in_root(root, "getent", "passwd", str(st.st_uid)).stdout.split(":")[0]
+    return st.st_mode & 0o777, owner
+
+
+def _exec_start(unit_file: Path) -> list[str]:
+    """The ExecStart= arguments of a unit braid's roles render (no quoting needed in the test's inventory)."""
+    line = next(x for x in unit_file.read_text().splitlines() if x.startswith("ExecStart="))
+    return line.removeprefix("ExecStart=").split()
+
+
+def test_tor_mode_files_and_secrets(converged: Converged) -> None:
+    """The bridge line from the inventory (root only), the bridge's key and state (the tor user's, 0700/0600)."""
+    client, proxy = converged.client, converged.proxy
+    line_file = client / "etc/braid/tor-bridge.line"
+    assert line_file.read_text() == TOR_LINE + "\n"
+    assert _mode_owner(client, "etc/braid/tor-bridge.line") == (0o600, "root")
+    assert _mode_owner(client, "var/lib/braid-tor/client") == (0o700, "braid-tor")
+    assert _mode_owner(proxy, "var/lib/braid-tor/bridge") == (0o700, "braid-tor")
+    assert _mode_owner(proxy, "var/lib/braid-tor/bridge/pt_state") == (0o700, "braid-tor")
+    keys = "var/lib/braid-tor/bridge/pt_state/braid_server.keys"
+    assert _mode_owner(proxy, keys) == (0o600, "braid-tor")
+    assert (proxy / keys).read_text() == f"tor {TOR_KEY}\n"
+    # The key is on no command line: the unit passes the root-only file as a credential.
+    unit = (client / "etc/systemd/system/braid-tor-client.service").read_text()
+    assert "LoadCredential=bridge:/etc/braid/tor-bridge.line" in unit and TOR_KEY not in unit
+    for result in (converged.first, converged.second):
+        assert TOR_KEY not in result.output
+    # Debian's own tor instance would hold the client's SOCKS port.
+    for root in (client, proxy):
+        assert in_root(root, "systemctl", "is-enabled", "tor.service", check=False).stdout.strip() == "disabled"
+
+
+@pytest.mark.parametrize("side", ["client", "proxy"])
+def test_tor_torrc_passes_tors_own_check_in_the_target(converged: Converged, side: str) -> None:
+    """The unit's own controller arguments, with --check, as its user: the target's tor --verify-config
+    accepts the torrc; one bad extra line (only tor can judge it) and the same check refuses."""
+    root = converged.client if side == "client" else converged.proxy
+    unit = root / "etc/systemd/system" / f"braid-tor-{'client' if side == 'client' else 'bridge'}.service"
+    args = _exec_start(unit)
+    assert args[1] == ("client" if side == "client" else "bridge"), args
+    bridge_line = (converged.client / "etc/braid/tor-bridge.line").read_text()
+    cmd = ["setpriv", "--reuid=braid-tor", "--regid=braid-tor", "--clear-groups",
+           *[("-" if a == "%d/bridge" else a) for a in args], "--check"]
+
+    def check(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["chroot", str(root), *cmd, *extra], input=bridge_line, capture_output=True,
+                              text=True, timeout=60, check=False)
+
+    good = check()
+    assert good.returncode == 0 and "tor --verify-config accepted the torrc" in good.stdout, good.stdout + good.stderr
+    bad = check("--torrc-extra", "NoSuchOption 1")
+    assert bad.returncode == 2 and "Unknown option 'NoSuchOption'" in bad.stderr, bad.stdout + bad.stderr
+    if side == "proxy":
+        assert args[args.index("--pt-listen") + 1] == "0.0.0.0:4433"
+        assert args[args.index("--orport") + 1] == "127.0.0.1:9001"
+
+
+def test_openvpn_settings_pki_and_keys(converged: Converged) -> None:
+    """One settings file on both ends; the PKI made on the proxy; the client's copy root-only, 0600."""
+    client, proxy = converged.client, converged.proxy
+    settings = json.loads((client / "etc/braid/openvpn.json").read_text())
+    assert settings == json.loads((proxy / "etc/braid/openvpn.json").read_text())
+    assert settings == {"proxy_address": PROXY_ADDRESS, **OPENVPN}
+    pki = "etc/braid/openvpn/pki"
+    files = ["ca.crt", "issued/box1.crt", "private/box1.key", "tls-crypt.key"]
+    for name in files:
+        assert (client / pki / name).read_bytes() == (proxy / pki / name).read_bytes(), name
+        assert _mode_owner(client, f"{pki}/{name}") == (0o600, "root"), name
+    for d in ("etc/braid/openvpn", pki, f"{pki}/private", f"{pki}/issued"):
+        assert _mode_owner(client, d) == (0o700, "root"), d
+    for name in ("private/box1.key", "private/proxy.key", "tls-crypt.key"):
+        assert _mode_owner(proxy, f"{pki}/{name}") == (0o600, "root"), name
+    assert _mode_owner(proxy, pki) == (0o700, "root")
+    # The proxy's own key and the CA's key never leave it.
+    assert not (client / pki / "private/proxy.key").exists() and not (client / pki / "private/ca.key").exists()
+    key = (client / pki / "private/box1.key").read_text().strip().splitlines()[1]
+    for result in (converged.first, converged.second):
+        assert key not in result.output
+
+
+@pytest.mark.parametrize("side", ["client", "proxy"])
+def test_openvpn_check_and_rendered_configs_parse_in_the_target(converged: Converged, side: str) -> None:
+    """braid-openvpn check accepts the end; the configs it renders pass the target openvpn's option parser."""
+    root = converged.client if side == "client" else converged.proxy
+    checked = in_root(root, "braid-openvpn", "check", "--config", "/etc/braid/openvpn.json", "--role", side,
+                      check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "would start gw-dsl, gw-lte, full" in checked.stdout
+    rendered = in_root(root, "braid-openvpn", "render", "--config", "/etc/braid/openvpn.json", "--role", side,
+                       check=False)
+    assert rendered.returncode == 0, rendered.stdout + rendered.stderr
+    confs = sorted((root / "run/braid/openvpn").glob("*.conf"))
+    assert [c.name for c in confs] == ["full.conf", "gw-dsl.conf", "gw-lte.conf"]
+    # openvpn has no check-only mode: --test-crypto makes it parse the whole
+    # file and stop at its first run-time need (a static key, which TLS mode
+    # does not use). A bad option stops it earlier, naming the option.
+    bad = root / "run/braid/openvpn/bad.conf"
+    bad.write_text("no-such-option 1\n" + confs[0].read_text())
+    for conf in [*confs, bad]:
+        out = in_root(root, "openvpn", "--config", f"/run/braid/openvpn/{conf.name}", "--test-crypto",
+                      check=False).stdout
+        if conf == bad:
+            assert "Unrecognized option or missing or extra parameter(s)" in out, out
+        else:
+            assert "Options error" in out and "You must define key file (--secret)" in out, (conf.name, out)
+            assert "Unrecognized option" not in out, (conf.name, out)
+
+
+def test_proxy_firewall_opens_the_transports(converged: Converged) -> None:
+    """The rendered proxy rules name the Tor bridge's port, the tunnels' UDP ports and the full tunnel's LAN."""
+    rules = (converged.proxy / "etc/braid/firewall.nft").read_text()
+    assert "tcp dport { 7443, 4433, 1194 } accept" in rules, rules
+    assert "udp dport { 1195, 1196 } accept" in rules, rules
+    assert "ip saddr { 10.8.0.0/24, 10.50.0.0/24, 10.201.0.0/30 }" in rules, rules

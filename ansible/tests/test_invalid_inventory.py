@@ -57,8 +57,41 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("bad-proxy-wan-interface", "proxy", {"braid_firewall_wan_interface": "eth0; drop"},
      "braid_firewall_wan_interface"),
 ]
+TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
+TOR_KEY = "5eed" * 16
+# Tor mode on a client box: both of these are needed for its bridge line.
+TOR_CLIENT = {"braid_tor_enabled": True, "braid_tor_bridge_fingerprint": TOR_FPR, "braid_tor_bridge_key": TOR_KEY}
+OPENVPN: dict[str, Any] = {
+    "gateways": {"gw1": {"source": "10.1.1.2", "wan": "10.1.1.0/24"}},
+    "per_gateway": {"tunnels": [{"gateway": "gw1", "subnet": "10.200.1.0/30", "port": 1195}]},
+}
+CASES += [
+    ("tor-missing-fingerprint", "client", {**TOR_CLIENT, "braid_tor_bridge_fingerprint": None},
+     "braid_tor_bridge_fingerprint must be the bridge's identity fingerprint"),
+    ("tor-missing-key", "client", {**TOR_CLIENT, "braid_tor_bridge_key": None},
+     "braid_tor_bridge_key is missing or malformed"),
+    ("tor-malformed-key", "client", {**TOR_CLIENT, "braid_tor_bridge_key": BAD_PSK},
+     "braid_tor_bridge_key is missing or malformed"),
+    ("tor-bridge-name", "client", {**TOR_CLIENT, "braid_tor_bridge_address": "relay.example.net"},
+     "braid_tor_bridge_address must be the bridge's IP address"),
+    ("tor-bad-nickname", "proxy", {"braid_tor_enabled": True, "braid_tor_bridge_nickname": "my-bridge"},
+     "braid_tor_bridge_nickname"),
+    ("tor-enabled-not-bool", "client", {**TOR_CLIENT, "braid_tor_enabled": "sometimes"}, "braid_tor_enabled"),
+    # braid-openvpn's own validator, run on the controller: its words.
+    ("openvpn-unknown-gateway", "client",
+     {"braid_openvpn_enabled": True,
+      "braid_openvpn_settings": {**OPENVPN, "per_gateway": {"tunnels": [{**OPENVPN["per_gateway"]["tunnels"][0],
+                                                                         "gateway": "gw9"}]}}},
+     "braid_openvpn_settings: per_gateway.tunnels[0].gateway: unknown gateway 'gw9'"),
+    ("openvpn-subnet-overlaps-wan", "proxy",
+     {"braid_openvpn_enabled": True,
+      "braid_openvpn_settings": {**OPENVPN, "full_tunnel": {"subnet": "10.1.1.0/30", "lan": ["10.50.0.0/24"]}}},
+     "braid_openvpn_settings: full_tunnel.subnet: 10.1.1.0/30 overlaps gateways.gw1.wan"),
+]
 GOOD_CLIENT = "good-client"
 GOOD_PROXY = "good-proxy"
+# The good hosts run the Tor-mode and braid-openvpn checks too.
+GOOD_OPENVPN = {"braid_openvpn_enabled": True, "braid_openvpn_settings": OPENVPN}
 SHARED_VARS = {"braid_start_services": False}
 
 
@@ -111,9 +144,9 @@ def runs(root: Path, artifacts: Path, tmp_path_factory: pytest.TempPathFactory) 
     all_cases = write_inventory(
         base / "all" / "inventory.yml",
         {name: _host(root, artifacts, side, case_vars) for name, side, case_vars, _ in CASES if side == "client"}
-        | {GOOD_CLIENT: _host(root, artifacts, "client", {})},
+        | {GOOD_CLIENT: _host(root, artifacts, "client", {**TOR_CLIENT, **GOOD_OPENVPN})},
         {name: _host(root, artifacts, side, case_vars) for name, side, case_vars, _ in CASES if side == "proxy"}
-        | {GOOD_PROXY: _host(root, artifacts, "proxy", {})},
+        | {GOOD_PROXY: _host(root, artifacts, "proxy", {"braid_tor_enabled": True, **GOOD_OPENVPN})},
         SHARED_VARS,
     )
     site = write_inventory(
@@ -165,6 +198,8 @@ def test_nothing_changed_on_the_target(runs: Runs) -> None:
 
 def test_secret_never_printed(runs: Runs) -> None:
     assert BAD_PSK not in runs.every_case.output
+    # The good client's Tor bridge key passed the same checks without being shown.
+    assert TOR_KEY not in runs.every_case.output
 
 
 def test_fingerprint_sees_changes(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -180,10 +181,47 @@ def client_status(c: Any, bridge: BridgeLine | None = None) -> str:
     )
 
 
+def read_bridge_file(path: Path) -> str:
+    """The bridge line from a file (its first line that is not blank or a
+    ``#`` comment): keeps the bridge's key off the command line, where other
+    users could read it (systemd passes it with LoadCredential); ``-`` reads
+    standard input."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as e:
+        raise SettingsError(f"--bridge-file: cannot read {path}: {e.strerror}")
+    for raw in text.splitlines():
+        if raw.strip() and not raw.lstrip().startswith("#"):
+            return raw.strip()
+    raise SettingsError(f"--bridge-file: {path} holds no bridge line")
+
+
+def verify_torrc(tor: str, text: str) -> None:
+    """``tor --verify-config`` on ``text`` (in a private temporary file):
+    tor's own parser, without starting tor or touching its DataDirectory."""
+    with tempfile.TemporaryDirectory(prefix="braid-tor-check-") as tmp:
+        torrc = Path(tmp) / "torrc"
+        torrc.write_text(text)
+        r = subprocess.run([tor, "--verify-config", "-f", str(torrc)], capture_output=True, text=True,
+                           timeout=60, check=False)
+    if r.returncode != 0:
+        why = [x.split("] ", 1)[-1] for x in r.stdout.splitlines() if "[warn]" in x or "[err]" in x]
+        raise SettingsError("tor --verify-config refused the torrc: " + " / ".join(why or [r.stdout.strip()]))
+
+
+def check_only(role: str, tor: str, text: str) -> int:
+    verify_torrc(tor, text)
+    _say(f"{role}: settings ok, tor --verify-config accepted the torrc; nothing written or started")
+    return 0
+
+
 def run_client(args: argparse.Namespace) -> int:
+    if (args.bridge is None) == (args.bridge_file is None):
+        raise SettingsError("give the bridge line with --bridge or --bridge-file (one of them)")
+    line = args.bridge if args.bridge is not None else read_bridge_file(args.bridge_file)
     settings = ClientSettings(
         data_dir=args.data_dir.resolve(),
-        bridge=BridgeLine.parse(args.bridge),
+        bridge=BridgeLine.parse(line),
         pt_binary=args.pt,
         socks_port=args.socks_port,
         control_port=args.control_port,
@@ -192,6 +230,8 @@ def run_client(args: argparse.Namespace) -> int:
     )
     text = settings.torrc() + extra_lines(args.torrc_extra)
     tor = find_tor(args.tor)
+    if args.check:
+        return check_only("client", tor, text)
     torrc = write_torrc(settings.data_dir, text)
     _say(f"torrc: {torrc}; bridge {settings.bridge.host}:{settings.bridge.port} {settings.bridge.fingerprint}")
     stopper = Stopper()
@@ -233,6 +273,8 @@ def run_bridge(args: argparse.Namespace) -> int:
     )
     text = settings.torrc() + extra_lines(args.torrc_extra)
     tor = find_tor(args.tor)
+    if args.check:
+        return check_only("bridge", tor, text)
     torrc = write_torrc(settings.data_dir, text)
     _say(f"torrc: {torrc}")
     stopper = Stopper()
@@ -291,13 +333,19 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--testing-network", action="store_true",
                         help="TestingTorNetwork 1 (private test networks only; needs --dir-authority)")
         sp.add_argument("--bootstrap-timeout", type=float, default=300, help="seconds (default %(default)s)")
+        sp.add_argument("--check", action="store_true",
+                        help="check the settings and the torrc (tor --verify-config), then exit: "
+                             "nothing is written or started (exit 0 ok, 2 refused)")
         sp.add_argument("--torrc-extra", action="append", default=[], metavar="LINE",
                         help="a torrc line appended verbatim (repeatable; e.g. for tests and benchmarks)")
 
     c = sub.add_parser("client", help="tor through a braid bridge")
     common(c, "/var/lib/braid-tor/client")
-    c.add_argument("--bridge", required=True,
+    c.add_argument("--bridge",
                    help="bridge line: 'braid <addr:port> <fingerprint> key=<hex> [id=<id>]'")
+    c.add_argument("--bridge-file", type=Path,
+                   help="read the bridge line from this file instead, - for standard input "
+                        "(keeps the key off the command line)")
     c.add_argument("--socks-port", type=int, default=9050, help="tor's SOCKS port on 127.0.0.1 (default %(default)s)")
     c.add_argument("--control-port", type=int, default=9051, help="tor's control port (default %(default)s)")
     c.add_argument("--status-interval", type=float, default=10,

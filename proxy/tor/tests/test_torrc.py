@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import shutil
 import socket
 import struct
 import sys
@@ -143,3 +145,43 @@ def test_cli_refuses_missing_tor(pt: Path, tmp_path: Path, capsys: pytest.Captur
     assert main(args) == 2
     assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
+
+
+def test_bridge_file_keeps_the_key_off_the_command_line(
+        pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--bridge-file (how the Ansible role's unit passes the line) reads the
+    first non-comment line; exactly one of --bridge and --bridge-file."""
+    line = tmp_path / "bridge"
+    line.write_text(f"# from the bridge's bridge_line\n\n{GOOD}\n")
+    base = ["client", "--pt", str(pt), "--data-dir", str(tmp_path / "d")]
+    if shutil.which("tor"):
+        assert main([*base, "--bridge-file", str(line), "--check"]) == 0
+        assert "client: settings ok" in capsys.readouterr().out
+    for args, message in (
+        ([], "with --bridge or --bridge-file"),
+        (["--bridge", GOOD, "--bridge-file", str(line)], "with --bridge or --bridge-file"),
+        (["--bridge-file", str(tmp_path / "missing")], "--bridge-file: cannot read"),
+    ):
+        assert main([*base, *args]) == 2
+        assert message in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", io.StringIO(GOOD + "\n"))
+    assert main([*base, "--bridge-file", "-", "--tor", "no-such-tor"]) == 2  # the line was read and accepted
+    assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
+    line.write_text(f"braid 10.0.0.1:4433 {FPR}\n")
+    assert main([*base, "--bridge-file", str(line)]) == 2
+    assert "bridge line has no key= argument" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.skipif(shutil.which("tor") is None, reason="needs tor (apt install tor)")
+def test_check_runs_tors_own_parser_and_writes_nothing(
+        pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--check: tor --verify-config on the torrc the role would run; nothing written or started."""
+    bridge = ["bridge", "--pt", str(pt), "--data-dir", str(tmp_path / "b"), "--pt-listen", "0.0.0.0:4433"]
+    assert main([*bridge, "--check"]) == 0
+    assert "bridge: settings ok, tor --verify-config accepted" in capsys.readouterr().out
+    # A line only tor can judge: the controller's own checks pass it.
+    assert main([*bridge, "--check", "--torrc-extra", "NoSuchOption 1"]) == 2
+    assert "tor --verify-config refused the torrc: Failed to parse/validate config: Unknown option 'NoSuchOption'" \
+        in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
