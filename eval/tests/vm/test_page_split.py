@@ -159,8 +159,9 @@ def test_page_scope_upstream_share_is_uniform_per_page(
     spare connections join their subflows before they are used.
 
     KS at ALPHA against U[0, 1], confirmed on a fresh sample when the first
-    rejects, as downstream (with one sample a correct scheduler failed one
-    run in twenty: p = 0.028 in a full run on 2026-11-26, 0.070 re-run)."""
+    rejects, as downstream: with one sample a correct scheduler fails one
+    run in twenty (a full run on 2026-11-26 rejected at p = 0.028; the
+    re-run gave 0.070, the two runs before 0.31 and 0.30)."""
     up = shares(page_scope, "up")
     describe("page scope, up", up)
     if stats.kstest(up, "uniform").pvalue <= ALPHA:
