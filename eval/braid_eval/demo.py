@@ -59,13 +59,15 @@ def parse_args() -> argparse.Namespace:
                    help="MPTCP scheduler on client and proxy (default: default)")
     p.add_argument("--compare", nargs="*", default=list(WHAT_TO_SEE),
                    help="schedulers to run side by side afterwards (default: all of braid's "
-                   "and default; none to skip)")
+                   "and default; 'none', or the flag alone, to skip)")
     p.add_argument("--pages", type=int, default=OBSERVER_PAGES,
                    help=f"page loads per scheduler in the observer pane (default {OBSERVER_PAGES}; "
                    "0 to skip)")
     args = p.parse_args()
     if args.pages < 0:
         p.error("--pages must be >= 0")
+    if args.compare == ["none"]:
+        args.compare = []
     return args
 
 
