@@ -40,39 +40,25 @@ func body(n uint32, salt uint64) []byte {
 // checked) with respLen bytes after a short think time. Mismatches are
 // counted in bad.
 func pageServer(t *testing.T, bad *atomic.Int64) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return serveLoopback(t, func(c net.Conn) {
+		defer c.Close()
+		var hdr [8]byte
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := io.ReadFull(c, hdr[:]); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				var hdr [8]byte
-				for {
-					if _, err := io.ReadFull(c, hdr[:]); err != nil {
-						return
-					}
-					req, resp := binary.BigEndian.Uint32(hdr[:]), binary.BigEndian.Uint32(hdr[4:])
-					got := make([]byte, req)
-					if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, body(req, 1)) {
-						bad.Add(1)
-						return
-					}
-					time.Sleep(time.Duration(resp%7) * time.Millisecond)
-					if _, err := c.Write(body(resp, 2)); err != nil {
-						return
-					}
-				}
-			}()
+			req, resp := binary.BigEndian.Uint32(hdr[:]), binary.BigEndian.Uint32(hdr[4:])
+			got := make([]byte, req)
+			if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, body(req, 1)) {
+				bad.Add(1)
+				return
+			}
+			time.Sleep(time.Duration(resp%7) * time.Millisecond)
+			if _, err := c.Write(body(resp, 2)); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // pageLoad runs conns connections in parallel, each turns request/response
@@ -136,45 +122,32 @@ type tap struct {
 }
 
 func newTap(t *testing.T, target string) *tap {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	tp := &tap{addr: ln.Addr().String()}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				s, err := net.Dial("tcp", target)
-				if err != nil {
-					c.Close()
-					return
-				}
-				cp := func(dst, src net.Conn, n *atomic.Int64) {
-					buf := make([]byte, 64<<10)
-					for {
-						k, err := src.Read(buf)
-						if k > 0 {
-							n.Add(int64(k))
-							if _, werr := dst.Write(buf[:k]); werr != nil {
-								break
-							}
-						}
-						if err != nil {
-							break
-						}
-					}
-					dst.(*net.TCPConn).CloseWrite()
-				}
-				go cp(s, c, &tp.up)
-				cp(c, s, &tp.down)
-			}()
+	tp := &tap{}
+	tp.addr = serveLoopback(t, func(c net.Conn) {
+		s, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close()
+			return
 		}
-	}()
+		cp := func(dst, src net.Conn, n *atomic.Int64) {
+			buf := make([]byte, 64<<10)
+			for {
+				k, err := src.Read(buf)
+				if k > 0 {
+					n.Add(int64(k))
+					if _, werr := dst.Write(buf[:k]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			dst.(*net.TCPConn).CloseWrite()
+		}
+		go cp(s, c, &tp.up)
+		cp(c, s, &tp.down)
+	})
 	return tp
 }
 
