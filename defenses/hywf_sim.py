@@ -50,7 +50,7 @@ def drifting_p(n: int, p_mean: float, n_chp: int, rng: np.random.Generator) -> n
     return out
 
 
-def _bursty_choice(n: int, p: float | npt.NDArray[np.float64], ncons: int,
+def bursty_choice(n: int, p: float | npt.NDArray[np.float64], ncons: int,
                    rng: np.random.Generator) -> npt.NDArray[np.bool_]:
     """For n packets: True where the packet goes on network 1. Bursts of
     1 + Geometric0(1/ncons) packets (mean ncons), each on network 1 w.p. p
@@ -83,7 +83,7 @@ def hywf_mask(trace: Trace, rng: np.random.Generator, ncons: int = NCONS,
     for sel, p in ((out, pc), (~out, pp)):
         n = int(sel.sum())
         ps: float | npt.NDArray[np.float64] = drifting_p(n, p, n_chp, rng) if n_chp else p
-        on1[sel] = _bursty_choice(n, ps, ncons, rng)
+        on1[sel] = bursty_choice(n, ps, ncons, rng)
     return on1
 
 

@@ -18,7 +18,7 @@ import math
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -152,6 +152,22 @@ class ConnectionTrace:
     def share(self, wan: int, port: int, upload: bool) -> float:
         total = sum(self.payload(w, port, upload) for w in self.packets)
         return self.payload(wan, port, upload) / total if total else float("nan")
+
+
+def share_once_joined(packets: Mapping[int, list[TcpPacket]], wan: int, port: int,
+                      upload: bool) -> float:
+    """``wan``'s share of a connection's data sent once the second WAN's
+    subflow exists (from its first packet, the MP_JOIN SYN): before that a
+    connection has one path and no scheduler splits anything. The client
+    cannot hold its first flight for the join (no subflow may join before
+    the server has acknowledged data), so an upload's first ~100 KB cross
+    wan1 alone."""
+    joined = min(p.ts for p in packets[2])
+    data = {w: sum(p.payload_len for p in pk if p.ts >= joined
+                   and (p.dport == port if upload else p.sport == port))
+            for w, pk in packets.items()}
+    total = sum(data.values())
+    return data[wan] / total if total else float("nan")
 
 
 def traced_series(

@@ -101,7 +101,7 @@ def test_hywf_split_partitions_the_trace_with_independent_ends() -> None:
     assert (a.sizes > 0).all() and (b.sizes < 0).all() and len(a) == 500
     # bursts: mean run length on one network with p = 0.5 is about 2 * ncons
     on1 = np.zeros(20000, dtype=bool)
-    on1[:] = hywf_sim._bursty_choice(20000, 0.5, 20, rng)
+    on1[:] = hywf_sim.bursty_choice(20000, 0.5, 20, rng)
     runs = np.diff(np.flatnonzero(np.diff(on1.astype(int)) != 0))
     assert 25 < runs.mean() < 60
     e1, e2 = hywf_sim.even_split(t, rng)

@@ -405,7 +405,8 @@ static struct mptcp_sched_ops mptcp_sched_hywf = {
 	.get_subflow	= hywf_get_subflow,
 	.init		= hywf_init,
 	.name		= "hywf",
-	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST,
+	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
+			  MPTCP_SCHED_FLAG_FULL_PACKET_END,
 	.owner		= THIS_MODULE,
 };
 
