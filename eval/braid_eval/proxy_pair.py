@@ -50,11 +50,16 @@ class BraidProxyPair:
     """braid-proxy server (proxy namespace) and client (client namespace)
     for the lifetime of a with-block; their logs stay in ``workdir``."""
 
+    # spare connections ready for a page load's parallel connections
+    DEFAULT_CLIENT_ARGS: tuple[str, ...] = ("-preconnect", str(PAGE_LOAD_SPARES))
+
     def __init__(self, tb: StandardTestbed, workdir: Path,
-                 client_args: tuple[str, ...] = ("-preconnect", str(PAGE_LOAD_SPARES))) -> None:
+                 client_args: tuple[str, ...] = DEFAULT_CLIENT_ARGS,
+                 server_args: tuple[str, ...] = ()) -> None:
         self.tb = tb
         self.workdir = workdir
         self.client_args = client_args
+        self.server_args = server_args
         self.socks = f"127.0.0.1:{SOCKS_PORT}"
         self._procs: list[subprocess.Popen[bytes]] = []
         self.binary = Path()
@@ -71,7 +76,7 @@ class BraidProxyPair:
             self._spawn(self.tb.proxy, "server.log",
                         [str(binary), "server", "-listen", server, "-key-file", str(keys),
                          # the page server lives in the testbed's private range
-                         "-allow-cidr", "10.10.0.0/24"])
+                         "-allow-cidr", "10.10.0.0/24", *self.server_args])
             self.tb.proxy.wait_listening(SERVER_PORT, self.tb.proxy_ip, timeout=60, proc=self._procs[-1])
             self.add_client(SOCKS_PORT, *self.client_args)
         except BaseException:

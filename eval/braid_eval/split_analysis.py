@@ -19,9 +19,10 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 import hywf_sim
 from braid_testbed.pcap import DssMapping, TcpPacket
@@ -91,6 +92,38 @@ def run_lengths(segments: list[Segment]) -> list[int]:
     return runs[1:-1]
 
 
+def mask_runs(on1: npt.NDArray[np.bool_]) -> list[int]:
+    """Lengths of the runs of True in a split (True: network 1), in order:
+    what run_lengths() gives for network 1, first and last runs included."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], on1.astype(np.int8), [0]))))
+    return [int(n) for n in edges[1::2] - edges[::2]]
+
+
+def path_sequence(segments: Mapping[int, list[Segment]], wan: int = 1) -> npt.NDArray[np.bool_]:
+    """The split as all networks' observers together see it: for each data
+    segment in data-sequence order, True if ``wan`` carried it.
+    Retransmissions are left out, as in run_lengths()."""
+    ordered = sorted((seg.dsn, seg.length, w) for w, segs in segments.items() for seg in segs)
+    on: list[bool] = []
+    end = None
+    for dsn, length, w in ordered:
+        if end is not None and dsn < end:
+            continue
+        on.append(w == wan)
+        end = dsn + length
+    return np.array(on, dtype=bool)
+
+
+def window_deviations(on1: npt.NDArray[np.bool_], window: int) -> list[float]:
+    """Network 1's share in consecutive windows of ``window`` packets minus
+    its share of the whole connection; the first window (the first flight,
+    sent before or while the second subflow joins) and a partial last one
+    are left out."""
+    whole = float(on1.mean()) if len(on1) else 0.0
+    return [float(on1[i : i + window].mean()) - whole
+            for i in range(window, len(on1) - window + 1, window)]
+
+
 def pooled_burst_mean(connections: list[tuple[list[int], float]]) -> float:
     """Estimate HyWF's mean burst length from (runs on one WAN, that WAN's
     share of the bytes) of several connections: sum (1 - f) * packets / runs.
@@ -113,9 +146,6 @@ def model_pooled_burst_mean(connections: list[tuple[int, float]], ncons: int,
         per_conn = []
         for packets, share in connections:
             on1 = hywf_sim.bursty_choice(packets, share, ncons, rng)
-            # runs of True, as run_lengths() sees them on network 1
-            edges = np.flatnonzero(np.diff(np.concatenate(([0], on1.astype(np.int8), [0]))))
-            runs = (edges[1::2] - edges[::2]).tolist()
-            per_conn.append((runs[1:-1], float(on1.mean()) if packets else 0.0))
+            per_conn.append((mask_runs(on1)[1:-1], float(on1.mean()) if packets else 0.0))
         estimates.append(pooled_burst_mean(per_conn))
     return float(np.nanmean(estimates))

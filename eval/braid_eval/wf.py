@@ -261,8 +261,12 @@ def _window(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-CONDITIONS = {"single": ("default", False), "default": ("default", True), "hywf": ("hywf", True),
-              "even": ("rr", True)}
+# condition -> (scheduler at both ends, second WAN used, adaptive padding in
+# braid's transport at both ends: the *-ap conditions pad with
+# collect's --padding-budget)
+CONDITIONS = {"single": ("default", False, False), "default": ("default", True, False),
+              "hywf": ("hywf", True, False), "even": ("rr", True, False),
+              "ap": ("default", True, True), "hywf-ap": ("hywf", True, True)}
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -275,7 +279,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from braid_testbed.netns import stop_process
     from braid_testbed.topology import kernel_has_netem
 
-    sched, multipath = CONDITIONS[args.condition]
+    sched, multipath, padded = CONDITIONS[args.condition]
     if args.host:
         if sched != "default":
             raise SystemExit(f"condition {args.condition} needs braid's kernel (scheduler {sched}); "
@@ -311,7 +315,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
         srv = tb.server.popen(["python3", str(site_tool), "serve", "--listen", server],
                               stdout=subprocess.DEVNULL)
         tb.server.wait_listening(8080, ip("server", "inet"), timeout=60, proc=srv)
-        with BraidProxyPair(tb, root / "proxy-logs") as pair:
+        pad = ("-padding-budget", str(args.padding_budget)) if padded else ()
+        client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
+        with BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair:
             done = len(loads) - len(todo)
             for b in range(0, len(todo), args.batch):
                 batch = todo[b : b + args.batch]
@@ -397,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--rate-mbit", type=float, default=20)
     c.add_argument("--delay-ms", type=float, default=10)
     c.add_argument("--seed", type=int, default=1)
+    c.add_argument("--padding-budget", type=float, default=0.4,
+                   help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
+                   "bytes at most this many times each end's data bytes (default 0.4)")
     k = sub.add_parser("costs", help="page-load time and bandwidth overhead per collected condition")
     k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
     k.add_argument("--baseline", default="default")
