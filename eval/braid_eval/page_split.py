@@ -138,31 +138,35 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
 
 
 def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
-                 seed: int = 1) -> list[float]:
-    """HyWF's prediction for the wan1 share of these pages' downstream bytes.
+                 seed: int = 1, direction: str = "down") -> list[float]:
+    """HyWF's prediction for the wan1 share of these pages' bytes in
+    ``direction``: "down", the objects' responses, or "up", their requests.
 
     Per page load (``per_page``) or per connection, a split p ~ U[0, 1];
-    each object's response, cut into WIRE_MSS packets, leaves in bursts of
-    Geometric(1 / ncons) packets, each on wan1 with probability p. Burst
-    noise makes a page's share differ from its p (a page of a few hundred
-    packets has a dozen bursts), so measured shares are compared with this,
-    the model's own distribution, rather than with U[0, 1] itself.
+    each object's response (request), cut into WIRE_MSS packets, leaves in
+    bursts of Geometric(1 / ncons) packets, each on wan1 with probability p.
+    Burst noise makes a page's share differ from its p (a page of a few
+    hundred packets has a dozen bursts; upstream, where each request is a
+    packet or three, a page of 8 objects is 8 bursts and all of it crosses
+    one WAN with probability 2/9), so measured shares are compared with
+    this, the model's own distribution, rather than with U[0, 1] itself.
     """
     rng = random.Random(seed)
+    column = 0 if direction == "down" else 1
     out = []
     for _ in range(draws):
         objects: list[list[int]] = rng.choice(pages).result["objects"]  # type: ignore[assignment]
         page_p = rng.random()
         wan1 = total = 0
-        for size, _request in objects:
+        for obj in objects:
             p = page_p if per_page else rng.random()
-            packets = math.ceil(size / WIRE_MSS)
-            while packets > 0:
+            left = obj[column]
+            while left > 0:
                 # Geometric on {1, 2, ...} with mean ncons, by inversion
                 burst = 1 if ncons <= 1 else 1 + int(math.log(1 - rng.random()) / math.log(1 - 1 / ncons))
-                sent = min(burst, packets)
+                sent = min(burst * WIRE_MSS, left)
                 wan1 += sent if rng.random() < p else 0
                 total += sent
-                packets -= sent
+                left -= sent
         out.append(wan1 / total)
     return out

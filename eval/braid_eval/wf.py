@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -261,12 +262,22 @@ def _window(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-# condition -> (scheduler at both ends, second WAN used, adaptive padding in
-# braid's transport at both ends: the *-ap conditions pad with
-# collect's --padding-budget)
-CONDITIONS = {"single": ("default", False, False), "default": ("default", True, False),
-              "hywf": ("hywf", True, False), "even": ("rr", True, False),
-              "ap": ("default", True, True), "hywf-ap": ("hywf", True, True)}
+class Condition(NamedTuple):
+    """How a collected condition runs braid: the scheduler at both ends,
+    whether the second WAN is used, and HyWF-AP's parts: braid's adaptive
+    padding at both ends (collect's --padding-budget) and the kernel's
+    p-drift (--n-chp, the thesis's dynamic p)."""
+
+    scheduler: str
+    multipath: bool = True
+    padded: bool = False
+    drift: bool = False
+
+
+CONDITIONS = {"single": Condition("default", multipath=False), "default": Condition("default"),
+              "hywf": Condition("hywf"), "even": Condition("rr"),
+              "ap": Condition("default", padded=True),
+              "hywf-ap": Condition("hywf", padded=True, drift=True)}
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -279,7 +290,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from braid_testbed.netns import stop_process
     from braid_testbed.topology import kernel_has_netem
 
-    sched, multipath, padded = CONDITIONS[args.condition]
+    cond = CONDITIONS[args.condition]
+    sched = cond.scheduler
     if args.host:
         if sched != "default":
             raise SystemExit(f"condition {args.condition} needs braid's kernel (scheduler {sched}); "
@@ -307,15 +319,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
     clients = {ip("client", "wan1"), ip("client", "wan2")}
     tag = f"wf{args.condition[:3]}"
     with StandardTestbed(tag, wan1=spec, wan2=spec) as tb:
-        if multipath:
+        if cond.multipath:
             tb.enable_kernel_pm()
         if sched != "default":
             tb.set_scheduler(sched)
+        if cond.drift:
+            for node in ("client", "proxy"):
+                tb[node].sysctl("net.mptcp.hywf_nchp", args.n_chp)
         server = f"{ip('server', 'inet')}:8080"
         srv = tb.server.popen(["python3", str(site_tool), "serve", "--listen", server],
                               stdout=subprocess.DEVNULL)
         tb.server.wait_listening(8080, ip("server", "inet"), timeout=60, proc=srv)
-        pad = ("-padding-budget", str(args.padding_budget)) if padded else ()
+        pad = ("-padding-budget", str(args.padding_budget)) if cond.padded else ()
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
         with BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair:
             done = len(loads) - len(todo)
@@ -406,6 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--padding-budget", type=float, default=0.4,
                    help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
                    "bytes at most this many times each end's data bytes (default 0.4)")
+    c.add_argument("--n-chp", type=int, default=100,
+                   help="hywf-ap: the kernel's p-drift at both ends, mean packets between redraws of "
+                   "the split (net.mptcp.hywf_nchp; default 100, the thesis's)")
     k = sub.add_parser("costs", help="page-load time and bandwidth overhead per collected condition")
     k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
     k.add_argument("--baseline", default="default")
