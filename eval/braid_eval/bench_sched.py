@@ -79,7 +79,25 @@ def rr_under_load(tb: StandardTestbed, server: BulkServer, requests: int) -> dic
     return latency
 
 
-def bench_scheduler(name: str, runs: int, nbytes: int, requests: int) -> dict[str, float]:
+# The benchmark's parts, each on its own testbed; --parts picks some.
+PARTS = ("equal", "lossy", "hetero")
+
+
+def bench_scheduler(name: str, runs: int, nbytes: int, requests: int,
+                    parts: tuple[str, ...] = PARTS) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if "equal" in parts:
+        out |= on_equal_wans(name, runs, nbytes, requests)
+    if "lossy" in parts:
+        out |= rr_on_lossy_wans(name, requests)
+    if "hetero" in parts:
+        out |= on_heterogeneous_wans(name, max(1, runs // 2), nbytes, requests)
+    return out
+
+
+def on_equal_wans(name: str, runs: int, nbytes: int, requests: int) -> dict[str, float]:
+    """Bulk goodput both ways and 1 KiB request/response under load on two
+    equal WANs."""
     with StandardTestbed(f"bench-{name}"[:20], wan1=EQUAL_WAN, wan2=EQUAL_WAN) as tb:
         tb.enable_kernel_pm()
         tb.set_scheduler(name)
@@ -109,8 +127,6 @@ def bench_scheduler(name: str, runs: int, nbytes: int, requests: int) -> dict[st
             out["rr_p50_ms"], out["rr_p90_ms"] = lat["p50"], lat["p90"]
             print(f"  {name:8} 1 KiB rr under load: p50 {lat['p50']:.1f} ms, "
                   f"p90 {lat['p90']:.1f} ms", flush=True)
-    out |= rr_on_lossy_wans(name, requests)
-    out |= on_heterogeneous_wans(name, max(1, runs // 2), nbytes, requests)
     return out
 
 
@@ -160,6 +176,9 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=8, help="bulk transfers per direction")
     p.add_argument("--size", default="8M", help="bytes per bulk transfer")
     p.add_argument("--requests", type=int, default=200, help="request/response exchanges")
+    p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS),
+                   help="equal: bulk goodput and rr under load on two equal WANs; lossy: rr on two "
+                   "1%%-loss WANs; hetero: a short fast and a long slow WAN (default: all)")
     p.add_argument("--out", type=Path, default=Path("out/bench-sched.json"))
     args = p.parse_args()
     from braid_testbed.bulk import parse_size
@@ -170,7 +189,8 @@ def main() -> int:
     results = {}
     for name in args.schedulers:
         print(f"bench: scheduler {name}", flush=True)
-        results[name] = bench_scheduler(name, args.runs, parse_size(args.size), args.requests)
+        results[name] = bench_scheduler(name, args.runs, parse_size(args.size), args.requests,
+                                        tuple(args.parts))
     base = args.schedulers[0]
     print(f"\nscheduler benchmark: 2 x {EQUAL_WAN.rate_mbit:g} Mbit/s, "
           f"{EQUAL_WAN.delay_ms:g} ms WANs; both ends run the scheduler")
@@ -191,6 +211,8 @@ def main() -> int:
             ("hetero: 1 KiB rr p50 (ms)", "hetero_rr_p50_ms"),
             ("hetero: 1 KiB rr p99 (ms)", "hetero_rr_p99_ms")]
     for label, key in rows:
+        if key not in results[base]:  # a part not run
+            continue
         line = f"{label:28}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers)
         line += "".join(f"{results[n][key] / results[base][key]:16.2f}"
                         for n in args.schedulers[1:])

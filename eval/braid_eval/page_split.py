@@ -151,6 +151,8 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
     one WAN with probability 2/9), so measured shares are compared with
     this, the model's own distribution, rather than with U[0, 1] itself.
     """
+    if direction not in ("down", "up"):
+        raise ValueError(f"direction {direction!r}: down or up")
     rng = random.Random(seed)
     column = 0 if direction == "down" else 1
     out = []
