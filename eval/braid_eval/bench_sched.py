@@ -168,6 +168,42 @@ def rr_on_lossy_wans(name: str, requests: int) -> dict[str, float]:
     return {"lossy_rr_p50_ms": lat["p50"], "lossy_rr_p99_ms": lat["p99"]}
 
 
+ROWS = [("upload goodput (Mbit/s)", "upload_mbit"),
+        ("  of WAN capacity", "upload_capacity"),
+        ("  of what its split allows", "upload_split_eff"),
+        ("download goodput (Mbit/s)", "download_mbit"),
+        ("  of WAN capacity", "download_capacity"),
+        ("  of what its split allows", "download_split_eff"),
+        ("1 KiB rr p50 under load (ms)", "rr_p50_ms"),
+        ("1 KiB rr p90 under load (ms)", "rr_p90_ms"),
+        ("1 KiB rr p50, 1% loss (ms)", "lossy_rr_p50_ms"),
+        ("1 KiB rr p99, 1% loss (ms)", "lossy_rr_p99_ms"),
+        ("hetero: upload of capacity", "hetero_upload_capacity"),
+        ("hetero: 1 KiB rr p50 (ms)", "hetero_rr_p50_ms"),
+        ("hetero: 1 KiB rr p99 (ms)", "hetero_rr_p99_ms")]
+
+
+def comparison_table(results: dict[str, dict[str, float]], schedulers: list[str]) -> list[str]:
+    """Each scheduler's figures side by side, then each one's ratio to the
+    first (the baseline); rows of parts not run are left out."""
+    base = schedulers[0]
+    # every column at least one space wider than its name
+    widths = [max(10, len(n) + 1) for n in schedulers]
+    ratio_widths = [max(16, len(n) + len(base) + 2) for n in schedulers[1:]]
+    header = f"{'metric':28}" + "".join(f"{n:>{w}}" for n, w in zip(schedulers, widths, strict=True))
+    header += "".join(f"{n + '/' + base:>{w}}" for n, w in zip(schedulers[1:], ratio_widths, strict=True))
+    lines = [header]
+    for label, key in ROWS:
+        if key not in results[base]:
+            continue
+        line = f"{label:28}" + "".join(f"{results[n][key]:{w}.2f}"
+                                       for n, w in zip(schedulers, widths, strict=True))
+        line += "".join(f"{results[n][key] / results[base][key]:{w}.2f}"
+                        for n, w in zip(schedulers[1:], ratio_widths, strict=True))
+        lines.append(line)
+    return lines
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--schedulers", nargs="+",
@@ -191,32 +227,9 @@ def main() -> int:
         print(f"bench: scheduler {name}", flush=True)
         results[name] = bench_scheduler(name, args.runs, parse_size(args.size), args.requests,
                                         tuple(args.parts))
-    base = args.schedulers[0]
     print(f"\nscheduler benchmark: 2 x {EQUAL_WAN.rate_mbit:g} Mbit/s, "
           f"{EQUAL_WAN.delay_ms:g} ms WANs; both ends run the scheduler")
-    header = f"{'metric':28}" + "".join(f"{n:>10}" for n in args.schedulers)
-    header += "".join(f"{n + '/' + base:>16}" for n in args.schedulers[1:])
-    print(header)
-    rows = [("upload goodput (Mbit/s)", "upload_mbit"),
-            ("  of WAN capacity", "upload_capacity"),
-            ("  of what its split allows", "upload_split_eff"),
-            ("download goodput (Mbit/s)", "download_mbit"),
-            ("  of WAN capacity", "download_capacity"),
-            ("  of what its split allows", "download_split_eff"),
-            ("1 KiB rr p50 under load (ms)", "rr_p50_ms"),
-            ("1 KiB rr p90 under load (ms)", "rr_p90_ms"),
-            ("1 KiB rr p50, 1% loss (ms)", "lossy_rr_p50_ms"),
-            ("1 KiB rr p99, 1% loss (ms)", "lossy_rr_p99_ms"),
-            ("hetero: upload of capacity", "hetero_upload_capacity"),
-            ("hetero: 1 KiB rr p50 (ms)", "hetero_rr_p50_ms"),
-            ("hetero: 1 KiB rr p99 (ms)", "hetero_rr_p99_ms")]
-    for label, key in rows:
-        if key not in results[base]:  # a part not run
-            continue
-        line = f"{label:28}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers)
-        line += "".join(f"{results[n][key] / results[base][key]:16.2f}"
-                        for n in args.schedulers[1:])
-        print(line)
+    print("\n".join(comparison_table(results, args.schedulers)))
     print(f"(a split drawn uniformly on [0, 1] allows on average {UNIFORM_SPLIT_BOUND:.2f} of the "
           "WAN capacity: that is hywf's price for privacy, not a loss in the scheduler)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
