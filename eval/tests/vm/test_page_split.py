@@ -159,7 +159,9 @@ UPSTREAM_LEAN = pytest.mark.xfail(
     "0.49, 0.655; the last rejects the model at p = 0.007, 2026-11-26). Connections dialled during "
     "the page (the 16 spares did not cover them all under TCG) send their request before their "
     "join, on wan1 alone, and the kernel cannot hold a client's first flight. To fix in braid-proxy: "
-    "wait, bounded, for the second subflow before sending the request (issue 11)", strict=False)
+    "a fixed-size first flight without the request, then a bounded wait for the second subflow "
+    "(a plain wait deadlocks: the client may join only once the server has answered) (issue 11)",
+    strict=False)
 
 
 @UPSTREAM_LEAN
