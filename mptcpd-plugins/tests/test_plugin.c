@@ -896,6 +896,19 @@ static void kernel_subflow(size_t i, uint32_t token, char const *local,
 }
 
 /**
+ * @brief Connection @a token over gw1 (10.1.1.2) with a subflow joined
+ *        over gw2 (10.1.2.2), as the plugin and the kernel both see it.
+ */
+static void connect_over_both_gateways(uint32_t token)
+{
+        connect_client(token, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(token, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+        kernel_subflow(0, token, "10.1.1.2", 40000, F_MCAP_LOC);
+        kernel_subflow(1, token, "10.1.2.2", 40001, F_JOIN_LOC);
+}
+
+/**
  * @brief stall_ms: a subflow with data outstanding and no ACK gets the
  *        backup flag (no new data) while another one flows, and loses it
  *        when ACKs come again; it is not removed (its gateway still
@@ -904,11 +917,7 @@ static void kernel_subflow(size_t i, uint32_t token, char const *local,
 static void test_stalled_subflow_backup(void)
 {
         CHECK(start(FAST "stall_ms = 60\n" GW12));
-        connect_client(12, "10.1.1.2", "10.99.0.1");
-        ops->new_subflow(12, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
-                         false, PM);
-        kernel_subflow(0, 12, "10.1.1.2", 40000, F_MCAP_LOC);
-        kernel_subflow(1, 12, "10.1.2.2", 40001, F_JOIN_LOC);
+        connect_over_both_gateways(12);
 
         // Both acknowledge as they send: nothing happens.
         run_for(150);
@@ -974,11 +983,7 @@ static void test_stalled_subflow_backup(void)
 
         // stall_remove: the stalled subflow is removed, not flagged.
         CHECK(start(FAST "stall_ms = 60\nstall_remove = true\n" GW12));
-        connect_client(14, "10.1.1.2", "10.99.0.1");
-        ops->new_subflow(14, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
-                         false, PM);
-        kernel_subflow(0, 14, "10.1.1.2", 40000, F_MCAP_LOC);
-        kernel_subflow(1, 14, "10.1.2.2", 40001, F_JOIN_LOC);
+        connect_over_both_gateways(14);
         run_for(100);
         CHECK(count(CMD_REMOVE_SUBFLOW, NULL) == 0);
         uint64_t const quiet = l_time_now();
@@ -997,11 +1002,7 @@ static void test_stalled_subflow_backup(void)
 
         // stall_ms 0 (the default): no stall watch at all.
         CHECK(start(FAST GW12));
-        connect_client(13, "10.1.1.2", "10.99.0.1");
-        ops->new_subflow(13, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
-                         false, PM);
-        kernel_subflow(0, 13, "10.1.1.2", 40000, F_MCAP_LOC);
-        kernel_subflow(1, 13, "10.1.2.2", 40001, F_JOIN_LOC);
+        connect_over_both_gateways(13);
         kernel_ack_at_us[0] = l_time_now();
         run_for(200);
         CHECK(backup_requests("10.1.1.2", true, 0) == 0);
