@@ -19,6 +19,7 @@ import (
 
 	"braid/proxy/internal/dest"
 	"braid/proxy/internal/socks5"
+	"braid/proxy/internal/testserve"
 )
 
 // The test binary doubles as braid-pt: the end-to-end tests below start it
@@ -104,25 +105,6 @@ func (p *ptProc) line(prefix string) (string, bool) {
 	return "", false
 }
 
-// echoORPort stands in for the bridge's ORPort.
-func echoORPort(t *testing.T) net.Listener {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	return ln
-}
-
 type pair struct {
 	server, client *ptProc
 	serverAddr     netip.AddrPort
@@ -131,14 +113,14 @@ type pair struct {
 }
 
 func startPair(t *testing.T) pair {
-	orport := echoORPort(t)
+	orport := testserve.Loopback(t, testserve.Echo) // the bridge's ORPort
 	dir := t.TempDir()
 	srv := startPT(t, map[string]string{
 		"TOR_PT_MANAGED_TRANSPORT_VER": "1",
 		"TOR_PT_STATE_LOCATION":        filepath.Join(dir, "server"),
 		"TOR_PT_SERVER_TRANSPORTS":     "braid",
 		"TOR_PT_SERVER_BINDADDR":       "braid-127.0.0.1:0",
-		"TOR_PT_ORPORT":                orport.Addr().String(),
+		"TOR_PT_ORPORT":                orport,
 		"TOR_PT_EXIT_ON_STDIN_CLOSE":   "1",
 	})
 	sm, ok := srv.line("SMETHOD braid ")

@@ -13,6 +13,7 @@ import (
 
 	"braid/proxy/internal/auth"
 	"braid/proxy/internal/config"
+	"braid/proxy/internal/testserve"
 	"braid/proxy/internal/wire"
 )
 
@@ -163,23 +164,11 @@ func TestSOCKSPipelinedData(t *testing.T) {
 	checkEcho(t, c, "after", "pipelined|after")
 }
 
-// echoServer returns the address of a loopback server that echoes one
+// echoServer returns the address of a loopback server that echoes every
 // connection.
 func echoServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			io.Copy(c, c)
-			c.Close()
-		}
-	}()
-	return ln.Addr().String()
+	return testserve.Loopback(t, testserve.Echo)
 }
 
 // checkEcho writes then on c and expects want back from an echoServer: the

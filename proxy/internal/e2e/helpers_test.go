@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"net"
 	"net/netip"
-	"testing"
 	"time"
 
 	"braid/proxy/internal/dest"
@@ -20,25 +18,4 @@ func waitFor(cond func() bool) bool {
 		}
 	}
 	return cond()
-}
-
-// serveLoopback listens on a loopback port, closed when the test ends, and
-// runs handle for every connection it accepts, each in its own goroutine.
-func serveLoopback(t *testing.T, handle func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go handle(c)
-		}
-	}()
-	return ln.Addr().String()
 }

@@ -23,6 +23,7 @@ import (
 	"braid/proxy/internal/config"
 	"braid/proxy/internal/loadgen"
 	"braid/proxy/internal/padding"
+	"braid/proxy/internal/testserve"
 	"braid/proxy/internal/wire"
 )
 
@@ -40,7 +41,7 @@ func body(n uint32, salt uint64) []byte {
 // checked) with respLen bytes after a short think time. Mismatches are
 // counted in bad.
 func pageServer(t *testing.T, bad *atomic.Int64) string {
-	return serveLoopback(t, func(c net.Conn) {
+	return testserve.Loopback(t, func(c net.Conn) {
 		defer c.Close()
 		var hdr [8]byte
 		for {
@@ -123,7 +124,7 @@ type tap struct {
 
 func newTap(t *testing.T, target string) *tap {
 	tp := &tap{}
-	tp.addr = serveLoopback(t, func(c net.Conn) {
+	tp.addr = testserve.Loopback(t, func(c net.Conn) {
 		s, err := net.Dial("tcp", target)
 		if err != nil {
 			c.Close()
