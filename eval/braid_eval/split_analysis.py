@@ -19,7 +19,8 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,7 @@ import hywf_sim
 from braid_testbed.pcap import DssMapping, TcpPacket
 
 SEQ_MOD = 1 << 32
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +74,18 @@ def data_segments(packets: Iterable[TcpPacket], port: int, upload: bool) -> list
     return out
 
 
+def first_sends(ordered: Iterable[tuple[Segment, T]]) -> Iterator[tuple[Segment, T]]:
+    """Segments already in data-sequence order (each with a tag, e.g. its
+    WAN) without the retransmissions: segments starting below data already
+    seen."""
+    end = None
+    for seg, tag in ordered:
+        if end is not None and seg.dsn < end:
+            continue
+        yield seg, tag
+        end = seg.dsn + seg.length
+
+
 def run_lengths(segments: list[Segment]) -> list[int]:
     """Lengths, in segments, of runs of DSN-contiguous data on one WAN.
 
@@ -81,10 +95,8 @@ def run_lengths(segments: list[Segment]) -> list[int]:
     """
     runs: list[int] = []
     end = None
-    for seg in sorted(segments, key=lambda s: s.dsn):
-        if end is not None and seg.dsn < end:
-            continue
-        if end is not None and seg.dsn == end:
+    for seg, _ in first_sends((seg, None) for seg in sorted(segments, key=lambda s: s.dsn)):
+        if seg.dsn == end:
             runs[-1] += 1
         else:
             runs.append(1)
@@ -103,15 +115,9 @@ def path_sequence(segments: Mapping[int, list[Segment]], wan: int = 1) -> npt.ND
     """The split as all networks' observers together see it: for each data
     segment in data-sequence order, True if ``wan`` carried it.
     Retransmissions are left out, as in run_lengths()."""
-    ordered = sorted((seg.dsn, seg.length, w) for w, segs in segments.items() for seg in segs)
-    on: list[bool] = []
-    end = None
-    for dsn, length, w in ordered:
-        if end is not None and dsn < end:
-            continue
-        on.append(w == wan)
-        end = dsn + length
-    return np.array(on, dtype=bool)
+    ordered = sorted(((seg, w) for w, segs in segments.items() for seg in segs),
+                     key=lambda sw: (sw[0].dsn, sw[0].length, sw[1]))
+    return np.array([w == wan for _, w in first_sends(ordered)], dtype=bool)
 
 
 def window_deviations(on1: npt.NDArray[np.bool_], window: int) -> list[float]:
