@@ -4,6 +4,7 @@ captured on the WANs."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Iterator, Mapping
@@ -148,26 +149,43 @@ UPLOAD_SHORT_RUNS = pytest.mark.xfail(
     "cause not found (issue 12)", strict=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class Wan1View:
+    """What the burst tests read of one connection: its runs on wan1 (as
+    run_lengths() gives them), its data packets on both WANs and wan1's
+    share once joined (the first run, left out, is the upload's pre-join
+    first flight)."""
+
+    runs: list[int]
+    packets: int
+    share: float
+
+
+@pytest.fixture(scope="module")
+def wan1_views(series: dict[str, list[ConnectionTrace]]) -> dict[str, list[Wan1View]]:
+    views: dict[str, list[Wan1View]] = {}
+    for mode, traces in series.items():
+        upload = mode == "upload"
+        views[mode] = []
+        for t in traces:
+            segments = {w: data_segments(t.packets[w], BULK_PORT, upload) for w in (1, 2)}
+            views[mode].append(Wan1View(run_lengths(segments[1]), len(segments[1]) + len(segments[2]),
+                                        share_once_joined(t.packets, 1, BULK_PORT, upload)))
+    return views
+
+
 @pytest.mark.parametrize("mode", [pytest.param("upload", marks=UPLOAD_SHORT_RUNS), "download"])
-def test_burst_length_seen_on_one_wan_has_mean_ncons(series: dict[str, list[ConnectionTrace]],
+def test_burst_length_seen_on_one_wan_has_mean_ncons(wan1_views: dict[str, list[Wan1View]],
                                                       mode: str) -> None:
     """The runs an observer of wan1 sees give hywf's mean burst, ncons, through
     pooled_burst_mean(); compared with what the same estimator gives for
     model HyWF senders with these connections' sizes and shares, since it
     reads a few percent low by construction."""
-    upload = mode == "upload"
-    per_conn = []
-    sizes = []
-    for t in series[mode]:
-        segments = {w: data_segments(t.packets[w], BULK_PORT, upload) for w in (1, 2)}
-        # the share once joined: the first run, left out, is the upload's
-        # pre-join first flight
-        share = share_once_joined(t.packets, 1, BULK_PORT, upload)
-        per_conn.append((run_lengths(segments[1]), share))
-        sizes.append((len(segments[1]) + len(segments[2]), share))
-    estimate = pooled_burst_mean(per_conn)
-    reference = model_pooled_burst_mean(sizes, NCONS, np.random.default_rng(1))
-    nruns = sum(len(r) for r, _ in per_conn)
+    views = wan1_views[mode]
+    estimate = pooled_burst_mean([(v.runs, v.share) for v in views])
+    reference = model_pooled_burst_mean([(v.packets, v.share) for v in views], NCONS,
+                                        np.random.default_rng(1))
+    nruns = sum(len(v.runs) for v in views)
     print(f"\n{mode}: {nruns} runs on wan1, burst mean estimate {estimate:.1f}, model reference "
           f"{reference:.1f} (ncons {NCONS})")
     assert nruns >= 100
@@ -175,24 +193,20 @@ def test_burst_length_seen_on_one_wan_has_mean_ncons(series: dict[str, list[Conn
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
-def test_simulated_runs_match_the_wire(series: dict[str, list[ConnectionTrace]], mode: str) -> None:
+def test_simulated_runs_match_the_wire(wan1_views: dict[str, list[Wan1View]], mode: str) -> None:
     """hywf_sim, the simulator the privacy evaluation protects traces with,
     splits like the kernel: the runs an observer of wan1 sees have the same
     distribution as the simulator's for connections of the same sizes and
     shares (two-sample KS at 0.001: on model data it rejects a correct
     simulator in under 1 % of samples, and one whose bursts are 14 packets
     instead of 20 in 80 %)."""
-    upload = mode == "upload"
     rng = np.random.default_rng(2)
     wire: list[int] = []
     simulated: list[int] = []
-    for t in series[mode]:
-        segments = {w: data_segments(t.packets[w], BULK_PORT, upload) for w in (1, 2)}
-        share = share_once_joined(t.packets, 1, BULK_PORT, upload)
-        wire += run_lengths(segments[1])
-        packets = len(segments[1]) + len(segments[2])
+    for v in wan1_views[mode]:
+        wire += v.runs
         for _ in range(SIM_COPIES):
-            simulated += mask_runs(hywf_sim.bursty_choice(packets, share, NCONS, rng))[1:-1]
+            simulated += mask_runs(hywf_sim.bursty_choice(v.packets, v.share, NCONS, rng))[1:-1]
     ks = stats.ks_2samp(wire, simulated)
     print(f"\n{mode}: wan1 runs, median wire {np.median(wire):.0f} ({len(wire)}), simulator "
           f"{np.median(simulated):.0f} ({len(simulated)}); KS D={ks.statistic:.3f} p={ks.pvalue:.3f}")
