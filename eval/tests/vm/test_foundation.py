@@ -3,14 +3,16 @@ WANs, byte-exact, with both WANs carrying data counted from packet captures."""
 
 from __future__ import annotations
 
+import json
 import platform
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from braid_eval.report import format_transfer
-from braid_eval.transfer import BulkServer, measured_transfer, ping_rtt_ms
+from braid_eval.transfer import BulkServer, measured_transfer, ping_rtt_ms, read_mib
 from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
 
 # 8 + 4 Mbit/s: the WANs, not the emulated CPU, must be the bottleneck. At
@@ -56,6 +58,43 @@ def test_one_connection_uses_both_wans(tag: str, mode: str) -> None:
         # The aggregate beats the faster WAN alone (8 Mbit/s).
         assert WAN1.rate_mbit is not None
         assert r.goodput_mbit > WAN1.rate_mbit * 1.05
+
+
+IDLE_PORT = 5301
+
+
+def idle_join_ms(tb: StandardTestbed, within_s: float) -> float | None:
+    """Open one MPTCP connection from the client that sends nothing; the ms
+    until its second subflow joined, or None."""
+    out = tb.client.run([sys.executable, "-m", "braid_eval.idle_join", "connect", tb.proxy_ip,
+                         str(IDLE_PORT), "--within", str(within_s)], timeout=within_s + 30).stdout
+    joined: float | None = json.loads(out)["joined_after_ms"]
+    return joined
+
+
+def test_idle_client_joins_before_sending(tag: str) -> None:
+    """Kernel patch 14: a client that has sent nothing may join only once the
+    server has acknowledged its third ACK with a DSS. braid's kernel does so at
+    accept time when a join would be accepted, so a silent connection (a
+    braid-proxy spare) joins in a couple of round trips; the control, a proxy
+    whose path manager refuses joins, sends no such ACK and nothing joins."""
+    with StandardTestbed(tag, wan1=WAN1, wan2=WAN2) as tb:
+        tb.enable_kernel_pm()
+        tb.proxy.wait_listening(IDLE_PORT, proc=tb.proxy.popen(
+            [sys.executable, "-m", "braid_eval.idle_join", "listen", str(IDLE_PORT)]))
+        acks = read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK")
+        joined = idle_join_ms(tb, within_s=3.0)
+        sent = read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK") - acks
+        print(f"\nsilent client joined after {joined} ms; idle ACKs sent by the proxy: {sent}")
+        # wan2's RTT is 40 ms: the ACK back, then the join's handshake; the
+        # rest is the emulated CPU. Without the ACK nothing joins at all.
+        assert joined is not None and joined < 1500
+        assert sent == 1
+        tb.proxy.run(["ip", "mptcp", "limits", "set", "subflow", "0", "add_addr_accepted", "0"])
+        refused = idle_join_ms(tb, within_s=1.5)
+        late = read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK") - acks
+        print(f"proxy refusing joins: joined after {refused} ms; idle ACKs {late - sent}")
+        assert refused is None and late == sent
 
 
 def user_processes() -> set[tuple[str, str]]:
