@@ -131,8 +131,8 @@ def test_proxy_configs(converged: Converged) -> None:
     # A LAN is redirected, so the transparent listener is not loopback-only.
     assert client["transparent_listen"] == "0.0.0.0:1081"
     assert client["gateway_status_file"] == "/run/braid/gateways.json"
-    # box1 runs hywf: braid-proxy's privacy settings (first flights split too).
-    assert client["preconnect"] == 16 and client["join_wait"] == "300ms"
+    # box1 runs hywf: spares for a page's parallel connections.
+    assert client["preconnect"] == 16
     server = json.loads((converged.proxy / "etc/braid/server.json").read_text())
     assert server["listen"] == "0.0.0.0:7443" and server["key_file"] == "/etc/braid/server.keys"
     for path in (converged.client / "etc/braid/client.json", converged.proxy / "etc/braid/server.json"):

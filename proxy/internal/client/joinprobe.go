@@ -33,7 +33,6 @@ const (
 	joinProbeIdle = time.Second // the kernel's smallest TCP_KEEPIDLE
 	joinProbeFor  = 3 * time.Second
 	joinPoll      = 50 * time.Millisecond
-	joinWaitPoll  = 2 * time.Millisecond // a connection waiting to send
 )
 
 // startJoinProbe has the kernel probe conn after joinProbeIdle.
@@ -56,27 +55,4 @@ func stopJoinProbe(conn *net.TCPConn, rt *runtimeState) error {
 func joined(conn *net.TCPConn) bool {
 	sfs, err := mptcpinfo.Subflows(conn)
 	return err == nil && len(sfs) > 1
-}
-
-// awaitJoin holds a connection that is not a joined spare until its other
-// subflows have joined, at most join_wait, so that its first flight (the
-// hello and the request) is split like the rest of its data. Against
-// braid's kernel on the server the join comes about a round trip after the
-// handshake (kernel patch 14); against another kernel it does not come
-// before the first byte, and the wait runs out.
-func (c *Client) awaitJoin(rt *runtimeState, conn *net.TCPConn) {
-	limit := time.Duration(rt.cfg.JoinWait)
-	if limit <= 0 || joined(conn) {
-		return
-	}
-	start := time.Now()
-	c.metrics.Counter("join_waits").Add(1)
-	for !joined(conn) {
-		if time.Since(start) >= limit {
-			c.metrics.Counter("join_wait_timeouts").Add(1)
-			break
-		}
-		time.Sleep(joinWaitPoll)
-	}
-	c.metrics.Counter("join_wait_us_total").Add(time.Since(start).Microseconds())
 }

@@ -76,7 +76,6 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		c.metrics.Counter("upstream_dial_failures").Add(1)
 		return nil, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", cfg.Server, err)
 	}
-	c.awaitJoin(rt, raw)
 	gw := c.metrics.Gateway(gwID)
 	gw.Conns.Add(1)
 	ok := false

@@ -62,10 +62,6 @@ const (
 	DefaultPreconnectMaxAge = 5 * time.Second
 	MaxPreconnect           = 64
 
-	// MaxJoinWait bounds join_wait: past a few round trips a join that has
-	// not come will not come (one gateway, a path manager that refuses).
-	MaxJoinWait = 2 * time.Second
-
 	// SOCKSReplyEarly answers SOCKS as soon as the connection to the server
 	// is up; the application's first bytes then travel with the hello.
 	SOCKSReplyEarly = "early"
@@ -170,7 +166,6 @@ type Client struct {
 	FastOpen          bool     `json:"fast_open"`  // TCP Fast Open to the server when not racing
 	Preconnect        int      `json:"preconnect"` // idle connections kept ready to the server
 	PreconnectMaxAge  Duration `json:"preconnect_max_age"`
-	JoinWait          Duration `json:"join_wait"`      // wait this long for the other subflows before the hello
 	TLSCertFile       string   `json:"tls_cert_file"`  // auth tls: this client's certificate
 	TLSKeyFile        string   `json:"tls_key_file"`   // auth tls: its private key (mode 0600)
 	TLSServerPin      string   `json:"tls_server_pin"` // auth tls: SHA-256 of the server certificate
@@ -291,7 +286,6 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.BoolVar(&c.FastOpen, "fast-open", c.FastOpen, "experimental, off by default: send the hello in the SYN (TCP Fast Open) when not racing; saves a round trip (server needs sysctl net.ipv4.tcp_fastopen=3). Known kernel problem: bulk downloads over such MPTCP connections can slow to a crawl (seen on Linux 6.12 and 6.18)")
 	fs.IntVar(&c.Preconnect, "preconnect", c.Preconnect, "idle connections kept open to the server, handshake done, so a new connection's hello leaves at once (0 disables; kept only within a minute of the last client connection; not with fast-open)")
 	fs.Var(&c.PreconnectMaxAge, "preconnect-max-age", "an idle preconnected connection is used only this young; keep it below the server's handshake-timeout")
-	fs.Var(&c.JoinWait, "join-wait", "privacy mode (hywf): a connection that is not a joined spare waits up to this long for its other subflows before its first byte, so that no network sees a whole first flight (0, the default, waits not at all; at most 2s; needs braid's kernel on the server)")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "auth tls: client certificate (braid-proxy gencert)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "auth tls: client private key, mode 0600")
 	fs.StringVar(&c.TLSServerPin, "tls-server-pin", c.TLSServerPin, "auth tls: SHA-256 (hex) of the server certificate")
@@ -508,9 +502,6 @@ func (c *Client) Validate() error {
 	}
 	if c.PreconnectMaxAge <= 0 {
 		return ferr("client.preconnect_max_age", "must be positive")
-	}
-	if c.JoinWait < 0 || time.Duration(c.JoinWait) > MaxJoinWait {
-		return ferr("client.join_wait", "must be between 0 and %s", MaxJoinWait)
 	}
 	if c.SOCKSReply != SOCKSReplyEarly && c.SOCKSReply != SOCKSReplyConnected {
 		return ferr("client.socks_reply", "must be %q or %q, not %q", SOCKSReplyEarly, SOCKSReplyConnected, c.SOCKSReply)

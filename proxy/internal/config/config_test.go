@@ -97,24 +97,6 @@ func TestSOCKSReplyValidated(t *testing.T) {
 	}
 }
 
-func TestJoinWaitBounded(t *testing.T) {
-	c := DefaultClient()
-	c.Server, c.KeyFile = "relay:7443", "/k"
-	for _, d := range []time.Duration{0, 150 * time.Millisecond, MaxJoinWait} {
-		c.JoinWait = Duration(d)
-		if err := c.Validate(); err != nil {
-			t.Errorf("%s: %v", d, err)
-		}
-	}
-	for _, d := range []time.Duration{-time.Millisecond, MaxJoinWait + time.Millisecond} {
-		c.JoinWait = Duration(d)
-		var fe *FieldError
-		if err := c.Validate(); !errors.As(err, &fe) || fe.Field != "client.join_wait" {
-			t.Errorf("%s: want error on client.join_wait, got %v", d, err)
-		}
-	}
-}
-
 func TestUnknownFieldRefused(t *testing.T) {
 	err := Decode([]byte(`{"listn":"x"}`), DefaultServer())
 	if err == nil || !strings.Contains(err.Error(), "listn") {
