@@ -274,6 +274,34 @@ class Condition(NamedTuple):
     drift: bool = False
 
 
+# Unmonitored load n is corpus site UNMONITORED_BASE + n, whatever --sites
+# is, so a dataset can grow its monitored sites later (resuming with a
+# larger --sites) without a monitored site ever being one of its
+# unmonitored ones. (Datasets before 2026-11-26 used --sites + n.)
+UNMONITORED_BASE = 100_000
+
+
+def check_numbering(meta: Path) -> None:
+    """Refuse to resume a dataset whose unmonitored loads were numbered
+    after its monitored sites (the old scheme): their names would now mean
+    other corpus sites."""
+    if not meta.exists():
+        return
+    for line in meta.read_text().splitlines():
+        r = json.loads(line)
+        if "-" not in r["file"] and r["site"] != UNMONITORED_BASE + int(r["file"]):
+            raise SystemExit(f"{meta.parent}: its unmonitored loads are numbered after the monitored "
+                             f"sites (load {r['file']} is site {r['site']}), not from {UNMONITORED_BASE}; "
+                             "collect into a new --out")
+
+
+# A load's trace runs until this long after its last object arrived: the
+# padding that follows the last data (braid-proxy's padding_idle, 1 s) is
+# part of what the observer sees. At most TAIL_OF_GAP of the pause before
+# the next load (collect's --gap-ms, 1.5 s), which must not leak in.
+TRACE_TAIL_S = 1.2
+TAIL_OF_GAP = 0.8
+
 CONDITIONS = {"single": Condition("default", multipath=False), "default": Condition("default"),
               "hywf": Condition("hywf"), "even": Condition("rr"),
               "ap": Condition("default", padded=True),
@@ -301,21 +329,24 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if not kernel_has_netem():
             raise SystemExit("shaped links need netem (braid's kernel); use --host on the host kernel")
         spec = LinkSpec(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
-    root = args.out / args.condition
+    label = args.condition + ("-1conn" if args.one_connection else "")
+    root = args.out / label
     dirs = {k: root / k for k in ("wan1", "wan2", "all")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     loads = [(s, i) for i in range(args.instances) for s in range(args.sites)]
-    loads += [(args.sites + n, 0) for n in range(args.unmonitored)]
+    loads += [(UNMONITORED_BASE + n, 0) for n in range(args.unmonitored)]
+    check_numbering(root / "loads.jsonl")
 
     def name(s: int, i: int) -> str:
-        return f"{s}-{i}" if s < args.sites else str(s - args.sites)
+        return f"{s}-{i}" if s < UNMONITORED_BASE else str(s - UNMONITORED_BASE)
 
     todo = [(s, i) for s, i in loads if not (dirs["all"] / name(s, i)).exists()]
-    log(f"{args.condition}: {len(loads) - len(todo)} of {len(loads)} loads already collected")
+    log(f"{label}: {len(loads) - len(todo)} of {len(loads)} loads already collected")
     if not todo:
         return 0
     site_tool = Path(__file__).resolve().parent.parent / "braid_testbed" / "websites.py"
+    tail_s = min(TRACE_TAIL_S, TAIL_OF_GAP * args.gap_ms / 1000)
     clients = {ip("client", "wan1"), ip("client", "wan2")}
     tag = f"wf{args.condition[:3]}"
     with StandardTestbed(tag, wan1=spec, wan2=spec) as tb:
@@ -338,6 +369,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 batch = todo[b : b + args.batch]
                 cmd = ["python3", str(site_tool), "load", "--server", server, "--socks", pair.socks,
                        "--gap-ms", str(args.gap_ms), "--seed", str(args.seed),
+                       *(["--one-connection"] if args.one_connection else []),
                        "--loads", *[f"{s}-{i}" for s, i in batch]]
                 with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
                     proc = tb.client.run(cmd, check=False, timeout=60 + 30 * len(batch))
@@ -350,18 +382,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
                         nm = name(r["site"], r["instance"])
                         parts = {}
                         for w, cap in ((1, cap1), (2, cap2)):
-                            parts[w] = trace_from_packets(cap.packets, clients, r["start"], r["end"] + 0.2,
+                            parts[w] = trace_from_packets(cap.packets, clients, r["start"],
+                                                          r["end"] + tail_s,
                                                           port=SERVER_PORT, segment=WIRE_MSS)
                             write_trace(parts[w], dirs[f"wan{w}"] / nm)
                         both = Trace(np.concatenate([parts[1].times, parts[2].times]),
                                      np.concatenate([parts[1].sizes, parts[2].sizes]))
                         order = np.argsort(both.times, kind="stable")
                         write_trace(Trace(both.times[order], both.sizes[order]), dirs["all"] / nm)
-                        meta.write(json.dumps({**r, "file": nm, "condition": args.condition}) + "\n")
+                        meta.write(json.dumps({**r, "file": nm, "condition": label}) + "\n")
                         done += 1
                 cap1.cleanup()
                 cap2.cleanup()
-                log(f"{args.condition}: {done}/{len(loads)} loads")
+                log(f"{label}: {done}/{len(loads)} loads")
                 if proc.returncode != 0 and not results:
                     raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}")
         stop_process(srv)
@@ -415,6 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--unmonitored", type=int, default=0)
     c.add_argument("--batch", type=int, default=50, help="loads per capture (default 50)")
     c.add_argument("--gap-ms", type=int, default=1500)
+    c.add_argument("--one-connection", action="store_true",
+                   help="each load over one connection (HTTP/2-like; padding then spans the load); "
+                        "stored as CONDITION-1conn")
     c.add_argument("--rate-mbit", type=float, default=20)
     c.add_argument("--delay-ms", type=float, default=10)
     c.add_argument("--seed", type=int, default=1)

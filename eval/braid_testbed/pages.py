@@ -15,8 +15,9 @@ pages the loader pauses ``--gap-ms``: a user reading the page, long enough
 for braid's ``hywf`` to start a new split for the next one.
 
 Protocol: the client sends ``GET <size> <body-len>\\n`` then the body; the
-server answers with ``size`` bytes of a stream seeded by the size, and
-closes. The loader checks every byte and prints one JSON line per page::
+server answers with ``size`` bytes of a stream seeded by the size, then
+reads the next request on the same connection until the client closes.
+The loader checks every byte and prints one JSON line per page::
 
     {"page": 3, "start": 1700000000.1, "end": 1700000000.9, "seconds": 0.8,
      "objects": [[12345, 850], ...], "ok": true}
@@ -92,19 +93,22 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 # -- server ----------------------------------------------------------------
 
 def handle(conn: socket.socket) -> None:
+    """Answer requests in order until the client closes (one, or several
+    over one connection as a browser's HTTP/2 connection carries a site)."""
     with conn:
         conn.settimeout(TIMEOUT_S)
-        line = bytearray()
-        while not line.endswith(b"\n"):
-            byte = conn.recv(1)
-            if not byte or len(line) > 64:
+        while True:
+            line = bytearray()
+            while not line.endswith(b"\n"):
+                byte = conn.recv(1)
+                if not byte or len(line) > 64:
+                    return
+                line += byte
+            verb, size_text, body_text = line.decode().split()
+            if verb != "GET":
                 return
-            line += byte
-        verb, size_text, body_text = line.decode().split()
-        if verb != "GET":
-            return
-        recv_exact(conn, int(body_text))
-        conn.sendall(object_bytes(int(size_text)))
+            recv_exact(conn, int(body_text))
+            conn.sendall(object_bytes(int(size_text)))
 
 
 def serve(listen: tuple[str, int]) -> None:
@@ -134,12 +138,29 @@ def socks5_connect(proxy: tuple[str, int], dest: tuple[str, int]) -> socket.sock
     return sock
 
 
-def fetch(server: tuple[str, int], socks: tuple[str, int] | None, size: int, body: int) -> bool:
+def connect(server: tuple[str, int], socks: tuple[str, int] | None) -> socket.socket:
     sock = socks5_connect(socks, server) if socks else socket.create_connection(server, TIMEOUT_S)
-    with sock:
-        sock.settimeout(TIMEOUT_S)
-        sock.sendall(f"GET {size} {body}\n".encode() + bytes(body))
+    sock.settimeout(TIMEOUT_S)
+    return sock
+
+
+def request(size: int, body: int) -> bytes:
+    return f"GET {size} {body}\n".encode() + bytes(body)
+
+
+def fetch(server: tuple[str, int], socks: tuple[str, int] | None, size: int, body: int) -> bool:
+    """One object over a connection of its own."""
+    with connect(server, socks) as sock:
+        sock.sendall(request(size, body))
         return recv_exact(sock, size) == object_bytes(size)
+
+
+def fetch_pipelined(sock: socket.socket, objects: list[tuple[int, int]]) -> bool:
+    """Several objects over one open connection: every request at once, then
+    the answers in order (how an HTTP/2 connection carries a site's objects,
+    without the interleaving)."""
+    sock.sendall(b"".join(request(size, body) for size, body in objects))
+    return all([recv_exact(sock, size) == object_bytes(size) for size, _ in objects])
 
 
 def load(args: argparse.Namespace) -> int:

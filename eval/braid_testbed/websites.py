@@ -18,8 +18,10 @@ unmonitored sites use the same generator with other seeds.
 
 Loading: the HTML first on one connection; then each wave's objects in
 parallel, at most ``--parallel`` connections at a time (browsers open six
-per host), through a SOCKS5 proxy when ``--socks`` is given. One JSON line
-per load::
+per host, over HTTP/1.1), through a SOCKS5 proxy when ``--socks`` is given.
+With ``--one-connection`` a load is one connection instead, as a browser's
+HTTP/2 connection to a site: the HTML, then each wave's requests at once
+and its answers in order. One JSON line per load::
 
     {"name": "3-7", "site": 3, "instance": 7, "start": ..., "end": ...,
      "seconds": 0.41, "objects": 17, "down": 812345, "up": 9120, "ok": true}
@@ -92,8 +94,13 @@ def parse_load(text: str) -> tuple[int, int]:
 
 
 def load_site(server: tuple[str, int], socks: tuple[str, int] | None, waves: list[Wave],
-              pool: ThreadPoolExecutor) -> bool:
+              pool: ThreadPoolExecutor, one_connection: bool = False) -> bool:
     ok = True
+    if one_connection:
+        with pages.connect(server, socks) as sock:
+            for wave in waves:
+                ok &= pages.fetch_pipelined(sock, wave)
+        return ok
     for wave in waves:  # a wave starts when the one that names it is in
         ok &= all(pool.map(lambda o: pages.fetch(server, socks, *o), wave))
     return ok
@@ -108,7 +115,7 @@ def load(args: argparse.Namespace) -> int:
             waves = load_waves(site, instance, args.seed)
             start = time.time()
             try:
-                ok = load_site(args.server, args.socks, waves, pool)
+                ok = load_site(args.server, args.socks, waves, pool, args.one_connection)
             except (OSError, ConnectionError) as err:
                 print(f"load {site}-{instance}: {err}", file=sys.stderr)
                 ok = False
@@ -135,6 +142,8 @@ def main() -> int:
     ld.add_argument("--loads", type=parse_load, nargs="+", required=True,
                     help="loads in order, each SITE-INSTANCE (e.g. 0-0 1-0 0-1)")
     ld.add_argument("--parallel", type=int, default=6, help="connections at once (default 6)")
+    ld.add_argument("--one-connection", action="store_true",
+                    help="each load over one connection, requests of a wave at once (HTTP/2-like)")
     ld.add_argument("--gap-ms", type=int, default=1500,
                     help="pause between loads (default 1500: more than hywf's 1 s idle split)")
     ld.add_argument("--seed", type=int, default=1, help="corpus seed")

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from braid_eval.wf_attacks import cumul_features, kfp_features, knn_features
 from braid_eval.wf_df import DeepFingerprinting, Dropout
 from braid_eval.wf_eval import evaluate
 from braid_eval.wf_synth import synthetic_dataset
-from braid_testbed import websites
+from braid_testbed import pages, websites
 from braid_testbed.pcap import TcpPacket
 from wftrace import Dataset, Trace, load_dataset, parse_name, parse_trace, save_dataset, trace_from_packets
 
@@ -140,6 +141,35 @@ def test_loader_fetches_every_object_over_loopback() -> None:
     waves = websites.load_waves(7, 3)
     assert lines[1]["objects"] == sum(len(w) for w in waves)
     assert lines[1]["down"] == sum(o[0] for w in waves for o in w)
+
+
+@pytest.mark.parametrize("one_connection", [False, True])
+def test_loader_connections_per_load(one_connection: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load opens a connection per object, or with one_connection (HTTP/2-
+    like) a single one carrying every object, intact and in order."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = subprocess.Popen([sys.executable, str(SITE_TOOL), "serve", "--listen", f"127.0.0.1:{port}"],
+                           stdout=subprocess.PIPE)
+    opened = []
+    connect = pages.connect
+
+    def counting_connect(server: tuple[str, int], socks: tuple[str, int] | None) -> socket.socket:
+        opened.append(server)
+        return connect(server, socks)
+
+    monkeypatch.setattr(pages, "connect", counting_connect)
+    waves = websites.load_waves(7, 3)
+    try:
+        assert srv.stdout is not None and b"listening" in srv.stdout.readline()
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            ok = websites.load_site(("127.0.0.1", port), None, waves, pool, one_connection)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=5)
+    assert ok
+    assert len(opened) == (1 if one_connection else sum(len(w) for w in waves))
 
 
 # -- features on hand-made traces --------------------------------------------
@@ -337,3 +367,19 @@ def test_host_collection_through_braid_proxy_is_resumable(tmp_path: Path) -> Non
     before = (tmp_path / "default" / "loads.jsonl").read_text().count("\n")
     assert wf.main(args) == 0  # resumed: nothing left to load
     assert (tmp_path / "default" / "loads.jsonl").read_text().count("\n") == before == 6
+
+
+def test_unmonitored_loads_keep_their_corpus_site_when_sites_grow(tmp_path: Path) -> None:
+    """Unmonitored load n is corpus site UNMONITORED_BASE + n whatever --sites
+    is, so a dataset can grow its monitored sites; a dataset numbered the old
+    way (after the monitored sites) is refused, not silently mixed."""
+    base = ["collect", "--host", "--condition", "default", "--out", str(tmp_path), "--instances", "1",
+            "--unmonitored", "2", "--gap-ms", "100"]
+    assert wf.main([*base, "--sites", "2"]) == 0
+    assert wf.main([*base, "--sites", "3"]) == 0
+    meta = tmp_path / "default" / "loads.jsonl"
+    loads = {r["file"]: r["site"] for r in map(__import__("json").loads, meta.read_text().splitlines())}
+    assert loads == {"0-0": 0, "1-0": 1, "2-0": 2, "0": wf.UNMONITORED_BASE, "1": wf.UNMONITORED_BASE + 1}
+    meta.write_text(meta.read_text().replace(f'"site": {wf.UNMONITORED_BASE + 1}', '"site": 3'))
+    with pytest.raises(SystemExit, match="collect into a new --out"):
+        wf.main([*base, "--sites", "4"])
