@@ -62,15 +62,17 @@ class PageServer:
 
 @dataclasses.dataclass(frozen=True)
 class FirstFlight:
-    """When a relay connection's first answer left, against when its second
-    subflow joined: an answer that leaves first crosses one network whole."""
+    """When a relay connection's first byte in one direction left (the
+    client's hello and request upstream, the server's answer downstream),
+    against when its second subflow joined: a first flight that leaves
+    before the join crosses one network whole."""
 
-    answered_at: float
+    sent_at: float
     joined_at: float | None
 
     @property
     def before_join(self) -> bool:
-        return self.joined_at is None or self.answered_at < self.joined_at
+        return self.joined_at is None or self.sent_at < self.joined_at
 
 
 @dataclasses.dataclass
@@ -80,7 +82,8 @@ class PageTrace:
 
     result: dict[str, object]
     payload: dict[tuple[int, str], int]
-    first_flights: list[FirstFlight] = dataclasses.field(default_factory=list)
+    first_flights: list[FirstFlight] = dataclasses.field(default_factory=list)  # answers
+    first_requests: list[FirstFlight] = dataclasses.field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -98,14 +101,19 @@ def relay_payload(packets: list[TcpPacket], start: float, end: float, direction:
     return sum(p.payload_len for p in packets if start <= p.ts <= end and p.sport == SERVER_PORT)
 
 
-def first_flights(captured: dict[int, list[TcpPacket]]) -> list[FirstFlight]:
-    """For every relay connection: its first answer byte from the server,
-    on whichever subflow, and when its first join completed."""
+def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down") -> list[FirstFlight]:
+    """For every relay connection: its first payload byte in ``direction``
+    ("down" from the server, "up" to it), on whichever subflow, and when its
+    first join completed."""
     first_data: dict[tuple[int, tuple[str, int, str, int]], float] = {}
     for wan, packets in captured.items():
         for p in packets:
-            if p.sport == SERVER_PORT and p.payload_len:
+            if not p.payload_len:
+                continue
+            if direction == "down" and p.sport == SERVER_PORT:
                 first_data.setdefault((wan, (p.dst, p.dport, p.src, p.sport)), p.ts)
+            elif direction == "up" and p.dport == SERVER_PORT:
+                first_data.setdefault((wan, (p.src, p.sport, p.dst, p.dport)), p.ts)
     out = []
     for conn in mptcp_connections(captured).values():
         times = [first_data[f] for f in (conn.first, *conn.joins) if f in first_data]
@@ -125,13 +133,14 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
     if proc.returncode != 0 or len(results) != count:
         raise RuntimeError(f"page loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     captured = {1: cap1.packets, 2: cap2.packets}
-    flights = first_flights(captured)
+    answers, requests = first_flights(captured, "down"), first_flights(captured, "up")
     traces = []
     for r in results:
         start, end = float(r["start"]), float(r["end"])
         traces.append(PageTrace(r, {(w, d): relay_payload(pk, start, end, d)
                                     for w, pk in captured.items() for d in ("up", "down")},
-                                [f for f in flights if start <= f.answered_at <= end]))
+                                [f for f in answers if start <= f.sent_at <= end],
+                                [f for f in requests if start <= f.sent_at <= end]))
     cap1.cleanup()
     cap2.cleanup()
     return traces

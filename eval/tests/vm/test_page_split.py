@@ -55,37 +55,48 @@ class PageBed:
     braid-proxy between them, the page server behind the proxy."""
 
     tb: StandardTestbed
-    socks: str
-    socks_no_spares: str  # a second client, preconnect 0
+    socks: str  # 16 spares
+    socks_no_spares: str  # preconnect 0: each connection dialled when asked for
     series: int = 0
 
     def load(self, scope: int, extra: list[str], count: int = PAGES,
-             join_wait_ms: int = HYWF_JOIN_WAIT_MS_DEFAULT,
-             spares: bool = True) -> tuple[list[PageTrace], dict[str, int]]:
-        """``count`` pages with hywf at ``scope`` on both ends; also what the
-        proxy's join-wait and burst counters moved by during the series.
-        Without ``spares``, through the client that dials each connection
-        when it is asked for (its subflows join after the first flight)."""
+             join_wait_ms: int = HYWF_JOIN_WAIT_MS_DEFAULT, client_join_wait_ms: int | None = None,
+             socks: str | None = None) -> tuple[list[PageTrace], dict[str, int]]:
+        """``count`` pages with hywf at ``scope`` on both ends, through
+        ``socks`` (the client with spares by default), the first-flight hold
+        at ``join_wait_ms`` (the client's at ``client_join_wait_ms`` if
+        given); also what the join-wait and burst counters moved by."""
         for node in ("client", "proxy"):
+            wait = client_join_wait_ms if node == "client" and client_join_wait_ms is not None \
+                else join_wait_ms
             self.tb[node].sysctl("net.mptcp.hywf_scope", scope)
-            self.tb[node].sysctl("net.mptcp.hywf_join_wait_ms", join_wait_ms)
+            self.tb[node].sysctl("net.mptcp.hywf_join_wait_ms", wait)
         before = self.counters()
         self.series += 1
-        pages = traced_pages(self.tb, self.socks if spares else self.socks_no_spares, count,
+        pages = traced_pages(self.tb, socks or self.socks, count,
                              ["--objects", str(PAGE_OBJECTS), "--gap-ms", str(GAP_MS),
                               "--seed", str(self.series), *extra])
         after = self.counters()
         moved = {k: after[k] - before[k] for k in after}
-        flights = [f for page in pages for f in page.first_flights]
-        print(f"\nseries {self.series} (scope {scope}, join wait {join_wait_ms} ms): "
-              f"{sum(f.before_join for f in flights)} of {len(flights)} connections answered "
-              f"before their join; proxy counters {moved}")
+        answers = [f for page in pages for f in page.first_flights]
+        requests = [f for page in pages for f in page.first_requests]
+        print(f"\nseries {self.series} (scope {scope}, join wait {join_wait_ms} ms, client "
+              f"{join_wait_ms if client_join_wait_ms is None else client_join_wait_ms} ms): before their "
+              f"join, {sum(f.before_join for f in requests)} of {len(requests)} connections sent "
+              f"their request and {sum(f.before_join for f in answers)} of {len(answers)} were "
+              f"answered; proxy counters {moved}")
         return pages, moved
 
     def counters(self) -> dict[str, int]:
-        nstat = self.tb.proxy.run(["nstat", "-az"])
-        return {name: read_mib(nstat, f"MPTcpExt{name}")
-                for name in ("SchedJoinWait", "SchedJoinWaitTimeout", "SchedBurstMoved")}
+        """The proxy's hywf counters, and the client's join holds ("client
+        ..."): the client holds requests, the proxy answers."""
+        out = {}
+        for node, prefix, names in (
+                ("proxy", "", ("SchedJoinWait", "SchedJoinWaitTimeout", "SchedBurstMoved")),
+                ("client", "client ", ("SchedJoinWait", "SchedJoinWaitTimeout"))):
+            nstat = self.tb[node].run(["nstat", "-az"])
+            out.update({prefix + name: read_mib(nstat, f"MPTcpExt{name}") for name in names})
+        return out
 
 
 @pytest.fixture(scope="module")
@@ -154,30 +165,26 @@ def test_page_scope_downstream_share_is_uniform_per_page(
     assert down[0] <= 0.1 and down[-1] >= 0.9
 
 
-UPSTREAM_LEAN = pytest.mark.xfail(
-    reason="the upstream share leans to wan1: mean 0.59 over 160 pages in four samples (0.59, 0.62, "
-    "0.49, 0.655; the last rejects the model at p = 0.007, 2026-11-26). Connections dialled during "
-    "the page (the 16 spares did not cover them all under TCG) send their request before their "
-    "join, on wan1 alone, and the kernel cannot hold a client's first flight. To fix in braid-proxy: "
-    "a fixed-size first flight without the request, then a bounded wait for the second subflow "
-    "(a plain wait deadlocks: the client may join only once the server has answered) (issue 11)",
-    strict=False)
-
-
-@UPSTREAM_LEAN
 def test_page_scope_upstream_share_follows_the_split_per_page(
         page_scope: list[PageTrace], bed: PageBed) -> None:
     """Upstream a page is its requests, each a packet or three: the client
-    sends them under the page's split only because braid-proxy's spare
-    connections join their subflows before they are used.
+    sends them under the page's split only if each connection has joined
+    its second subflow before its hello. braid-proxy's spares join while
+    idle (kernel patch 14 acks a silent client at once), and the client's
+    hywf holds the first flight of a connection the spares do not cover
+    until its join (patch 15). Before both, a quarter of the connections of
+    a page sent their request on wan1 alone and the share leaned to wan1
+    (mean 0.59 over 160 pages, 2026-11-26).
 
     Each request is one burst, so a page of PAGE_OBJECTS requests crosses
-    one WAN whole with probability 2 / (PAGE_OBJECTS + 1) (a run on
-    2026-11-26 had 5 of 40 pages at 1.00 and 3 at 0.00, every connection's
-    request on one WAN); the shares are compared with the page-scope model
-    of the requests, not with U[0, 1] (against which that run rejected at
-    p = 0.01 and 0.03 twice), at ALPHA, confirmed on a fresh sample when
-    the first rejects."""
+    one WAN whole with probability 2 / (PAGE_OBJECTS + 1); the shares are
+    compared with the page-scope model of the requests, not with U[0, 1],
+    at ALPHA, confirmed on a fresh sample when the first rejects."""
+    requests = [f for page in page_scope for f in page.first_requests]
+    alone = sum(f.before_join for f in requests)
+    print(f"\npage scope, up: {alone} of {len(requests)} requests left before their join")
+    assert len(requests) >= PAGES * PAGE_OBJECTS * 3 // 4
+    assert alone <= 3
     up = shares(page_scope, "up")
     describe("page scope, up", up)
     fit = model_fit(up, page_scope, per_page=True, direction="up")
@@ -217,38 +224,53 @@ def test_connection_scope_concentrates_each_page_near_half(
 
 
 def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
-    """Pages of small objects, each response a single first flight of at
-    most 16 KB. On the wire, per relay connection (its subflows tied by
-    token): does its first answer byte leave before its second subflow has
-    joined? Then the whole answer crosses wan1 alone. Two guards keep that
-    from happening: braid-proxy's spares join while idle (the client's
-    side), and the proxy's kernel holds an answer until the join
-    (hywf_join_wait_ms; only holds that gave up, MPTcpExtSchedJoinWaitTimeout,
-    may leave early) for connections that were dialled when asked for. The
-    control, without spares and with the hold off, shows that answers do
-    beat the join in this setting."""
+    """Pages of small objects, each request and each response a single first
+    flight of at most 16 KB. On the wire, per relay connection (its subflows
+    tied by token): does its first byte in each direction leave before its
+    second subflow has joined? Then it crosses wan1 alone.
+
+    braid-proxy's spares join while idle; for connections dialled when
+    asked for, hywf holds the first flight until the join (hywf_join_wait_ms;
+    only holds that gave up, MPTcpExtSchedJoinWaitTimeout, may leave early):
+    the client's request (patch 15), after which the join is done before
+    the proxy answers, and, where the client does not hold (its hold off
+    here), the proxy's answer. The control, without spares and with both
+    holds off, shows that first flights do beat the join in this setting.
+    The hold costs the join's round trips: page-load times printed."""
     small = ["--min-object", "2000", "--max-object", "16000"]
     series = {
         "spares": bed.load(SCOPE_PEER, small, count=SMALL_PAGES),
-        "no spares, held": bed.load(SCOPE_PEER, small, count=SMALL_PAGES, spares=False),
-        "no spares, hold off": bed.load(SCOPE_PEER, small, count=SMALL_PAGES, spares=False,
+        "no spares, held": bed.load(SCOPE_PEER, small, count=SMALL_PAGES, socks=bed.socks_no_spares),
+        "no spares, proxy holds": bed.load(SCOPE_PEER, small, count=SMALL_PAGES, socks=bed.socks_no_spares,
+                                           client_join_wait_ms=0),
+        "no spares, hold off": bed.load(SCOPE_PEER, small, count=SMALL_PAGES, socks=bed.socks_no_spares,
                                         join_wait_ms=0),
     }
-    early = {}
+    answered, sent = {}, {}
     for label, (pages, c) in series.items():
         assert all(p.result["ok"] for p in pages)
-        flights = [f for p in pages for f in p.first_flights]
-        early[label] = sum(f.before_join for f in flights)
+        answers = [f for p in pages for f in p.first_flights]
+        requests = [f for p in pages for f in p.first_requests]
+        answered[label] = sum(f.before_join for f in answers)
+        sent[label] = sum(f.before_join for f in requests)
         down = sorted(p.share(1, "down") for p in pages)
-        print(f"\nsmall objects, {label}: {early[label]} of {len(flights)} connections answered "
-              f"before their join; proxy counters {c}")
+        print(f"\nsmall objects, {label}: before their join, {sent[label]} of {len(requests)} "
+              f"requests left and {answered[label]} of {len(answers)} answers; proxy counters {c}; "
+              f"page-load time median {statistics.median(p.seconds for p in pages):.2f} s")
         print(f"small objects, {label}: wan1 share per page: {' '.join(f'{v:.2f}' for v in down)}")
-        assert len(flights) >= len(pages) * PAGE_OBJECTS * 3 // 4
-    held, off = series["no spares, held"][1], series["no spares, hold off"][1]
-    assert early["spares"] <= 2
-    assert held["SchedJoinWait"] >= 1 and off["SchedJoinWait"] == 0
-    assert early["no spares, held"] <= held["SchedJoinWaitTimeout"] + 2
-    assert early["no spares, hold off"] >= 10
-    for label in ("spares", "no spares, held"):
+        assert len(answers) >= len(pages) * PAGE_OBJECTS * 3 // 4
+        assert len(requests) >= len(pages) * PAGE_OBJECTS * 3 // 4
+    held, proxy, off = (series[k][1] for k in ("no spares, held", "no spares, proxy holds",
+                                                 "no spares, hold off"))
+    assert answered["spares"] <= 2 and sent["spares"] <= 2
+    # the client holds its requests; the join is then done before any answer
+    assert held["client SchedJoinWait"] >= 1 and off["client SchedJoinWait"] == 0
+    assert sent["no spares, held"] <= held["client SchedJoinWaitTimeout"] + 2
+    assert answered["no spares, held"] <= held["SchedJoinWaitTimeout"] + 2
+    # the client does not: its requests beat the join, the proxy holds answers
+    assert sent["no spares, proxy holds"] >= 10 and proxy["SchedJoinWait"] >= 1
+    assert answered["no spares, proxy holds"] <= proxy["SchedJoinWaitTimeout"] + 2
+    assert answered["no spares, hold off"] >= 10 and sent["no spares, hold off"] >= 10
+    for label in ("spares", "no spares, held", "no spares, proxy holds"):
         down = [p.share(1, "down") for p in series[label][0]]
         assert min(down) <= 0.2 and sum(v <= 0.5 for v in down) >= len(down) // 4, label

@@ -47,10 +47,9 @@
  * network whole, and small objects would be seen entire by its observer.
  * So a connection that has had one subflow only holds its data for up to
  * hywf_join_wait_ms for a second one to join (MPTcpExtSchedJoinWait counts
- * the holds, MPTcpExtSchedJoinWaitTimeout those that gave up). A client
- * cannot wait like this before its first data: its subflows can only join
- * once the peer has acknowledged data, so its first flight needs a
- * connection opened, and joined, ahead of time (braid-proxy's spares).
+ * the holds, MPTcpExtSchedJoinWaitTimeout those that gave up), on both
+ * ends: a client's subflows can join before its first data because a braid
+ * server acknowledges the client's keys when it accepts the connection.
  *
  * Bursts are counted in segments on the wire: the push path cuts a burst
  * of L at exactly L packets of the MSS in use.
@@ -283,8 +282,11 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 
 /* Hold the first flight of a connection that has had one subflow only,
  * for at most hywf_join_wait_ms, so that it does not cross one network
- * whole. Before the connection is fully established no subflow can join
- * (the peer has not acknowledged data yet): nothing is held then.
+ * whole. The hold ends when a second subflow can take data: on a client,
+ * not when the join starts but when the peer has confirmed it. A client
+ * may start a join only once the peer has acknowledged its keys, which a
+ * braid server does when it accepts the connection; against a peer that
+ * waits for data instead, the hold runs out.
  */
 static bool hywf_hold_for_join(struct mptcp_sock *msk, u32 n, u32 now)
 {
@@ -294,13 +296,10 @@ static bool hywf_hold_for_join(struct mptcp_sock *msk, u32 n, u32 now)
 	if (hs->join == HYWF_JOIN_DONE)
 		return false;
 	wait_ms = READ_ONCE(hywf_pernet(msk)->cfg.join_wait_ms);
-	/* subflow ids start at 1: a higher next id means a join happened */
-	if (n >= 2 || !wait_ms || msk->subflow_id > 2) {
+	if (n >= 2 || !wait_ms) {
 		hs->join = HYWF_JOIN_DONE;
 		return false;
 	}
-	if (!READ_ONCE(msk->fully_established))
-		return false;
 	if (hs->join == HYWF_JOIN_UNDECIDED) {
 		hs->join = HYWF_JOIN_HOLDING;
 		hs->join_start_ms = now;
