@@ -145,24 +145,35 @@ def model_fit(measured: list[float], pages: list[PageTrace], per_page: bool,
     return float(stats.ks_2samp(measured, model).pvalue)
 
 
-def test_page_scope_downstream_share_is_uniform_per_page(
-        page_scope: list[PageTrace], bed: PageBed) -> None:
-    """What the proxy sends back: one split per page, p ~ U[0, 1].
+def reaches_both_ends(values: list[float]) -> bool:
+    """Some page shows wan1 at most a tenth of its bytes and some at least
+    nine tenths (issue 11): for 40 pages under U[0, 1] each end is missed
+    with probability 0.9^40 = 1.5 %."""
+    return min(values) <= 0.1 and max(values) >= 0.9
 
-    KS at ALPHA against the page-scope model, confirmed on a fresh sample
-    when the first rejects (a correct scheduler then fails with ALPHA^2)."""
-    down = shares(page_scope, "down")
-    describe("page scope, down", down)
-    fit = model_fit(down, page_scope, per_page=True)
-    print(f"page scope, down: KS against the page-scope model p={fit:.4f}")
-    if fit <= ALPHA:
+
+def fits_page_scope(pages: list[PageTrace], bed: PageBed, direction: str) -> None:
+    """KS at ALPHA against the page-scope model, and both ends reached;
+    confirmed on a fresh sample when the first fails either (a correct
+    scheduler then fails with about (ALPHA + 0.03)^2)."""
+    values = shares(pages, direction)
+    describe(f"page scope, {direction}", values)
+    fit = model_fit(values, pages, per_page=True, direction=direction)
+    print(f"page scope, {direction}: KS against the page-scope model p={fit:.4f}")
+    if fit <= ALPHA or not reaches_both_ends(values):
         print("first sample rejected; confirming with a fresh one")
         again = bed.load(SCOPE_PEER, PAGE_SIZES)[0]
-        down = shares(again, "down")
-        fit = model_fit(down, again, per_page=True)
-        describe("page scope, down, second sample", down)
+        values = shares(again, direction)
+        fit = model_fit(values, again, per_page=True, direction=direction)
+        describe(f"page scope, {direction}, second sample", values)
     assert fit > ALPHA
-    assert down[0] <= 0.1 and down[-1] >= 0.9
+    assert reaches_both_ends(values)
+
+
+def test_page_scope_downstream_share_is_uniform_per_page(
+        page_scope: list[PageTrace], bed: PageBed) -> None:
+    """What the proxy sends back: one split per page, p ~ U[0, 1]."""
+    fits_page_scope(page_scope, bed, "down")
 
 
 def test_page_scope_upstream_share_follows_the_split_per_page(
@@ -179,24 +190,13 @@ def test_page_scope_upstream_share_follows_the_split_per_page(
     Each request is one burst, so a page of PAGE_OBJECTS requests crosses
     one WAN whole with probability 2 / (PAGE_OBJECTS + 1); the shares are
     compared with the page-scope model of the requests, not with U[0, 1],
-    at ALPHA, confirmed on a fresh sample when the first rejects."""
+    as fits_page_scope does."""
     requests = [f for page in page_scope for f in page.first_requests]
     alone = sum(f.before_join for f in requests)
     print(f"\npage scope, up: {alone} of {len(requests)} requests left before their join")
     assert len(requests) >= PAGES * PAGE_OBJECTS * 3 // 4
     assert alone <= 3
-    up = shares(page_scope, "up")
-    describe("page scope, up", up)
-    fit = model_fit(up, page_scope, per_page=True, direction="up")
-    print(f"page scope, up: KS against the page-scope model p={fit:.4f}")
-    if fit <= ALPHA:
-        print("first sample rejected; confirming with a fresh one")
-        again = bed.load(SCOPE_PEER, PAGE_SIZES)[0]
-        up = shares(again, "up")
-        fit = model_fit(up, again, per_page=True, direction="up")
-        describe("page scope, up, second sample", up)
-    assert fit > ALPHA
-    assert up[0] <= 0.1 and up[-1] >= 0.9
+    fits_page_scope(page_scope, bed, "up")
 
 
 def test_connection_scope_concentrates_each_page_near_half(
