@@ -82,7 +82,7 @@ class PageTrace:
 
     result: dict[str, object]
     payload: dict[tuple[int, str], int]
-    first_flights: list[FirstFlight] = dataclasses.field(default_factory=list)  # answers
+    first_answers: list[FirstFlight] = dataclasses.field(default_factory=list)
     first_requests: list[FirstFlight] = dataclasses.field(default_factory=list)
 
     @property

@@ -78,7 +78,7 @@ class PageBed:
                               "--seed", str(self.series), *extra])
         after = self.counters()
         moved = {k: after[k] - before[k] for k in after}
-        answers = [f for page in pages for f in page.first_flights]
+        answers = [f for page in pages for f in page.first_answers]
         requests = [f for page in pages for f in page.first_requests]
         print(f"\nseries {self.series} (scope {scope}, join wait {join_wait_ms} ms, client "
               f"{join_wait_ms if client_join_wait_ms is None else client_join_wait_ms} ms): before their "
@@ -249,7 +249,7 @@ def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
     answered, sent = {}, {}
     for label, (pages, c) in series.items():
         assert all(p.result["ok"] for p in pages)
-        answers = [f for p in pages for f in p.first_flights]
+        answers = [f for p in pages for f in p.first_answers]
         requests = [f for p in pages for f in p.first_requests]
         answered[label] = sum(f.before_join for f in answers)
         sent[label] = sum(f.before_join for f in requests)
