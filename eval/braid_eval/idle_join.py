@@ -3,9 +3,10 @@ subflow: the two ends of the check, run inside testbed namespaces.
 
 ``listen PORT`` accepts connections and holds them open, reading nothing
 and sending nothing. ``connect HOST PORT`` opens one MPTCP connection,
-sends nothing, and polls MPTCP_INFO until a subflow has joined or
-``--within`` seconds have passed; it prints JSON, ``{"joined_after_ms":
-...}`` (null when none joined).
+sends nothing, and polls MPTCP_INFO until a join has started (its
+``mptcpi_subflows`` counts a subflow from its SYN) or ``--within`` seconds
+have passed; it prints JSON, ``{"joined_after_ms": ...}`` (null when none
+joined).
 
 An MPTCP client may join only once an ACK with a DSS option from the
 server has told it that its third ACK arrived (RFC 8684 section 3.1); the

@@ -86,8 +86,9 @@ def test_idle_client_joins_before_sending(tag: str) -> None:
         joined = idle_join_ms(tb, within_s=3.0)
         sent = read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK") - acks
         print(f"\nsilent client joined after {joined} ms; idle ACKs sent by the proxy: {sent}")
-        # wan2's RTT is 40 ms: the ACK back, then the join's handshake; the
-        # rest is the emulated CPU. Without the ACK nothing joins at all.
+        # mptcpi_subflows counts a join from its SYN: the proxy's ACK back
+        # over wan1 (20 ms RTT) plus the emulated CPU. Without the ACK
+        # nothing joins at all.
         assert joined is not None and joined < 1500
         assert sent == 1
         tb.proxy.run(["ip", "mptcp", "limits", "set", "subflow", "0", "add_addr_accepted", "0"])
