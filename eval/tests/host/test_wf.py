@@ -6,6 +6,7 @@ through braid-proxy on the host-kernel testbed."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -136,7 +137,7 @@ def test_loader_fetches_every_object_over_loopback() -> None:
     finally:
         srv.terminate()
         srv.wait(timeout=5)
-    lines = [__import__("json").loads(x) for x in out.stdout.splitlines()]
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
     assert [x["name"] for x in lines] == ["2-0", "7-3"] and all(x["ok"] for x in lines)
     waves = websites.load_waves(7, 3)
     assert lines[1]["objects"] == sum(len(w) for w in waves)
@@ -378,7 +379,7 @@ def test_unmonitored_loads_keep_their_corpus_site_when_sites_grow(tmp_path: Path
     assert wf.main([*base, "--sites", "2"]) == 0
     assert wf.main([*base, "--sites", "3"]) == 0
     meta = tmp_path / "default" / "loads.jsonl"
-    loads = {r["file"]: r["site"] for r in map(__import__("json").loads, meta.read_text().splitlines())}
+    loads = {r["file"]: r["site"] for r in map(json.loads, meta.read_text().splitlines())}
     assert loads == {"0-0": 0, "1-0": 1, "2-0": 2, "0": wf.UNMONITORED_BASE, "1": wf.UNMONITORED_BASE + 1}
     meta.write_text(meta.read_text().replace(f'"site": {wf.UNMONITORED_BASE + 1}', '"site": 3'))
     with pytest.raises(SystemExit, match="collect into a new --out"):

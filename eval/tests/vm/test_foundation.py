@@ -72,6 +72,11 @@ def idle_join_ms(tb: StandardTestbed, within_s: float) -> float | None:
     return joined
 
 
+def idle_acks(tb: StandardTestbed) -> int:
+    """The ACKs the proxy sent to silent clients (kernel patch 14)."""
+    return read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK")
+
+
 def test_idle_client_joins_before_sending(tag: str) -> None:
     """Kernel patch 14: a client that has sent nothing may join only once the
     server has acknowledged its third ACK with a DSS. braid's kernel does so at
@@ -82,9 +87,9 @@ def test_idle_client_joins_before_sending(tag: str) -> None:
         tb.enable_kernel_pm()
         tb.proxy.wait_listening(IDLE_PORT, proc=tb.proxy.popen(
             [sys.executable, "-m", "braid_eval.idle_join", "listen", str(IDLE_PORT)]))
-        acks = read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK")
+        acks = idle_acks(tb)
         joined = idle_join_ms(tb, within_s=3.0)
-        sent = read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK") - acks
+        sent = idle_acks(tb) - acks
         print(f"\nsilent client joined after {joined} ms; idle ACKs sent by the proxy: {sent}")
         # mptcpi_subflows counts a join from its SYN: the proxy's ACK back
         # over wan1 (20 ms RTT) plus the emulated CPU. Without the ACK
@@ -93,7 +98,7 @@ def test_idle_client_joins_before_sending(tag: str) -> None:
         assert sent == 1
         tb.proxy.run(["ip", "mptcp", "limits", "set", "subflow", "0", "add_addr_accepted", "0"])
         refused = idle_join_ms(tb, within_s=1.5)
-        late = read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK") - acks
+        late = idle_acks(tb) - acks
         print(f"proxy refusing joins: joined after {refused} ms; idle ACKs {late - sent}")
         assert refused is None and late == sent
 

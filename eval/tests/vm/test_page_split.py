@@ -232,8 +232,9 @@ def test_connection_scope_concentrates_each_page_near_half(
         # (a run on 2026-11-26 had p = 0.0026, its pages leaning to wan2)
         print(f"first sample rejected (p={conn_fit:.4f}); confirming with a fresh one")
         again = bed.load(SCOPE_CONNECTION, PAGE_SIZES)[0]
-        describe("connection scope, down, second sample", shares(again, "down"))
-        conn_fit = model_fit(shares(again, "down"), again, per_page=False)
+        again_down = shares(again, "down")
+        describe("connection scope, down, second sample", again_down)
+        conn_fit = model_fit(again_down, again, per_page=False)
     page_model = model_shares(connection_scope, True, NCONS, MODEL_DRAWS)
     conn_model = model_shares(page_scope, False, NCONS, MODEL_DRAWS)
     conn_vs_page_model = float(stats.levene(per_conn, page_model, center="median").pvalue)
