@@ -217,16 +217,17 @@ def sched_bursts_moved(tb: StandardTestbed, node: str) -> int:
 
 
 def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int, mode: str,
-                           after_bytes: int, breakage: Callable[[], object]) -> tuple[TransferResult, float]:
+                           after_bytes: int, breakage: Callable[[], object],
+                           wan: int = 1) -> tuple[TransferResult, float]:
     """A measured transfer during which ``breakage`` (a WAN cut, a
-    blackhole) happens once wan1 has carried ``after_bytes`` in the
+    blackhole) happens once WAN ``wan`` has carried ``after_bytes`` in the
     transfer's direction; returns the result and when the breakage began.
-    Fails if wan1 never carries that much, or if the transfer ended before
-    the breakage was in place (under emulation the breakage's own commands
-    can take a second): either way it would prove nothing."""
+    Fails if that WAN never carries that much, or if the transfer ended
+    before the breakage was in place (under emulation the breakage's own
+    commands can take a second): either way it would prove nothing."""
     result: list[TransferResult] = []
     index = 0 if mode == "upload" else 1
-    dev = "wan1"
+    dev = f"wan{wan}"
     # The link's counters run since the testbed came up (it may be shared).
     start = interface_counters(tb.client, dev)[index]
     worker = threading.Thread(target=lambda: result.append(
