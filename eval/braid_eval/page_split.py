@@ -27,7 +27,7 @@ from types import TracebackType
 from braid_eval.proxy_pair import SERVER_PORT
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.netns import stop_process
-from braid_testbed.pcap import TcpPacket, mptcp_connections
+from braid_testbed.pcap import MptcpConnection, TcpPacket, mptcp_connections
 
 PAGES_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "pages.py"
 PAGE_PORT = 8080
@@ -69,6 +69,9 @@ class FirstFlight:
 
     sent_at: float
     joined_at: float | None
+    # For a flight that left before its join: the connection's first
+    # packets on both WANs, printed when a test finds more than it allows.
+    timeline: str = ""
 
     @property
     def before_join(self) -> bool:
@@ -84,6 +87,9 @@ class PageTrace:
     payload: dict[tuple[int, str], int]
     first_answers: list[FirstFlight] = dataclasses.field(default_factory=list)
     first_requests: list[FirstFlight] = dataclasses.field(default_factory=list)
+    # packets the WAN captures holding this page lost (kernel drops, both
+    # WANs, over the whole series): each may hide a join from first_*
+    capture_drops: int = 0
 
     @property
     def seconds(self) -> float:
@@ -105,21 +111,30 @@ def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down")
     """For every relay connection: its first payload byte in ``direction``
     ("down" from the server, "up" to it), on whichever subflow, and when its
     first join completed."""
-    first_data: dict[tuple[int, tuple[str, int, str, int]], float] = {}
-    for wan, packets in captured.items():
-        for p in packets:
-            if not p.payload_len:
-                continue
-            if direction == "down" and p.sport == SERVER_PORT:
-                first_data.setdefault((wan, (p.dst, p.dport, p.src, p.sport)), p.ts)
-            elif direction == "up" and p.dport == SERVER_PORT:
-                first_data.setdefault((wan, (p.src, p.sport, p.dst, p.dport)), p.ts)
     out = []
     for conn in mptcp_connections(captured).values():
-        times = [first_data[f] for f in (conn.first, *conn.joins) if f in first_data]
-        if times and conn.first[1][3] == SERVER_PORT:
-            out.append(FirstFlight(min(times), conn.joined_at))
+        if conn.first[1][3] != SERVER_PORT:
+            continue
+        times = [p.ts for _, p in conn.packets
+                 if p.payload_len and (p.sport if direction == "down" else p.dport) == SERVER_PORT]
+        if times:
+            flight = FirstFlight(min(times), conn.joined_at)
+            if flight.before_join:
+                flight = dataclasses.replace(flight, timeline=connection_timeline(conn))
+            out.append(flight)
     return out
+
+
+def connection_timeline(conn: MptcpConnection, limit: int = 16) -> str:
+    """``conn``'s first ``limit`` packets on every WAN after its SYNs, one
+    line each: time from the first, WAN, direction, flags, payload."""
+    rows = []
+    for wan, p in sorted(conn.packets, key=lambda wp: wp[1].ts)[:limit]:
+        way = "up" if p.dport == SERVER_PORT else "down"
+        flags = "".join(c for bit, c in ((0x02, "S"), (0x10, "A"), (0x01, "F"), (0x04, "R")) if p.flags & bit)
+        rows.append((p.ts, f"wan{wan} {way:4} {flags:4} len {p.payload_len} mptcp {p.mptcp_subtype}"))
+    t0 = rows[0][0] if rows else 0.0
+    return "\n".join(f"  {1000 * (ts - t0):9.2f} ms {row}" for ts, row in rows)
 
 
 def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] | None = None,
@@ -133,6 +148,7 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
     if proc.returncode != 0 or len(results) != count:
         raise RuntimeError(f"page loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     captured = {1: cap1.packets, 2: cap2.packets}
+    drops = sum(c.dropped or 0 for c in (cap1, cap2))
     answers, requests = first_flights(captured, "down"), first_flights(captured, "up")
     traces = []
     for r in results:
@@ -140,7 +156,7 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
         traces.append(PageTrace(r, {(w, d): relay_payload(pk, start, end, d)
                                     for w, pk in captured.items() for d in ("up", "down")},
                                 [f for f in answers if start <= f.sent_at <= end],
-                                [f for f in requests if start <= f.sent_at <= end]))
+                                [f for f in requests if start <= f.sent_at <= end], drops))
     cap1.cleanup()
     cap2.cleanup()
     return traces

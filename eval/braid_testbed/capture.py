@@ -11,6 +11,7 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
+import re
 import select
 import signal
 import subprocess
@@ -49,6 +50,9 @@ class WanCapture:
         self.path = path
         self._proc: subprocess.Popen[bytes] | None = None
         self._packets: list[TcpPacket] | None = None
+        # Packets the kernel dropped before tcpdump read them (its exit
+        # statistics): the capture misses that many. None until stopped.
+        self.dropped: int | None = None
 
     def start(self) -> None:
         self._proc = self.ns.popen(
@@ -78,6 +82,8 @@ class WanCapture:
                 self._proc.kill()
                 self._proc.wait()
         if self._proc and self._proc.stderr:
+            found = re.search(rb"(\d+) packets? dropped by kernel", self._proc.stderr.read())
+            self.dropped = int(found.group(1)) if found else None
             self._proc.stderr.close()
 
     def __enter__(self) -> WanCapture:

@@ -199,12 +199,15 @@ class MptcpConnection:
 
     ``first`` is the initial subflow's 4-tuple (client to server) and the
     capture it was seen in; ``joins`` maps each join subflow's 4-tuple to
-    the time its third ACK passed (the join's handshake done at that point).
+    the time its third ACK passed (the join's handshake done at that point);
+    ``packets`` are its subflows' packets after their SYNs, both ways, with
+    the capture each was seen in.
     """
 
     token: int
     first: tuple[int, tuple[str, int, str, int]]
     joins: dict[tuple[int, tuple[str, int, str, int]], float] = dataclasses.field(default_factory=dict)
+    packets: list[tuple[int, TcpPacket]] = dataclasses.field(default_factory=list)
 
     @property
     def joined_at(self) -> float | None:
@@ -214,23 +217,37 @@ class MptcpConnection:
 def mptcp_connections(captures: dict[int, list[TcpPacket]]) -> dict[int, MptcpConnection]:
     """Group the subflows seen in several captures (capture id -> packets)
     into connections, keyed by the server's token (RFC 8684: the token in a
-    join's SYN is the SHA-256 of the key in the first subflow's SYN/ACK)."""
+    join's SYN is the SHA-256 of the key in the first subflow's SYN/ACK).
+
+    A 4-tuple belongs to the connection whose handshake was last seen on
+    it: join subflows bind their source port at random, so over a few
+    hundred connections two joins of different connections share one (a
+    capture of 200 page objects had one or two such pairs on average), and
+    a lookup by 4-tuple alone gave the later one's packets to the earlier.
+    """
     conns: dict[int, MptcpConnection] = {}
-    join_flows: dict[tuple[int, tuple[str, int, str, int]], int] = {}
     for cap, packets in captures.items():
         for pkt in packets:
-            if pkt.token is None:
-                continue
-            if pkt.mptcp_subtype == MPTCP_SUB_CAPABLE:  # SYN/ACK, server to client
+            if pkt.token is not None and pkt.mptcp_subtype == MPTCP_SUB_CAPABLE:  # SYN/ACK
                 reverse = (pkt.dst, pkt.dport, pkt.src, pkt.sport)
                 conns.setdefault(pkt.token, MptcpConnection(pkt.token, (cap, reverse)))
-            else:
-                join_flows[(cap, pkt.flow)] = pkt.token
     for cap, packets in captures.items():
+        owner: dict[tuple[str, int, str, int], MptcpConnection] = {}
         for pkt in packets:
+            reverse = (pkt.dst, pkt.dport, pkt.src, pkt.sport)
+            if pkt.syn and not pkt.flags & 0x10:  # a handshake starts: the 4-tuple is free
+                owner.pop(pkt.flow, None)
+                if pkt.token is not None and (conn := conns.get(pkt.token)) is not None:
+                    owner[pkt.flow] = conn  # MP_JOIN SYN, client to server
+                continue
+            if pkt.token is not None and pkt.mptcp_subtype == MPTCP_SUB_CAPABLE:
+                owner[reverse] = conns[pkt.token]
+            upstream = pkt.flow in owner
+            conn = owner.get(pkt.flow if upstream else reverse)
+            if conn is None:
+                continue
+            conn.packets.append((cap, pkt))
             key = (cap, pkt.flow)
-            token = join_flows.get(key)
-            conn = conns.get(token) if token is not None else None
-            if conn is not None and not pkt.syn and key not in conn.joins:
+            if upstream and key != conn.first and key not in conn.joins:
                 conn.joins[key] = pkt.ts  # the third ACK
     return conns

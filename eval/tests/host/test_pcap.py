@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from braid_testbed.pcap import read_tcp_packets
+from braid_testbed.pcap import MPTCP_SUB_CAPABLE, MPTCP_SUB_JOIN, TcpPacket, mptcp_connections, read_tcp_packets
 
 
 def frame_v4(src: bytes, dst: bytes, sport: int, dport: int, payload: int, mptcp: bool) -> bytes:
@@ -43,3 +43,30 @@ def test_not_a_pcap_is_rejected(tmp_path: Path) -> None:
     (tmp_path / "x").write_bytes(b"\x00" * 40)
     with pytest.raises(ValueError, match="not a pcap"):
         list(read_tcp_packets(tmp_path / "x"))
+
+
+def test_a_reused_join_tuple_belongs_to_the_connection_that_last_opened_it() -> None:
+    """Join subflows pick source ports at random, so two connections' joins
+    may share a 4-tuple within one capture: each join's third ACK and data
+    go to the connection whose MP_JOIN SYN came last on it, not the first."""
+    syn, ack, synack = 0x02, 0x10, 0x12
+    first_a, first_b = ("10.1.0.2", 40000, "10.9.0.2", 443), ("10.1.0.2", 40002, "10.9.0.2", 443)
+    join = ("10.2.0.2", 51111, "10.9.0.2", 443)
+
+    def pkt(ts: float, flow: tuple[str, int, str, int], flags: int, payload: int = 0,
+            subtype: int | None = None, token: int | None = None, back: bool = False) -> TcpPacket:
+        src, sport, dst, dport = flow
+        if back:
+            src, sport, dst, dport = dst, dport, src, sport
+        return TcpPacket(ts, src, dst, sport, dport, flags, 0, payload, subtype, None, token)
+
+    wan1 = [pkt(1.0, first_a, synack, subtype=MPTCP_SUB_CAPABLE, token=0xA, back=True),
+            pkt(5.0, first_b, synack, subtype=MPTCP_SUB_CAPABLE, token=0xB, back=True)]
+    wan2 = [pkt(2.0, join, syn, subtype=MPTCP_SUB_JOIN, token=0xA), pkt(2.1, join, synack, back=True),
+            pkt(2.2, join, ack), pkt(2.3, join, ack, payload=100),
+            pkt(6.0, join, syn, subtype=MPTCP_SUB_JOIN, token=0xB), pkt(6.1, join, synack, back=True),
+            pkt(6.2, join, ack), pkt(6.4, join, ack, payload=300, back=True)]
+    conns = mptcp_connections({1: wan1, 2: wan2})
+    assert conns[0xA].joined_at == 2.2 and conns[0xB].joined_at == 6.2
+    assert [p.payload_len for cap, p in conns[0xA].packets if cap == 2 and p.payload_len] == [100]
+    assert [p.payload_len for cap, p in conns[0xB].packets if cap == 2 and p.payload_len] == [300]

@@ -22,6 +22,23 @@ def test_both_wans_reach_the_proxy_and_server(tag: str) -> None:
         tb.client.run(["ping", "-c1", "-W2", ip("server", "inet")])
 
 
+def test_wan_capture_sees_a_connection_and_reports_no_drops(tag: str) -> None:
+    """A WAN capture holds a TCP handshake made through it, and reports
+    tcpdump's kernel-drop count (0 for so few packets) once stopped."""
+    with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:
+        listener = tb.proxy.popen(["python3", "-c", "import socket; s = socket.create_server(('', 9099)); "
+                                   "s.accept()[0].close()"])
+        tb.proxy.wait_listening(9099, timeout=10, proc=listener)
+        with tb.capture_wan(1) as cap:
+            assert cap.dropped is None
+            connect = f"import socket; socket.create_connection(('{tb.proxy_ip}', 9099)).close()"
+            tb.client.run(["python3", "-c", connect])
+            listener.wait(timeout=10)
+        assert cap.dropped == 0
+        assert any(p.syn and p.dport == 9099 for p in cap.packets)
+        cap.cleanup()
+
+
 def test_source_routing_sends_each_address_out_of_its_wan(tag: str) -> None:
     with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:
         out = tb.client.run(["ip", "route", "get", tb.proxy_ip, "from", ip("client", "wan2")])

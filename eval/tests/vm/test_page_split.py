@@ -46,14 +46,16 @@ SCOPE_CONNECTION, SCOPE_PEER = 0, 1
 HYWF_JOIN_WAIT_MS_DEFAULT = 200
 SOCKS_NO_SPARES = 1081
 SMALL_PAGES = 20  # per series of the first-flight test
-# First flights that may leave before their join beyond the holds that gave
-# up: VM runs (2026-11-26) had 0-5 of 320 such requests with no hold timed
-# out, cause not found; before kernel patches 14 and 15 it was a quarter.
-STRAY_FRACTION = 0.02
 
 
-def strays_allowed(flights: int, timeouts: int) -> int:
-    return timeouts + max(2, int(STRAY_FRACTION * flights))
+def strays_allowed(pages: list[PageTrace], timeouts: int) -> int:
+    """First flights that may show as leaving before their join: those
+    whose hold gave up (``timeouts``), and one per packet the captures
+    dropped (a dropped join SYN or third ACK hides the join). Until
+    2026-11-26 the capture parser gave a reused join 4-tuple's packets to
+    the first connection that had it, and 0-5 of 320 flights a run seemed
+    to beat their join."""
+    return timeouts + max((p.capture_drops for p in pages), default=0)
 
 
 @dataclasses.dataclass
@@ -92,7 +94,8 @@ class PageBed:
               f"{join_wait_ms if client_join_wait_ms is None else client_join_wait_ms} ms): before their "
               f"join, {sum(f.before_join for f in requests)} of {len(requests)} connections sent "
               f"their request and {sum(f.before_join for f in answers)} of {len(answers)} were "
-              f"answered; proxy counters {moved}")
+              f"answered; proxy counters {moved}; capture drops "
+              f"{max((p.capture_drops for p in pages), default=0)}")
         return pages, moved
 
     def counters(self) -> dict[str, int]:
@@ -204,15 +207,15 @@ def test_page_scope_upstream_share_follows_the_split_per_page(
     one WAN whole with probability 2 / (PAGE_OBJECTS + 1); the shares are
     compared with the page-scope model of the requests, not with U[0, 1],
     as fits_page_scope does. Only requests whose hold gave up (the client's
-    MPTcpExtSchedJoinWaitTimeout) may leave before their join, and a few
-    strays (STRAY_FRACTION)."""
+    MPTcpExtSchedJoinWaitTimeout) may leave before their join (and any a
+    capture drop hides, strays_allowed)."""
     page_scope, moved = page_scope_series
     requests = [f for page in page_scope for f in page.first_requests]
     alone = sum(f.before_join for f in requests)
     print(f"\npage scope, up: {alone} of {len(requests)} requests left before their join; "
           f"counters {moved}")
     assert len(requests) >= PAGES * PAGE_OBJECTS * 3 // 4
-    assert alone <= strays_allowed(len(requests), moved["client SchedJoinWaitTimeout"])
+    assert alone <= strays_allowed(page_scope, moved["client SchedJoinWaitTimeout"])
     fits_page_scope(page_scope, bed, "up")
 
 
@@ -283,19 +286,26 @@ def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
               f"requests left and {answered[label]} of {len(answers)} answers; proxy counters {c}; "
               f"page-load time median {statistics.median(p.seconds for p in pages):.2f} s")
         print(f"small objects, {label}: wan1 share per page: {' '.join(f'{v:.2f}' for v in down)}")
+        if label != "no spares, hold off":
+            for way, flights in (("request", requests), ("answer", answers)):
+                for f in [f for f in flights if f.before_join][:3]:
+                    print(f"small objects, {label}: {way} before its join:\n{f.timeline}")
         assert len(answers) >= len(pages) * PAGE_OBJECTS * 3 // 4
         assert len(requests) >= len(pages) * PAGE_OBJECTS * 3 // 4
     held, proxy, off = (series[k][1] for k in ("no spares, held", "no spares, proxy holds",
                                                  "no spares, hold off"))
-    flights = SMALL_PAGES * PAGE_OBJECTS
-    assert answered["spares"] <= strays_allowed(flights, 0) and sent["spares"] <= strays_allowed(flights, 0)
+    traced = {label: s[0] for label, s in series.items()}
+    assert answered["spares"] <= strays_allowed(traced["spares"], 0)
+    assert sent["spares"] <= strays_allowed(traced["spares"], 0)
     # the client holds its requests; the join is then done before any answer
     assert held["client SchedJoinWait"] >= 1 and off["client SchedJoinWait"] == 0
-    assert sent["no spares, held"] <= strays_allowed(flights, held["client SchedJoinWaitTimeout"])
-    assert answered["no spares, held"] <= strays_allowed(flights, held["SchedJoinWaitTimeout"])
+    assert sent["no spares, held"] <= strays_allowed(traced["no spares, held"],
+                                                     held["client SchedJoinWaitTimeout"])
+    assert answered["no spares, held"] <= strays_allowed(traced["no spares, held"], held["SchedJoinWaitTimeout"])
     # the client does not: its requests beat the join, the proxy holds answers
     assert sent["no spares, proxy holds"] >= 10 and proxy["SchedJoinWait"] >= 1
-    assert answered["no spares, proxy holds"] <= strays_allowed(flights, proxy["SchedJoinWaitTimeout"])
+    assert answered["no spares, proxy holds"] <= strays_allowed(traced["no spares, proxy holds"],
+                                                                proxy["SchedJoinWaitTimeout"])
     assert answered["no spares, hold off"] >= 10 and sent["no spares, hold off"] >= 10
     for label in ("spares", "no spares, held", "no spares, proxy holds"):
         down = [p.share(1, "down") for p in series[label][0]]
