@@ -34,6 +34,16 @@ class DirectionBytes:
     packets_from: int = 0
 
 
+# tcpdump's kernel buffer (2 MiB by default). A capture that loses a join's
+# handshake hides the join, and the connection's first flight then seems
+# to leave before it: one VM run (2026-11-26) showed five spares with no
+# join on the wire whose client never held a first flight, as if their
+# joins were there. Whether the capture lost them was not recorded then;
+# drops are counted now (``dropped``), and 16 MiB per capture makes them
+# rarer at no cost that matters.
+CAPTURE_BUFFER_KIB = 16384
+
+
 class WanCapture:
     """tcpdump on ``ifname`` inside ``ns`` for the duration of a with-block."""
 
@@ -57,7 +67,7 @@ class WanCapture:
     def start(self) -> None:
         self._proc = self.ns.popen(
             ["tcpdump", "-i", self.ifname, "-n", "-s", str(self.snaplen), "-U",
-             "--immediate-mode", "-w", str(self.path), "tcp"],
+             "--immediate-mode", "-B", str(CAPTURE_BUFFER_KIB), "-w", str(self.path), "tcp"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
