@@ -57,7 +57,7 @@ type runtimeState struct {
 	tls      *tls.Config       // auth tls
 	users    Users
 	gateways *gwstatus.Watcher
-	pad      *wire.PadConfig // adaptive padding of the upload; nil = off
+	pad      *wire.Padder // adaptive padding of the upload; nil = off
 }
 
 // New builds a client from a validated configuration.
@@ -127,7 +127,10 @@ func (c *Client) Reload(cfg *config.Client) error {
 		if err != nil {
 			return fmt.Errorf("client.padding_histograms: %w", err)
 		}
-		rs.pad = &wire.PadConfig{Budget: cfg.PaddingBudget, Idle: time.Duration(cfg.PaddingIdle), Hist: &h.Out}
+		pc := wire.PadConfig{Budget: cfg.PaddingBudget, Idle: time.Duration(cfg.PaddingIdle), Hist: &h.Out}
+		if rs.pad, err = wire.NewPadder(pc, cfg.PaddingScope == config.PaddingScopeClient); err != nil {
+			return fmt.Errorf("client.padding_budget: %w", err)
+		}
 	}
 	if key != nil {
 		rs.psk = auth.NoisePSK(key)

@@ -197,12 +197,13 @@ func (c *Client) startPadding(rt *runtimeState, wc *wire.Conn, peerKnows bool) {
 		c.metrics.Counter("padding_peer_unsupported").Add(1)
 		return
 	}
-	if err := wc.StartPadding(*rt.pad); err != nil {
+	// One key: a client box's connections are one stream to its observers.
+	if err := rt.pad.Start(wc, ""); err != nil {
 		c.log.Warn("adaptive padding not started", "err", err)
 		return
 	}
 	c.metrics.Counter("padding_conns").Add(1)
-	c.log.Debug("adaptive padding on", "budget", rt.pad.Budget, "idle", rt.pad.Idle)
+	c.log.Debug("adaptive padding on", "budget", rt.pad.Config.Budget, "idle", rt.pad.Config.Idle)
 }
 
 // serverHello reads and checks the server's answer and returns its reply

@@ -73,6 +73,9 @@ const (
 	// stops this long after the last real frame, the idle threshold
 	// defenses/adaptive_padding.py uses (IDLE_S).
 	DefaultPaddingIdle = time.Second
+	// padding_scope values.
+	PaddingScopeClient     = "client"
+	PaddingScopeConnection = "connection"
 	// MaxPaddingBudget bounds padding_budget (padding bytes per data byte).
 	MaxPaddingBudget = 10
 )
@@ -129,6 +132,10 @@ type Common struct {
 	PaddingBudget     float64  `json:"padding_budget"`
 	PaddingIdle       Duration `json:"padding_idle"`       // no padding this long after the last real frame
 	PaddingHistograms string   `json:"padding_histograms"` // delay histograms (JSON); "" = built-in
+	// What one padding state machine and budget cover: "client" (all of a
+	// client's connections as one stream, so a page loaded over one short
+	// connection per object is padded through its gaps) or "connection".
+	PaddingScope string `json:"padding_scope"`
 }
 
 // RelayKeepAlive is the net package's keepalive setting for the sockets a
@@ -204,6 +211,7 @@ func defaultCommon(metrics string, maxConns, maxProcs int) Common {
 		MaxConns:         maxConns,
 		MaxProcs:         maxProcs,
 		PaddingIdle:      Duration(DefaultPaddingIdle),
+		PaddingScope:     PaddingScopeClient,
 	}
 }
 
@@ -265,6 +273,7 @@ func BindCommon(c *Common, fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxProcs, "max-procs", c.MaxProcs, "threads running Go code at once (GOMAXPROCS); 0 = one per CPU")
 	fs.Float64Var(&c.PaddingBudget, "padding-budget", c.PaddingBudget, "adaptive padding of what this end sends: padding bytes at most this many times the data bytes per connection (e.g. 0.4); 0 = off. Only with auth psk and encryption, towards a peer that supports it")
 	fs.Var(&c.PaddingIdle, "padding-idle", "adaptive padding stops this long after the last data in either direction")
+	fs.StringVar(&c.PaddingScope, "padding-scope", c.PaddingScope, "what one adaptive padding budget covers: client (all of a client's connections as one stream; pads pages loaded over one connection per object) or connection")
 	fs.StringVar(&c.PaddingHistograms, "padding-histograms", c.PaddingHistograms, "adaptive padding delay histograms (JSON from defenses/adaptive_padding.py histograms_to_json); empty = built-in")
 }
 
@@ -447,6 +456,9 @@ func (c *Common) validate(prefix string) error {
 	}
 	if !(c.PaddingBudget >= 0 && c.PaddingBudget <= MaxPaddingBudget) {
 		return ferr(prefix+"padding_budget", "must be between 0 (off) and %d", MaxPaddingBudget)
+	}
+	if c.PaddingScope != PaddingScopeClient && c.PaddingScope != PaddingScopeConnection {
+		return ferr(prefix+"padding_scope", "must be %q or %q", PaddingScopeClient, PaddingScopeConnection)
 	}
 	if c.PaddingIdle <= 0 {
 		return ferr(prefix+"padding_idle", "must be positive")

@@ -42,6 +42,8 @@ func TestValidationNamesField(t *testing.T) {
 		{func(s *Server) { s.MaxPreauthConns = s.MaxConns }, "server.max_preauth_conns"},
 		{func(s *Server) { s.MaxPreauthPerSource = 0 }, "server.max_preauth_per_source"},
 		{func(s *Server) { s.FirstByteTimeout = 0 }, "server.first_byte_timeout"},
+		{func(s *Server) { s.PaddingScope = "page" }, "server.padding_scope"},
+		{func(s *Server) { s.PaddingBudget = -1 }, "server.padding_budget"},
 	} {
 		s := DefaultServer()
 		s.KeyFile = "/k"

@@ -154,15 +154,19 @@ func newTap(t *testing.T, target string) *tap {
 
 func (tp *tap) total() (int64, int64) { return tp.up.Load(), tp.down.Load() }
 
-// padPair starts a pair whose ends pad with the given budgets (0 = off)
-// and histograms file (""= built-in), the client reaching the server
-// through a tap.
-func padPair(t *testing.T, clientBudget, serverBudget float64, hist string, idle time.Duration) (*pair, *tap) {
+// padPair starts a pair whose ends pad with the given budgets (0 = off),
+// histograms file (""= built-in) and padding_scope ("" = the default),
+// the client reaching the server through a tap.
+func padPair(t *testing.T, clientBudget, serverBudget float64, hist string, idle time.Duration,
+	scope string) (*pair, *tap) {
 	var tp *tap
 	p := startPair(t, opts{
 		serverMut: func(s *config.Server) {
 			s.PaddingBudget = serverBudget
 			s.PaddingHistograms = hist
+			if scope != "" {
+				s.PaddingScope = scope
+			}
 			if idle > 0 {
 				s.PaddingIdle = config.Duration(idle)
 			}
@@ -186,6 +190,9 @@ func padPair(t *testing.T, clientBudget, serverBudget float64, hist string, idle
 	cfg.PaddingBudget = clientBudget
 	cfg.PaddingHistograms = hist
 	cfg.Preconnect = 0
+	if scope != "" {
+		cfg.PaddingScope = scope
+	}
 	if idle > 0 {
 		cfg.PaddingIdle = config.Duration(idle)
 	}
@@ -226,7 +233,7 @@ func TestPaddingNeverReachesTheApplication(t *testing.T) {
 			if h == "eager" {
 				h = eager(t)
 			}
-			p, _ := padPair(t, 0.5, 0.5, h, 0)
+			p, _ := padPair(t, 0.5, 0.5, h, 0, "")
 			target := pageServer(t, &bad)
 			pageLoad(t, p.socks, target, 1, 4, 8)
 			if bad.Load() != 0 {
@@ -252,15 +259,23 @@ func TestPaddingNeverReachesTheApplication(t *testing.T) {
 	}
 }
 
-// The budget holds over a page load: from the counters (per end, padding
-// over data wire bytes) and from the bytes on the socket (the same page
-// with and without padding).
+// The budget holds over a page load, whether it covers each connection or
+// all of a client's: from the counters (per end, padding over data wire
+// bytes) and from the bytes on the socket (the same page with and without
+// padding). With the client scope the server forgets a client's group
+// once its connections are gone.
 func TestPaddingBudgetHoldsOverAPageLoad(t *testing.T) {
+	for _, scope := range []string{config.PaddingScopeClient, config.PaddingScopeConnection} {
+		t.Run(scope, func(t *testing.T) { budgetHoldsOverAPageLoad(t, scope) })
+	}
+}
+
+func budgetHoldsOverAPageLoad(t *testing.T, scope string) {
 	const budget = 0.3
 	var bad atomic.Int64
 	target := pageServer(t, &bad)
 	run := func(b float64) (*pair, int64, int64) {
-		p, tp := padPair(t, b, b, eager(t), 0)
+		p, tp := padPair(t, b, b, eager(t), 0, scope)
 		pageLoad(t, p.socks, target, 7, 4, 10)
 		idleBoth(p)
 		time.Sleep(50 * time.Millisecond)
@@ -294,6 +309,9 @@ func TestPaddingBudgetHoldsOverAPageLoad(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Fatal("requests arrived altered")
 	}
+	if g := p.counter(p.srvM, "padding_groups"); g != 0 {
+		t.Fatalf("the server keeps %d padding groups with no connection open", g)
+	}
 }
 
 // Padding stops when the connection is idle: no byte on the socket once
@@ -305,7 +323,7 @@ func TestPaddingStopsWhenIdle(t *testing.T) {
 	target := pageServer(t, &bad)
 	// Fake bursts every ~30 ms that never end and a budget that lasts
 	// seconds at that rate: only the idle bound stops them in time.
-	p, tp := padPair(t, config.MaxPaddingBudget, config.MaxPaddingBudget, fixedHist(t, 0.03), idle)
+	p, tp := padPair(t, config.MaxPaddingBudget, config.MaxPaddingBudget, fixedHist(t, 0.03), idle, "")
 	dial, _ := loadgen.SOCKSDialer(p.socks, target, "", "")
 	c, err := dial(context.Background())
 	if err != nil {
@@ -369,7 +387,7 @@ func TestPaddingOffByDefault(t *testing.T) {
 func TestPaddingServerSparesAnOldClient(t *testing.T) {
 	var bad atomic.Int64
 	target := pageServer(t, &bad)
-	p, _ := padPair(t, 0, 5, eager(t), 0)
+	p, _ := padPair(t, 0, 5, eager(t), 0, "")
 	raw, err := net.Dial("tcp", p.serverAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +439,7 @@ func TestPaddingServerSparesAnOldClient(t *testing.T) {
 // A padding client facing a server that predates padding (its reply has
 // no flag) sends it no padding frame.
 func TestPaddingClientSparesAnOldServer(t *testing.T) {
-	p, _ := padPair(t, 5, 0, eager(t), 0)
+	p, _ := padPair(t, 5, 0, eager(t), 0, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,7 @@ type runtimeState struct {
 	tls      *tls.Config       // auth tls
 	peers    map[string]string // auth tls: pin -> client id
 	policy   *policy.Policy
-	pad      *wire.PadConfig // adaptive padding of the download; nil = off
+	pad      *wire.Padder // adaptive padding of the download; nil = off
 }
 
 // New builds a server from a validated configuration.
@@ -107,6 +107,12 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 	m.Gauge("conns_active", s.conns.Active)
 	m.Gauge("conns_preauth", s.preauth.Active)
 	m.Gauge("replay_cache_entries", func() int64 { return int64(s.replay.Len()) })
+	m.Gauge("padding_groups", func() int64 {
+		if rt := s.rt.Load(); rt != nil && rt.pad != nil {
+			return int64(rt.pad.Groups())
+		}
+		return 0
+	})
 	return s, nil
 }
 
@@ -124,7 +130,10 @@ func (s *Server) Reload(cfg *config.Server) error {
 		if err != nil {
 			return fmt.Errorf("server.padding_histograms: %w", err)
 		}
-		rt.pad = &wire.PadConfig{Budget: cfg.PaddingBudget, Idle: time.Duration(cfg.PaddingIdle), Hist: &h.In}
+		pc := wire.PadConfig{Budget: cfg.PaddingBudget, Idle: time.Duration(cfg.PaddingIdle), Hist: &h.In}
+		if rt.pad, err = wire.NewPadder(pc, cfg.PaddingScope == config.PaddingScopeClient); err != nil {
+			return fmt.Errorf("server.padding_budget: %w", err)
+		}
 	}
 	switch cfg.Auth {
 	case "tls":
@@ -464,11 +473,11 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		if rt.pad != nil {
 			if !peerPads {
 				s.metrics.Counter("padding_peer_unsupported").Add(1)
-			} else if err := wc.StartPadding(*rt.pad); err != nil {
+			} else if err := rt.pad.Start(wc, acc.ID); err != nil { // grouped per client id
 				s.log.Warn("adaptive padding not started", "err", err)
 			} else {
 				s.metrics.Counter("padding_conns").Add(1)
-				s.log.Debug("adaptive padding on", "client_id", acc.ID, "budget", rt.pad.Budget)
+				s.log.Debug("adaptive padding on", "client_id", acc.ID, "budget", rt.pad.Config.Budget)
 			}
 		}
 		return wc

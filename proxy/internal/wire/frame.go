@@ -268,9 +268,11 @@ type Conn struct {
 
 	// Adaptive padding (pad.go). pad, lastSize and lastSent are under wmu.
 	pad      *padState
-	lastSize int          // payload bytes of the last real frame sent
-	lastSent int64        // its time, Unix ns
-	lastReal atomic.Int64 // last real frame sent or received, Unix ns
+	group    atomic.Pointer[PadGroup] // padding shared with other connections (padgroup.go)
+	padBuf   []byte                   // a padding frame being written
+	lastSize int                      // payload bytes of the last real frame sent
+	lastSent int64                    // its time, Unix ns
+	lastReal atomic.Int64             // last real frame sent or received, Unix ns
 	padOn    atomic.Bool
 	shut     atomic.Bool // Close was called
 	padCtrs  PadCounters
@@ -530,6 +532,9 @@ func (c *Conn) CloseWrite() error {
 // writer, since closing is what unblocks one.
 func (c *Conn) Close() error {
 	c.shut.Store(true) // no padding frame after this
+	if g := c.group.Load(); g != nil {
+		g.leave(c)
+	}
 	if t := c.flush.Load(); t != nil {
 		t.Stop()
 		if c.wmu.TryLock() {

@@ -83,7 +83,6 @@ type padState struct {
 	gen   uint64
 	timer *time.Timer
 	due   time.Time
-	buf   []byte
 }
 
 var zeros [MaxPayload]byte
@@ -105,7 +104,7 @@ func (c *Conn) StartPadding(cfg PadConfig) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.closed || c.pad != nil {
+	if c.closed || c.pad != nil || c.group.Load() != nil {
 		return nil
 	}
 	c.pad = &padState{cfg: cfg, rng: rand.New(rand.NewChaCha8(seed))}
@@ -142,6 +141,13 @@ func (c *Conn) sentReal(n int) {
 	c.lastSize = n
 	now := time.Now()
 	c.lastSent = now.UnixNano()
+	if g := c.group.Load(); g != nil {
+		if pc := c.padCtrs.Data; pc != nil {
+			pc.Add(w)
+		}
+		g.sent(c, n, now)
+		return
+	}
 	if c.pad == nil {
 		return
 	}
@@ -156,7 +162,11 @@ func (c *Conn) sentReal(n int) {
 func (c *Conn) recvReal(n int) {
 	c.stats.dataRecv.Add(int64(n + FrameOverhead))
 	if c.padOn.Load() {
-		c.lastReal.Store(time.Now().UnixNano())
+		now := time.Now()
+		c.lastReal.Store(now.UnixNano())
+		if g := c.group.Load(); g != nil {
+			g.received(c, now)
+		}
 	}
 }
 
@@ -210,14 +220,53 @@ func (c *Conn) padFire(gen uint64) {
 	if float64(c.stats.padSent.Load()+cost) > p.cfg.Budget*float64(c.stats.dataSent.Load()) {
 		return // out of budget until more real bytes are sent
 	}
-	if p.buf == nil {
-		p.buf = make([]byte, 0, HeaderLen+MaxPayload+TagLen)
-	}
-	p.buf = c.sealer.Append(p.buf[:0], FlagPadding, zeros[:size])
-	if err := c.writeFrames(p.buf); err != nil {
-		c.werr = err // a frame may be cut: nothing may follow it
+	if !c.writePadding(size) {
 		return
 	}
+	d, ok := p.cfg.Hist.Gap.Sample(p.rng)
+	if !ok {
+		return // the fake burst ends
+	}
+	c.armAt(p.due.Add(d))
+}
+
+// What became of a padding frame a PadGroup asked a member to send.
+type padResult int
+
+const (
+	padSent   padResult = iota
+	padBusy             // a real write holds the write lock (it re-arms the timer)
+	padClosed           // the member's sending side is done: try another
+)
+
+// sendPadding writes one padding frame of size payload bytes for a
+// PadGroup, unless c's sending side is done or a real write is under way.
+func (c *Conn) sendPadding(size int) padResult {
+	if c.shut.Load() {
+		return padClosed
+	}
+	if !c.wmu.TryLock() {
+		return padBusy
+	}
+	defer c.wmu.Unlock()
+	if c.closed || c.werr != nil || !c.writePadding(size) {
+		return padClosed
+	}
+	return padSent
+}
+
+// writePadding seals and writes a padding frame and counts it (caller
+// holds wmu).
+func (c *Conn) writePadding(size int) bool {
+	if c.padBuf == nil {
+		c.padBuf = make([]byte, 0, HeaderLen+MaxPayload+TagLen)
+	}
+	c.padBuf = c.sealer.Append(c.padBuf[:0], FlagPadding, zeros[:size])
+	if err := c.writeFrames(c.padBuf); err != nil {
+		c.werr = err // a frame may be cut: nothing may follow it
+		return false
+	}
+	cost := int64(size + FrameOverhead)
 	c.stats.padSent.Add(cost)
 	c.stats.padFrames.Add(1)
 	if pc := c.padCtrs.Sent; pc != nil {
@@ -226,9 +275,5 @@ func (c *Conn) padFire(gen uint64) {
 	if pc := c.padCtrs.Frames; pc != nil {
 		pc.Add(1)
 	}
-	d, ok := p.cfg.Hist.Gap.Sample(p.rng)
-	if !ok {
-		return // the fake burst ends
-	}
-	c.armAt(p.due.Add(d))
+	return true
 }

@@ -1,0 +1,328 @@
+package wire
+
+import (
+	crand "crypto/rand"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// A PadGroup pads several connections of one client as one stream, the
+// way an observer sees them: a page loaded over many short connections
+// (HTTP/1.1: one per object) has its gaps between connections, not inside
+// them, and a per-connection padder (StartPadding) never fires on a
+// connection that carries one response and closes. The group runs one
+// WTF-PAD state machine over all its members' real frames: a real frame
+// sent on any member re-arms H_B, and a padding frame goes out on the
+// member that carried real traffic last and is still open. Budget and idle
+// bound the group: padding wire bytes ≤ Budget × the members' real wire
+// bytes, and no padding more than Idle after the last real frame on any
+// member, in either direction.
+//
+// Lock order: a member's wmu, then the group's mu. A padding frame is
+// written with the group's mu released, and skipped if the member's wmu is
+// taken (the real write under way re-arms the timer).
+type PadGroup struct {
+	cfg     PadConfig
+	onEmpty func()
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	members  map[*Conn]struct{}
+	last     *Conn // the member that carried real traffic last
+	lastSize int   // payload bytes of the last real frame sent by a member
+	lastReal time.Time
+	dataSent int64 // members' real wire bytes sent while members
+	padSent  int64
+	gen      uint64
+	timer    *time.Timer
+	due      time.Time
+}
+
+// NewPadGroup returns an empty group padding with cfg. onEmpty, if not
+// nil, runs (without the group's lock) when the last member leaves, so an
+// owner can forget the group; a group may be joined again afterwards.
+func NewPadGroup(cfg PadConfig, onEmpty func()) (*PadGroup, error) {
+	if !(cfg.Budget > 0) || cfg.Idle <= 0 || cfg.Hist == nil {
+		return nil, errors.New("wire: padding needs a positive budget and idle time and histograms")
+	}
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return nil, err
+	}
+	return &PadGroup{
+		cfg:     cfg,
+		onEmpty: onEmpty,
+		rng:     rand.New(rand.NewChaCha8(seed)),
+		members: make(map[*Conn]struct{}),
+	}, nil
+}
+
+// JoinPadGroup makes c's sending direction part of g's padding from now
+// on. Real frames c sent before count towards the budget. It is a no-op
+// after CloseWrite or if c already pads.
+func (c *Conn) JoinPadGroup(g *PadGroup) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closed || c.pad != nil || c.group.Load() != nil {
+		return
+	}
+	c.group.Store(g)
+	c.padOn.Store(true)
+	sent := c.stats.dataSent.Load()
+	if pc := c.padCtrs.Data; pc != nil {
+		pc.Add(sent)
+	}
+	g.mu.Lock()
+	g.members[c] = struct{}{}
+	g.dataSent += sent
+	if sent > 0 {
+		g.last = c
+		g.lastSize = c.lastSize
+		g.armBurst(time.Unix(0, c.lastSent))
+	}
+	g.mu.Unlock()
+	// Close sets shut before it looks for a group: either it saw this one
+	// or this sees shut.
+	if c.shut.Load() {
+		g.leave(c)
+	}
+}
+
+// Members returns how many connections pad in g.
+func (g *PadGroup) Members() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.members)
+}
+
+// Totals returns the group's real and padding wire bytes sent.
+func (g *PadGroup) Totals() (data, pad int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dataSent, g.padSent
+}
+
+// sent records member c's real frame of n payload bytes (caller holds c's
+// wmu) and re-arms the BURST timer.
+func (g *PadGroup) sent(c *Conn, n int, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dataSent += int64(n + FrameOverhead)
+	g.last, g.lastSize = c, n
+	g.armBurst(now)
+}
+
+// received records a real frame member c received.
+func (g *PadGroup) received(c *Conn, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now.After(g.lastReal) {
+		g.lastReal = now
+	}
+	if _, ok := g.members[c]; ok {
+		g.last = c
+	}
+}
+
+// leave removes c (it closed). Padding goes on another member next.
+func (g *PadGroup) leave(c *Conn) {
+	g.mu.Lock()
+	if _, ok := g.members[c]; !ok {
+		g.mu.Unlock()
+		return
+	}
+	delete(g.members, c)
+	g.retarget(c)
+	empty := len(g.members) == 0
+	if empty {
+		g.disarm()
+	}
+	g.mu.Unlock()
+	if empty && g.onEmpty != nil {
+		g.onEmpty()
+	}
+}
+
+// armBurst draws a delay from H_B after t (caller holds mu).
+func (g *PadGroup) armBurst(t time.Time) {
+	if t.After(g.lastReal) {
+		g.lastReal = t
+	}
+	d, ok := g.cfg.Hist.Burst.Sample(g.rng)
+	if !ok {
+		g.disarm()
+		return
+	}
+	g.armAt(t.Add(d))
+}
+
+func (g *PadGroup) disarm() {
+	g.gen++
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+}
+
+func (g *PadGroup) armAt(due time.Time) {
+	g.disarm()
+	gen := g.gen
+	g.due = due
+	g.timer = time.AfterFunc(time.Until(due), func() { g.fire(gen) })
+}
+
+// fire sends a padding frame on the member that carried real traffic
+// last, unless the group is idle or out of budget, then draws the next
+// delay from H_G.
+func (g *PadGroup) fire(gen uint64) {
+	g.mu.Lock()
+	if g.gen != gen || g.last == nil {
+		g.mu.Unlock()
+		return
+	}
+	if time.Since(g.lastReal) > g.cfg.Idle {
+		g.mu.Unlock()
+		return // idle: wait for the next real frame
+	}
+	size := g.lastSize
+	cost := int64(size + FrameOverhead)
+	if float64(g.padSent+cost) > g.cfg.Budget*float64(g.dataSent) {
+		g.mu.Unlock()
+		return // out of budget until more real bytes are sent
+	}
+	target := g.last
+	g.padSent += cost // reserved: a concurrent fire must see it
+	g.mu.Unlock()
+
+	result := target.sendPadding(size)
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if result != padSent {
+		g.padSent -= cost
+	}
+	if result == padBusy || g.gen != gen {
+		return // a real frame re-arms (or re-armed) the timer
+	}
+	if result == padClosed {
+		// The member finished its answer: the fake burst goes on on
+		// another, if one is open, at once.
+		g.retarget(target)
+		if g.last != nil {
+			g.armAt(time.Now())
+		}
+		return
+	}
+	d, ok := g.cfg.Hist.Gap.Sample(g.rng)
+	if !ok {
+		return // the fake burst ends
+	}
+	g.armAt(g.due.Add(d))
+}
+
+// retarget moves padding off c, which can send no more, to another member
+// whose sending side is still open (caller holds mu).
+func (g *PadGroup) retarget(c *Conn) {
+	if g.last != c {
+		return
+	}
+	g.last = nil
+	for m := range g.members {
+		if m != c && !m.shut.Load() {
+			g.last = m
+			return
+		}
+	}
+}
+
+// PadGroups keeps one PadGroup per key: per client id on a server, one key
+// for a whole client box. A group is forgotten once its last member
+// leaves; a connection that joins a group in that instant pads in it
+// alone, within the same budget.
+type PadGroups struct {
+	cfg PadConfig
+
+	mu sync.Mutex
+	m  map[string]*PadGroup
+}
+
+// NewPadGroups returns groups padding with cfg.
+func NewPadGroups(cfg PadConfig) (*PadGroups, error) {
+	if _, err := NewPadGroup(cfg, nil); err != nil {
+		return nil, err
+	}
+	return &PadGroups{cfg: cfg, m: make(map[string]*PadGroup)}, nil
+}
+
+// Join makes c pad in key's group.
+func (gs *PadGroups) Join(c *Conn, key string) error {
+	gs.mu.Lock()
+	g := gs.m[key]
+	if g == nil {
+		var err error
+		if g, err = NewPadGroup(gs.cfg, nil); err != nil {
+			gs.mu.Unlock()
+			return err
+		}
+		g.onEmpty = func() { gs.forget(key, g) }
+		gs.m[key] = g
+	}
+	gs.mu.Unlock()
+	c.JoinPadGroup(g)
+	return nil
+}
+
+// Len returns how many groups are kept.
+func (gs *PadGroups) Len() int {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return len(gs.m)
+}
+
+func (gs *PadGroups) forget(key string, g *PadGroup) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.m[key] == g && g.Members() == 0 {
+		delete(gs.m, key)
+	}
+}
+
+// Padder pads connections the way one end's settings say: each on its own
+// (StartPadding), or in groups by key (PadGroups).
+type Padder struct {
+	Config PadConfig
+	groups *PadGroups // nil: each connection on its own
+}
+
+// NewPadder returns a padder; grouped puts connections of one key in one
+// group.
+func NewPadder(cfg PadConfig, grouped bool) (*Padder, error) {
+	p := &Padder{Config: cfg}
+	var err error
+	if grouped {
+		p.groups, err = NewPadGroups(cfg)
+	} else {
+		_, err = NewPadGroup(cfg, nil) // the same checks
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Start makes c pad, in key's group if the padder groups.
+func (p *Padder) Start(c *Conn, key string) error {
+	if p.groups != nil {
+		return p.groups.Join(c, key)
+	}
+	return c.StartPadding(p.Config)
+}
+
+// Groups returns how many groups are kept (0 when not grouping).
+func (p *Padder) Groups() int {
+	if p.groups == nil {
+		return 0
+	}
+	return p.groups.Len()
+}
