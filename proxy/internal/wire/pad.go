@@ -79,11 +79,65 @@ type PadTotals struct {
 
 type padState struct {
 	cfg   PadConfig
+	clock padClock
+}
+
+// padClock is the WTF-PAD timer of a padder (one Conn's, or a PadGroup's):
+// the first padding frame H_B after a real frame, the next ones H_G after
+// the previous one was due, and a generation that makes a superseded
+// timer's firing a no-op. Its owner serialises calls.
+type padClock struct {
+	hist  *padding.Direction
 	rng   *rand.Rand
+	fire  func(gen uint64)
 	gen   uint64
 	timer *time.Timer
 	due   time.Time
 }
+
+func newPadClock(hist *padding.Direction, fire func(gen uint64)) (padClock, error) {
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return padClock{}, err
+	}
+	return padClock{hist: hist, rng: rand.New(rand.NewChaCha8(seed)), fire: fire}, nil
+}
+
+// afterReal arms the first padding frame a delay from H_B after t (none if
+// H_B draws its infinity bin).
+func (k *padClock) afterReal(t time.Time) {
+	d, ok := k.hist.Burst.Sample(k.rng)
+	if !ok {
+		k.stop()
+		return
+	}
+	k.at(t.Add(d))
+}
+
+// afterPadding arms the next padding frame a delay from H_G after the last
+// one was due; H_G's infinity bin ends the fake burst.
+func (k *padClock) afterPadding() {
+	if d, ok := k.hist.Gap.Sample(k.rng); ok {
+		k.at(k.due.Add(d))
+	}
+}
+
+func (k *padClock) stop() {
+	k.gen++
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+}
+
+func (k *padClock) at(due time.Time) {
+	k.stop()
+	gen := k.gen
+	k.due = due
+	k.timer = time.AfterFunc(time.Until(due), func() { k.fire(gen) })
+}
+
+// current reports whether gen is the armed timer's generation.
+func (k *padClock) current(gen uint64) bool { return k.gen == gen }
 
 var zeros [MaxPayload]byte
 
@@ -98,8 +152,8 @@ func (c *Conn) StartPadding(cfg PadConfig) error {
 	if !(cfg.Budget > 0) || cfg.Idle <= 0 || cfg.Hist == nil {
 		return errors.New("wire: padding needs a positive budget and idle time and histograms")
 	}
-	var seed [32]byte
-	if _, err := crand.Read(seed[:]); err != nil {
+	clock, err := newPadClock(cfg.Hist, c.padFire)
+	if err != nil {
 		return err
 	}
 	c.wmu.Lock()
@@ -107,7 +161,7 @@ func (c *Conn) StartPadding(cfg PadConfig) error {
 	if c.closed || c.pad != nil || c.group.Load() != nil {
 		return nil
 	}
-	c.pad = &padState{cfg: cfg, rng: rand.New(rand.NewChaCha8(seed))}
+	c.pad = &padState{cfg: cfg, clock: clock}
 	c.padOn.Store(true)
 	if pc := c.padCtrs.Data; pc != nil {
 		pc.Add(c.stats.dataSent.Load())
@@ -172,32 +226,10 @@ func (c *Conn) recvReal(n int) {
 
 // armBurst draws a delay from H_B after t (caller holds wmu).
 func (c *Conn) armBurst(t time.Time) {
-	p := c.pad
 	if c.lastReal.Load() < t.UnixNano() {
 		c.lastReal.Store(t.UnixNano())
 	}
-	d, ok := p.cfg.Hist.Burst.Sample(p.rng)
-	if !ok {
-		c.disarm()
-		return
-	}
-	c.armAt(t.Add(d))
-}
-
-func (c *Conn) disarm() {
-	p := c.pad
-	p.gen++
-	if p.timer != nil {
-		p.timer.Stop()
-	}
-}
-
-func (c *Conn) armAt(due time.Time) {
-	c.disarm()
-	p := c.pad
-	gen := p.gen
-	p.due = due
-	p.timer = time.AfterFunc(time.Until(due), func() { c.padFire(gen) })
+	c.pad.clock.afterReal(t)
 }
 
 // padFire sends a padding frame if the connection is neither idle nor out
@@ -208,7 +240,7 @@ func (c *Conn) padFire(gen uint64) {
 	}
 	defer c.wmu.Unlock()
 	p := c.pad
-	if p == nil || p.gen != gen || c.closed || c.werr != nil {
+	if p == nil || !p.clock.current(gen) || c.closed || c.werr != nil {
 		return
 	}
 	now := time.Now()
@@ -220,14 +252,9 @@ func (c *Conn) padFire(gen uint64) {
 	if float64(c.stats.padSent.Load()+cost) > p.cfg.Budget*float64(c.stats.dataSent.Load()) {
 		return // out of budget until more real bytes are sent
 	}
-	if !c.writePadding(size) {
-		return
+	if c.writePadding(size) {
+		p.clock.afterPadding()
 	}
-	d, ok := p.cfg.Hist.Gap.Sample(p.rng)
-	if !ok {
-		return // the fake burst ends
-	}
-	c.armAt(p.due.Add(d))
 }
 
 // What became of a padding frame a PadGroup asked a member to send.

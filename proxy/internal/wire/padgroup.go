@@ -1,9 +1,7 @@
 package wire
 
 import (
-	crand "crypto/rand"
 	"errors"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -28,16 +26,13 @@ type PadGroup struct {
 	onEmpty func()
 
 	mu       sync.Mutex
-	rng      *rand.Rand
+	clock    padClock
 	members  map[*Conn]struct{}
 	last     *Conn // the member that carried real traffic last
 	lastSize int   // payload bytes of the last real frame sent by a member
 	lastReal time.Time
 	dataSent int64 // members' real wire bytes sent while members
 	padSent  int64
-	gen      uint64
-	timer    *time.Timer
-	due      time.Time
 }
 
 // NewPadGroup returns an empty group padding with cfg. onEmpty, if not
@@ -47,16 +42,12 @@ func NewPadGroup(cfg PadConfig, onEmpty func()) (*PadGroup, error) {
 	if !(cfg.Budget > 0) || cfg.Idle <= 0 || cfg.Hist == nil {
 		return nil, errors.New("wire: padding needs a positive budget and idle time and histograms")
 	}
-	var seed [32]byte
-	if _, err := crand.Read(seed[:]); err != nil {
+	g := &PadGroup{cfg: cfg, onEmpty: onEmpty, members: make(map[*Conn]struct{})}
+	var err error
+	if g.clock, err = newPadClock(cfg.Hist, g.fire); err != nil {
 		return nil, err
 	}
-	return &PadGroup{
-		cfg:     cfg,
-		onEmpty: onEmpty,
-		rng:     rand.New(rand.NewChaCha8(seed)),
-		members: make(map[*Conn]struct{}),
-	}, nil
+	return g, nil
 }
 
 // JoinPadGroup makes c's sending direction part of g's padding from now
@@ -137,7 +128,7 @@ func (g *PadGroup) leave(c *Conn) {
 	g.retarget(c)
 	empty := len(g.members) == 0
 	if empty {
-		g.disarm()
+		g.clock.stop()
 	}
 	g.mu.Unlock()
 	if empty && g.onEmpty != nil {
@@ -150,26 +141,7 @@ func (g *PadGroup) armBurst(t time.Time) {
 	if t.After(g.lastReal) {
 		g.lastReal = t
 	}
-	d, ok := g.cfg.Hist.Burst.Sample(g.rng)
-	if !ok {
-		g.disarm()
-		return
-	}
-	g.armAt(t.Add(d))
-}
-
-func (g *PadGroup) disarm() {
-	g.gen++
-	if g.timer != nil {
-		g.timer.Stop()
-	}
-}
-
-func (g *PadGroup) armAt(due time.Time) {
-	g.disarm()
-	gen := g.gen
-	g.due = due
-	g.timer = time.AfterFunc(time.Until(due), func() { g.fire(gen) })
+	g.clock.afterReal(t)
 }
 
 // fire sends a padding frame on the member that carried real traffic
@@ -177,7 +149,7 @@ func (g *PadGroup) armAt(due time.Time) {
 // delay from H_G.
 func (g *PadGroup) fire(gen uint64) {
 	g.mu.Lock()
-	if g.gen != gen || g.last == nil {
+	if !g.clock.current(gen) || g.last == nil {
 		g.mu.Unlock()
 		return
 	}
@@ -202,7 +174,7 @@ func (g *PadGroup) fire(gen uint64) {
 	if result != padSent {
 		g.padSent -= cost
 	}
-	if result == padBusy || g.gen != gen {
+	if result == padBusy || !g.clock.current(gen) {
 		return // a real frame re-arms (or re-armed) the timer
 	}
 	if result == padClosed {
@@ -210,15 +182,11 @@ func (g *PadGroup) fire(gen uint64) {
 		// another, if one is open, at once.
 		g.retarget(target)
 		if g.last != nil {
-			g.armAt(time.Now())
+			g.clock.at(time.Now())
 		}
 		return
 	}
-	d, ok := g.cfg.Hist.Gap.Sample(g.rng)
-	if !ok {
-		return // the fake burst ends
-	}
-	g.armAt(g.due.Add(d))
+	g.clock.afterPadding()
 }
 
 // retarget moves padding off c, which can send no more, to another member
