@@ -91,7 +91,7 @@ class WanCapture:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        if self._proc and self._proc.stderr:
+        if self._proc and self._proc.stderr and not self._proc.stderr.closed:  # stop() may run twice
             found = re.search(rb"(\d+) packets? dropped by kernel", self._proc.stderr.read())
             self.dropped = int(found.group(1)) if found else None
             self._proc.stderr.close()
