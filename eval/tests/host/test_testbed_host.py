@@ -35,6 +35,8 @@ def test_wan_capture_sees_a_connection_and_reports_no_drops(tag: str) -> None:
             tb.client.run(["python3", "-c", connect])
             listener.wait(timeout=10)
         assert cap.dropped == 0
+        cap.stop()  # again, as a fixture's clean-up may
+        assert cap.dropped == 0
         assert any(p.syn and p.dport == 9099 for p in cap.packets)
         cap.cleanup()
 
