@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -71,8 +72,29 @@ class Tunnels:
         if any(i.mptcp for i in self.instances) and shutil.which("mptcpize") is None:
             raise ConfigError("full_tunnel: needs mptcpize (apt install mptcpize) to run OpenVPN's TCP over MPTCP")
 
+    def check_host(self) -> None:
+        """What this host must have before anything starts: on the client
+        box, each gateway the tunnels leave through has its source address
+        (OpenVPN would fail to bind it only once started). Not part of
+        check(), which also runs where the tunnels will not (a controller,
+        a chroot)."""
+        if self.role != "client":
+            return
+        used = {t.gateway for t in self.cfg.per_gateway.tunnels} \
+            if "per-gateway" in self.modes and self.cfg.per_gateway else set()
+        if "full-tunnel" in self.modes and self.cfg.full_tunnel:
+            used |= set(self.cfg.gateways.values())
+        for gw in sorted(used, key=lambda g: g.id):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                try:
+                    probe.bind((str(gw.source), 0))
+                except OSError as err:
+                    raise ConfigError(f"gateways.{gw.id}.source: {gw.source} is not an address of this host "
+                                      f"({err.strerror})") from None
+
     def start(self) -> Self:
         self.check()
+        self.check_host()
         try:
             self.write_files()
             self._host_setup()

@@ -175,7 +175,8 @@ def _write(tmp: Path, s: dict[str, Any]) -> Path:
 
 
 @needs_pki
-@pytest.mark.parametrize("case", ["world-readable key", "missing key", "unknown gateway", "subnet overlaps a WAN"])
+@pytest.mark.parametrize("case", ["world-readable key", "missing key", "unknown gateway", "subnet overlaps a WAN",
+                                  "gateway address not on this host"])
 def test_run_refuses_bad_input_before_starting_anything(tmp_path: Path, pki: Path, case: str) -> None:
     """`braid-openvpn run` exits 2 naming the setting; no run_dir, config or openvpn is left."""
     work_pki = tmp_path / "pki"
@@ -186,11 +187,17 @@ def test_run_refuses_bad_input_before_starting_anything(tmp_path: Path, pki: Pat
         "missing key": "pki_dir:",
         "unknown gateway": "per_gateway.tunnels[0].gateway: unknown gateway 'gw7'",
         "subnet overlaps a WAN": "per_gateway.tunnels[1].subnet: 10.2.0.0/30 overlaps gateways.gw2.wan",
+        # the testbed's client address, which this host (not the client's
+        # namespace) does not have
+        "gateway address not on this host": "gateways.gw1.source: 10.1.0.2 is not an address of this host",
     }[case]
     if case == "world-readable key":
         (work_pki / "private" / "box.key").chmod(0o644)
     elif case == "missing key":
         (work_pki / "private" / "box.key").unlink()
+    elif case == "gateway address not on this host":
+        assert subprocess.run(["ip", "-4", "addr", "show"], capture_output=True, text=True,
+                              check=True).stdout.count(" 10.1.0.2/") == 0, "this host has the client's address"
     elif case == "unknown gateway":
         s["per_gateway"]["tunnels"][0]["gateway"] = "gw7"
     else:
