@@ -275,6 +275,7 @@ type Conn struct {
 	lastReal atomic.Int64             // last real frame sent or received, Unix ns
 	padOn    atomic.Bool
 	shut     atomic.Bool // Close was called
+	finSent  atomic.Bool // CloseWrite was called: no frame may follow
 	padCtrs  PadCounters
 	stats    connStats
 }
@@ -523,6 +524,7 @@ func (c *Conn) CloseWrite() error {
 		return nil
 	}
 	c.closed = true
+	c.finSent.Store(true)
 	return c.writeFrames(c.sealer.Append(nil, FlagFIN, nil))
 }
 

@@ -190,14 +190,16 @@ func (g *PadGroup) fire(gen uint64) {
 }
 
 // retarget moves padding off c, which can send no more, to another member
-// whose sending side is still open (caller holds mu).
+// whose sending side is still open, or to none (caller holds mu). Members
+// that sent their FIN are passed over, so that padding never bounces
+// between connections that can no longer carry it.
 func (g *PadGroup) retarget(c *Conn) {
 	if g.last != c {
 		return
 	}
 	g.last = nil
 	for m := range g.members {
-		if m != c && !m.shut.Load() {
+		if m != c && !m.shut.Load() && !m.finSent.Load() {
 			g.last = m
 			return
 		}

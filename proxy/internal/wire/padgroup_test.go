@@ -165,3 +165,31 @@ func TestPadGroupAndConnPaddingExclusive(t *testing.T) {
 		t.Fatal("a group without budget was accepted")
 	}
 }
+
+// Members that sent their FIN can carry no padding: the group stops aiming
+// at them instead of bouncing a fake burst between them.
+func TestPadGroupPassesOverMembersAfterTheirFIN(t *testing.T) {
+	g, err := NewPadGroup(PadConfig{Budget: 10, Idle: time.Second, Hist: fixedHist(t)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, outA := loopbackConn(t)
+	b, outB := loopbackConn(t)
+	a.JoinPadGroup(g)
+	b.JoinPadGroup(g)
+	a.Write(bytes.Repeat([]byte("a"), 1000))
+	b.Write(bytes.Repeat([]byte("b"), 1000))
+	a.CloseWrite()
+	b.CloseWrite()
+	<-outA
+	<-outB
+	time.Sleep(50 * time.Millisecond) // many 1 ms padding timers
+	g.mu.Lock()
+	last := g.last
+	g.mu.Unlock()
+	a.Close()
+	b.Close()
+	if last != nil {
+		t.Fatal("padding still aimed at a member that had sent its FIN")
+	}
+}
