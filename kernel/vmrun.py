@@ -22,6 +22,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import IO, TextIO
@@ -108,12 +109,20 @@ def run_in_vm(
         dirs.append(work)
     for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
-    script = guest_script(command, image, work)
-    vng = vng_command(image, script, cpus or min(2, os.cpu_count() or 1), memory, dirs)
-    # TCG VMs are CPU-bound: two at once on a small machine make both slow
-    # enough for timing-sensitive tests to fail, so VMs take turns.
-    with exclusive(cache_dir() / "vm.lock", "another braid VM is running on this machine; waiting for it to finish"):
-        return _boot(vng, image, command, timeout_s)
+    # vng hands --exec to the guest on the kernel command line (2048 bytes
+    # on x86): a long command after the exports did not boot, exit 255 and
+    # no message. The guest sees the host's file system, so the script goes
+    # in a file and the command line carries its path.
+    with tempfile.NamedTemporaryFile("w", prefix="vm-exec-", suffix=".sh", dir=cache_dir()) as script:
+        script.write(guest_script(command, image, work))
+        script.flush()
+        vng = vng_command(image, f"sh {shlex.quote(script.name)}", cpus or min(2, os.cpu_count() or 1),
+                          memory, dirs)
+        # TCG VMs are CPU-bound: two at once on a small machine make both slow
+        # enough for timing-sensitive tests to fail, so VMs take turns.
+        with exclusive(cache_dir() / "vm.lock",
+                       "another braid VM is running on this machine; waiting for it to finish"):
+            return _boot(vng, image, command, timeout_s)
 
 
 def _boot(vng: list[str], image: KernelImage, command: list[str], timeout_s: float) -> int:
