@@ -259,3 +259,61 @@ def longest_data_gap(packets: list[TcpPacket], port: int, upload: bool, after: f
     times = sorted(p.ts for p in packets if p.payload_len and p.ts >= after
                    and (p.dport == port if upload else p.sport == port))
     return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
+
+
+@dataclasses.dataclass
+class SubflowReplaced:
+    """What a transfer whose wan2 subflow was replaced mid-way did."""
+
+    result: TransferResult
+    moved: int  # the sender's MPTcpExtSchedBurstMoved over the transfer
+    before: list[int]  # client ports of wan2 subflows with data before the leave
+    after: list[int]  # those whose first data came after the endpoint was back
+    carried: dict[int, int]  # client port -> data bytes on wan2
+    # of the data on both WANs from the new subflow's first data packet on,
+    # the share it carried (nan without one)
+    new_share: float
+
+
+def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
+                         after_bytes: int = 2 << 20) -> SubflowReplaced:
+    """A transfer during which, once wan2 has carried ``after_bytes``, the
+    client's wan2 endpoint is removed (its subflow closes) and added straight
+    back (a new subflow from the same address: new port, new subflow id).
+    The endpoint is restored whatever happens."""
+    sender = "client" if mode == "upload" else "proxy"
+    endpoint = ["ip", "mptcp", "endpoint", "add", ip("client", "wan2"), "dev", "wan2", "subflow"]
+    readded: list[float] = []
+
+    def leave_and_rejoin() -> None:
+        tb.client.run(["ip", "mptcp", "endpoint", "flush"])
+        readded.append(time.time())
+        tb.client.run(endpoint)
+
+    try:
+        with BulkServer(tb) as server:
+            start = sched_bursts_moved(tb, sender)
+            r, left_at = transfer_with_breakage(tb, server, nbytes, mode, after_bytes, leave_and_rejoin, wan=2)
+            moved = sched_bursts_moved(tb, sender) - start
+    finally:
+        tb.client.run(["ip", "mptcp", "endpoint", "flush"])
+        tb.client.run(endpoint)
+    upload = mode == "upload"
+
+    def data(wan: int) -> list[tuple[float, int, int]]:
+        """(time, client port, payload) of the transfer's data packets on wan."""
+        return [(pkt.ts, pkt.sport if upload else pkt.dport, pkt.payload_len) for pkt in r.wan_packets[wan]
+                if pkt.payload_len and (pkt.dport if upload else pkt.sport) == BULK_PORT]
+
+    first: dict[int, float] = {}
+    carried: dict[int, int] = {}
+    for ts, port, n in data(2):
+        first.setdefault(port, ts)
+        carried[port] = carried.get(port, 0) + n
+    before = [p for p, ts in first.items() if ts < left_at]
+    after = [p for p, ts in first.items() if ts > readded[0]]
+    share = math.nan
+    if len(after) == 1:
+        since = [(port, n) for ts, port, n in data(1) + data(2) if ts >= first[after[0]]]
+        share = sum(n for port, n in since if port == after[0]) / sum(n for _, n in since)
+    return SubflowReplaced(r, moved, before, after, carried, share)

@@ -17,6 +17,7 @@ from braid_eval.transfer import (
     BulkServer,
     ConnectionTrace,
     measured_transfer,
+    replace_wan2_subflow,
     share_once_joined,
     traced_series,
 )
@@ -101,3 +102,27 @@ def test_adaptive_split_follows_the_load(bed: StandardTestbed) -> None:
     assert light_bytes > 200_000
     assert light >= 0.95, "light load should stay on the fast WAN"
     assert 0.05 <= 1 - heavy, "heavy load should use the slow WAN too"
+
+
+def test_run_ends_with_its_subflow(bed: StandardTestbed) -> None:
+    """As hywf's burst (test_hywf.py): the fixed split at 0 puts every run on
+    wan2; its subflow closes mid-upload and a new one joins from the same
+    address. The run in progress is counted as moved when the subflow
+    closes (kernel patch 17), and runs drawn afterwards use the new
+    subflow."""
+    set_both(bed, bernoulli_adaptive=0, bernoulli_permille=0)
+    try:
+        x = replace_wan2_subflow(bed, "upload", nbytes=6 << 20, after_bytes=1 << 20)
+    finally:
+        set_both(bed, bernoulli_adaptive=1, bernoulli_permille=500)
+    print(f"\nupload, wan2's subflow replaced after 1 MB: digest_ok={x.result.digest_ok} "
+          f"wan bytes={x.result.wan_payload} runs moved={x.moved} wan2 subflows (port: bytes) "
+          f"{x.carried}, before the leave {x.before}, joined after it {x.after}; the new one's share "
+          f"from its first packet on {x.new_share:.2f}")
+    assert x.result.digest_ok
+    assert x.moved >= 1, "the leaving subflow's run was not counted"
+    assert len(x.before) == 1 and len(x.after) == 1
+    # While wan2 is away the fast wan1 takes everything (re-adding the
+    # endpoint takes a while under TCG): with 4 MB the new subflow carried
+    # 0.5 MB in one run, with 6 MB 2.2 MB.
+    assert x.carried[x.after[0]] >= 512 << 10, "runs drawn after the join did not use the new subflow"

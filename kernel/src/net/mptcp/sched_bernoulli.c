@@ -238,7 +238,9 @@ static int bern_get_subflow(struct mptcp_sock *msk,
 			break;
 
 	if (cur == n || msk->snd_burst <= 0) {
-		/* its subflow left, or went stale, with segments to send */
+		/* its subflow went stale with segments to send (one that
+		 * closed was counted by bern_subflow_closed())
+		 */
 		if (cur == n && bs->run_subflow && msk->snd_burst > 0)
 			bern_run_moved(msk);
 		cur = bern_new_run(msk, paths, n, now, &segs);
@@ -254,6 +256,21 @@ static int bern_get_subflow(struct mptcp_sock *msk,
 	return bern_schedule(paths[cur].ssk);
 }
 
+/* The run's subflow is closing with segments of its run to send. */
+static void bern_subflow_closed(struct mptcp_sock *msk,
+				struct mptcp_subflow_context *subflow)
+{
+	struct bern_sock *bs = bern_sk(msk);
+
+	if (!bs->run_subflow || bs->run_subflow != subflow->subflow_id)
+		return;
+	if (msk->snd_burst > 0)
+		bern_run_moved(msk);
+	bs->run_subflow = 0;
+	msk->snd_burst = 0;
+	mptcp_sched_wait_end(&bs->wait);
+}
+
 static void bern_init(struct mptcp_sock *msk)
 {
 	BUILD_BUG_ON(sizeof(struct bern_sock) > MPTCP_SCHED_PRIV_SIZE);
@@ -267,6 +284,7 @@ static void bern_init(struct mptcp_sock *msk)
 static struct mptcp_sched_ops mptcp_sched_bernoulli = {
 	.get_subflow	= bern_get_subflow,
 	.init		= bern_init,
+	.subflow_closed	= bern_subflow_closed,
 	.name		= "bernoulli",
 	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST,
 	.owner		= THIS_MODULE,

@@ -377,7 +377,9 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 
 	if (!hywf_keep_burst(&hs->last_ms, cur < n, msk->snd_burst, now,
 			     READ_ONCE(pn->cfg.idle_ms))) {
-		/* its subflow left, or went stale, with segments to send */
+		/* its subflow went stale with segments to send (one that
+		 * closed was counted by hywf_subflow_closed())
+		 */
 		if (cur == n && hs->burst_subflow && msk->snd_burst > 0)
 			hywf_burst_moved(msk);
 		cur = hywf_new_burst(msk, n, now, &pkts);
@@ -394,6 +396,23 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	return hywf_schedule(paths[cur].ssk);
 }
 
+/* The burst's subflow is closing with segments of its burst to send: the
+ * burst is moved, whatever takes over; the next call draws afresh.
+ */
+static void hywf_subflow_closed(struct mptcp_sock *msk,
+				struct mptcp_subflow_context *subflow)
+{
+	struct hywf_sock *hs = hywf_sk(msk);
+
+	if (!hs->burst_subflow || hs->burst_subflow != subflow->subflow_id)
+		return;
+	if (msk->snd_burst > 0)
+		hywf_burst_moved(msk);
+	hs->burst_subflow = 0;
+	msk->snd_burst = 0;
+	mptcp_sched_wait_end(&hs->wait);
+}
+
 static void hywf_init(struct mptcp_sock *msk)
 {
 	BUILD_BUG_ON(sizeof(struct hywf_sock) > MPTCP_SCHED_PRIV_SIZE);
@@ -403,6 +422,7 @@ static void hywf_init(struct mptcp_sock *msk)
 static struct mptcp_sched_ops mptcp_sched_hywf = {
 	.get_subflow	= hywf_get_subflow,
 	.init		= hywf_init,
+	.subflow_closed	= hywf_subflow_closed,
 	.name		= "hywf",
 	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
 			  MPTCP_SCHED_FLAG_FULL_PACKET_END,
