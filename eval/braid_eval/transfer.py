@@ -274,6 +274,11 @@ class SubflowReplaced:
     # the share it carried (nan without one)
     new_share: float
 
+    def summary(self) -> str:
+        return (f"digest_ok={self.result.digest_ok} wan bytes={self.result.wan_payload} moved={self.moved} "
+                f"wan2 subflows (port: bytes) {self.carried}, before the leave {self.before}, joined after "
+                f"it {self.after}; the new one's share from its first packet on {self.new_share:.2f}")
+
 
 def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
                          after_bytes: int = 2 << 20) -> SubflowReplaced:

@@ -411,10 +411,7 @@ def test_burst_ends_with_its_subflow(bed: StandardTestbed, mode: str) -> None:
     all_on_wan2 = {"net.mptcp.hywf_ps_permille": 0, "net.mptcp.hywf_ncons": 200}
     with changed_sysctls(bed, ("client", "proxy"), all_on_wan2):
         x = replace_wan2_subflow(bed, mode)
-    print(f"\n{mode}, wan2's subflow replaced after 2 MB: digest_ok={x.result.digest_ok} "
-          f"wan bytes={x.result.wan_payload} bursts moved={x.moved} wan2 subflows (port: bytes) "
-          f"{x.carried}, before the leave {x.before}, joined after it {x.after}; the new one's share "
-          f"from its first packet on {x.new_share:.2f}")
+    print(f"\n{mode}, wan2's subflow replaced after 2 MB: {x.summary()}")
     assert x.result.digest_ok
     assert x.moved >= 1, "the leaving subflow's burst was not counted: it was handed over or lost"
     assert len(x.before) == 1 and len(x.after) == 1, "expected one subflow on wan2 before the leave and one after"
