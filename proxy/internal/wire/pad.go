@@ -48,6 +48,14 @@ type PadConfig struct {
 	Hist   *padding.Direction
 }
 
+// check refuses a configuration no padder can run with.
+func (cfg PadConfig) check() error {
+	if !(cfg.Budget > 0) || cfg.Idle <= 0 || cfg.Hist == nil {
+		return errors.New("wire: padding needs a positive budget and idle time and histograms")
+	}
+	return nil
+}
+
 // NewPadCounters returns counters named in a registry-like lookup
 // (metrics.Registry.Counter): padding_bytes_sent, padding_frames_sent,
 // padding_bytes_received, padding_data_bytes_sent.
@@ -149,8 +157,8 @@ func (c *Conn) SetPadCounters(pc PadCounters) { c.padCtrs = pc }
 // Real frames sent before count towards the budget. It is a no-op after
 // CloseWrite.
 func (c *Conn) StartPadding(cfg PadConfig) error {
-	if !(cfg.Budget > 0) || cfg.Idle <= 0 || cfg.Hist == nil {
-		return errors.New("wire: padding needs a positive budget and idle time and histograms")
+	if err := cfg.check(); err != nil {
+		return err
 	}
 	clock, err := newPadClock(cfg.Hist, c.padFire)
 	if err != nil {

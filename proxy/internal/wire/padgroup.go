@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"errors"
 	"sync"
 	"time"
 )
@@ -39,8 +38,8 @@ type PadGroup struct {
 // nil, runs (without the group's lock) when the last member leaves, so an
 // owner can forget the group; a group may be joined again afterwards.
 func NewPadGroup(cfg PadConfig, onEmpty func()) (*PadGroup, error) {
-	if !(cfg.Budget > 0) || cfg.Idle <= 0 || cfg.Hist == nil {
-		return nil, errors.New("wire: padding needs a positive budget and idle time and histograms")
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	g := &PadGroup{cfg: cfg, onEmpty: onEmpty, members: make(map[*Conn]struct{})}
 	var err error
@@ -217,14 +216,6 @@ type PadGroups struct {
 	m  map[string]*PadGroup
 }
 
-// NewPadGroups returns groups padding with cfg.
-func NewPadGroups(cfg PadConfig) (*PadGroups, error) {
-	if _, err := NewPadGroup(cfg, nil); err != nil {
-		return nil, err
-	}
-	return &PadGroups{cfg: cfg, m: make(map[string]*PadGroup)}, nil
-}
-
 // Join makes c pad in key's group.
 func (gs *PadGroups) Join(c *Conn, key string) error {
 	gs.mu.Lock()
@@ -268,15 +259,12 @@ type Padder struct {
 // NewPadder returns a padder; grouped puts connections of one key in one
 // group.
 func NewPadder(cfg PadConfig, grouped bool) (*Padder, error) {
-	p := &Padder{Config: cfg}
-	var err error
-	if grouped {
-		p.groups, err = NewPadGroups(cfg)
-	} else {
-		_, err = NewPadGroup(cfg, nil) // the same checks
-	}
-	if err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
+	}
+	p := &Padder{Config: cfg}
+	if grouped {
+		p.groups = &PadGroups{cfg: cfg, m: make(map[string]*PadGroup)}
 	}
 	return p, nil
 }

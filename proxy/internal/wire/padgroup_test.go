@@ -56,11 +56,10 @@ func finish(t *testing.T, c *Conn, out <-chan received) received {
 	return r
 }
 
-// The group's budget binds over its members together, every padding frame
-// is dropped by the receiver, and the data arrives byte-exact.
-func TestPadGroupBudgetOverMembers(t *testing.T) {
-	const budget = 0.5
-	g, err := NewPadGroup(PadConfig{Budget: budget, Idle: 150 * time.Millisecond, Hist: fixedHist(t)}, nil)
+// twoMembers returns a group padding with cfg and two loopback members.
+func twoMembers(t *testing.T, cfg PadConfig) (*PadGroup, *Conn, <-chan received, *Conn, <-chan received) {
+	t.Helper()
+	g, err := NewPadGroup(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +67,14 @@ func TestPadGroupBudgetOverMembers(t *testing.T) {
 	b, outB := loopbackConn(t)
 	a.JoinPadGroup(g)
 	b.JoinPadGroup(g)
+	return g, a, outA, b, outB
+}
+
+// The group's budget binds over its members together, every padding frame
+// is dropped by the receiver, and the data arrives byte-exact.
+func TestPadGroupBudgetOverMembers(t *testing.T) {
+	const budget = 0.5
+	g, a, outA, b, outB := twoMembers(t, PadConfig{Budget: budget, Idle: 150 * time.Millisecond, Hist: fixedHist(t)})
 	var wantA, wantB []byte
 	for i := range 20 {
 		p := bytes.Repeat([]byte{byte(i)}, 1000+100*i)
@@ -169,14 +176,7 @@ func TestPadGroupAndConnPaddingExclusive(t *testing.T) {
 // Members that sent their FIN can carry no padding: the group stops aiming
 // at them instead of bouncing a fake burst between them.
 func TestPadGroupPassesOverMembersAfterTheirFIN(t *testing.T) {
-	g, err := NewPadGroup(PadConfig{Budget: 10, Idle: time.Second, Hist: fixedHist(t)}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, outA := loopbackConn(t)
-	b, outB := loopbackConn(t)
-	a.JoinPadGroup(g)
-	b.JoinPadGroup(g)
+	g, a, outA, b, outB := twoMembers(t, PadConfig{Budget: 10, Idle: time.Second, Hist: fixedHist(t)})
 	a.Write(bytes.Repeat([]byte("a"), 1000))
 	b.Write(bytes.Repeat([]byte("b"), 1000))
 	a.CloseWrite()
