@@ -287,13 +287,12 @@ def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
     back (a new subflow from the same address: new port, new subflow id).
     The endpoint is restored whatever happens."""
     sender = "client" if mode == "upload" else "proxy"
-    endpoint = ["ip", "mptcp", "endpoint", "add", ip("client", "wan2"), "dev", "wan2", "subflow"]
     readded: list[float] = []
 
     def leave_and_rejoin() -> None:
         tb.client.run(["ip", "mptcp", "endpoint", "flush"])
         readded.append(time.time())
-        tb.client.run(endpoint)
+        tb.add_wan2_endpoint()
 
     try:
         with BulkServer(tb) as server:
@@ -302,7 +301,7 @@ def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
             moved = sched_bursts_moved(tb, sender) - start
     finally:
         tb.client.run(["ip", "mptcp", "endpoint", "flush"])
-        tb.client.run(endpoint)
+        tb.add_wan2_endpoint()
     upload = mode == "upload"
 
     def data(wan: int) -> list[tuple[float, int, int]]:

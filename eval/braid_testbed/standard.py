@@ -117,8 +117,12 @@ class StandardTestbed(Topology):
             self[node].run(["ip", "mptcp", "endpoint", "flush"])
             self[node].run(["ip", "mptcp", "limits", "set", "subflow", str(subflows),
                             "add_addr_accepted", str(subflows)])
-        self.client.run(["ip", "mptcp", "endpoint", "add", ip("client", "wan2"),
-                         "dev", "wan2", "subflow"])
+        self.add_wan2_endpoint()
+
+    def add_wan2_endpoint(self) -> None:
+        """The client's subflow endpoint on wan2's address: each connection
+        joins a subflow from it."""
+        self.client.run(["ip", "mptcp", "endpoint", "add", ip("client", "wan2"), "dev", "wan2", "subflow"])
 
     def set_scheduler(self, name: str) -> None:
         """Select the MPTCP packet scheduler on both ends (both send data)."""
