@@ -3,7 +3,8 @@
 # and (as root) the invalid-inventory checks and a converge of two throwaway
 # Debian 12 root filesystems (client box, proxy) through the chroot
 # connection, run twice, with their results checked in the targets and in
-# network namespaces (host kernel); the three run concurrently. The Debian
+# network namespaces (host kernel), then booted with their own systemd
+# (systemd-nspawn) to start the units; the three run concurrently. The Debian
 # rootfs is debootstrap'd once and cached (~/.cache/braid/ansible or
 # $BRAID_CACHE; ~2 minutes the first time); then the stage takes ~3 minutes
 # on a shared 2-core machine.
@@ -45,7 +46,7 @@ else
 		shift
 		("$@" >"$work/$name.log" 2>&1; echo $? >"$work/$name.rc") &
 	}
-	echo "=== lint, invalid inventories, converge of a client box and a proxy (chroot targets), concurrently"
+	echo "=== lint, invalid inventories, converge of a client box and a proxy (chroot targets, then booted), concurrently"
 	part lint run_lint
 	# Bounded: every playbook run has its own limit; these are the backstops
 	# (a first run includes debootstrap; the other part waits on its lock).

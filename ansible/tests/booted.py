@@ -1,0 +1,133 @@
+"""Boot a converged root filesystem with its own systemd, inside a test's network namespace.
+
+The converge test's targets are plain directories; ``systemd-nspawn --boot``
+runs the target's own systemd as PID 1 of a container, so every unit the
+playbooks enabled starts as it would on a user's box (ordering, sandboxing,
+``RuntimeDirectory=``, ``LoadCredential=``, capabilities), while the
+container shares a network namespace the test built (its addresses, routes
+and links to the other nodes)::
+
+    with booted_system(root, topo.ns_name("box"), log) as box:
+        box.wait_until_up()
+        print(box.run("systemctl", "is-active", "mptcp.service").stdout)
+
+No machined registration and no scope unit: the host needs no systemd of its
+own (braid's machines run none).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+# A minimal Debian boots in ~10 s here; a loaded 2-core CI machine takes longer.
+BOOT_TIMEOUT_S = 120
+SHUTDOWN_TIMEOUT_S = 30
+
+
+class BootedSystem:
+    """A running container: commands run in all of its namespaces (nsenter)."""
+
+    def __init__(self, root: Path, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.root = root
+        self.proc = proc
+        self.log = log
+        self.init_pid = 0
+
+    def _find_init(self) -> int:
+        """The container's PID 1 as the host sees it: nspawn's descendant that is PID 1 in its namespace."""
+        children: dict[int, list[int]] = {}
+        nspids: dict[int, list[str]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/status") as status:
+                    fields = dict(line.split(":", 1) for line in status if ":" in line)
+            except OSError:
+                continue
+            children.setdefault(int(fields["PPid"]), []).append(int(entry))
+            nspids[int(entry)] = fields.get("NSpid", "").split()
+        todo = list(children.get(self.proc.pid, []))
+        while todo:
+            pid = todo.pop()
+            if len(nspids.get(pid, [])) > 1 and nspids[pid][-1] == "1":
+                return pid
+            todo += children.get(pid, [])
+        return 0
+
+    def run(self, *cmd: str, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run ``cmd`` inside the container, as its root."""
+        if not self.init_pid:
+            raise RuntimeError("the container has not started")
+        return subprocess.run(["nsenter", "--target", str(self.init_pid), "--all", *cmd],
+                              capture_output=True, text=True, timeout=timeout, check=check)
+
+    def wait_until_up(self) -> str:
+        """Wait for boot to finish; return systemd's verdict (``running`` or ``degraded``)."""
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
+        while not self.init_pid:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"systemd-nspawn exited with {self.proc.returncode}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no container init after {BOOT_TIMEOUT_S} s:\n{self.tail()}")
+            time.sleep(0.2)
+            self.init_pid = self._find_init()
+        state = ""
+        while time.monotonic() < deadline:
+            # is-system-running needs the container's D-Bus-less private
+            # socket, which appears a moment after PID 1 starts.
+            state = self.run("systemctl", "is-system-running", "--wait",
+                             timeout=max(1.0, deadline - time.monotonic())).stdout.strip()
+            if state in ("running", "degraded"):
+                return state
+            time.sleep(0.5)
+        raise TimeoutError(f"boot did not finish in {BOOT_TIMEOUT_S} s (state {state!r}):\n{self.tail()}")
+
+    def failed_units(self) -> list[str]:
+        out = self.run("systemctl", "list-units", "--failed", "--plain", "--no-legend").stdout
+        return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+    def is_active(self, unit: str) -> bool:
+        return self.run("systemctl", "is-active", unit).stdout.strip() == "active"
+
+    def journal(self, unit: str, lines: int = 40) -> str:
+        return self.run("journalctl", "--no-pager", "-o", "cat", "-n", str(lines), "-u", unit).stdout
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+    def shut_down(self) -> None:
+        """Power off the container (nspawn turns SIGTERM into a clean halt of its init)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(SHUTDOWN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@contextmanager
+def booted_system(root: Path, netns: str, log: Path) -> Iterator[BootedSystem]:
+    """Boot ``root`` inside the named network namespace (``ip netns`` name); power off on exit."""
+    binds = ["--bind=/dev/net/tun"] if Path("/dev/net/tun").exists() else []
+    # The container owns its network namespace as a box owns its network:
+    # nftables, routes, sysctls and MPTCP endpoints are its to change.
+    caps = ["--capability=CAP_NET_ADMIN,CAP_NET_RAW"]
+    cmd = ["systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
+           "--console=read-only", f"--directory={root}", f"--machine={root.name}",
+           f"--network-namespace-path=/run/netns/{netns}", *caps, *binds]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "network"})
+    system = BootedSystem(root, proc, log)
+    try:
+        yield system
+    finally:
+        system.shut_down()
