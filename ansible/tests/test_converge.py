@@ -18,7 +18,6 @@ come up, and a download through braid-proxy crosses both gateways.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -54,13 +53,12 @@ PROXY_ADDRESS = "198.51.100.7"
 TOR_KEY = "5eed" * 16
 TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 TOR_LINE = f"braid {PROXY_ADDRESS}:4433 {TOR_FPR} key={TOR_KEY}"
-TUNNELS: list[dict[str, str | int]] = [{"gateway": "dsl", "subnet": "10.200.1.0/30", "port": 1195},
-           {"gateway": "lte", "subnet": "10.200.2.0/30", "port": 1196}]
+# The full tunnel only: braid's roles refuse per-gateway tunnels, which
+# gwsteer (a userspace path manager) would leave unused.
 OPENVPN = {
     "client_name": "box1",
     "gateways": {"dsl": {"source": "10.1.1.2", "wan": "10.1.1.0/24"},
                  "lte": {"source": "10.1.2.2", "wan": "10.1.2.0/24"}},
-    "per_gateway": {"tunnels": TUNNELS},
     "full_tunnel": {"subnet": "10.201.0.0/30", "port": 1194, "lan": ["10.50.0.0/24"], "nat_out": "eth0"},
 }
 
@@ -377,12 +375,12 @@ def test_openvpn_check_and_rendered_configs_parse_in_the_target(converged: Conve
     checked = in_root(root, "braid-openvpn", "check", "--config", "/etc/braid/openvpn.json", "--role", side,
                       check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "would start gw-dsl, gw-lte, full" in checked.stdout
+    assert "would start full" in checked.stdout
     rendered = in_root(root, "braid-openvpn", "render", "--config", "/etc/braid/openvpn.json", "--role", side,
                        check=False)
     assert rendered.returncode == 0, rendered.stdout + rendered.stderr
     confs = sorted((root / "run/braid/openvpn").glob("*.conf"))
-    assert [c.name for c in confs] == ["full.conf", "gw-dsl.conf", "gw-lte.conf"]
+    assert [c.name for c in confs] == ["full.conf"]
     # openvpn has no check-only mode: --test-crypto makes it parse the whole
     # file and stop at its first run-time need (a static key, which TLS mode
     # does not use). A bad option stops it earlier, naming the option.
@@ -399,10 +397,10 @@ def test_openvpn_check_and_rendered_configs_parse_in_the_target(converged: Conve
 
 
 def test_proxy_firewall_opens_the_transports(converged: Converged) -> None:
-    """The rendered proxy rules name the Tor bridge's port, the tunnels' UDP ports and the full tunnel's LAN."""
+    """The rendered proxy rules name the Tor bridge's port and the full tunnel's port and LAN."""
     rules = (converged.proxy / "etc/braid/firewall.nft").read_text()
     assert "tcp dport { 7443, 4433, 1194 } accept" in rules, rules
-    assert "udp dport { 1195, 1196 } accept" in rules, rules
+    assert "udp dport" not in rules, rules
     assert "ip saddr { 10.8.0.0/24, 10.50.0.0/24, 10.201.0.0/30 }" in rules, rules
 
 
@@ -415,8 +413,7 @@ BOOTED_UNITS = {
 }
 # braid-openvpn and tor report progress in the journal after their units start.
 BOOTED_SETTLE_S = 30
-TUNNELS_UP = ("gw-dsl", "gw-lte", "full")
-OPENVPN_INNER_ADDRESS = "10.200.0.1"
+FULL_TUNNEL_PROXY_END = "10.201.0.1"
 # Shaped so that one gateway cannot carry the transfer alone: a scheduler
 # that leaves a path idle shows in the byte counts (tbf: no netem on the host kernel).
 BOOTED_RATE_MBIT = 40
@@ -456,6 +453,12 @@ def _wait_for(what: str, check: Callable[[], bool], diagnosis: Callable[[], str]
 
 def _succeeds(ns: Namespace, cmd: list[str]) -> bool:
     return ns.run(cmd, check=False).returncode == 0
+
+
+def _subflow_sources(ns: Namespace, port: int) -> set[str]:
+    """Local addresses of the established TCP sockets (MPTCP subflows included) to a remote port."""
+    out = ns.run(["ss", "-Htn", "state", "established", "dst", f":{port}"]).stdout
+    return {line.split()[-2].rsplit(":", 1)[0] for line in out.splitlines() if line.strip()}
 
 
 def _journal_has(system: BootedSystem, unit: str, lines: list[str]) -> bool:
@@ -503,22 +506,19 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             _wait_for("gwsteer: dsl and lte up, sat down",
                       lambda: _gateways(box) == {"dsl": True, "lte": True, "sat": False},
                       lambda: box.journal("mptcp.service"))
-            # braid-openvpn under its unit: both ends bring up their three
-            # tunnels, and each gateway's tunnel carries packets.
+            # braid-openvpn under its unit: both ends bring the full tunnel
+            # up, it carries packets, and gwsteer gives its MPTCP connection
+            # a subflow through each live gateway.
             for name, system, end in (("box", box, "client"), ("relay", relay, "proxy")):
                 unit = f"braid-openvpn@{end}.service"
-                _wait_for(f"{name}: {unit} reports its tunnels up",
-                          partial(_journal_has, system, unit, [f"tunnel {t} up" for t in TUNNELS_UP]),
-                          partial(system.journal, unit))
-            for tunnel in TUNNELS:
-                # A subflow's way: from the tunnel's address to the proxy's
-                # inner address (braid-openvpn's default), inside the tunnel.
-                client_end = str(ipaddress.ip_network(str(tunnel["subnet"])).network_address + 2)
-                # Routes follow "tunnel up" (route-up hook): retry.
-                ping = ["ping", "-c", "1", "-W", "1", "-I", client_end, OPENVPN_INNER_ADDRESS]
-                _wait_for(f"ping through tunnel {tunnel['gateway']}",
-                          partial(_succeeds, topo["box"], ping),
-                          lambda: topo["box"].run(["ip", "route", "show", "table", "all"]).stdout)
+                _wait_for(f"{name}: {unit} reports the full tunnel up",
+                          partial(_journal_has, system, unit, ["tunnel full up"]), partial(system.journal, unit))
+            _wait_for("ping through the full tunnel",
+                      partial(_succeeds, topo["box"], ["ping", "-c", "1", "-W", "1", FULL_TUNNEL_PROXY_END]),
+                      lambda: topo["box"].run(["ip", "route", "show", "table", "all"]).stdout)
+            _wait_for("the full tunnel's subflows leave through dsl and lte",
+                      lambda: _subflow_sources(topo["box"], 1194) == {"10.1.1.2", "10.1.2.2"},
+                      lambda: topo["box"].run(["ss", "-tn"]).stdout)
             # Tor mode under its units: the client's tor reaches the bridge's
             # tor through braid-pt and braid's relay. The inventory's
             # fingerprint is made up, so tor stops at the identity check,

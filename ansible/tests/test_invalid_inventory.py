@@ -63,8 +63,9 @@ TOR_KEY = "5eed" * 16
 TOR_CLIENT = {"braid_tor_enabled": True, "braid_tor_bridge_fingerprint": TOR_FPR, "braid_tor_bridge_key": TOR_KEY}
 OPENVPN: dict[str, Any] = {
     "gateways": {"gw1": {"source": "10.1.1.2", "wan": "10.1.1.0/24"}},
-    "per_gateway": {"tunnels": [{"gateway": "gw1", "subnet": "10.200.1.0/30", "port": 1195}]},
+    "full_tunnel": {"subnet": "10.201.0.0/30", "lan": ["10.50.0.0/24"]},
 }
+TUNNELS = {"tunnels": [{"gateway": "gw1", "subnet": "10.200.1.0/30", "port": 1195}]}
 CASES += [
     ("tor-missing-fingerprint", "client", {**TOR_CLIENT, "braid_tor_bridge_fingerprint": None},
      "braid_tor_bridge_fingerprint must be the bridge's identity fingerprint"),
@@ -80,9 +81,13 @@ CASES += [
     # braid-openvpn's own validator, run on the controller: its words.
     ("openvpn-unknown-gateway", "client",
      {"braid_openvpn_enabled": True,
-      "braid_openvpn_settings": {**OPENVPN, "per_gateway": {"tunnels": [{**OPENVPN["per_gateway"]["tunnels"][0],
+      "braid_openvpn_settings": {**OPENVPN, "per_gateway": {"tunnels": [{**TUNNELS["tunnels"][0],
                                                                          "gateway": "gw9"}]}}},
      "braid_openvpn_settings: per_gateway.tunnels[0].gateway: unknown gateway 'gw9'"),
+    # Valid for braid-openvpn, but gwsteer would leave the tunnels unused.
+    ("openvpn-per-gateway-under-gwsteer", "client",
+     {"braid_openvpn_enabled": True, "braid_openvpn_settings": {**OPENVPN, "per_gateway": TUNNELS}},
+     "braid_openvpn_settings.per_gateway: braid's client box runs gwsteer"),
     ("openvpn-subnet-overlaps-wan", "proxy",
      {"braid_openvpn_enabled": True,
       "braid_openvpn_settings": {**OPENVPN, "full_tunnel": {"subnet": "10.1.1.0/30", "lan": ["10.50.0.0/24"]}}},

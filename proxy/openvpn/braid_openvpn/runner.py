@@ -74,12 +74,20 @@ class Tunnels:
 
     def check_host(self) -> None:
         """What this host must have before anything starts: on the client
-        box, each gateway the tunnels leave through has its source address
-        (OpenVPN would fail to bind it only once started). Not part of
+        box, the kernel path manager when tunnels are paths (their endpoints
+        are its), and each gateway the tunnels leave through has its source
+        address (OpenVPN would fail to bind it only once started). Not part of
         check(), which also runs where the tunnels will not (a controller,
         a chroot)."""
         if self.role != "client":
             return
+        pm_type = Path("/proc/sys/net/mptcp/pm_type")
+        if "per-gateway" in self.modes and self.cfg.per_gateway and pm_type.exists() \
+                and pm_type.read_text().strip() == "1":
+            raise ConfigError("per_gateway: net.mptcp.pm_type is 1 (a userspace path manager, such as mptcpd "
+                              "with gwsteer), which ignores the tunnels' MPTCP endpoints: no subflow would use "
+                              "the tunnels. Set net.mptcp.pm_type to 0 and run no userspace path manager here, "
+                              "or use full_tunnel (README, \"Which path manager\")")
         used = {t.gateway for t in self.cfg.per_gateway.tunnels} \
             if "per-gateway" in self.modes and self.cfg.per_gateway else set()
         if "full-tunnel" in self.modes and self.cfg.full_tunnel:

@@ -22,6 +22,7 @@ from braid_openvpn.config import ConfigError, parse
 from braid_openvpn.pki import PkiError, check_keys, create, easyrsa, paths
 from braid_openvpn.render import instances
 from braid_openvpn.runner import Tunnels
+from braid_testbed.netns import Namespace
 
 
 def _no_easyrsa() -> str | None:
@@ -211,6 +212,21 @@ def test_run_refuses_bad_input_before_starting_anything(tmp_path: Path, pki: Pat
     if case == "world-readable key":
         assert "chmod 600" in proc.stdout
     assert "BEGIN" not in proc.stdout  # no key material in messages
+
+
+@needs_pki
+def test_run_refuses_per_gateway_tunnels_under_a_userspace_path_manager(tmp_path: Path, pki: Path) -> None:
+    """With net.mptcp.pm_type 1 (gwsteer's) the tunnels' endpoints would be ignored: refused, naming it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a network namespace")
+    settings = _write(tmp_path, good(tmp_path, pki))
+    with Namespace(f"bovpn-pm{os.getpid() % 100000}") as ns:
+        ns.sysctl("net.mptcp.pm_type", 1)
+        proc = ns.run([str(PKG / "braid-openvpn"), "run", "--config", str(settings), "--role", "client"],
+                      check=False, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "per_gateway: net.mptcp.pm_type is 1" in proc.stdout, proc.stdout
+    assert not (tmp_path / "run").exists(), "run_dir was created although the input was refused"
 
 
 def test_help_explains_the_modes() -> None:
