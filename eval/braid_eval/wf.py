@@ -12,6 +12,9 @@ Commands::
                                       # in braid's VM (kernel/vm run -- ...); --host on the
                                       # host kernel (default scheduler, unshaped links)
     python3 -m braid_eval.wf costs --root out/wf     # page-load time, overhead vs default
+    python3 -m braid_eval.wf histograms --data out/wf/hywf/all --out ap.json
+                                      # adaptive padding's delay histograms fitted on loads,
+                                      # for braid-proxy's padding_histograms (collect's too)
     python3 -m braid_eval.wf defenses [--full] [--data DIR] [--budget 0.4] [--n-chp 100]
                                       # none / hywf / AP / hywf+AP / FRONT side by side, k-FP,
                                       # with measured overhead (simulated defences; quick by default)
@@ -38,6 +41,7 @@ import numpy as np
 
 import defense_catalog
 import hywf_sim
+from adaptive_padding import fit_histograms, histograms_from_json, histograms_to_json
 from braid_eval.wf_attacks import ALL_ATTACKS, ATTACKS
 from braid_eval.wf_compare import compare, table
 from braid_eval.wf_eval import Score, evaluate
@@ -198,6 +202,26 @@ def cost_table(root: Path, baseline: str = "default") -> str:
     return "\n".join(lines) + "\n"
 
 
+def cmd_histograms(args: argparse.Namespace) -> int:
+    """Fit adaptive padding's H_B / H_G on a dataset's loads and write them
+    as braid-proxy reads them (``padding_histograms``)."""
+    ds = load_dataset(args.data, max_sites=args.max_sites, max_instances=args.max_instances,
+                      max_unmonitored=args.max_unmonitored)
+    hist = fit_histograms(ds.traces)
+    args.out.write_text(histograms_to_json(hist))
+    log(f"{args.data}: {len(ds.traces)} loads fitted; written to {args.out}")
+    rng = np.random.default_rng(args.seed)
+    for d, end in ((1, "client (out)"), (-1, "proxy (in)")):
+        for kind in ("burst", "gap"):
+            h = getattr(hist, kind)[d]
+            draws = h.sample(rng, 10_000)
+            finite = draws[np.isfinite(draws)]
+            print(f"{end:13} H_{kind[0].upper()} ({kind}): median {1000 * np.median(finite):.2f} ms, "
+                  f"10-90 % {1000 * np.percentile(finite, 10):.2f}-{1000 * np.percentile(finite, 90):.2f} ms, "
+                  f"p_infinity {h.p_infinity:.3f}")
+    return 0
+
+
 def cmd_costs(args: argparse.Namespace) -> int:
     emit(cost_table(args.root, args.baseline), args.report)
     return 0
@@ -320,6 +344,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     cond = CONDITIONS[args.condition]
     sched = cond.scheduler
+    if args.padding_histograms:
+        if not cond.padded:
+            raise SystemExit(f"--padding-histograms: condition {args.condition} does not pad")
+        # Refused here, not by both braid-proxy ends after the testbed is up.
+        histograms_from_json(args.padding_histograms.read_text())
+        args.padding_histograms = args.padding_histograms.resolve()
     if args.host:
         if sched != "default":
             raise SystemExit(f"condition {args.condition} needs braid's kernel (scheduler {sched}); "
@@ -361,7 +391,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
         srv = tb.server.popen(["python3", str(site_tool), "serve", "--listen", server],
                               stdout=subprocess.DEVNULL)
         tb.server.wait_listening(8080, ip("server", "inet"), timeout=60, proc=srv)
-        pad = ("-padding-budget", str(args.padding_budget)) if cond.padded else ()
+        pad: tuple[str, ...] = ("-padding-budget", str(args.padding_budget)) if cond.padded else ()
+        if args.padding_histograms:
+            pad += ("-padding-histograms", str(args.padding_histograms))
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
         with BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair:
             done = len(loads) - len(todo)
@@ -390,7 +422,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
                                      np.concatenate([parts[1].sizes, parts[2].sizes]))
                         order = np.argsort(both.times, kind="stable")
                         write_trace(Trace(both.times[order], both.sizes[order]), dirs["all"] / nm)
-                        meta.write(json.dumps({**r, "file": nm, "condition": label}) + "\n")
+                        meta.write(json.dumps({**r, "file": nm, "condition": label,
+                                               **({"padding_histograms": str(args.padding_histograms)}
+                                                  if args.padding_histograms else {})}) + "\n")
                         done += 1
                 cap1.cleanup()
                 cap2.cleanup()
@@ -459,9 +493,22 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--padding-budget", type=float, default=0.4,
                    help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
                    "bytes at most this many times each end's data bytes (default 0.4)")
+    c.add_argument("--padding-histograms", type=Path,
+                   help="the ap and hywf-ap conditions: delay histograms for both ends (JSON, as `wf "
+                   "histograms` writes; default: braid-proxy's built-in ones)")
     c.add_argument("--n-chp", type=int, default=100,
                    help="hywf-ap: the kernel's p-drift at both ends, mean packets between redraws of "
                    "the split (net.mptcp.hywf_nchp; default 100, the thesis's)")
+    h = sub.add_parser("histograms", help="fit adaptive padding's delay histograms on a dataset's loads",
+                       description="Fit WTF-PAD's H_B (between bursts) and H_G (in bursts) per direction on the "
+                       "loads of a WF-format dataset (e.g. collect's OUT/CONDITION/all) and write them in the "
+                       "JSON braid-proxy reads (padding_histograms). Prints each histogram's spread.")
+    h.add_argument("--data", type=Path, required=True, help="the loads to fit on (WF format)")
+    h.add_argument("--out", type=Path, required=True, help="the histograms file to write")
+    h.add_argument("--max-sites", type=int, help="use only the first N monitored sites")
+    h.add_argument("--max-instances", type=int, help="use at most N loads per site")
+    h.add_argument("--max-unmonitored", type=int, help="use at most N unmonitored loads")
+    h.add_argument("--seed", type=int, default=1, help="seed of the printed spread's draws (default 1)")
     k = sub.add_parser("costs", help="page-load time and bandwidth overhead per collected condition")
     k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
     k.add_argument("--baseline", default="default", help="condition the others are compared with (default: default)")
@@ -509,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_quick(args)
     try:
         return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
-                "costs": cmd_costs, "defenses": cmd_defenses}[args.cmd](args)
+                "costs": cmd_costs, "defenses": cmd_defenses, "histograms": cmd_histograms}[args.cmd](args)
     except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
         raise SystemExit(f"wf {args.cmd}: {err}")
 

@@ -384,3 +384,28 @@ def test_unmonitored_loads_keep_their_corpus_site_when_sites_grow(tmp_path: Path
     meta.write_text(meta.read_text().replace(f'"site": {wf.UNMONITORED_BASE + 1}', '"site": 3'))
     with pytest.raises(SystemExit, match="collect into a new --out"):
         wf.main([*base, "--sites", "4"])
+
+
+def test_histograms_are_fitted_on_a_dataset_in_the_transports_format(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`wf histograms` writes what braid-proxy reads and the collector accepts;
+    a dataset's own pace shows in the printed spread."""
+    from adaptive_padding import fit_histograms, histograms_from_json
+
+    ds = synthetic_dataset(4, 5, 0, seed=3)
+    save_dataset(ds, tmp_path / "loads")
+    out = tmp_path / "ap.json"
+    assert wf.main(["histograms", "--data", str(tmp_path / "loads"), "--out", str(out)]) == 0
+    written = histograms_from_json(out.read_text())
+    expected = fit_histograms(load_dataset(tmp_path / "loads").traces)
+    for d in (1, -1):
+        assert np.array_equal(written.gap[d].counts, expected.gap[d].counts)
+        assert written.burst[d].p_infinity == expected.burst[d].p_infinity
+    printed = capsys.readouterr().out
+    assert printed.count("median") == 4 and "client (out)  H_B (burst)" in printed
+    with pytest.raises(SystemExit, match="condition hywf does not pad"):
+        wf.main(["collect", "--condition", "hywf", "--padding-histograms", str(out), "--out", str(tmp_path)])
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SystemExit, match="format is not"):
+        wf.main(["collect", "--condition", "hywf-ap", "--padding-histograms", str(tmp_path / "bad.json"),
+                 "--out", str(tmp_path)])
