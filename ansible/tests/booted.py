@@ -80,8 +80,8 @@ class BootedSystem:
             self.init_pid = self._find_init()
         state = ""
         while time.monotonic() < deadline:
-            # is-system-running needs the container's D-Bus-less private
-            # socket, which appears a moment after PID 1 starts.
+            # systemctl reaches PID 1 through its private socket, which
+            # appears a moment after PID 1 starts: retry until it answers.
             state = self.run("systemctl", "is-system-running", "--wait",
                              timeout=max(1.0, deadline - time.monotonic())).stdout.strip()
             if state in ("running", "degraded"):
@@ -123,9 +123,11 @@ def booted_system(root: Path, netns: str, log: Path) -> Iterator[BootedSystem]:
     cmd = ["systemd-nspawn", "--quiet", "--boot", "--register=no", "--keep-unit",
            "--console=read-only", f"--directory={root}", f"--machine={root.name}",
            f"--network-namespace-path=/run/netns/{netns}", *caps, *binds]
+    # /proc/sys/net writable as on a box (braid-openvpn turns forwarding on);
+    # the rest of /proc/sys stays read-only, so nothing reaches the host.
+    env = {**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "network"}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "network"})
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
     system = BootedSystem(root, proc, log)
     try:
         yield system

@@ -11,8 +11,8 @@ inside the target (gwsteer-check, systemd-analyze verify/security, nft);
 the routing helper installed in the target steers in a namespace; the
 sysctl file applies in a namespace; the firewall rules, loaded into
 namespaces, redirect and drop real connections. Last, both targets boot
-with their own systemd (systemd-nspawn) in a two-gateway topology: the
-units start, gwsteer steers, braid-openvpn's tunnels and Tor mode's link
+with their own systemd (systemd-nspawn) in a three-gateway topology: the
+units start, gwsteer steers, braid-openvpn's full tunnel and Tor mode's link
 come up, and a download through braid-proxy crosses both gateways.
 """
 
@@ -473,9 +473,10 @@ def _gateways(box: BootedSystem) -> dict[str, bool]:
 
 def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
         converged: Converged, tmp_path: Path) -> None:
-    """Both converged systems booted with their own systemd (systemd-nspawn) in a two-gateway
+    """Both converged systems booted with their own systemd (systemd-nspawn) in a three-gateway
     topology: the units start as on a user's box, gwsteer brings dsl and lte up (sat, with no
-    way to the proxy, stays down), and a download through braid-proxy's SOCKS port crosses both gateways."""
+    way to the proxy, stays down), the full tunnel and Tor mode's link come up, and a download
+    through braid-proxy's SOCKS port crosses both gateways."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "blob").write_bytes(os.urandom(BOOTED_TRANSFER))
