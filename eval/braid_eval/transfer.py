@@ -18,7 +18,7 @@ import math
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -38,16 +38,17 @@ class BulkServer:
     with-block."""
 
     def __init__(self, tb: StandardTestbed, port: int = BULK_PORT, mptcp: bool = True,
-                 tool: Path = BULK_TOOL) -> None:
+                 tool: Path = BULK_TOOL, args: Sequence[str] = ()) -> None:
         self.tb = tb
         self.port = port
         self.mptcp = mptcp
         self.tool = tool
+        self.args = tuple(args)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> BulkServer:
         cmd = ["python3", str(self.tool)] + ([] if self.mptcp else ["--tcp"])
-        cmd += ["serve", "--port", str(self.port)]
+        cmd += ["serve", "--port", str(self.port), *self.args]
         self.proc = self.tb.proxy.popen(cmd, stdout=subprocess.PIPE)
         assert self.proc.stdout is not None
         if not self.proc.stdout.readline().startswith(b"listening"):

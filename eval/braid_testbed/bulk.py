@@ -44,6 +44,8 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 HEADER = struct.Struct("!4sBQQ")
@@ -55,6 +57,8 @@ MODES = {"upload": MODE_UPLOAD, "download": MODE_DOWNLOAD, "phased": MODE_PHASED
 PACED_WRITE = 4096
 CHUNK = 64 * 1024
 IDLE_TIMEOUT_S = 60.0
+# serve --progress: how often an upload's byte count is written.
+PROGRESS_S = 0.25
 
 
 def parse_size(text: str) -> int:
@@ -98,11 +102,13 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def receive_stream(sock: socket.socket, nbytes: int) -> tuple[bytes, int, float]:
-    """Read until EOF or nbytes; return (sha256, bytes, first-to-last seconds)."""
+def receive_stream(sock: socket.socket, nbytes: int,
+                   progress: Callable[[int], None] | None = None) -> tuple[bytes, int, float]:
+    """Read until EOF or nbytes; return (sha256, bytes, first-to-last seconds).
+    ``progress`` gets the byte count every PROGRESS_S and at the end."""
     digest = hashlib.sha256()
     got = 0
-    first = last = 0.0
+    first = last = reported = 0.0
     while got < nbytes:
         chunk = sock.recv(min(CHUNK * 4, nbytes - got))
         if not chunk:
@@ -113,6 +119,11 @@ def receive_stream(sock: socket.socket, nbytes: int) -> tuple[bytes, int, float]
         last = now
         got += len(chunk)
         digest.update(chunk)
+        if progress and now - reported >= PROGRESS_S:
+            progress(got)
+            reported = now
+    if progress:
+        progress(got)
     return digest.digest(), got, last - first
 
 
@@ -159,15 +170,32 @@ def parse_rates(text: str) -> list[float]:
     return rates
 
 
-def handle(conn: socket.socket) -> None:
+def progress_writer(path: Path | None, conn: socket.socket) -> Callable[[int], None] | None:
+    """Lines of 'unix-time peer-port bytes' appended to ``path``: an
+    upload's arrival timeline, for goodput over time (exp_timevarying)."""
+    if path is None:
+        return None
+    peer = conn.getpeername()[1]
+
+    def report(got: int) -> None:
+        with open(path, "a") as out:
+            out.write(f"{time.time():.3f} {peer} {got}\n")
+
+    return report
+
+
+def handle(conn: socket.socket, progress: Path | None = None) -> None:
     with conn:
         conn.settimeout(IDLE_TIMEOUT_S)
         magic, mode, nbytes, seed = HEADER.unpack(recv_exact(conn, HEADER.size))
         if magic != MAGIC:
             return
         if mode == MODE_UPLOAD:
-            digest, got, secs = receive_stream(conn, nbytes)
-            conn.sendall(REPLY.pack(digest, got, secs))
+            try:
+                digest, got, secs = receive_stream(conn, nbytes, progress_writer(progress, conn))
+                conn.sendall(REPLY.pack(digest, got, secs))
+            except ConnectionError:
+                return  # a sender stopped mid-upload (exp_timevarying stops its own): its side reports
         elif mode == MODE_DOWNLOAD:
             send_stream(conn, seed, nbytes)
             conn.recv(1)  # wait for the client's close so nothing is cut short
@@ -207,7 +235,7 @@ def serve(args: argparse.Namespace) -> int:
     while args.count == 0 or served < args.count:
         conn, _ = srv.accept()
         served += 1
-        t = threading.Thread(target=handle, args=(conn,), daemon=True)
+        t = threading.Thread(target=handle, args=(conn, args.progress), daemon=True)
         t.start()
         if args.count and served >= args.count:
             t.join()
@@ -363,6 +391,9 @@ def main() -> int:
     s.add_argument("--bind", default="0.0.0.0")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--count", type=int, default=0, help="exit after N connections (0: never)")
+    s.add_argument("--progress", type=Path,
+                   help=f"upload mode: append 'unix-time peer-port bytes' lines to this file every "
+                   f"{PROGRESS_S} s per connection (an arrival timeline)")
     c = sub.add_parser("send", help="run one transfer and print a JSON result")
     c.add_argument("--host", required=True)
     c.add_argument("--port", type=int, required=True)
