@@ -15,7 +15,8 @@ re-shaped (both directions: RTT/2 each way, the loss probability each way)
 at each step. The receiver writes its byte count every 0.25 s
 (``bulk.py serve --progress``), so goodput per 1-s bin is what arrived in
 order at the application. The quick mode runs the same steps three times
-faster (1 s each) with TCP and ``default`` only.
+faster (1 s each) with TCP and ``default`` only; the last step (total loss)
+lasts 3 s in both modes.
 
     kernel/vm run -- python3 -m braid_eval.exp_timevarying                      # quick, ~3 min
     kernel/vm run --timeout 3600 -- python3 -m braid_eval.exp_timevarying --full --out out/e1b
@@ -45,7 +46,8 @@ from .transfer import BULK_PORT, BULK_TOOL, BulkServer
 TABLE_2 = ((0, 85, 1e-7), (3, 90, 1e-6), (6, 95, 1e-5), (9, 100, 1e-4), (12, 105, 1e-3),
            (15, 85, 1e-7), (18, 90, 1e-6), (21, 95, 1e-5), (24, 100, 1e-4), (27, 105, 1e-3),
            (33, 110, 1e-2), (36, 110, 1.0))
-# The last state is held this long (Binder's plot ends at ~39 s).
+# The last state (total loss) is held this many real seconds at any time
+# scale (Binder's plot ends at ~39 s): long enough to see a failover.
 LAST_STEP_S = 3.0
 CONFIGS = ("tcp-gw1", "default", "hywf", "bernoulli", "delaybal", "redundant")
 QUICK_CONFIGS = ("tcp-gw1", "default")
@@ -82,8 +84,14 @@ def shape_gw1(tb: StandardTestbed, delay_ms: float, loss_pct: float) -> None:
         tb["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"])
 
 
+def last_step(time_scale: float) -> float:
+    """The last step's length in schedule seconds."""
+    return LAST_STEP_S / time_scale
+
+
 def duration(time_scale: float) -> float:
-    return (TABLE_2[-1][0] + LAST_STEP_S) * time_scale
+    """The run's length in real seconds."""
+    return (TABLE_2[-1][0] + last_step(time_scale)) * time_scale
 
 
 def goodput_bins(samples: list[tuple[float, int]], start: float, seconds: float, bin_s: float) -> list[float]:
@@ -140,7 +148,7 @@ def run_config(tb: StandardTestbed, config: str, time_scale: float, progress: Pa
     samples = read_progress(progress, begin)
     # Bins of one schedule second each; a step's goodput is its bins' mean.
     per_second = goodput_bins(samples, start, duration(time_scale), time_scale)
-    bounds = [t for t, _, _ in TABLE_2] + [TABLE_2[-1][0] + LAST_STEP_S]
+    bounds = [t for t, _, _ in TABLE_2] + [TABLE_2[-1][0] + last_step(time_scale)]
     per_step = [statistics.mean(per_second[int(a):int(b)]) for a, b in itertools.pairwise(bounds)]
     return Run(config, time_scale, per_second, per_step)
 

@@ -14,7 +14,7 @@ def test_schedule_is_binders_table_2_scaled() -> None:
     steps = e1b.schedule(1 / 3)
     assert len(steps) == 12 and steps[0][:2] == (0.0, 42.5) and steps[0][2] == pytest.approx(1e-5)
     assert steps[-1][0] == pytest.approx(12.0) and steps[-1][2] == 100.0  # total loss at 36 s
-    assert e1b.duration(1.0) == 39.0
+    assert e1b.duration(1.0) == 39.0 and e1b.duration(1 / 3) == pytest.approx(15.0)  # total loss: 3 s
 
 
 def test_goodput_bins_interpolate_the_receivers_samples() -> None:
