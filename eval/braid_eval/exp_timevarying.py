@@ -71,17 +71,18 @@ def schedule(time_scale: float) -> list[tuple[float, float, float]]:
     return [(t * time_scale, rtt / 2, loss * 100) for t, rtt, loss in TABLE_2]
 
 
-def shape_gw1(tb: StandardTestbed, delay_ms: float, loss_pct: float) -> None:
-    """One step of the schedule on gw1's path. Total loss is a silent
-    blackhole at gw1 (netem takes loss below 100 %), as a dead upstream
-    looks: no link event, nothing comes back."""
+def shape_gw1(tb: StandardTestbed, delay_ms: float, loss_pct: float, blackholed: bool) -> bool:
+    """One step of the schedule on gw1's path; returns whether gw1 now
+    blackholes. Total loss is a silent blackhole at gw1 (netem takes loss
+    below 100 %), as a dead upstream looks: no link event, nothing comes
+    back; it is applied first, since each command takes a while under TCG."""
     dead = loss_pct >= 100
-    impair_gw1(tb, 0.0 if dead else loss_pct, delay_ms)
-    blackholed = "DROP" in tb["gw1"].run(["iptables", "-S", "FORWARD"]).stdout
     if dead and not blackholed:
         tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
-    elif blackholed and not dead:
+    impair_gw1(tb, 0.0 if dead else loss_pct, delay_ms)
+    if blackholed and not dead:
         tb["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"])
+    return dead
 
 
 def last_step(time_scale: float) -> float:
@@ -110,19 +111,26 @@ def goodput_bins(samples: list[tuple[float, int]], start: float, seconds: float,
 
 
 def read_progress(path: Path, since: float) -> list[tuple[float, int]]:
-    """The newest upload's (time, bytes) samples written after ``since``."""
+    """(time, bytes) samples of the first upload that began after ``since``
+    (an earlier upload, stopped just before, may still write its last line)."""
     rows = [line.split() for line in path.read_text().splitlines()] if path.exists() else []
-    rows = [r for r in rows if float(r[0]) >= since]
-    if not rows:
+    older = {p for t, p, _ in rows if float(t) < since}
+    new = [r for r in rows if float(r[0]) >= since and r[1] not in older]
+    if not new:
         return []
-    port = rows[-1][1]
-    return [(float(t), int(b)) for t, p, b in rows if p == port]
+    port = new[0][1]
+    return [(float(t), int(b)) for t, p, b in new if p == port]
+
+
+def delivered_between(samples: list[tuple[float, int]], a: float, b: float) -> float:
+    """Mbit/s that arrived between times a and b (interpolated samples)."""
+    return goodput_bins(samples, a, b - a, b - a)[0] if b > a else 0.0
 
 
 def run_config(tb: StandardTestbed, config: str, time_scale: float, progress: Path) -> Run:
     """One upload through the whole schedule; gw1 re-shaped at each step."""
     steps = schedule(time_scale)
-    shape_gw1(tb, steps[0][1], steps[0][2])
+    shape_gw1(tb, steps[0][1], steps[0][2], blackholed=False)
     if config != "tcp-gw1":
         tb.set_scheduler(config)
     cmd = ["python3", str(BULK_TOOL)] + (["--tcp"] if config == "tcp-gw1" else [])
@@ -130,6 +138,8 @@ def run_config(tb: StandardTestbed, config: str, time_scale: float, progress: Pa
             "--bytes", str(UPLOAD_BYTES)]
     begin = time.time()
     sender = tb.client.popen(cmd)
+    blackholed = False
+    applied = []  # when each step took effect: commands take a while under TCG
     try:
         # The schedule's clock starts with the first byte at the receiver.
         deadline = time.monotonic() + 30
@@ -138,18 +148,24 @@ def run_config(tb: StandardTestbed, config: str, time_scale: float, progress: Pa
                 raise RuntimeError(f"e1b {config}: no byte arrived in 30 s")
             time.sleep(0.05)
         start = samples[0][0]
+        applied.append(start)
         for t, delay_ms, loss_pct in steps[1:]:
             time.sleep(max(0.0, start + t - time.time()))
-            shape_gw1(tb, delay_ms, loss_pct)
-        time.sleep(max(0.0, start + duration(time_scale) - time.time()))
+            blackholed = shape_gw1(tb, delay_ms, loss_pct, blackholed)
+            applied.append(time.time())
+        end = start + duration(time_scale)
+        time.sleep(max(0.0, end - time.time()))
     finally:
         stop_process(sender)
-        shape_gw1(tb, GATEWAY.delay_ms, 0.0)
+        shape_gw1(tb, GATEWAY.delay_ms, 0.0, blackholed)
     samples = read_progress(progress, begin)
-    # Bins of one schedule second each; a step's goodput is its bins' mean.
+    # Bins of one schedule second each (the plot); a step's goodput is
+    # what arrived between the moments it took effect and the next did.
     per_second = goodput_bins(samples, start, duration(time_scale), time_scale)
-    bounds = [t for t, _, _ in TABLE_2] + [TABLE_2[-1][0] + last_step(time_scale)]
-    per_step = [statistics.mean(per_second[int(a):int(b)]) for a, b in itertools.pairwise(bounds)]
+    per_step = [delivered_between(samples, a, b) for a, b in itertools.pairwise([*applied, end])]
+    lag = max(a - (start + t) for a, (t, _, _) in zip(applied, steps, strict=True))
+    if lag > 0.25 * time_scale:
+        print(f"e1b {config}: a step took effect up to {lag:.2f} s late", flush=True)
     return Run(config, time_scale, per_second, per_step)
 
 

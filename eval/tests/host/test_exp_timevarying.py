@@ -25,11 +25,13 @@ def test_goodput_bins_interpolate_the_receivers_samples() -> None:
     assert e1b.goodput_bins(samples, 100.0, 2.0, 0.5) == [pytest.approx(10.0)] * 4
 
 
-def test_progress_keeps_the_newest_upload_after_a_time(tmp_path: Path) -> None:
+def test_progress_follows_the_upload_that_began_after_a_time(tmp_path: Path) -> None:
+    """The previous run's upload, stopped just before, writes its last line late: not ours."""
     path = tmp_path / "progress.txt"
-    path.write_text("10.0 40000 5\n20.0 40001 7\n21.0 40002 1\n22.0 40001 9\n23.0 40002 4\n")
+    path.write_text("10.0 40000 5\n20.0 40000 7\n21.0 40002 1\n22.0 40000 9\n23.0 40002 4\n")
     assert e1b.read_progress(path, 15.0) == [(21.0, 1), (23.0, 4)]
     assert e1b.read_progress(path, 30.0) == [] and e1b.read_progress(tmp_path / "none", 0) == []
+    assert e1b.delivered_between([(0.0, 0), (2.0, 2_500_000)], 0.0, 1.0) == pytest.approx(10.0)
 
 
 def test_report_has_a_row_per_step_and_the_published_shape() -> None:
