@@ -22,7 +22,6 @@ import json
 import os
 import re
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -34,6 +33,7 @@ from ansible_run import REPO, PlaybookResult, chroot_host, run_playbook, write_i
 from booted import BootedSystem, booted_system
 from braid_testbed.netns import Namespace, stop_process
 from braid_testbed.topology import interface_counters
+from braid_testbed.wait import wait_for
 from debian_rootfs import unpacked_rootfs
 from netcheck import FirewallTopology, connect, server_cmd, tag
 
@@ -444,11 +444,7 @@ def _shape(ns: Namespace, dev: str) -> None:
 
 
 def _wait_for(what: str, check: Callable[[], bool], diagnosis: Callable[[], str]) -> None:
-    deadline = time.monotonic() + BOOTED_SETTLE_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {BOOTED_SETTLE_S} s\n{diagnosis()}")
-        time.sleep(0.5)
+    wait_for(what, check, BOOTED_SETTLE_S, 0.5, diagnosis)
 
 
 def _succeeds(ns: Namespace, cmd: list[str]) -> bool:

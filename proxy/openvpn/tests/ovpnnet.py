@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from braid_testbed.link import LinkSpec  # noqa: E402
 from braid_testbed.netns import Namespace, stop_process  # noqa: E402
 from braid_testbed.standard import ADDRESSES, StandardTestbed, ip  # noqa: E402
 from braid_testbed.topology import interface_counters  # noqa: E402
+from braid_testbed.wait import wait_for as testbed_wait_for  # noqa: E402
 
 LAN_NET, LAN_GW, LAN_HOST = "10.50.0.0/24", "10.50.0.1", "10.50.0.2"
 PROXY = ip("proxy", "core")
@@ -117,12 +117,7 @@ class OvpnTestbed(StandardTestbed):
 
 def wait_for(what: str, check: Any, timeout: float, interval: float = 0.1) -> None:
     """Poll ``check()`` until true; fail naming ``what`` after ``timeout`` s (times SLOW)."""
-    timeout *= SLOW
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not after {timeout:.0f} s")
-        time.sleep(interval)
+    testbed_wait_for(what, check, timeout * SLOW, interval)
 
 
 def endpoint_ids(ns: Namespace) -> set[int]:
