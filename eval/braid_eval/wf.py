@@ -151,13 +151,17 @@ def emit(text: str, path: Path | None) -> None:
         log(f"report written to {path}")
 
 
+def load_limited(path: Path, args: argparse.Namespace) -> Dataset:
+    """A dataset cut to --max-sites / --max-instances / --max-unmonitored (see limits)."""
+    return load_dataset(path, max_sites=args.max_sites, max_instances=args.max_instances,
+                        max_unmonitored=args.max_unmonitored)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    kw = {"max_sites": args.max_sites, "max_instances": args.max_instances,
-          "max_unmonitored": args.max_unmonitored}
-    orig = load_dataset(args.data, **kw)
+    orig = load_limited(args.data, args)
     log(f"{args.data}: {len(orig.traces)} traces, {orig.monitored} monitored sites, "
         f"{sum(1 for x in orig.labels if x < 0)} unmonitored")
-    protected = load_dataset(args.protected, **kw) if args.protected else None
+    protected = load_limited(args.protected, args) if args.protected else None
     title = f"{args.data}" + (f" vs {args.protected}" if protected else (f", simulated {args.defense}"
                                                                           if args.defense else ""))
     emit(run_eval(orig, args, protected, title), args.report)
@@ -205,8 +209,7 @@ def cost_table(root: Path, baseline: str = "default") -> str:
 def cmd_histograms(args: argparse.Namespace) -> int:
     """Fit adaptive padding's H_B / H_G on a dataset's loads and write them
     as braid-proxy reads them (``padding_histograms``)."""
-    ds = load_dataset(args.data, max_sites=args.max_sites, max_instances=args.max_instances,
-                      max_unmonitored=args.max_unmonitored)
+    ds = load_limited(args.data, args)
     hist = fit_histograms(ds.traces)
     args.out.write_text(histograms_to_json(hist))
     log(f"{args.data}: {len(ds.traces)} loads fitted; written to {args.out}")
@@ -240,8 +243,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
     """Trace-level defences side by side on one corpus (synthetic unless --data)."""
     start = time.monotonic()
     if args.data:
-        ds = load_dataset(args.data, max_sites=args.max_sites, max_instances=args.max_instances,
-                          max_unmonitored=args.max_unmonitored)
+        ds = load_limited(args.data, args)
         what = f"{args.data}"
     else:
         sites, inst, unmon = (DEFENSES_FULL if args.full else DEFENSES_QUICK)
@@ -441,6 +443,11 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog=__doc__.split("\n\n", 1)[1])
     sub = p.add_subparsers(dest="cmd", required=True)
 
+    def limits(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--max-sites", type=int, help="use only the first N monitored sites")
+        sp.add_argument("--max-instances", type=int, help="use at most N loads per site")
+        sp.add_argument("--max-unmonitored", type=int, help="use at most N unmonitored loads")
+
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--attacks", type=lambda s: s.split(","), default=list(ATTACKS),
                         help="comma-separated of kfp,knn,cumul,df (default kfp,knn,cumul; df is slow)")
@@ -464,9 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--protected", type=Path, help="captured protected traces of the same loads (same names)")
     e.add_argument("--label", help="the defence's name in the table (default: HyWF, or the "
                    "condition directory of --protected)")
-    e.add_argument("--max-sites", type=int, help="use only the first N monitored sites")
-    e.add_argument("--max-instances", type=int, help="use at most N loads per site")
-    e.add_argument("--max-unmonitored", type=int, help="use at most N unmonitored loads")
+    limits(e)
     s = sub.add_parser("synth", help="write a simulated dataset (not captures) in WF format")
     s.add_argument("--out", type=Path, required=True, help="directory for the WF-format dataset")
     s.add_argument("--sites", type=int, default=50, help="monitored sites (default 50)")
@@ -505,9 +510,7 @@ def main(argv: list[str] | None = None) -> int:
                        "JSON braid-proxy reads (padding_histograms). Prints each histogram's spread.")
     h.add_argument("--data", type=Path, required=True, help="the loads to fit on (WF format)")
     h.add_argument("--out", type=Path, required=True, help="the histograms file to write")
-    h.add_argument("--max-sites", type=int, help="use only the first N monitored sites")
-    h.add_argument("--max-instances", type=int, help="use at most N loads per site")
-    h.add_argument("--max-unmonitored", type=int, help="use at most N unmonitored loads")
+    limits(h)
     h.add_argument("--seed", type=int, default=1, help="seed of the printed spread's draws (default 1)")
     k = sub.add_parser("costs", help="page-load time and bandwidth overhead per collected condition")
     k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
@@ -526,9 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--sites", type=int, help="synthetic monitored sites (quick 8, full 50)")
     d.add_argument("--instances", type=int, help="synthetic loads per site (quick 10, full 30)")
     d.add_argument("--unmonitored", type=int, help="synthetic unmonitored loads (quick 40, full 500; 0: closed only)")
-    d.add_argument("--max-sites", type=int, help="use only the first N monitored sites")
-    d.add_argument("--max-instances", type=int, help="use at most N loads per site")
-    d.add_argument("--max-unmonitored", type=int, help="use at most N unmonitored loads")
+    limits(d)
     d.add_argument("--budget", type=float, default=0.4,
                    help="AP: max dummy bytes per real byte of each end (default 0.4; the issue's target overhead)")
     d.add_argument("--idle", type=float, default=defense_catalog.DefenseParams.idle,
