@@ -78,10 +78,10 @@ def shape_gw1(tb: StandardTestbed, delay_ms: float, loss_pct: float, blackholed:
     back; it is applied first, since each command takes a while under TCG."""
     dead = loss_pct >= 100
     if dead and not blackholed:
-        tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
+        tb.blackhole_wan(1)
     impair_gw1(tb, 0.0 if dead else loss_pct, delay_ms)
     if blackholed and not dead:
-        tb["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"])
+        tb.blackhole_wan(1, on=False)
     return dead
 
 

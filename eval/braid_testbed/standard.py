@@ -141,6 +141,15 @@ class StandardTestbed(Topology):
         if i == 1:
             self.client.run(["ip", "route", "replace", "default", "via", ip("gw1", "lan")])
 
+    def blackhole_wan(self, i: int, on: bool = True) -> None:
+        """WAN i's gateway silently drops everything (no link event, nothing
+        comes back), as a dead upstream looks; ``on=False`` ends it (no-op if
+        it was not on)."""
+        if on:
+            self[f"gw{i}"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
+        else:
+            self[f"gw{i}"].run(["iptables", "-D", "FORWARD", "-j", "DROP"], check=False)
+
     def capture_wan(self, i: int, snaplen: int = 128) -> WanCapture:
         """Capture what network i's operator sees: gw i's client-facing side."""
         return WanCapture(self[f"gw{i}"], "lan", f"wan{i}", snaplen=snaplen)

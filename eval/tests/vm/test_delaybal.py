@@ -82,10 +82,10 @@ def test_blackholed_short_path_moves_within_the_wait_bound(bed: StandardTestbed)
             before = sched_bursts_moved(bed, "client")
             r, dark_at = transfer_with_breakage(
                 bed, server, 8 << 20, "upload", 1 << 20,
-                lambda: bed["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"]))
+                lambda: bed.blackhole_wan(1))
             moved = sched_bursts_moved(bed, "client") - before
     finally:
-        bed["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"], check=False)
+        bed.blackhole_wan(1, on=False)
         bed.client.sysctl("net.ipv4.tcp_wmem", old)
     gap = longest_data_gap(r.wan_packets[2], BULK_PORT, True, dark_at)
     print(f"\nwan1 blackholed after 1 MB: digest_ok={r.digest_ok} wan bytes={r.wan_payload} "

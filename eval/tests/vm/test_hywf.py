@@ -334,11 +334,6 @@ def test_idle_connection_draws_a_new_split(bed: StandardTestbed, mode: str) -> N
         assert sum(d > CHANGED for d in kept) <= 1
 
 
-def blackhole_wan1(tb: StandardTestbed) -> None:
-    """wan1 silently drops everything: no link event, no ACK, no error."""
-    tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"])
-
-
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_transfer_survives_a_wan_cut(bed: StandardTestbed, mode: str) -> None:
     """wan1's link goes down after it carried 2 MB: the transfer completes on
@@ -386,7 +381,7 @@ def test_blackholed_burst_moves_within_the_stall_bound(tag: str, mode: str) -> N
         with BulkServer(tb) as server:
             before = sched_bursts_moved(tb, sender)
             r, dark_at = transfer_with_breakage(tb, server, 12 << 20, mode, 2 << 20,
-                                                lambda: blackhole_wan1(tb))
+                                                lambda: tb.blackhole_wan(1))
             moved = sched_bursts_moved(tb, sender) - before
     finally:
         tb.down()

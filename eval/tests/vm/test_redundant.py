@@ -60,9 +60,9 @@ def test_no_stall_when_a_wan_goes_dark(bed: StandardTestbed, mode: str) -> None:
         with BulkServer(tb) as server:
             r, dark_at = transfer_with_breakage(
                 tb, server, 3 * NBYTES, mode, NBYTES,
-                lambda: tb["gw1"].run(["iptables", "-I", "FORWARD", "-j", "DROP"]))
+                lambda: tb.blackhole_wan(1))
     finally:
-        tb["gw1"].run(["iptables", "-D", "FORWARD", "-j", "DROP"], check=False)
+        tb.blackhole_wan(1, on=False)
     gap = longest_data_gap(r.wan_packets[2], BULK_PORT, mode == "upload", dark_at)
     print(f"\n{mode}, wan1 dark after {NBYTES} bytes: digest_ok={r.digest_ok}, "
           f"longest pause on wan2 after it {gap:.3f} s, wan payload {r.wan_payload}")
