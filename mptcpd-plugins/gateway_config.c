@@ -72,7 +72,7 @@ static struct global_key const global_keys[] = {
 
 /// Keys allowed in a @c [gateway <id>] section.
 static char const *const gateway_keys[] = {
-        "source", "hops", "backup", "probe", NULL
+        "source", "hops", "backup", "probe", "peers", "route", NULL
 };
 
 bool gwsteer_parse_addr(char const *text, struct sockaddr_storage *ss)
@@ -94,6 +94,101 @@ bool gwsteer_parse_addr(char const *text, struct sockaddr_storage *ss)
         }
 
         return false;
+}
+
+/**
+ * @brief The address bytes of @a ss, and their number in bits.
+ *
+ * @return @c NULL if @a ss is neither IPv4 nor IPv6.
+ */
+static uint8_t const *addr_bytes(struct sockaddr_storage const *ss,
+                                 unsigned int *bits)
+{
+        if (ss->ss_family == AF_INET) {
+                *bits = 32;
+                return (uint8_t const *)
+                        &((struct sockaddr_in const *) ss)->sin_addr;
+        }
+
+        if (ss->ss_family == AF_INET6) {
+                *bits = 128;
+                return ((struct sockaddr_in6 const *) ss)->sin6_addr.s6_addr;
+        }
+
+        return NULL;
+}
+
+/**
+ * @brief Do the first @a len bits of @a a and @a b agree?
+ */
+static bool same_bits(uint8_t const *a, uint8_t const *b, unsigned int len)
+{
+        unsigned int const whole = len / 8;
+        unsigned int const rest = len % 8;
+
+        if (memcmp(a, b, whole) != 0)
+                return false;
+
+        if (rest == 0)
+                return true;
+
+        uint8_t const mask = (uint8_t) (0xff << (8 - rest));
+
+        return (a[whole] & mask) == (b[whole] & mask);
+}
+
+int gwsteer_peer_match(struct gateway_spec const *g,
+                       struct sockaddr const *peer)
+{
+        struct sockaddr_storage ss = { 0 };
+        unsigned int bits = 0;
+
+        if (peer->sa_family != g->source.ss_family)
+                return -1;
+
+        if (g->peer_count == 0)
+                return 0;
+
+        memcpy(&ss, peer, peer->sa_family == AF_INET
+               ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+
+        uint8_t const *const bytes = addr_bytes(&ss, &bits);
+        int best = -1;
+
+        for (unsigned int i = 0; bytes != NULL && i < g->peer_count; ++i) {
+                struct gateway_prefix const *const p = &g->peers[i];
+                uint8_t const *const prefix = addr_bytes(&p->addr, &bits);
+
+                if (same_bits(prefix, bytes, p->len) && (int) p->len > best)
+                        best = (int) p->len;
+        }
+
+        return best;
+}
+
+uint32_t gwsteer_gateways_serving(struct gwsteer_config const *config,
+                                  struct sockaddr const *peer)
+{
+        int best = -1;
+        uint32_t mask = 0;
+        unsigned int index = 0;
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(config->gateways);
+             e;
+             e = e->next, ++index) {
+                int const m = gwsteer_peer_match(e->data, peer);
+
+                if (m > best) {
+                        best = m;
+                        mask = 0;
+                }
+
+                if (m == best && m >= 0)
+                        mask |= 1u << index;
+        }
+
+        return mask;
 }
 
 bool gwsteer_same_ip(struct sockaddr const *a, struct sockaddr const *b)
@@ -260,6 +355,46 @@ static struct l_queue *parse_addr_list(char const *text,
 
         l_strfreev(parts);
         return list;
+}
+
+/**
+ * @brief Parse "10.200.0.1/32", "fd00::/64" or a bare address (a host).
+ *
+ * @return @c false if it is not a prefix, or has bits set past its
+ *         length (iproute2 refuses those as well: the writer meant
+ *         another prefix, or a host).
+ */
+static bool parse_prefix(char *text, struct gateway_prefix *p)
+{
+        char *const slash = strchr(text, '/');
+        unsigned int bits = 0;
+        unsigned int len = 0;
+
+        if (slash != NULL)
+                *slash = '\0';
+
+        bool const ok = gwsteer_parse_addr(text, &p->addr);
+
+        if (slash != NULL)
+                *slash = '/';
+
+        uint8_t const *const bytes = ok ? addr_bytes(&p->addr, &bits) : NULL;
+
+        if (bytes == NULL)
+                return false;
+
+        if (slash == NULL)
+                len = bits;
+        else if (!parse_uint(slash + 1, &len) || len > bits)
+                return false;
+
+        p->len = len;
+
+        for (unsigned int i = len; i < bits; ++i)
+                if (bytes[i / 8] & (0x80 >> (i % 8)))
+                        return false;
+
+        return true;
 }
 
 /**
@@ -578,6 +713,52 @@ static bool check_hops(struct gateway_spec const *g,
 }
 
 /**
+ * @brief Read a gateway's @c peers list into @a g.
+ *
+ * @return @c false after logging which entry is bad.
+ */
+static bool load_peers(struct gateway_spec *g, char const *text,
+                       char const *path, char const *group)
+{
+        char **const parts = l_strsplit(text, ',');
+        bool ok = true;
+
+        g->peer_count = 0;
+        for (char **p = parts; ok && p && *p; ++p) {
+                char *const item = trim(*p);
+                struct gateway_prefix prefix;
+
+                if (g->peer_count == GWSTEER_MAX_PEERS) {
+                        l_error("%s: [%s] peers: at most %d prefixes",
+                                path, group, GWSTEER_MAX_PEERS);
+                        ok = false;
+                } else if (!parse_prefix(item, &prefix)) {
+                        l_error("%s: [%s] peers: '%s' is not an address "
+                                "or a prefix such as 10.200.0.1/32 (no "
+                                "bits set past its length)",
+                                path, group, item);
+                        ok = false;
+                } else if (prefix.addr.ss_family != g->source.ss_family) {
+                        l_error("%s: [%s] peers: '%s' is not of the "
+                                "family of source: this gateway cannot "
+                                "reach it", path, group, item);
+                        ok = false;
+                } else {
+                        g->peers[g->peer_count++] = prefix;
+                }
+        }
+
+        if (ok && g->peer_count == 0) {
+                l_error("%s: [%s] peers: empty (leave the key out for "
+                        "a gateway that reaches every peer)", path, group);
+                ok = false;
+        }
+
+        l_strfreev(parts);
+        return ok;
+}
+
+/**
  * @brief Read one @c [gateway <id>] section.
  *
  * @return The gateway, or @c NULL after logging which field is bad.
@@ -616,6 +797,8 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
         char *const hops = get_trimmed(s, group, "hops");
         char *const backup = get_trimmed(s, group, "backup");
         char *const probe = get_trimmed(s, group, "probe");
+        char *const peers = get_trimmed(s, group, "peers");
+        char *const route = get_trimmed(s, group, "route");
         struct l_queue *hop_list = NULL;
         char *bad = NULL;
 
@@ -645,8 +828,21 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
                  && !gwsteer_parse_addr(probe, &g->probe))
                 l_error("%s: [%s] probe: '%s' is not an IP address",
                         path, group, probe);
+        else if (peers != NULL && config->role == GWSTEER_ROLE_PROXY)
+                l_error("%s: [%s] peers: only a client's gateways open "
+                        "subflows to peers (role = proxy)", path, group);
+        else if (peers != NULL && !load_peers(g, peers, path, group))
+                ;  // Already logged.
+        else if (route != NULL && strcmp(route, "external") != 0
+                 && strcmp(route, "gwsteer") != 0)
+                l_error("%s: [%s] route: '%s' is neither gwsteer (gwsteer-"
+                        "route installs it) nor external (another tool, "
+                        "such as a tunnel's hook, routes source)",
+                        path, group, route);
         else
                 ok = true;
+
+        g->route_external = route != NULL && strcmp(route, "external") == 0;
 
         if (ok) {
                 unsigned int i = 0;
@@ -685,6 +881,8 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
         l_free(hops);
         l_free(backup);
         l_free(probe);
+        l_free(peers);
+        l_free(route);
         l_free(bad);
         l_queue_destroy(hop_list, l_free);
 

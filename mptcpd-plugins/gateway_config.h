@@ -13,6 +13,7 @@
 #define GWSTEER_GATEWAY_CONFIG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -28,6 +29,20 @@ enum gwsteer_role {
         GWSTEER_ROLE_CLIENT,
         /// Announce extra addresses, accept a bounded number of joins.
         GWSTEER_ROLE_PROXY
+};
+
+/**
+ * @struct gateway_prefix
+ *
+ * @brief An address prefix, as in @c peers = 10.200.0.1/32.
+ */
+struct gateway_prefix
+{
+        /// The prefix's address (port 0); its family is the prefix's.
+        struct sockaddr_storage addr;
+
+        /// Prefix length in bits.
+        unsigned int len;
 };
 
 /**
@@ -59,6 +74,28 @@ struct gateway_spec
 
         /// The hop list, in travel order (gwsteer-check prints it).
         struct sockaddr_storage hops[GWSTEER_MAX_HOPS];
+
+        /**
+         * @brief The peers this gateway reaches; none: every peer.
+         *
+         * A peer is served by the gateways whose prefix matches it
+         * longest, as a route is chosen: a gateway that reaches only
+         * the proxy's address inside a tunnel (peers = that /32) then
+         * serves connections to that address alone, and the other
+         * gateways do not try it.
+         */
+        struct gateway_prefix peers[GWSTEER_MAX_PEERS];
+
+        /// Number of entries in @a peers.
+        unsigned int peer_count;
+
+        /**
+         * @brief Another tool routes @a source (route = external).
+         *
+         * gwsteer-route then installs nothing for this gateway: a
+         * tunnel's hook routes its address once the tunnel is up.
+         */
+        bool route_external;
 };
 
 /**
@@ -157,6 +194,27 @@ void gwsteer_config_free(struct gwsteer_config *config);
  * @return @c true on success.
  */
 bool gwsteer_parse_addr(char const *text, struct sockaddr_storage *ss);
+
+/**
+ * @brief How well a gateway matches a peer, as routing would choose.
+ *
+ * @return The length of @a g's longest peers prefix containing @a peer,
+ *         0 if @a g has no peers list (it reaches every peer), or -1 if
+ *         it cannot serve @a peer (another family, or no prefix
+ *         contains it).
+ */
+int gwsteer_peer_match(struct gateway_spec const *g,
+                       struct sockaddr const *peer);
+
+/**
+ * @brief The gateways that serve connections to @a peer.
+ *
+ * @return A mask (bit = the gateway's position in the file) of the
+ *         gateways whose gwsteer_peer_match() is the best among all
+ *         configured gateways, or 0 if none can serve @a peer.
+ */
+uint32_t gwsteer_gateways_serving(struct gwsteer_config const *config,
+                                  struct sockaddr const *peer);
 
 /**
  * @brief Compare the IP addresses (not ports) of two socket addresses.

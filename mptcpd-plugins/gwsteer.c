@@ -163,6 +163,9 @@ struct gwsteer_connection
         /// Peer address and port of the initial subflow.
         struct sockaddr_storage remote;
 
+        /// Gateways (bit = index) that serve this peer (peers = ...).
+        uint32_t served;
+
         /// Live subflows (struct gwsteer_subflow *).
         struct l_queue *subflows;
 
@@ -706,9 +709,10 @@ static void retry_unconfirmed(struct gwsteer_connection *conn, uint64_t now)
 /**
  * @brief Make a client connection match the gateways' state.
  *
- * One subflow per up gateway of the peer's address family, in
- * preference order, at most max_subflows in all (the initial subflow
- * included); none on down gateways (but never remove the last
+ * One subflow per up gateway that serves the peer (its address
+ * family, and its peers prefixes if it has any), in preference
+ * order, at most max_subflows in all (the initial subflow included);
+ * none on down gateways (but never remove the last
  * subflow: with no subflow left the connection could not be
  * revived); backup flags as the health tracker wants them.
  */
@@ -761,8 +765,13 @@ static void reconcile_client(struct gwsteer_connection *conn)
                         continue;
                 }
 
-                // A v6 source cannot reach a v4 peer (nor the reverse).
-                if (gw->spec->source.ss_family != conn->remote.ss_family)
+                /*
+                 * Only the gateways that reach this peer: its family,
+                 * and of the gateways limited to some peers, those
+                 * whose prefix matches longest (a tunnel's gateway
+                 * for the proxy's address inside the tunnels).
+                 */
+                if (!(conn->served & bit))
                         continue;
 
                 unsigned int const total =
@@ -1328,6 +1337,7 @@ static struct gwsteer_connection *track_connection(
         conn->token = token;
         conn->subflows = l_queue_new();
         copy_sockaddr(&conn->remote, raddr);
+        conn->served = gwsteer_gateways_serving(gwsteer->config, raddr);
         add_tracked_subflow(conn, laddr, raddr, ksf);
 
         l_hashmap_insert(gwsteer->connections, L_UINT_TO_PTR(token), conn);

@@ -112,6 +112,19 @@ static void print_json(char const *path, struct gwsteer_config const *c)
                 printf("],\"backup\":%s,\"probe\":",
                        g->backup ? "true" : "false");
                 json_addr(&g->probe);
+                fputs(",\"peers\":[", stdout);
+                for (unsigned int i = 0; i < g->peer_count; ++i) {
+                        char buf[INET6_ADDRSTRLEN];
+
+                        printf("\"%s/%u\"%s",
+                               gwsteer_ntop((struct sockaddr const *)
+                                            &g->peers[i].addr,
+                                            buf, sizeof(buf)),
+                               g->peers[i].len,
+                               i + 1 < g->peer_count ? "," : "");
+                }
+                printf("],\"route\":\"%s\"",
+                       g->route_external ? "external" : "gwsteer");
                 fputs(e->next ? "}," : "}", stdout);
         }
 

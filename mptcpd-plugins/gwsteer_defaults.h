@@ -34,6 +34,9 @@
 /// Longest hop list (SRv6 segments) of one gateway.
 #define GWSTEER_MAX_HOPS 16
 
+/// Most peer prefixes one gateway may be limited to (peers = ...).
+#define GWSTEER_MAX_PEERS 8
+
 /// Probe rounds in flight per gateway: probe_timeout_ms must stay below
 /// this many probe intervals.
 #define GWSTEER_ROUND_SLOTS 16

@@ -117,6 +117,11 @@ class Gateway:
     hops: tuple[IPAddress, ...]
     backup: bool
     probe: IPAddress
+    #: Prefixes of the peers this gateway reaches (none: every peer).
+    peers: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    #: ``gwsteer`` (gwsteer-route installs its route) or ``external``
+    #: (another tool routes its source, e.g. braid-openvpn's tunnel hook).
+    route: str = "gwsteer"
 
     @property
     def steering(self) -> str:
@@ -162,7 +167,8 @@ def _from_check(data: dict[str, Any]) -> Config:
         cfg.gateways.append(Gateway(
             id=g["id"], index=g["index"], source=ipaddress.ip_address(g["source"]),
             hops=tuple(ipaddress.ip_address(h) for h in g["hops"]), backup=g["backup"],
-            probe=ipaddress.ip_address(g["probe"])))
+            probe=ipaddress.ip_address(g["probe"]),
+            peers=tuple(ipaddress.ip_network(p) for p in g["peers"]), route=g["route"]))
     return cfg
 
 

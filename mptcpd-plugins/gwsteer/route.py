@@ -209,9 +209,16 @@ def install(cfg: Config, only: list[str] | None = None) -> list[str]:
     Replaces braid's previous entries of those gateways; if the kernel
     refuses a step, the new entries are removed and the previous ones
     put back, so a failed install leaves the steering that was there.
-    Returns one description line per gateway.
+    Returns one description line per gateway. Gateways with ``route =
+    external`` are left to the tool that routes them (a tunnel's hook,
+    whose device may not exist yet); naming one in ``only`` is an error.
     """
-    gateways = [cfg.gateway(g) for g in only] if only else list(cfg.gateways)
+    named = [cfg.gateway(g) for g in only] if only else list(cfg.gateways)
+    external = [gw for gw in named if gw.route == "external"]
+    if only and external:
+        raise RouteError(f"gateway {external[0].id}: route = external: another tool routes "
+                         f"{external[0].source}, gwsteer-route installs nothing for it")
+    gateways = [gw for gw in named if gw.route != "external"]
     with IPRoute() as ipr:
         where = validate_host(ipr, cfg, gateways)
         tables = {cfg.get_int("route_table_base") + g.index for g in gateways}
@@ -233,7 +240,14 @@ def install(cfg: Config, only: list[str] | None = None) -> list[str]:
             restored = _restore(ipr, previous)
             raise RouteError(f"{e}; previous steering restored ({restored} of "
                              f"{len(previous)} entries)") from None
-        return [describe(cfg, gw, where[gw.id]) for gw in gateways]
+        return [describe(cfg, gw, where[gw.id]) for gw in gateways] + [
+            describe_external(gw) for gw in external]
+
+
+def describe_external(gw: Gateway) -> str:
+    """The line ``check`` and ``install`` print for a ``route = external``
+    gateway."""
+    return f"{gw.id}: route = external (another tool routes {gw.source}; nothing installed)"
 
 
 def _route_args_from(msg: Any) -> dict[str, Any]:

@@ -53,10 +53,12 @@ def main(argv: list[str] | None = None) -> int:
             cfg = load_config(args.config)
             if args.cmd == "check":
                 gws = [cfg.gateway(g) for g in args.gateway] if args.gateway else cfg.gateways
+                ours = [gw for gw in gws if gw.route != "external"]
                 with IPRoute() as ipr:
-                    where = route.validate_host(ipr, cfg, gws)
+                    where = route.validate_host(ipr, cfg, ours)
                 for gw in gws:
-                    print(route.describe(cfg, gw, where[gw.id]))
+                    print(route.describe(cfg, gw, where[gw.id]) if gw in ours
+                          else route.describe_external(gw))
             elif args.cmd == "install":
                 for line in route.install(cfg, args.gateway):
                     print(line)

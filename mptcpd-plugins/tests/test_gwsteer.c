@@ -109,6 +109,79 @@ static void test_config_good(void)
 }
 
 /**
+ * @brief An address of either family, for peer matching.
+ */
+static struct sockaddr const *peer_addr(char const *text,
+                                        struct sockaddr_storage *ss)
+{
+        CHECK(gwsteer_parse_addr(text, ss));
+        return (struct sockaddr const *) ss;
+}
+
+/**
+ * @brief peers = and route =: a tunnel's gateway serves only the
+ *        address inside the tunnels, and only it serves that address.
+ */
+static void test_config_peers(void)
+{
+        struct gwsteer_config *const c = load_text(
+                "[gwsteer]\nprobe_target = 198.51.100.10\n"
+                "[gateway dsl]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"
+                "[gateway dsl-tun]\nsource = 10.200.1.2\n"
+                "hops = 10.200.1.1\nprobe = 10.200.0.1\n"
+                "peers = 10.200.0.1/32, 10.201.0.0/16\nroute = external\n"
+                "[gateway lte-tun]\nsource = 10.200.2.2\n"
+                "hops = 10.200.2.1\nprobe = 10.200.0.1\n"
+                "peers = 10.200.0.1\nroute = gwsteer\n"
+                "[gateway v6]\nsource = fc00:1::2\nhops = fc00:1::1\n"
+                "probe = fc00:1::1\n");
+        struct sockaddr_storage ss;
+
+        CHECK(c != NULL);
+        if (c == NULL)
+                return;
+
+        struct gateway_spec const *const dsl = l_queue_peek_head(c->gateways);
+        struct gateway_spec const *const tun =
+                l_queue_get_entries(c->gateways)->next->data;
+
+        CHECK(!dsl->route_external && dsl->peer_count == 0);
+        CHECK(tun->route_external && tun->peer_count == 2);
+        CHECK(tun->peers[0].len == 32 && tun->peers[1].len == 16);
+        CHECK(gwsteer_peer_match(dsl, peer_addr("10.200.0.1", &ss)) == 0);
+        CHECK(gwsteer_peer_match(tun, peer_addr("10.200.0.1", &ss)) == 32);
+        CHECK(gwsteer_peer_match(tun, peer_addr("10.201.255.1", &ss)) == 16);
+        CHECK(gwsteer_peer_match(tun, peer_addr("10.202.0.1", &ss)) == -1);
+        CHECK(gwsteer_peer_match(tun, peer_addr("fc00:2::1", &ss)) == -1);
+
+        // Longest match wins: the tunnels for the inner address, the
+        // unlimited gateway of the family for everything else.
+        CHECK(gwsteer_gateways_serving(c, peer_addr("10.200.0.1", &ss))
+              == 0x6);
+        CHECK(gwsteer_gateways_serving(c, peer_addr("10.201.0.9", &ss))
+              == 0x2);
+        CHECK(gwsteer_gateways_serving(c, peer_addr("198.51.100.10", &ss))
+              == 0x1);
+        CHECK(gwsteer_gateways_serving(c, peer_addr("fc00:9::1", &ss))
+              == 0x8);
+        gwsteer_config_free(c);
+
+        // Only gateways limited to peers, and a peer none of them has.
+        struct gwsteer_config *const only = load_text(
+                "[gateway t]\nsource = 10.200.1.2\nhops = 10.200.1.1\n"
+                "probe = 10.200.0.1\npeers = 10.200.0.0/24\n");
+
+        CHECK(only != NULL);
+        if (only == NULL)
+                return;
+        CHECK(gwsteer_gateways_serving(only, peer_addr("10.200.0.7", &ss))
+              == 0x1);
+        CHECK(gwsteer_gateways_serving(only, peer_addr("10.9.0.1", &ss))
+              == 0);
+        gwsteer_config_free(only);
+}
+
+/**
  * @brief Bad files are refused.
  */
 static void test_config_bad(void)
@@ -134,6 +207,23 @@ static void test_config_bad(void)
                 // Rounds would be dropped: timeout >= 16 intervals.
                 "[gwsteer]\nprobe_interval_ms=10\nprobe_timeout_ms=160\n"
                 "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n",
+                // peers: host bits past the length, another family, a
+                // length too long, empty, not an address; route: unknown;
+                // peers on a proxy, whose gateways open no subflows.
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "peers=10.200.0.1/24\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "peers=fc00::/64\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "peers=10.200.0.0/33\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\npeers=\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "peers=proxy\n",
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "route=openvpn\n",
+                "[gwsteer]\nrole=proxy\n"
+                "[gateway gw1]\nsource=10.1.1.2\nhops=10.1.1.1\n"
+                "peers=10.200.0.1/32\n",
         };
 
         for (size_t i = 0; i < L_ARRAY_SIZE(bad); ++i) {
@@ -516,6 +606,7 @@ int main(int argc, char **argv)
                 return 1;
 
         test_config_good();
+        test_config_peers();
         test_config_bad();
         test_health_hysteresis();
         test_health_avmet();

@@ -580,6 +580,39 @@ static void test_family_and_backoff(void)
 }
 
 /**
+ * @brief peers =: a tunnel's gateway carries only connections to the
+ *        address inside the tunnels, and carries all of them.
+ */
+static void test_peers_pick_gateways(void)
+{
+        CHECK(start(FAST GW12
+                    "[gateway gw1-tun]\nsource = 10.200.1.2\n"
+                    "hops = 10.200.1.1\npeers = 10.200.0.1/32\n"
+                    "route = external\n"
+                    "[gateway gw2-tun]\nsource = 10.200.2.2\n"
+                    "hops = 10.200.2.1\npeers = 10.200.0.1/32\n"
+                    "route = external\n"));
+        connect_client(11, "10.200.1.2", "10.200.0.1");
+        connect_client(12, "10.1.1.2", "10.99.0.1");
+
+        // To the inner address: the other tunnel only, no WAN source.
+        CHECK(count(CMD_ADD_SUBFLOW, "10.200.2.2") == 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.1.2") == 0);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.200.1.2") == 0);
+
+        // Nor in the retries of the subflows this fake never brings up.
+        run_for(100);
+
+        for (size_t i = 0; i < ncmds; ++i)
+                if (cmds[i].kind == CMD_ADD_SUBFLOW)
+                        CHECK(strcmp(cmds[i].remote, strncmp(cmds[i].local,
+                                     "10.200.", 7) == 0
+                                     ? "10.200.0.1" : "10.99.0.1") == 0);
+        stop();
+}
+
+/**
  * @brief A removal that was not sent is retried; ours do not back off.
  */
 static void test_remove_bookkeeping(void)
@@ -1018,6 +1051,7 @@ int main(void)
 
         test_token_reuse();
         test_family_and_backoff();
+        test_peers_pick_gateways();
         test_remove_bookkeeping();
         test_backup_confirmed_by_kernel();
         test_health_change_deferred();

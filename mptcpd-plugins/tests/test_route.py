@@ -88,3 +88,20 @@ def test_point_to_point_host_and_link_local_hops(lab: Lab, tmp: Path) -> None:
     assert any("via 10.1.5.1 dev e1" in r for r in routes), routes
     assert any("via 10.1.6.1 dev e2" in r for r in routes), routes
     assert any("via fe80::1 dev e2" in r for r in routes), routes
+
+
+def test_external_gateway_is_left_to_its_tunnel(lab: Lab, tmp: Path) -> None:
+    """route = external: a tunnel's gateway, whose source address and
+    device exist only once its tunnel is up, installs nothing and does not
+    stop the other gateways' steering."""
+    topo = onlink(lab, tmp)
+    tunnel = ("[gateway gw1-tun]\nsource = 10.200.1.2\nhops = 10.200.1.1\n"
+              "probe = 10.200.0.1\npeers = 10.200.0.1/32\nroute = external\n")
+    topo.write_config(onlink_gateways(topo) + tunnel)
+    out = topo.route("install").stdout
+    assert "gw1-tun: route = external" in out, out
+    rules, routes = _braid(topo)
+    assert len(rules) == 2 and len(routes) == 2, (rules, routes)
+    assert not any("10.200." in line for line in rules + routes), (rules, routes)
+    named = topo.route("install", "--gateway", "gw1-tun", check=False)
+    assert named.returncode == 1 and "route = external" in named.stderr, named.stderr
