@@ -12,6 +12,7 @@ Examples::
     braid-openvpn check --config /etc/braid/openvpn.json --role client
     braid-openvpn run --config /etc/braid/openvpn.json --role proxy     # foreground (systemd)
     braid-openvpn stop --config /etc/braid/openvpn.json --role proxy
+    braid-openvpn gwsteer-gateways --config /etc/braid/openvpn.json >> /etc/braid/gateways.conf
 
 Exit status: 0 ok, 2 bad settings or keys (nothing was started), 1 a failure
 after start.
@@ -27,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 
 from braid_openvpn.config import Config, ConfigError, load
+from braid_openvpn.gwsteer_conf import gateway_sections
 from braid_openvpn.pki import PkiError, create
 from braid_openvpn.runner import StartError, Tunnels
 
@@ -136,10 +138,12 @@ def parser() -> argparse.ArgumentParser:
                        ("check", "validate settings and this end's keys; start nothing"),
                        ("render", "write this end's OpenVPN configs and hooks into run_dir; start nothing"),
                        ("run", "start this end's tunnels in the foreground; SIGTERM stops them"),
-                       ("stop", "stop a running `braid-openvpn run` of this role")):
+                       ("stop", "stop a running `braid-openvpn run` of this role"),
+                       ("gwsteer-gateways", "print gwsteer's [gateway <id>-tun] sections for the client box's "
+                        "gateways.conf (per_gateway.path_manager \"gwsteer\")")):
         s = sub.add_parser(name, help=text, description=text)
         s.add_argument("--config", type=Path, required=True, help="settings file (JSON; see proxy/README.md)")
-        if name != "pki":
+        if name not in ("pki", "gwsteer-gateways"):
             s.add_argument("--role", choices=["client", "proxy"], required=True,
                            help="which end this machine is: the client box or the proxy")
         if name in ("check", "render", "run"):
@@ -159,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load(args.config)
         if args.cmd == "pki":
             return cmd_pki(cfg)
+        if args.cmd == "gwsteer-gateways":
+            print(gateway_sections(cfg), end="")
+            return 0
         if args.cmd == "stop":
             return cmd_stop(cfg, args.role, args.timeout)
         tunnels = Tunnels(cfg, args.role, args.mode)

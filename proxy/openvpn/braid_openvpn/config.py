@@ -33,6 +33,7 @@ Net = ipaddress.IPv4Network
 DEFAULT_RUN_DIR = "/run/braid/openvpn"
 DEFAULT_PKI_DIR = "/etc/braid/openvpn/pki"
 DEFAULT_INNER_ADDRESS = "10.200.0.1"
+PATH_MANAGERS = ("kernel", "gwsteer")
 DEFAULT_FULL_PORT = 1194
 #: Policy routing table of tunnel i (0-based) is TABLE_BASE + i + 1; the
 #: full tunnel's LAN table is FULL_TABLE. Chosen clear of gwsteer's and the
@@ -103,6 +104,11 @@ class PerGateway:
 
     inner_address: IPv4
     tunnels: tuple[Tunnel, ...]
+    #: Who gives each connection a subflow per tunnel: ``kernel`` (an
+    #: in-kernel path-manager endpoint per tunnel, net.mptcp.pm_type 0) or
+    #: ``gwsteer`` (gwsteer's gateways ``<id>-tun``, pm_type 1, as braid's
+    #: Ansible roles run it; ``braid-openvpn gwsteer-gateways`` prints them).
+    path_manager: str = "kernel"
 
 
 @dataclass(frozen=True)
@@ -242,8 +248,11 @@ def parse(raw: Any) -> Config:
     per_gateway = None
     ports: dict[int, str] = {}
     if "per_gateway" in top:
-        pg = _keys(top["per_gateway"], "per_gateway", {"inner_address", "tunnels"}, {"tunnels"})
+        pg = _keys(top["per_gateway"], "per_gateway", {"inner_address", "tunnels", "path_manager"}, {"tunnels"})
         inner = _addr(pg.get("inner_address", DEFAULT_INNER_ADDRESS), "per_gateway.inner_address")
+        pm = pg.get("path_manager", "kernel")
+        if pm not in PATH_MANAGERS:
+            raise ConfigError(f"per_gateway.path_manager: must be one of {', '.join(PATH_MANAGERS)}, got {pm!r}")
         claim("per_gateway.inner_address", Net(f"{inner}/32"))
         if not isinstance(pg["tunnels"], list) or not pg["tunnels"]:
             raise ConfigError("per_gateway.tunnels: must be a non-empty list")
@@ -265,7 +274,7 @@ def parse(raw: Any) -> Config:
                 raise ConfigError(f"{where}.port: {port} already used by {ports[port]}")
             ports[port] = where
             tunnels.append(Tunnel(i, gateways[gid], subnet, port))
-        per_gateway = PerGateway(inner, tuple(tunnels))
+        per_gateway = PerGateway(inner, tuple(tunnels), pm)
 
     full = None
     if "full_tunnel" in top:

@@ -16,7 +16,10 @@ connection's first subflow) and a kernel path-manager endpoint
 ``<tunnel address> dev <tun> subflow``. The ``down`` hook removes the
 endpoint (the kernel closes its subflows); when the tunnel comes back the
 ``route-up`` hook adds it again and the kernel opens a subflow through it on
-every live connection.
+every live connection. With ``path_manager: gwsteer`` the hooks add no
+endpoint: gwsteer has a gateway per tunnel (gwsteer_conf.py), whose source
+is the tunnel address, and opens and closes the subflows as its probes
+through the tunnel find it up or down.
 
 Full-tunnel mode (TCP over MPTCP): the client's ``route-up`` hook routes the
 LAN's networks into the tunnel; the proxy's routes them back to it.
@@ -92,17 +95,22 @@ def per_gateway_client(cfg: Config, t: Tunnel, keys: RolePaths) -> Instance:
         "set -e\n"
         f"ip rule add pref {pref} from {t.client_ip} lookup {t.table}\n"
         f"ip route replace {inner}/32 dev {t.dev} table {t.table}\n"
-        "# the kernel PM tries every endpoint on every MPTCP connection: a subflow\n"
-        "# from the tunnel address to anywhere else fails at once, it never leaks\n"
+        "# a subflow from the tunnel address to anywhere else (the kernel PM tries\n"
+        "# every endpoint on every MPTCP connection) fails at once, it never leaks\n"
         "# onto a WAN with an address nobody routes back\n"
         f"ip route replace unreachable default table {t.table}\n"
         f"ip route replace {inner}/32 dev {t.dev} src {t.client_ip} metric {t.table}\n"
-        f"ip mptcp endpoint delete id {t.endpoint_id} 2>/dev/null || true\n"
-        f"ip mptcp endpoint add {t.client_ip} id {t.endpoint_id} dev {t.dev} subflow\n"
     )
-    down = (
-        f"# tunnel {t.dev} is down: the kernel closes its subflows with the endpoint\n"
-        f"ip mptcp endpoint delete id {t.endpoint_id} 2>/dev/null\n"
+    down = ""
+    if cfg.per_gateway.path_manager == "kernel":
+        up += (f"ip mptcp endpoint delete id {t.endpoint_id} 2>/dev/null || true\n"
+               f"ip mptcp endpoint add {t.client_ip} id {t.endpoint_id} dev {t.dev} subflow\n")
+        down += (f"# tunnel {t.dev} is down: the kernel closes its subflows with the endpoint\n"
+                 f"ip mptcp endpoint delete id {t.endpoint_id} 2>/dev/null\n")
+    else:
+        up += f"# gwsteer's gateway {t.gateway.id}-tun now answers its probes: it opens the subflows\n"
+        down += f"# tunnel {t.dev} is down: gwsteer's probes through it fail and it closes its subflows\n"
+    down += (
         f"ip rule del pref {pref} 2>/dev/null\n"
         f"ip route flush table {t.table} 2>/dev/null\n"
     )

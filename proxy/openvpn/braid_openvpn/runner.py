@@ -74,20 +74,27 @@ class Tunnels:
 
     def check_host(self) -> None:
         """What this host must have before anything starts: on the client
-        box, the kernel path manager when tunnels are paths (their endpoints
-        are its), and each gateway the tunnels leave through has its source
+        box, the path manager ``per_gateway.path_manager`` names (the
+        kernel's, whose endpoints the tunnels are, or gwsteer's userspace
+        one, whose gateways they are), and each gateway the tunnels leave through has its source
         address (OpenVPN would fail to bind it only once started). Not part of
         check(), which also runs where the tunnels will not (a controller,
         a chroot)."""
         if self.role != "client":
             return
-        pm_type = Path("/proc/sys/net/mptcp/pm_type")
-        if "per-gateway" in self.modes and self.cfg.per_gateway and pm_type.exists() \
-                and pm_type.read_text().strip() == "1":
+        pg = self.cfg.per_gateway if "per-gateway" in self.modes else None
+        pm_file = Path("/proc/sys/net/mptcp/pm_type")
+        userspace = pm_file.exists() and pm_file.read_text().strip() == "1"
+        if pg and pg.path_manager == "kernel" and userspace:
             raise ConfigError("per_gateway: net.mptcp.pm_type is 1 (a userspace path manager, such as mptcpd "
                               "with gwsteer), which ignores the tunnels' MPTCP endpoints: no subflow would use "
-                              "the tunnels. Set net.mptcp.pm_type to 0 and run no userspace path manager here, "
-                              "or use full_tunnel (README, \"Which path manager\")")
+                              "the tunnels. Set per_gateway.path_manager to \"gwsteer\" and give gwsteer the "
+                              "tunnels' gateways (braid-openvpn gwsteer-gateways), or set net.mptcp.pm_type to 0 "
+                              "(README, \"Which path manager\")")
+        if pg and pg.path_manager == "gwsteer" and not userspace:
+            raise ConfigError("per_gateway.path_manager: gwsteer, but net.mptcp.pm_type is not 1: the kernel's "
+                              "path manager runs here and no subflow would use the tunnels. Run mptcpd with "
+                              "gwsteer (pm_type 1) or set per_gateway.path_manager to \"kernel\"")
         used = {t.gateway for t in self.cfg.per_gateway.tunnels} \
             if "per-gateway" in self.modes and self.cfg.per_gateway else set()
         if "full-tunnel" in self.modes and self.cfg.full_tunnel:

@@ -8,6 +8,7 @@ process behind.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import stat
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ovpnnet import PKG, settings
+from ovpnnet import PKG, REPO, settings
 
 from braid_openvpn.config import ConfigError, parse
 from braid_openvpn.pki import PkiError, check_keys, create, easyrsa, paths
@@ -86,6 +87,7 @@ BAD = [
     ("gateways.gw1.source", "not-an-ip", "gateways.gw1.source: not an IPv4 address"),
     ("proxy_address", "10.1.0.9", "proxy_address: 10.1.0.9 lies inside gateways.gw1.wan"),
     ("per_gateway.tunnelz", [], "per_gateway.tunnelz: unknown setting"),
+    ("per_gateway.path_manager", "mptcpd", "per_gateway.path_manager: must be one of kernel, gwsteer"),
     ("proxy_address", _DELETE, "proxy_address: missing"),
     ("tun_mtu", 100, "tun_mtu: must be 576-9000"),
     ("client_name", "../../etc/x", "client_name: must be a certificate name"),
@@ -168,8 +170,6 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _write(tmp: Path, s: dict[str, Any]) -> Path:
-    import json
-
     path = tmp / "settings.json"
     path.write_text(json.dumps(s))
     return path
@@ -215,18 +215,58 @@ def test_run_refuses_bad_input_before_starting_anything(tmp_path: Path, pki: Pat
 
 
 @needs_pki
-def test_run_refuses_per_gateway_tunnels_under_a_userspace_path_manager(tmp_path: Path, pki: Path) -> None:
-    """With net.mptcp.pm_type 1 (gwsteer's) the tunnels' endpoints would be ignored: refused, naming it."""
+@pytest.mark.parametrize(("path_manager", "pm_type", "message"), [
+    ("kernel", 1, "per_gateway: net.mptcp.pm_type is 1"),
+    ("gwsteer", 0, "per_gateway.path_manager: gwsteer, but net.mptcp.pm_type is not 1"),
+])
+def test_run_refuses_per_gateway_tunnels_under_the_other_path_manager(
+        tmp_path: Path, pki: Path, path_manager: str, pm_type: int, message: str) -> None:
+    """Endpoints under a userspace path manager (pm_type 1), or gwsteer's
+    gateways under the kernel's, would leave the tunnels without subflows:
+    refused before anything starts, naming the setting."""
     if os.geteuid() != 0:
         pytest.skip("needs root for a network namespace")
-    settings = _write(tmp_path, good(tmp_path, pki))
+    s = good(tmp_path, pki)
+    s["per_gateway"]["path_manager"] = path_manager
+    settings = _write(tmp_path, s)
     with Namespace(f"bovpn-pm{os.getpid() % 100000}") as ns:
-        ns.sysctl("net.mptcp.pm_type", 1)
+        ns.sysctl("net.mptcp.pm_type", pm_type)
         proc = ns.run([str(PKG / "braid-openvpn"), "run", "--config", str(settings), "--role", "client"],
                       check=False, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "per_gateway: net.mptcp.pm_type is 1" in proc.stdout, proc.stdout
+    assert message in proc.stdout, proc.stdout
     assert not (tmp_path / "run").exists(), "run_dir was created although the input was refused"
+
+
+def test_gwsteer_gateways_pass_gwsteers_own_validator(tmp_path: Path) -> None:
+    """The sections `gwsteer-gateways` prints, appended to a gateways.conf
+    with the WAN gateways, are accepted by gwsteer-check (the validator
+    mptcpd's plugin runs) as tunnel gateways: source the tunnel address,
+    only the inner address as peer, routed by the tunnel's hook."""
+    s = good(tmp_path)
+    s["per_gateway"]["path_manager"] = "gwsteer"
+    proc = _cli("gwsteer-gateways", "--config", str(_write(tmp_path, s)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    plugins = REPO / "mptcpd-plugins"
+    subprocess.run(["make", "-s", "-C", str(plugins), "gwsteer-check"], check=True, timeout=120)
+    conf = tmp_path / "gateways.conf"
+    conf.write_text("[gwsteer]\nprobe_target = 10.9.0.2\n"
+                    "[gateway gw1]\nsource = 10.1.0.2\nhops = 10.1.0.1\n"
+                    "[gateway gw2]\nsource = 10.2.0.2\nhops = 10.2.0.1\n" + proc.stdout)
+    check = subprocess.run([str(plugins / "gwsteer-check"), "--json", str(conf)],
+                           capture_output=True, text=True, check=False, timeout=30)
+    assert check.returncode == 0, check.stderr
+    gws = {g["id"]: g for g in json.loads(check.stdout)["gateways"]}
+    assert set(gws) == {"gw1", "gw2", "gw1-tun", "gw2-tun"}, gws
+    for i in (1, 2):
+        tun = gws[f"gw{i}-tun"]
+        assert (tun["source"], tun["probe"], tun["peers"], tun["route"]) == \
+            (f"10.200.{i}.2", "10.200.0.1", ["10.200.0.1/32"], "external"), tun
+    assert gws["gw1"]["peers"] == [] and gws["gw1"]["route"] == "gwsteer"
+
+    s["per_gateway"]["path_manager"] = "kernel"
+    refused = _cli("gwsteer-gateways", "--config", str(_write(tmp_path, s)))
+    assert refused.returncode == 2 and "per_gateway.path_manager" in refused.stdout, refused.stdout
 
 
 def test_help_explains_the_modes() -> None:

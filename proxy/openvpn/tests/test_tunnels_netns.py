@@ -238,6 +238,130 @@ def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki:
     assert after[0] > one_second, f"gw1's returned subflow carried no data: {after}"
 
 
+# ---- per-gateway tunnels steered by gwsteer ----------------------------------
+
+MPTCPD = "/usr/libexec/mptcpd"
+PLUGINS = PKG.parents[1] / "mptcpd-plugins"
+
+
+def start_gwsteer(tb: OvpnTestbed, tmp: Path, settings_file: Path) -> tuple[Path, Path]:
+    """mptcpd with gwsteer on the client box (userspace path manager), as
+    braid's roles run it: the two WAN gateways, and the tunnels' gateways
+    printed by `braid-openvpn gwsteer-gateways`. Returns its status file and
+    its log."""
+    subprocess.run(["make", "-s", "-C", str(PLUGINS), "gwsteer.so"], check=True, timeout=300)
+    tunnels = subprocess.run([str(PKG / "braid-openvpn"), "gwsteer-gateways", "--config", str(settings_file)],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+    status, log, conf = tmp / "gateways.json", tmp / "mptcpd.log", tmp / "gateways.conf"
+    conf.write_text(f"[gwsteer]\nprobe_target = {PROXY}\nstatus_file = {status}\n"
+                    "probe_interval_ms = 100\nprobe_timeout_ms = 300\nfail_after = 3\n"
+                    "recover_after = 2\nhold_ms = 500\nsubflow_timeout_ms = 1000\n"
+                    + "".join(f"[gateway gw{i}]\nsource = 10.{i}.0.2\nhops = 10.{i}.0.1\n" for i in (1, 2))
+                    + tunnels)
+    tb.client.sysctl("net.mptcp.pm_type", "1")
+    with open(log, "w") as out:
+        tb.client.popen([MPTCPD, f"--plugin-dir={PLUGINS}", "--path-manager=gwsteer", "--load-plugins=gwsteer",
+                         "--log=stderr", "-d"], stdout=out, stderr=out,
+                        env=dict(os.environ, BRAID_GWSTEER_CONFIG=str(conf)))
+    return status, log
+
+
+def gateways_up(status: Path) -> set[str]:
+    """The gateways gwsteer's status file shows up."""
+    try:
+        return {g["id"] for g in json.loads(status.read_text())["gateways"] if g["up"]}
+    except (FileNotFoundError, json.JSONDecodeError):
+        return set()
+
+
+def subflows_opened(log: Path) -> list[tuple[str, str]]:
+    """(gateway, peer) of every subflow gwsteer asked for, from its log
+    ("token ...: opening subflow via <gw>: <source> (id n) -> <peer>")."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if ": opening subflow via " in line:
+            via = line.split(": opening subflow via ", 1)[1]
+            out.append((via.split(":", 1)[0], via.rsplit("-> ", 1)[1].strip()))
+    return out
+
+
+def test_gwsteer_steers_the_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path, pki: Path) -> None:
+    """Per-gateway mode under gwsteer (path_manager "gwsteer"), as braid's
+    Ansible roles run the client box: through gw1's stripping middlebox a
+    connection to the proxy's inner address gets a subflow through each
+    tunnel and both WANs carry its data; gwsteer gives the tunnels' gateways
+    only connections to the inner address and the WAN gateways only the
+    others; gw1 dropping the tunnel's UDP takes gw1-tun down and its subflow
+    away while gw2 carries on, and once gw1 forwards again the subflow
+    comes back and carries data."""
+    strip_mptcp_on_gw1(tb)
+    per_gateway = {"inner_address": INNER, "path_manager": "gwsteer",
+                   "tunnels": [{"gateway": f"gw{i}", "subnet": f"10.200.{i}.0/30", "port": 1194 + i} for i in (1, 2)]}
+    status, log = start_gwsteer(tb, tmp_path, tb.write_settings(tmp_path, pki, per_gateway=per_gateway)["client"])
+    procs = start_both(tb, tmp_path, pki, "per-gateway", per_gateway=per_gateway)
+    wait_for("gwsteer sees every gateway up", lambda: gateways_up(status) == {"gw1", "gw2", "gw1-tun", "gw2-tun"},
+             15)
+    bulk_server(tb)
+    nbytes = BULK_MIB // 2 * MIB
+    before = tb.wan_tx()
+    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201",
+                              "--bytes", str(nbytes)], stdout=subprocess.PIPE)
+    seen: set[str] = set()
+
+    def both_subflows() -> bool:
+        seen.update(mptcp_subflow_sources(tb.client, 5201))
+        return seen == {"10.200.1.2", "10.200.2.2"} or sender.poll() is not None
+
+    wait_for("a subflow through each tunnel", both_subflows, 15)
+    out, _ = sender.communicate(timeout=120)
+    assert seen == {"10.200.1.2", "10.200.2.2"}, f"subflows seen during the transfer: {seen}"
+    assert sender.returncode == 0 and json.loads(out.decode().splitlines()[-1])["digest_ok"]
+    sent = delta(tb.wan_tx(), before)
+    print(f"gwsteer, per-gateway tunnels: bytes sent per WAN for {nbytes} bytes of payload: {sent}")
+    assert sent[0] > nbytes * 0.1 and sent[1] > nbytes * 0.1, sent
+
+    # A connection to the proxy's public address: the WAN gateways' business.
+    upload(tb, PROXY, MIB, "--source", "10.2.0.2")
+    opened = subflows_opened(log)
+    print(f"gwsteer's subflow requests (gateway, peer): {sorted(set(opened))}")
+    assert ("gw2-tun", INNER) in opened and ("gw1", PROXY) in opened, opened
+    assert all(gw.endswith("-tun") == (peer == INNER) for gw, peer in opened), opened
+
+    # gw1 drops the tunnel's UDP during a paced transfer, then forwards
+    # again. gwsteer's probes notice in about a second (fail_after 3 of
+    # 100 ms probes, 300 ms timeout), not OpenVPN's 4 s keepalive: half the
+    # kernel-endpoint test's paced phase is enough.
+    chunk = int(PACE_MBIT * 1e6 / 8 * PACED_S / 2)
+    one_second = int(PACE_MBIT * 1e6 / 8)
+    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201", "--mode", "paced",
+                              "--rates", f"{PACE_MBIT:g},0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
+    wait_for("both subflows", lambda: len(mptcp_subflow_sources(tb.client, 5201)) == 2, 15)
+    drop = ["FORWARD", "-p", "udp", "-j", "DROP"]
+    tb["gw1"].run(["iptables", "-I", *drop])
+    t_cut, at_cut = time.monotonic(), tb.wan_tx()
+    wait_for("gwsteer takes gw1-tun down", lambda: "gw1-tun" not in gateways_up(status), 10)
+    wait_for("gw1's subflow gone", lambda: "10.200.1.2" not in mptcp_subflow_sources(tb.client, 5201), 10)
+    time.sleep(1.0)
+    at_restore = tb.wan_tx()
+    tb["gw1"].run(["iptables", "-D", *drop])
+    t_restore = time.monotonic()
+    wait_for("gw1-tun up again", lambda: "gw1-tun" in gateways_up(status), 30)
+    wait_for("a subflow through gw1's tunnel again",
+             lambda: "10.200.1.2" in mptcp_subflow_sources(tb.client, 5201), 10)
+    t_back, at_back = time.monotonic(), tb.wan_tx()
+    assert sender.poll() is None, "transfer ended before gw1 came back: make the paced chunk longer"
+    out, _ = sender.communicate(timeout=120)
+    result = json.loads(out.decode().splitlines()[-1])
+    outage, after = delta(at_restore, at_cut), delta(tb.wan_tx(), at_back)
+    print(f"gwsteer down/up: noticed+held {t_restore - t_cut:.1f} s, back after {t_back - t_restore:.1f} s; "
+          f"bytes sent per WAN during the outage {outage}, after the return {after}")
+    assert result["digest_ok"], result
+    assert outage[1] > one_second, f"the transfer did not continue over gw2: {outage}"
+    assert outage[0] < 1 * MIB, f"wan1 carried data while gw1 dropped it: {outage}"
+    assert after[0] > one_second, f"gw1's returned subflow carried no data: {after}"
+    stop_both(procs)
+
+
 # ---- full-tunnel mode --------------------------------------------------------
 
 def test_full_tunnel_carries_lan_udp_and_tcp_through_nat_over_both_wans(
