@@ -14,7 +14,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-export PYTHONPATH="$repo/eval${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$repo/eval:$repo/proxy/openvpn${PYTHONPATH:+:$PYTHONPATH}"
 cd "$here"
 start=$(date +%s)
 
@@ -51,7 +51,7 @@ else
 	# Bounded: every playbook run has its own limit; these are the backstops
 	# (a first run includes debootstrap; the other part waits on its lock).
 	part invalid timeout 1500 python3 -m pytest -q -rs -p no:cacheprovider tests/test_invalid_inventory.py
-	part converge timeout 1500 python3 -m pytest -q -rs -p no:cacheprovider --durations=3 tests/test_converge.py
+	part converge timeout 1500 python3 -m pytest -q -rs -s -p no:cacheprovider --durations=3 tests/test_converge.py
 	wait
 	failed=0
 	for name in lint invalid converge; do

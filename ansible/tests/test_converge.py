@@ -12,8 +12,9 @@ the routing helper installed in the target steers in a namespace; the
 sysctl file applies in a namespace; the firewall rules, loaded into
 namespaces, redirect and drop real connections. Last, both targets boot
 with their own systemd (systemd-nspawn) in a three-gateway topology: the
-units start, gwsteer steers, braid-openvpn's full tunnel and Tor mode's link
-come up, and a download through braid-proxy crosses both gateways.
+units start, gwsteer steers, braid-openvpn's full tunnel, its per-gateway
+tunnels (gwsteer's gateways) and Tor mode's link come up, and a download
+through braid-proxy, inside the per-gateway tunnels, crosses both gateways.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ansible_run import REPO, PlaybookResult, chroot_host, run_playbook, write_inventory
 from booted import BootedSystem, booted_system
+from braid_openvpn.config import DEFAULT_INNER_ADDRESS
 from braid_testbed.netns import Namespace, stop_process
 from braid_testbed.topology import interface_counters
 from braid_testbed.wait import wait_for
@@ -53,14 +56,18 @@ PROXY_ADDRESS = "198.51.100.7"
 TOR_KEY = "5eed" * 16
 TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 TOR_LINE = f"braid {PROXY_ADDRESS}:4433 {TOR_FPR} key={TOR_KEY}"
-# The full tunnel only: braid's roles refuse per-gateway tunnels, which
-# gwsteer (a userspace path manager) would leave unused.
-OPENVPN = {
+# Both modes. The per-gateway tunnels become gwsteer's gateways (the roles
+# set path_manager "gwsteer"), and braid-proxy's client reaches the server at
+# the proxy's inner address (braid-openvpn's default) through them.
+OPENVPN: dict[str, Any] = {
     "client_name": "box1",
     "gateways": {"dsl": {"source": "10.1.1.2", "wan": "10.1.1.0/24"},
                  "lte": {"source": "10.1.2.2", "wan": "10.1.2.0/24"}},
+    "per_gateway": {"tunnels": [{"gateway": "dsl", "subnet": "10.200.1.0/30", "port": 1195},
+                                {"gateway": "lte", "subnet": "10.200.2.0/30", "port": 1196}]},
     "full_tunnel": {"subnet": "10.201.0.0/30", "port": 1194, "lan": ["10.50.0.0/24"], "nat_out": "eth0"},
 }
+TUNNEL_SOURCES = {"10.200.1.2", "10.200.2.2"}
 
 
 @dataclass
@@ -133,7 +140,12 @@ def test_gateways_conf_passes_gwsteer_check_in_the_target(converged: Converged) 
     assert checked["settings"]["probe_target"] == PROXY_ADDRESS
     assert [(g["id"], g["source"], g["hops"], g["backup"]) for g in checked["gateways"]] == [
         ("dsl", "10.1.1.2", ["10.1.1.1"], False), ("lte", "10.1.2.2", ["10.1.2.1"], False),
-        ("sat", "10.1.3.2", ["10.1.3.1"], True)]
+        ("sat", "10.1.3.2", ["10.1.3.1"], True),
+        ("dsl-tun", "10.200.1.2", ["10.200.1.1"], False), ("lte-tun", "10.200.2.2", ["10.200.2.1"], False)]
+    # braid-openvpn's tunnels reach only the inner address, routed by their hooks.
+    inner = f"{DEFAULT_INNER_ADDRESS}/32"
+    assert [(g["peers"], g["route"]) for g in checked["gateways"]] == \
+        [([], "gwsteer")] * 3 + [([inner], "external")] * 2
     proxy_side = json.loads(in_root(converged.proxy, "/usr/local/bin/gwsteer-check", "--json",
                                     "/etc/braid/gateways.conf").stdout)
     assert proxy_side["settings"]["role"] == "proxy" and proxy_side["gateways"] == []
@@ -141,12 +153,15 @@ def test_gateways_conf_passes_gwsteer_check_in_the_target(converged: Converged) 
 
 def test_proxy_configs(converged: Converged) -> None:
     client = json.loads((converged.client / "etc/braid/client.json").read_text())
-    assert client["server"] == f"{PROXY_ADDRESS}:7443"
+    # Through braid-openvpn's per-gateway tunnels: the proxy's inner address
+    # (the role's default is braid-openvpn's), the kernel's route picking the
+    # first subflow's tunnel.
+    assert client["server"] == f"{DEFAULT_INNER_ADDRESS}:7443"
+    assert client["gateway_status_file"] == ""
     assert client["client_id"] == "box1"
     assert client["key_file"] == "/etc/braid/client.keys"
     # A LAN is redirected, so the transparent listener is not loopback-only.
     assert client["transparent_listen"] == "0.0.0.0:1081"
-    assert client["gateway_status_file"] == "/run/braid/gateways.json"
     # box1 runs hywf: spares for a page's parallel connections.
     assert client["preconnect"] == 16
     server = json.loads((converged.proxy / "etc/braid/server.json").read_text())
@@ -350,7 +365,8 @@ def test_openvpn_settings_pki_and_keys(converged: Converged) -> None:
     client, proxy = converged.client, converged.proxy
     settings = json.loads((client / "etc/braid/openvpn.json").read_text())
     assert settings == json.loads((proxy / "etc/braid/openvpn.json").read_text())
-    assert settings == {"proxy_address": PROXY_ADDRESS, **OPENVPN}
+    per_gateway = {**OPENVPN["per_gateway"], "path_manager": "gwsteer"}  # the roles run gwsteer
+    assert settings == {"proxy_address": PROXY_ADDRESS, **OPENVPN, "per_gateway": per_gateway}
     pki = "etc/braid/openvpn/pki"
     files = ["ca.crt", "issued/box1.crt", "private/box1.key", "tls-crypt.key"]
     for name in files:
@@ -375,12 +391,12 @@ def test_openvpn_check_and_rendered_configs_parse_in_the_target(converged: Conve
     checked = in_root(root, "braid-openvpn", "check", "--config", "/etc/braid/openvpn.json", "--role", side,
                       check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "would start full" in checked.stdout
+    assert "would start gw-dsl, gw-lte, full" in checked.stdout
     rendered = in_root(root, "braid-openvpn", "render", "--config", "/etc/braid/openvpn.json", "--role", side,
                        check=False)
     assert rendered.returncode == 0, rendered.stdout + rendered.stderr
     confs = sorted((root / "run/braid/openvpn").glob("*.conf"))
-    assert [c.name for c in confs] == ["full.conf"]
+    assert [c.name for c in confs] == ["full.conf", "gw-dsl.conf", "gw-lte.conf"]
     # openvpn has no check-only mode: --test-crypto makes it parse the whole
     # file and stop at its first run-time need (a static key, which TLS mode
     # does not use). A bad option stops it earlier, naming the option.
@@ -400,7 +416,7 @@ def test_proxy_firewall_opens_the_transports(converged: Converged) -> None:
     """The rendered proxy rules name the Tor bridge's port and the full tunnel's port and LAN."""
     rules = (converged.proxy / "etc/braid/firewall.nft").read_text()
     assert "tcp dport { 7443, 4433, 1194 } accept" in rules, rules
-    assert "udp dport" not in rules, rules
+    assert "udp dport { 1195, 1196 } accept" in rules, rules
     assert "ip saddr { 10.8.0.0/24, 10.50.0.0/24, 10.201.0.0/30 }" in rules, rules
 
 
@@ -471,8 +487,9 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
         converged: Converged, tmp_path: Path) -> None:
     """Both converged systems booted with their own systemd (systemd-nspawn) in a three-gateway
     topology: the units start as on a user's box, gwsteer brings dsl and lte up (sat, with no
-    way to the proxy, stays down), the full tunnel and Tor mode's link come up, and a download
-    through braid-proxy's SOCKS port crosses both gateways."""
+    way to the proxy, stays down), the full tunnel, the per-gateway tunnels (as gwsteer's
+    gateways dsl-tun and lte-tun) and Tor mode's link come up, and a download through
+    braid-proxy's SOCKS port, inside the per-gateway tunnels, crosses both gateways."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "blob").write_bytes(os.urandom(BOOTED_TRANSFER))
@@ -501,7 +518,8 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                 assert system.failed_units() == [], name
                 assert topo[name].run(["sysctl", "-n", "net.mptcp.pm_type"]).stdout.strip() == "1", name
             _wait_for("gwsteer: dsl and lte up, sat down",
-                      lambda: _gateways(box) == {"dsl": True, "lte": True, "sat": False},
+                      lambda: {k: v for k, v in _gateways(box).items() if k in ("dsl", "lte", "sat")}
+                      == {"dsl": True, "lte": True, "sat": False},
                       lambda: box.journal("mptcp.service"))
             # braid-openvpn under its unit: both ends bring the full tunnel
             # up, it carries packets, and gwsteer gives its MPTCP connection
@@ -516,6 +534,16 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             _wait_for("the full tunnel's subflows leave through dsl and lte",
                       lambda: _subflow_sources(topo["box"], 1194) == {"10.1.1.2", "10.1.2.2"},
                       lambda: topo["box"].run(["ss", "-tn"]).stdout)
+            # The per-gateway tunnels: up at both ends, and gwsteer's probes
+            # through each find its gateway up.
+            _wait_for("box: both per-gateway tunnels up",
+                      partial(_journal_has, box, "braid-openvpn@client.service",
+                              ["tunnel gw-dsl up", "tunnel gw-lte up"]),
+                      partial(box.journal, "braid-openvpn@client.service"))
+            _wait_for("gwsteer: dsl-tun and lte-tun up",
+                      lambda: {k: v for k, v in _gateways(box).items() if k.endswith("-tun")}
+                      == {"dsl-tun": True, "lte-tun": True},
+                      lambda: box.run("cat", "/run/braid/gateways.json").stdout + box.journal("mptcp.service"))
             # Tor mode under its units: the client's tor reaches the bridge's
             # tor through braid-pt and braid's relay. The inventory's
             # fingerprint is made up, so tor stops at the identity check,
@@ -541,7 +569,13 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             assert got.returncode == 0 and got.stdout == str(BOOTED_TRANSFER), \
                 (got.stdout, got.stderr, box.journal("braid-proxy-client.service"),
                  relay.journal("braid-proxy-server.service"))
-            print(f"booted pair: bytes received per gateway (dsl, lte) = {received}")
+            # braid-proxy's connections (the download's and the spares) run
+            # inside the per-gateway tunnels: gwsteer gave each a subflow
+            # through both, and none leaves on a WAN directly.
+            relay_subflows = _subflow_sources(topo["box"], 7443)
+            print(f"booted pair: bytes received per gateway (dsl, lte) = {received}; "
+                  f"braid-proxy's subflow sources {sorted(relay_subflows)}")
+            assert relay_subflows == TUNNEL_SOURCES, relay_subflows
             # Each gateway carries a real share: one 40 Mbit/s path saturates.
             assert min(received) > BOOTED_TRANSFER // 6, received
         stop_process(web)

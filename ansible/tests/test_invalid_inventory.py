@@ -84,10 +84,11 @@ CASES += [
       "braid_openvpn_settings": {**OPENVPN, "per_gateway": {"tunnels": [{**TUNNELS["tunnels"][0],
                                                                          "gateway": "gw9"}]}}},
      "braid_openvpn_settings: per_gateway.tunnels[0].gateway: unknown gateway 'gw9'"),
-    # Valid for braid-openvpn, but gwsteer would leave the tunnels unused.
-    ("openvpn-per-gateway-under-gwsteer", "client",
-     {"braid_openvpn_enabled": True, "braid_openvpn_settings": {**OPENVPN, "per_gateway": TUNNELS}},
-     "braid_openvpn_settings.per_gateway: braid's client box runs gwsteer"),
+    # Valid for braid-openvpn, but gwsteer would ignore kernel endpoints.
+    ("openvpn-kernel-endpoints-under-gwsteer", "client",
+     {"braid_openvpn_enabled": True,
+      "braid_openvpn_settings": {**OPENVPN, "per_gateway": {**TUNNELS, "path_manager": "kernel"}}},
+     "braid_openvpn_settings.per_gateway.path_manager: braid's client box runs gwsteer"),
     ("openvpn-subnet-overlaps-wan", "proxy",
      {"braid_openvpn_enabled": True,
       "braid_openvpn_settings": {**OPENVPN, "full_tunnel": {"subnet": "10.1.1.0/30", "lan": ["10.50.0.0/24"]}}},

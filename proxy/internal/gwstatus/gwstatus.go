@@ -141,6 +141,10 @@ func (w *Watcher) Best(n int) []Gateway {
 }
 
 func (w *Watcher) refresh() {
+	if w.Path == "" { // off: the kernel chooses, nothing to report
+		w.ranked = nil
+		return
+	}
 	st, err := os.Stat(w.Path)
 	if err != nil {
 		w.ranked = nil

@@ -1,6 +1,8 @@
 package gwstatus
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,6 +61,18 @@ func TestWatcher(t *testing.T) {
 	os.Chtimes(p, time.Now().Add(time.Second), time.Now().Add(time.Second))
 	if b := w.Best(2); len(b) != 0 {
 		t.Fatalf("garbage gave %v", b)
+	}
+}
+
+func TestWatcherOff(t *testing.T) {
+	var logged bytes.Buffer
+	w := NewWatcher("", slog.New(slog.NewTextHandler(&logged, nil)))
+	w.MinInterval = 0
+	if b := w.Best(2); len(b) != 0 {
+		t.Fatalf("no file gave %v", b)
+	}
+	if logged.Len() != 0 {
+		t.Fatalf("an unset status file is not a fault, but it logged: %s", logged.String())
 	}
 }
 
