@@ -20,7 +20,10 @@ netem needs braid's kernel (the host's has none), so this runs in the VM::
     kernel/vm run --timeout 1200 -- python3 proxy/openvpn/bench_goodput.py
 
 ``--no-shaping`` runs on raw veth (the host kernel): CPU-bound figures,
-useful only as a check that everything runs. Every round starts the
+useful only as a check that everything runs. ``--host-tbf`` shapes each
+WAN on the host kernel with tbf at ``--wan-rate-mbit`` both ways (no delay:
+the host has no netem), which separates the tunnels' cost at the standard
+rate on a real CPU from what TCG adds in the VM. Every round starts the
 tunnels afresh and stops them after (``braid-openvpn run`` / SIGTERM).
 "openvpn cores" is the busiest openvpn process's CPU use during the
 transfer (near 1.0: that single-threaded process is the bottleneck),
@@ -144,6 +147,15 @@ def run_variant(tb: OvpnTestbed, tmp: Path, pki: Path, variant: str, nbytes: int
     }
 
 
+def shape_with_tbf(tb: OvpnTestbed, rate_mbit: float, queue_pkts: int) -> None:
+    """tbf at ``rate_mbit`` on both ends of each WAN, a queue of
+    ``queue_pkts`` full frames (tbf: the host kernel has no netem)."""
+    for i in (1, 2):
+        for node, dev in (("client", f"wan{i}"), (f"gw{i}", "lan")):
+            tb[node].run(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{rate_mbit:g}mbit",
+                          "burst", "32kb", "limit", str(queue_pkts * 1514)])
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default %(default)s)")
@@ -154,6 +166,8 @@ def main() -> int:
     p.add_argument("--wan-queue-pkts", type=int, default=100)
     p.add_argument("--tun-mtu", type=int, default=DEFAULT_TUN_MTU, help="tunnels' inner MTU (default %(default)s)")
     p.add_argument("--no-shaping", action="store_true", help="raw veth (host kernel; CPU-bound figures)")
+    p.add_argument("--host-tbf", action="store_true",
+                   help="host kernel: tbf at --wan-rate-mbit on each WAN, both ways, no delay (no netem there)")
     p.add_argument("--json", type=Path, help="also write the results here")
     a = p.parse_args()
     if not 1 <= a.rounds <= 20 or not 1 <= a.mib <= 4096:
@@ -161,7 +175,7 @@ def main() -> int:
     if os.geteuid() != 0:
         p.error("needs root (network namespaces)")
     wan = None
-    if not a.no_shaping:
+    if not a.no_shaping and not a.host_tbf:
         if not kernel_has_netem():
             p.error("this kernel has no netem: run in braid's VM (kernel/vm run -- ...) or pass --no-shaping")
         wan = LinkSpec(rate_mbit=a.wan_rate_mbit, delay_ms=a.wan_delay_ms, queue_pkts=a.wan_queue_pkts)
@@ -174,6 +188,8 @@ def main() -> int:
         with OvpnTestbed(f"ovb{os.getpid() % 10000}", wan=wan) as tb:
             for ns in (tb.client, tb.proxy):
                 ns.run(["ip", "mptcp", "limits", "set", "subflow", "2", "add_addr_accepted", "2"])
+            if a.host_tbf:
+                shape_with_tbf(tb, a.wan_rate_mbit, a.wan_queue_pkts)
             tb.proxy.popen(["python3", str(BULK), "serve", "--port", str(PORT)], stdout=subprocess.DEVNULL)
             tb.server.popen(["python3", str(BULK), "--tcp", "serve", "--port", str(PORT)], stdout=subprocess.DEVNULL)
             tb.proxy.wait_listening(PORT, timeout=60)
@@ -188,7 +204,8 @@ def main() -> int:
                           f"{res['wan2_share']:.2f}  busiest openvpn {res['busiest_openvpn_cores']:.2f} cores  "
                           f"machine CPU {res['machine_cpu_busy']:.2f}  TCP retrans {res['tcp_retrans']}  "
                           f"UDP buffer drops {res['udp_buffer_drops']}", flush=True)
-    shaping = "raw veth (no netem)" if wan is None else \
+    shaping = f"2 x {a.wan_rate_mbit:g} Mbit/s tbf, no delay, {a.wan_queue_pkts} pkts" if a.host_tbf else \
+        "raw veth (no netem)" if wan is None else \
         f"2 x {a.wan_rate_mbit:g} Mbit/s, {a.wan_delay_ms:g} ms each way, {a.wan_queue_pkts} pkts"
     print(f"\n{a.mode}, {a.mib} MiB per transfer, {a.rounds} rounds, WANs: {shaping}, tun_mtu {a.tun_mtu}, "
           f"LAN host {LAN_HOST} (medians)")
