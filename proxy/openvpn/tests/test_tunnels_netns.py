@@ -320,8 +320,17 @@ def test_gwsteer_steers_the_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path,
     print(f"gwsteer, per-gateway tunnels: bytes sent per WAN for {nbytes} bytes of payload: {sent}")
     assert sent[0] > nbytes * 0.1 and sent[1] > nbytes * 0.1, sent
 
-    # A connection to the proxy's public address: the WAN gateways' business.
-    upload(tb, PROXY, MIB, "--source", "10.2.0.2")
+    # A connection to the proxy's public address: the WAN gateways'
+    # business. Paced for 2 s, so that it is still open when gwsteer acts on
+    # its establishment (an unpaced megabyte was over before, once in four).
+    one_second = int(PACE_MBIT * 1e6 / 8)
+    public = tb.client.popen(["python3", str(BULK), "send", "--host", PROXY, "--port", "5201", "--source",
+                              "10.2.0.2", "--mode", "paced", "--rates", f"{PACE_MBIT:g}",
+                              "--bytes", str(2 * one_second)], stdout=subprocess.PIPE)
+    wait_for("gwsteer asks for a subflow via gw1 to the public address",
+             lambda: ("gw1", PROXY) in subflows_opened(log) or public.poll() is not None, 10)
+    out, _ = public.communicate(timeout=60)
+    assert public.returncode == 0 and json.loads(out.decode().splitlines()[-1])["digest_ok"]
     opened = subflows_opened(log)
     print(f"gwsteer's subflow requests (gateway, peer): {sorted(set(opened))}")
     assert ("gw2-tun", INNER) in opened and ("gw1", PROXY) in opened, opened
@@ -332,7 +341,6 @@ def test_gwsteer_steers_the_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path,
     # 100 ms probes, 300 ms timeout), not OpenVPN's 4 s keepalive: half the
     # kernel-endpoint test's paced phase is enough.
     chunk = int(PACE_MBIT * 1e6 / 8 * PACED_S / 2)
-    one_second = int(PACE_MBIT * 1e6 / 8)
     sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201", "--mode", "paced",
                               "--rates", f"{PACE_MBIT:g},0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
     wait_for("both subflows", lambda: len(mptcp_subflow_sources(tb.client, 5201)) == 2, 15)
