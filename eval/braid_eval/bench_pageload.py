@@ -1,55 +1,109 @@
 """Benchmark: page-load time through braid-proxy, hywf (one split per page
-load) against the kernel's ``default``, side by side on the same page set.
+load) against the kernel's ``default``, interleaved on the same pages.
 
-On the standard topology, both ends running the scheduler under test, it
-loads the same seeded pages (objects fetched over parallel connections
-through the braid-proxy SOCKS client, a pause between pages so that each is
-a new hywf epoch) and prints median and mean page-load time per scheduler
-and their ratio to the first one; with hywf, also the per-page wan1 share
-spread and the proxy's join-wait counters (the price of holding a first
-flight for the connection's second subflow). Nothing here asserts a target.
+On the standard topology, one testbed for the whole run: in each round every
+scheduler, in turn (the order alternates from round to round), runs on both
+ends with a fresh braid-proxy pair (its spares made under that scheduler) and
+loads the round's pages. So each scheduler loads the same pages, and a
+change in the machine's load during the run (TCG shares the host) falls on
+every scheduler alike; the sequential runs this replaced put one
+scheduler's pages in one stretch of time and the other's in another.
+
+Pages: ``pages.py``'s seeded pages (8 objects of 2-150 KB over parallel
+connections, a pause between pages so that each is a new hywf epoch; with
+captures, for the per-page wan1 share), or with ``--corpus`` loads of the
+website-fingerprinting corpus (``websites.py``: an HTML document, then 1-3
+waves of objects over up to 6 connections), as ``wf collect`` loads them.
+Prints median, mean and p90 page-load time per scheduler and the ratio to
+the first one; with pages, also the per-page wan1 share spread and the
+proxy's join-wait counters. Nothing here asserts a target.
 
 Run inside braid's kernel::
 
     kernel/vm run --timeout 2400 -- python3 -m braid_eval.bench_pageload
+    kernel/vm run --timeout 2400 -- python3 -m braid_eval.bench_pageload --corpus --pages 100
     kernel/vm run -- python3 -m braid_eval.bench_pageload --quick
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
+from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
+from braid_testbed.netns import stop_process
 
 from .page_split import PageServer, traced_pages
 from .proxy_pair import BraidProxyPair
 from .transfer import read_mib
 
 WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
+WEBSITES = Path(__file__).resolve().parent.parent / "braid_testbed" / "websites.py"
+CORPUS_PORT = 8080
+CORPUS_GAP_MS = 1500  # as wf collect
 
 
-def bench_scheduler(name: str, pages: int, workdir: Path) -> dict[str, float]:
-    with StandardTestbed(f"bpl-{name}"[:20], wan1=WAN, wan2=WAN) as tb:
-        tb.enable_kernel_pm()
-        tb.set_scheduler(name)
-        with PageServer(tb), BraidProxyPair(tb, workdir / name) as pair:
-            traces = traced_pages(tb, pair.socks, pages)
-        nstat = tb.proxy.run(["nstat", "-az"])
-        held = read_mib(nstat, "MPTcpExtSchedJoinWait")
-        gave_up = read_mib(nstat, "MPTcpExtSchedJoinWaitTimeout")
-    if not all(t.result["ok"] for t in traces):
-        raise RuntimeError(f"{name}: a page failed its checksum")
-    times = [t.seconds for t in traces]
-    down = [t.share(1, "down") for t in traces]
-    return {"pages": len(times), "median_s": statistics.median(times),
-            "mean_s": statistics.fmean(times), "p90_s": sorted(times)[int(0.9 * (len(times) - 1))],
-            "wan1_down_share_sd": statistics.pstdev(down),
+def corpus_block(tb: StandardTestbed, socks: str, loads: list[tuple[int, int]]) -> list[float]:
+    """Load times (s) of corpus ``loads`` (site, instance) through ``socks``."""
+    cmd = ["python3", str(WEBSITES), "load", "--server", f"{ip('server', 'inet')}:{CORPUS_PORT}",
+           "--socks", socks, "--gap-ms", str(CORPUS_GAP_MS), "--loads", *[f"{s}-{i}" for s, i in loads]]
+    proc = tb.client.run(cmd, check=False, timeout=120 + 30 * len(loads))
+    results = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    if proc.returncode != 0 or len(results) != len(loads) or not all(r["ok"] for r in results):
+        raise RuntimeError(f"corpus loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
+    return [float(r["seconds"]) for r in results]
+
+
+def summary(times: list[float], shares: list[float], held: int, gave_up: int) -> dict[str, float]:
+    ordered = sorted(times)
+    return {"pages": len(times), "median_s": statistics.median(times), "mean_s": statistics.fmean(times),
+            "p90_s": ordered[int(0.9 * (len(ordered) - 1))],
+            "wan1_down_share_sd": statistics.pstdev(shares) if shares else float("nan"),
             "join_waits": held, "join_wait_timeouts": gave_up}
+
+
+def run(schedulers: list[str], pages: int, rounds: int, corpus: bool, workdir: Path) -> dict[str, dict[str, float]]:
+    """Every scheduler loads ``pages`` pages, ``pages // rounds`` per round."""
+    per_round = max(1, pages // rounds)
+    times: dict[str, list[float]] = {n: [] for n in schedulers}
+    shares: dict[str, list[float]] = {n: [] for n in schedulers}
+    counters = {n: [0, 0] for n in schedulers}
+    with StandardTestbed("bpl", wan1=WAN, wan2=WAN) as tb, contextlib.ExitStack() as servers:
+        tb.enable_kernel_pm()
+        if corpus:
+            srv = tb.server.popen(["python3", str(WEBSITES), "serve", "--listen",
+                                   f"{ip('server', 'inet')}:{CORPUS_PORT}"], stdout=subprocess.DEVNULL)
+            servers.callback(stop_process, srv)
+            tb.server.wait_listening(CORPUS_PORT, ip("server", "inet"), timeout=60, proc=srv)
+        else:
+            servers.enter_context(PageServer(tb))
+        for r in range(rounds):
+            order = schedulers if r % 2 == 0 else schedulers[::-1]
+            # corpus: sites 0.. at instance r; pages: the round's seed
+            loads = [(k, r) for k in range(per_round)]
+            for name in order:
+                print(f"bench: round {r + 1}/{rounds}, scheduler {name}, {per_round} pages", flush=True)
+                tb.set_scheduler(name)
+                before = tb.proxy.run(["nstat", "-az"])
+                with BraidProxyPair(tb, workdir / f"{name}-{r}") as pair:
+                    if corpus:
+                        times[name] += corpus_block(tb, pair.socks, loads)
+                    else:
+                        traces = traced_pages(tb, pair.socks, per_round, ["--seed", str(r + 1)])
+                        if not all(t.result["ok"] for t in traces):
+                            raise RuntimeError(f"{name}: a page failed its checksum")
+                        times[name] += [t.seconds for t in traces]
+                        shares[name] += [t.share(1, "down") for t in traces]
+                after = tb.proxy.run(["nstat", "-az"])
+                for i, mib in enumerate(("MPTcpExtSchedJoinWait", "MPTcpExtSchedJoinWaitTimeout")):
+                    counters[name][i] += read_mib(after, mib) - read_mib(before, mib)
+    return {n: summary(times[n], shares[n], *counters[n]) for n in schedulers}
 
 
 def main() -> int:
@@ -57,21 +111,26 @@ def main() -> int:
     p.add_argument("--schedulers", nargs="+", default=["default", "hywf"],
                    help="first one is the baseline (default: default hywf)")
     p.add_argument("--pages", type=int, default=60, help="page loads per scheduler (default 60)")
-    p.add_argument("--quick", action="store_true", help="12 pages per scheduler, for a smoke run")
+    p.add_argument("--rounds", type=int, default=5, help="rounds the pages are interleaved in (default 5)")
+    p.add_argument("--corpus", action="store_true",
+                   help="the website-fingerprinting corpus's loads instead of pages.py's pages")
+    p.add_argument("--quick", action="store_true", help="12 pages per scheduler in 2 rounds, for a smoke run")
     p.add_argument("--out", type=Path, default=Path("out/bench-pageload.json"))
     args = p.parse_args()
     if not kernel_has_netem():
         print("bench: needs braid's kernel (run through kernel/vm)", file=sys.stderr)
         return 2
-    pages = 12 if args.quick else args.pages
-    results = {}
+    pages, rounds = (12, 2) if args.quick else (args.pages, args.rounds)
+    if not 1 <= rounds <= pages:
+        p.error("--rounds must be between 1 and --pages")
     with tempfile.TemporaryDirectory(prefix="braid-bench-pl-") as tmp:
-        for name in args.schedulers:
-            print(f"bench: scheduler {name}, {pages} pages", flush=True)
-            results[name] = bench_scheduler(name, pages, Path(tmp))
+        results = run(args.schedulers, pages, rounds, args.corpus, Path(tmp))
     base = args.schedulers[0]
-    print(f"\npage-load benchmark: 2 x {WAN.rate_mbit:g} Mbit/s, {WAN.delay_ms:g} ms WANs, "
-          "8 objects per page through braid-proxy; both ends run the scheduler")
+    what = "corpus loads (HTML, then 1-3 waves over up to 6 connections)" if args.corpus \
+        else "8 objects per page"
+    print(f"\npage-load benchmark: 2 x {WAN.rate_mbit:g} Mbit/s, {WAN.delay_ms:g} ms WANs, {what} through "
+          f"braid-proxy, {results[base]['pages']} pages per scheduler interleaved in {rounds} rounds; "
+          "both ends run the scheduler")
     print(f"{'metric':30}" + "".join(f"{n:>10}" for n in args.schedulers)
           + "".join(f"{n + '/' + base:>16}" for n in args.schedulers[1:]))
     for label, key in (("page-load time median (s)", "median_s"), ("page-load time mean (s)", "mean_s"),
@@ -83,7 +142,7 @@ def main() -> int:
                        ("  of which no join in time", "join_wait_timeouts")):
         print(f"{label:30}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    args.out.write_text(json.dumps({"corpus": args.corpus, "rounds": rounds, "results": results}, indent=2) + "\n")
     return 0
 
 

@@ -159,7 +159,9 @@ def shape_with_tbf(tb: OvpnTestbed, rate_mbit: float, queue_pkts: int) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default %(default)s)")
-    p.add_argument("--mib", type=int, default=24, help="MiB per transfer (default %(default)s)")
+    p.add_argument("--mib", type=int, default=48,
+                   help="MiB per transfer (default %(default)s: long enough that slow start, longer "
+                   "through a tunnel, weighs little)")
     p.add_argument("--mode", choices=["upload", "download"], default="upload")
     p.add_argument("--wan-rate-mbit", type=float, default=20.0)
     p.add_argument("--wan-delay-ms", type=float, default=10.0, help="each way")
