@@ -50,7 +50,9 @@ MIB = 1 << 20
 # by emulated instructions (openvpn relays a few Mbit/s there).
 BULK_MIB = int(os.environ.get("BRAID_OVPN_BULK_MIB", "128"))
 PACE_MBIT = float(os.environ.get("BRAID_OVPN_PACE_MBIT", "40"))
-PACED_S = 16  # the paced phase of the down/up test: an outage and a return took 10 s (2026-11-26)
+# The paced phase of the down/up test: an outage and a return took 10 s on
+# the host (2026-11-26); braid's VM (vm-test.sh) gives it longer.
+PACED_S = int(os.environ.get("BRAID_OVPN_PACED_S", "16"))
 
 
 def _missing() -> str | None:
