@@ -515,7 +515,8 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                 for unit in BOOTED_UNITS[name]:
                     assert system.is_active(unit), f"{name}: {unit}\n{system.journal(unit)}"
             for name, system in systems.items():
-                assert system.failed_units() == [], name
+                failed = system.failed_units()
+                assert failed == [], (name, {unit: system.journal(unit) for unit in failed})
                 assert topo[name].run(["sysctl", "-n", "net.mptcp.pm_type"]).stdout.strip() == "1", name
             _wait_for("gwsteer: dsl and lte up, sat down",
                       lambda: {k: v for k, v in _gateways(box).items() if k in ("dsl", "lte", "sat")}
