@@ -1,5 +1,5 @@
 """E1b's quick mode (exp_timevarying.py) in braid's kernel: gw1's path steps
-through Binder's Table 2 three times faster, then dies silently for 8 s.
+through Binder's Table 2 three times faster, then dies silently for 3 s.
 Its invariants: single-gateway TCP stops when gw1 dies; MPTCP with
 `default` goes on over gw2 and carries more than TCP over the whole run."""
 
@@ -10,7 +10,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from braid_eval.exp_timevarying import LAST_STEP_S, QUICK_CONFIGS, sweep
+from braid_eval.exp_timevarying import QUICK_CONFIGS, sweep
 
 
 def test_quick_time_varying_run_survives_gw1s_death() -> None:
@@ -21,7 +21,5 @@ def test_quick_time_varying_run_survives_gw1s_death() -> None:
     print(f"\nper step, TCP: {[round(x, 1) for x in tcp.per_step]}"
           f"\nper step, default: {[round(x, 1) for x in mptcp.per_step]}")
     assert tcp.per_step[-1] < 0.5, "TCP through a dead gw1 still delivered"
-    # At least a second of gw2's 10 Mbit/s in order during the 8 s after
-    # gw1's death, the kernel's failover stall included.
-    assert mptcp.per_step[-1] * LAST_STEP_S > 10.0, "MPTCP did not go on over gw2 when gw1 died"
+    assert mptcp.per_step[-1] > 3.0, "MPTCP did not go on over gw2 when gw1 died"
     assert statistics.mean(mptcp.per_second) > 1.3 * statistics.mean(tcp.per_second)
