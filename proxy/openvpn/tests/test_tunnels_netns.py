@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -136,6 +136,69 @@ def delta(after: tuple[int, int], before: tuple[int, int]) -> tuple[int, int]:
     return after[0] - before[0], after[1] - before[1]
 
 
+TUNNEL_SOURCES = {"10.200.1.2", "10.200.2.2"}
+
+
+def upload_through_both_tunnels(tb: OvpnTestbed, nbytes: int) -> tuple[int, int]:
+    """A byte-checked upload of ``nbytes`` to the proxy's inner address that
+    gets a subflow through each tunnel while it runs; returns the bytes the
+    client sent on each WAN meanwhile."""
+    before = tb.wan_tx()
+    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201",
+                              "--bytes", str(nbytes)], stdout=subprocess.PIPE)
+    seen: set[str] = set()
+
+    def both_subflows() -> bool:
+        seen.update(mptcp_subflow_sources(tb.client, 5201))
+        return seen == TUNNEL_SOURCES or sender.poll() is not None
+
+    wait_for("a subflow through each tunnel", both_subflows, 15)
+    out, _ = sender.communicate(timeout=120)
+    assert seen == TUNNEL_SOURCES, f"subflows seen during the transfer: {seen}"
+    assert sender.returncode == 0 and json.loads(out.decode().splitlines()[-1])["digest_ok"]
+    return delta(tb.wan_tx(), before)
+
+
+Wait = tuple[str, Callable[[], bool], float]  # what, condition, seconds
+
+
+def cut_gw1_during_a_paced_upload(tb: OvpnTestbed, label: str, paced_s: float, noticed: Wait, back: Wait) -> None:
+    """gw1 drops the tunnel's UDP during a paced upload to the inner address
+    until ``noticed`` holds and gw1's subflow is gone, plus 1 s; then it
+    forwards again until ``back`` holds and a subflow through gw1's tunnel
+    has returned. The upload goes on over gw2 meanwhile, gw1 carries next to
+    nothing, and the returned subflow carries data."""
+    chunk = int(PACE_MBIT * 1e6 / 8 * paced_s)  # first paced (the outage happens here), then unpaced
+    one_second = int(PACE_MBIT * 1e6 / 8)
+    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201", "--mode", "paced",
+                              "--rates", f"{PACE_MBIT:g},0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
+    wait_for("both subflows", lambda: len(mptcp_subflow_sources(tb.client, 5201)) == 2, 15)
+    drop = ["FORWARD", "-p", "udp", "-j", "DROP"]
+    tb["gw1"].run(["iptables", "-I", *drop])
+    t_cut, at_cut = time.monotonic(), tb.wan_tx()
+    wait_for(*noticed)
+    wait_for("gw1's subflow gone", lambda: "10.200.1.2" not in mptcp_subflow_sources(tb.client, 5201), 10)
+    time.sleep(1.0)
+    at_restore = tb.wan_tx()
+    tb["gw1"].run(["iptables", "-D", *drop])
+    t_restore = time.monotonic()
+    wait_for(*back)
+    wait_for("a subflow through gw1's tunnel again",
+             lambda: "10.200.1.2" in mptcp_subflow_sources(tb.client, 5201), 10)
+    t_back, at_back = time.monotonic(), tb.wan_tx()
+    assert sender.poll() is None, "transfer ended before gw1 came back: make the paced chunk longer"
+    out, _ = sender.communicate(timeout=120)
+    result = json.loads(out.decode().splitlines()[-1])
+    outage, after = delta(at_restore, at_cut), delta(tb.wan_tx(), at_back)
+    print(f"{label}: noticed+held {t_restore - t_cut:.1f} s, back after {t_back - t_restore:.1f} s; "
+          f"bytes sent per WAN during the outage {outage}, after the return {after}; {result}")
+    assert sender.returncode == 0 and result["digest_ok"], result
+    # The outage lasts until noticed plus a 1 s hold: over a second of pacing on gw2.
+    assert outage[1] > one_second, f"the transfer did not continue over gw2: {outage}"
+    assert outage[0] < 1 * MIB, f"wan1 carried data while gw1 dropped it: {outage}"
+    assert after[0] > one_second, f"gw1's returned subflow carried no data: {after}"
+
+
 # ---- per-gateway tunnel mode -------------------------------------------------
 
 def test_plain_mptcp_loses_the_stripped_wan(tb: OvpnTestbed) -> None:
@@ -172,20 +235,7 @@ def test_per_gateway_tunnels_use_both_wans_through_the_stripping_middlebox(
     procs = start_both(tb, tmp_path, pki, "per-gateway")
     bulk_server(tb)
     nbytes = BULK_MIB * MIB
-    before = tb.wan_tx()
-    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201",
-                              "--bytes", str(nbytes)], stdout=subprocess.PIPE)
-    seen: set[str] = set()
-
-    def both_subflows() -> bool:
-        seen.update(mptcp_subflow_sources(tb.client, 5201))
-        return seen == {"10.200.1.2", "10.200.2.2"} or sender.poll() is not None
-
-    wait_for("a subflow through each tunnel", both_subflows, 15)
-    out, _ = sender.communicate(timeout=120)
-    assert seen == {"10.200.1.2", "10.200.2.2"}, f"subflows seen during the transfer: {seen}"
-    assert sender.returncode == 0 and json.loads(out.decode().splitlines()[-1])["digest_ok"]
-    sent = delta(tb.wan_tx(), before)
+    sent = upload_through_both_tunnels(tb, nbytes)
     print(f"per-gateway tunnels, bytes sent per WAN for {nbytes} bytes of payload: {sent}")
     # Each WAN carries a real share of the connection's data (UDP, encrypted).
     assert sent[0] > nbytes * 0.1 and sent[1] > nbytes * 0.1, sent
@@ -208,36 +258,10 @@ def test_tunnel_down_and_up_on_one_gateway(tb: OvpnTestbed, tmp_path: Path, pki:
     strip_mptcp_on_gw1(tb)
     start_both(tb, tmp_path, pki, "per-gateway")
     bulk_server(tb)
-    chunk = int(PACE_MBIT * 1e6 / 8 * PACED_S)  # first paced (the outage happens here), then unpaced
-    one_second = int(PACE_MBIT * 1e6 / 8)
-    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201", "--mode", "paced",
-                              "--rates", f"{PACE_MBIT:g},0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
-    wait_for("both subflows", lambda: len(mptcp_subflow_sources(tb.client, 5201)) == 2, 15)
-    drop = ["FORWARD", "-p", "udp", "-j", "DROP"]
-    tb["gw1"].run(["iptables", "-I", *drop])
-    t_cut, at_cut = time.monotonic(), tb.wan_tx()
-    wait_for("gw1's tunnel noticed down (endpoint removed)", lambda: 101 not in endpoint_ids(tb.client), 15)
-    wait_for("gw1's subflow gone", lambda: "10.200.1.2" not in mptcp_subflow_sources(tb.client, 5201), 10)
-    time.sleep(1.0)
-    at_restore = tb.wan_tx()
-    tb["gw1"].run(["iptables", "-D", *drop])
-    t_restore = time.monotonic()
-    wait_for("gw1's tunnel back (endpoint re-added)", lambda: 101 in endpoint_ids(tb.client), 30)
-    wait_for("a subflow through gw1's tunnel again",
-             lambda: "10.200.1.2" in mptcp_subflow_sources(tb.client, 5201), 10)
-    t_back, at_back = time.monotonic(), tb.wan_tx()
-    assert sender.poll() is None, "transfer ended before gw1 came back: make the paced chunk longer"
-    out, _ = sender.communicate(timeout=120)
-    result = json.loads(out.decode().splitlines()[-1])
-    end = tb.wan_tx()
-    outage, after = delta(at_restore, at_cut), delta(end, at_back)
-    print(f"down/up: noticed+held {t_restore - t_cut:.1f} s, back after {t_back - t_restore:.1f} s; "
-          f"bytes sent per WAN during the outage {outage}, after the return {after}; {result}")
-    assert sender.returncode == 0 and result["digest_ok"], result
-    # The outage lasts over 4 s (keepalive) plus a 1 s hold: over a second of pacing on gw2.
-    assert outage[1] > one_second, f"the transfer did not continue over gw2: {outage}"
-    assert outage[0] < 1 * MIB, f"wan1 carried data while gw1 dropped it: {outage}"
-    assert after[0] > one_second, f"gw1's returned subflow carried no data: {after}"
+    cut_gw1_during_a_paced_upload(
+        tb, "down/up", PACED_S,
+        ("gw1's tunnel noticed down (endpoint removed)", lambda: 101 not in endpoint_ids(tb.client), 15),
+        ("gw1's tunnel back (endpoint re-added)", lambda: 101 in endpoint_ids(tb.client), 30))
 
 
 # ---- per-gateway tunnels steered by gwsteer ----------------------------------
@@ -305,20 +329,7 @@ def test_gwsteer_steers_the_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path,
              15)
     bulk_server(tb)
     nbytes = BULK_MIB // 2 * MIB
-    before = tb.wan_tx()
-    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201",
-                              "--bytes", str(nbytes)], stdout=subprocess.PIPE)
-    seen: set[str] = set()
-
-    def both_subflows() -> bool:
-        seen.update(mptcp_subflow_sources(tb.client, 5201))
-        return seen == {"10.200.1.2", "10.200.2.2"} or sender.poll() is not None
-
-    wait_for("a subflow through each tunnel", both_subflows, 15)
-    out, _ = sender.communicate(timeout=120)
-    assert seen == {"10.200.1.2", "10.200.2.2"}, f"subflows seen during the transfer: {seen}"
-    assert sender.returncode == 0 and json.loads(out.decode().splitlines()[-1])["digest_ok"]
-    sent = delta(tb.wan_tx(), before)
+    sent = upload_through_both_tunnels(tb, nbytes)
     print(f"gwsteer, per-gateway tunnels: bytes sent per WAN for {nbytes} bytes of payload: {sent}")
     assert sent[0] > nbytes * 0.1 and sent[1] > nbytes * 0.1, sent
 
@@ -338,37 +349,13 @@ def test_gwsteer_steers_the_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path,
     assert ("gw2-tun", INNER) in opened and ("gw1", PROXY) in opened, opened
     assert all(gw.endswith("-tun") == (peer == INNER) for gw, peer in opened), opened
 
-    # gw1 drops the tunnel's UDP during a paced transfer, then forwards
-    # again. gwsteer's probes notice in about a second (fail_after 3 of
-    # 100 ms probes, 300 ms timeout), not OpenVPN's 4 s keepalive: half the
-    # kernel-endpoint test's paced phase is enough.
-    chunk = int(PACE_MBIT * 1e6 / 8 * PACED_S / 2)
-    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201", "--mode", "paced",
-                              "--rates", f"{PACE_MBIT:g},0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
-    wait_for("both subflows", lambda: len(mptcp_subflow_sources(tb.client, 5201)) == 2, 15)
-    drop = ["FORWARD", "-p", "udp", "-j", "DROP"]
-    tb["gw1"].run(["iptables", "-I", *drop])
-    t_cut, at_cut = time.monotonic(), tb.wan_tx()
-    wait_for("gwsteer takes gw1-tun down", lambda: "gw1-tun" not in gateways_up(status), 10)
-    wait_for("gw1's subflow gone", lambda: "10.200.1.2" not in mptcp_subflow_sources(tb.client, 5201), 10)
-    time.sleep(1.0)
-    at_restore = tb.wan_tx()
-    tb["gw1"].run(["iptables", "-D", *drop])
-    t_restore = time.monotonic()
-    wait_for("gw1-tun up again", lambda: "gw1-tun" in gateways_up(status), 30)
-    wait_for("a subflow through gw1's tunnel again",
-             lambda: "10.200.1.2" in mptcp_subflow_sources(tb.client, 5201), 10)
-    t_back, at_back = time.monotonic(), tb.wan_tx()
-    assert sender.poll() is None, "transfer ended before gw1 came back: make the paced chunk longer"
-    out, _ = sender.communicate(timeout=120)
-    result = json.loads(out.decode().splitlines()[-1])
-    outage, after = delta(at_restore, at_cut), delta(tb.wan_tx(), at_back)
-    print(f"gwsteer down/up: noticed+held {t_restore - t_cut:.1f} s, back after {t_back - t_restore:.1f} s; "
-          f"bytes sent per WAN during the outage {outage}, after the return {after}")
-    assert result["digest_ok"], result
-    assert outage[1] > one_second, f"the transfer did not continue over gw2: {outage}"
-    assert outage[0] < 1 * MIB, f"wan1 carried data while gw1 dropped it: {outage}"
-    assert after[0] > one_second, f"gw1's returned subflow carried no data: {after}"
+    # gwsteer's probes notice a dead tunnel in under a second (fail_after 3
+    # of 100 ms probes, 300 ms timeout), not OpenVPN's 4 s keepalive: half
+    # the kernel-endpoint test's paced phase is enough.
+    cut_gw1_during_a_paced_upload(
+        tb, "gwsteer down/up", PACED_S / 2,
+        ("gwsteer takes gw1-tun down", lambda: "gw1-tun" not in gateways_up(status), 10),
+        ("gw1-tun up again", lambda: "gw1-tun" in gateways_up(status), 30))
     stop_both(procs)
 
 
