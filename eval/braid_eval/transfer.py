@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from braid_eval.split_analysis import data_segments, first_sends
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.capture import WanCapture
 from braid_testbed.netns import stop_process
@@ -271,14 +272,42 @@ class SubflowReplaced:
     before: list[int]  # client ports of wan2 subflows with data before the leave
     after: list[int]  # those whose first data came after the endpoint was back
     carried: dict[int, int]  # client port -> data bytes on wan2
-    # of the data on both WANs from the new subflow's first data packet on,
-    # the share it carried (nan without one)
+    # of the data sent after the new subflow's first data in the connection's
+    # data sequence (first transmissions), the share it carried, and those
+    # bytes: what the scheduler placed once the new subflow was usable, apart
+    # from what wan1's send buffer took while wan2 was away (nan, 0 without
+    # one new subflow)
     new_share: float
+    placed_after_join: int
 
     def summary(self) -> str:
         return (f"digest_ok={self.result.digest_ok} wan bytes={self.result.wan_payload} moved={self.moved} "
                 f"wan2 subflows (port: bytes) {self.carried}, before the leave {self.before}, joined after "
-                f"it {self.after}; the new one's share from its first packet on {self.new_share:.2f}")
+                f"it {self.after}; of the {self.placed_after_join} B of data sequence from the new one's "
+                f"first on, it carried {self.new_share:.3f}")
+
+
+def share_from_first_dsn(wan_packets: Mapping[int, list[TcpPacket]], client_port: int,
+                         upload: bool) -> tuple[float, int]:
+    """Of the bulk transfer's data from the subflow ``client_port``'s first
+    data sequence number on (first transmissions only, on every WAN), the
+    share that subflow carried, and the bytes. The scheduler hands out data
+    in sequence order, so this is what it placed once that subflow was
+    usable, whenever the packets left their send buffers."""
+    tagged = []
+    for packets in wan_packets.values():
+        flows: dict[int, list[TcpPacket]] = {}
+        for pkt in packets:
+            flows.setdefault(pkt.sport if upload else pkt.dport, []).append(pkt)
+        for port, pkts in flows.items():
+            tagged += [(seg, port == client_port) for seg in data_segments(pkts, BULK_PORT, upload)]
+    ordered = list(first_sends(sorted(tagged, key=lambda st: (st[0].dsn, st[0].length, st[1]))))
+    start = min((seg.dsn for seg, mine in ordered if mine), default=None)
+    if start is None:
+        return math.nan, 0
+    since = [(seg.length, mine) for seg, mine in ordered if seg.dsn >= start]
+    total = sum(n for n, _ in since)
+    return sum(n for n, mine in since if mine) / total, total
 
 
 def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
@@ -317,8 +346,7 @@ def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
         carried[port] = carried.get(port, 0) + n
     before = [p for p, ts in first.items() if ts < left_at]
     after = [p for p, ts in first.items() if ts > readded[0]]
-    share = math.nan
+    share, placed = math.nan, 0
     if len(after) == 1:
-        since = [(port, n) for ts, port, n in data(1) + data(2) if ts >= first[after[0]]]
-        share = sum(n for port, n in since if port == after[0]) / sum(n for _, n in since)
-    return SubflowReplaced(r, moved, before, after, carried, share)
+        share, placed = share_from_first_dsn(r.wan_packets, after[0], upload)
+    return SubflowReplaced(r, moved, before, after, carried, share, placed)

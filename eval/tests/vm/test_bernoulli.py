@@ -119,7 +119,10 @@ def test_run_ends_with_its_subflow(bed: StandardTestbed) -> None:
     assert x.result.digest_ok
     assert x.moved >= 1, "the leaving subflow's run was not counted"
     assert len(x.before) == 1 and len(x.after) == 1
-    # While wan2 is away the fast wan1 takes everything (re-adding the
-    # endpoint takes a while under TCG): with 4 MB the new subflow carried
-    # 0.5 MB in one run, with 6 MB 2.0 and 2.2 MB in two.
-    assert x.carried[x.after[0]] >= 512 << 10, "runs drawn after the join did not use the new subflow"
+    # While wan2 was away wan1's send buffer took what it could; that drains
+    # after the join (CI, 2026-11-26: 1.2 MB of it, the new subflow's own
+    # 64 KB ending the transfer), so how much the new subflow carries depends
+    # on when the join lands. What the scheduler placed from the new
+    # subflow's first data on, in data-sequence order, does not.
+    assert x.placed_after_join >= 16 * 1448, "the new subflow joined too late to judge"
+    assert x.new_share >= 0.9, "runs drawn after the join did not use the new subflow"
