@@ -7,16 +7,16 @@
 #   proxy/bench.sh --vm [OPTIONS]    setup latency in braid's VM kernel, each
 #                                    WAN netem-delayed (default 10 ms RTT)
 set -eu
-cd "$(dirname "$0")"
+# No cd: a relative --json path is the caller's.
+here=$(cd "$(dirname "$0")" && pwd)
 if [ "${1:-}" = --vm ]; then
     shift
     # Build on the host: the guest's CPU is emulated (TCG) and slow.
-    bin=$(cd .. && pwd)/out/proxy-bin
+    bin=$(dirname "$here")/out/proxy-bin
     mkdir -p "$bin"
-    go build -o "$bin/" ./cmd/braid-proxy ./cmd/braid-loadgen
+    (cd "$here" && go build -o "$bin/" ./cmd/braid-proxy ./cmd/braid-loadgen)
     export BRAID_PROXY_BIN="$bin"
-    cd ..
-    exec kernel/vm run --timeout "${BRAID_BENCH_VM_TIMEOUT:-1200}" -- \
-        python3 proxy/bench/bench.py --setup-only --wan-delay-ms 5 --setup-conns 150 "$@"
+    exec "$(dirname "$here")/kernel/vm" run --timeout "${BRAID_BENCH_VM_TIMEOUT:-1200}" -- \
+        python3 "$here/bench/bench.py" --setup-only --wan-delay-ms 5 --setup-conns 150 "$@"
 fi
-exec python3 bench/bench.py "$@"
+exec python3 "$here/bench/bench.py" "$@"

@@ -296,6 +296,8 @@ def main() -> int:
     )
     ap.add_argument("--json", type=Path, help="also write all results here")
     args = ap.parse_args()
+    if args.json and not args.json.resolve().parent.is_dir():
+        ap.error(f"--json {args.json}: no directory {args.json.resolve().parent} to write it in")
 
     in_vm = os.environ.get("BRAID_IN_VM") == "1"
     work = Path(tempfile.mkdtemp(prefix="braid-bench-"))
