@@ -31,30 +31,24 @@ import argparse
 import contextlib
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
-from braid_testbed.netns import stop_process
+from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
 
+from .corpus import corpus_server, load_pages
 from .page_split import PageServer, traced_pages
 from .proxy_pair import BraidProxyPair
 from .transfer import read_mib
 
 WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
-WEBSITES = Path(__file__).resolve().parent.parent / "braid_testbed" / "websites.py"
-CORPUS_PORT = 8080
 CORPUS_GAP_MS = 1500  # as wf collect
 
 
 def corpus_block(tb: StandardTestbed, socks: str, loads: list[tuple[int, int]]) -> list[float]:
     """Load times (s) of corpus ``loads`` (site, instance) through ``socks``."""
-    cmd = ["python3", str(WEBSITES), "load", "--server", f"{ip('server', 'inet')}:{CORPUS_PORT}",
-           "--socks", socks, "--gap-ms", str(CORPUS_GAP_MS), "--loads", *[f"{s}-{i}" for s, i in loads]]
-    proc = tb.client.run(cmd, check=False, timeout=120 + 30 * len(loads))
-    results = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    proc, results = load_pages(tb, socks, loads, CORPUS_GAP_MS)
     if proc.returncode != 0 or len(results) != len(loads) or not all(r["ok"] for r in results):
         raise RuntimeError(f"corpus loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     return [float(r["seconds"]) for r in results]
@@ -77,10 +71,7 @@ def run(schedulers: list[str], pages: int, rounds: int, corpus: bool, workdir: P
     with StandardTestbed("bpl", wan1=WAN, wan2=WAN) as tb, contextlib.ExitStack() as servers:
         tb.enable_kernel_pm()
         if corpus:
-            srv = tb.server.popen(["python3", str(WEBSITES), "serve", "--listen",
-                                   f"{ip('server', 'inet')}:{CORPUS_PORT}"], stdout=subprocess.DEVNULL)
-            servers.callback(stop_process, srv)
-            tb.server.wait_listening(CORPUS_PORT, ip("server", "inet"), timeout=60, proc=srv)
+            servers.enter_context(corpus_server(tb))
         else:
             servers.enter_context(PageServer(tb))
         for r in range(rounds):

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -338,10 +337,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     """Loads through braid-proxy on the standard testbed, both WANs captured,
     one trace per load and WAN (and their union, what one observer of an
     unsplit load would see). Resumable: loads whose traces exist are skipped."""
+    from braid_eval.corpus import corpus_server, load_pages
     from braid_eval.page_split import WIRE_MSS
     from braid_eval.proxy_pair import SERVER_PORT, BraidProxyPair
     from braid_testbed import LinkSpec, StandardTestbed, ip
-    from braid_testbed.netns import stop_process
     from braid_testbed.topology import kernel_has_netem
 
     cond = CONDITIONS[args.condition]
@@ -377,7 +376,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
     log(f"{label}: {len(loads) - len(todo)} of {len(loads)} loads already collected")
     if not todo:
         return 0
-    site_tool = Path(__file__).resolve().parent.parent / "braid_testbed" / "websites.py"
     tail_s = min(TRACE_TAIL_S, TAIL_OF_GAP * args.gap_ms / 1000)
     clients = {ip("client", "wan1"), ip("client", "wan2")}
     tag = f"wf{args.condition[:3]}"
@@ -389,25 +387,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if cond.drift:
             for node in ("client", "proxy"):
                 tb[node].sysctl("net.mptcp.hywf_nchp", args.n_chp)
-        server = f"{ip('server', 'inet')}:8080"
-        srv = tb.server.popen(["python3", str(site_tool), "serve", "--listen", server],
-                              stdout=subprocess.DEVNULL)
-        tb.server.wait_listening(8080, ip("server", "inet"), timeout=60, proc=srv)
         pad: tuple[str, ...] = ("-padding-budget", str(args.padding_budget)) if cond.padded else ()
         if args.padding_histograms:
             pad += ("-padding-histograms", str(args.padding_histograms))
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
-        with BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair:
+        with (corpus_server(tb),
+              BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
             done = len(loads) - len(todo)
             for b in range(0, len(todo), args.batch):
                 batch = todo[b : b + args.batch]
-                cmd = ["python3", str(site_tool), "load", "--server", server, "--socks", pair.socks,
-                       "--gap-ms", str(args.gap_ms), "--seed", str(args.seed),
-                       *(["--one-connection"] if args.one_connection else []),
-                       "--loads", *[f"{s}-{i}" for s, i in batch]]
+                extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()))
                 with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
-                    proc = tb.client.run(cmd, check=False, timeout=60 + 30 * len(batch))
-                results = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+                    proc, results = load_pages(tb, pair.socks, batch, args.gap_ms, extra)
                 with open(root / "loads.jsonl", "a") as meta:
                     for r in results:
                         if not r["ok"]:
@@ -433,7 +424,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 log(f"{label}: {done}/{len(loads)} loads")
                 if proc.returncode != 0 and not results:
                     raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}")
-        stop_process(srv)
     return 0
 
 
