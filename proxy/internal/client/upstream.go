@@ -249,6 +249,12 @@ func (c *Client) openTLS(rt *runtimeState, raw *net.TCPConn, d dest.Addr) (*tls.
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}
 	req := wire.AppendRequest(nil, d)
+	if len(req) > 255 {
+		// TLS mode's request has a 1-byte length: host names of 251-253
+		// bytes do not fit (the length would wrap and the server would
+		// read garbage).
+		return nil, fmt.Errorf("auth tls: host name of %d bytes is too long for the request (at most 250)", len(d.Name))
+	}
 	if _, err := tc.Write(append([]byte{byte(len(req))}, req...)); err != nil {
 		return nil, fmt.Errorf("sending request: %w", err)
 	}

@@ -294,7 +294,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.Var(&c.RaceDelay, "race-delay", "head start of the best gateway before the second one is tried")
 	fs.BoolVar(&c.FastOpen, "fast-open", c.FastOpen, "experimental, off by default: send the hello in the SYN (TCP Fast Open) when not racing; saves a round trip (server needs sysctl net.ipv4.tcp_fastopen=3). Known kernel problem: bulk downloads over such MPTCP connections can slow to a crawl (seen on Linux 6.12 and 6.18)")
 	fs.IntVar(&c.Preconnect, "preconnect", c.Preconnect, "idle connections kept open to the server, handshake done, so a new connection's hello leaves at once (0 disables; kept only within a minute of the last client connection; not with fast-open)")
-	fs.Var(&c.PreconnectMaxAge, "preconnect-max-age", "an idle preconnected connection is used only this young; keep it below the server's handshake-timeout")
+	fs.Var(&c.PreconnectMaxAge, "preconnect-max-age", "an idle preconnected connection is used only this young; keep it below the server's first-byte-timeout")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "auth tls: client certificate (braid-proxy gencert)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "auth tls: client private key, mode 0600")
 	fs.StringVar(&c.TLSServerPin, "tls-server-pin", c.TLSServerPin, "auth tls: SHA-256 (hex) of the server certificate")

@@ -47,6 +47,17 @@ func TestTLSMode(t *testing.T) {
 	if r := c.transfer(c.sink, 1<<20, 1<<20); r.Err != nil {
 		t.Fatalf("TLS relay, SOCKS answered when connected: %v", r.Err)
 	}
+	// A valid host name of 251-253 bytes does not fit TLS mode's 1-byte
+	// request length: refused at the client (it used to send a wrapped
+	// length, and the server read garbage), and the server saw nothing.
+	label := strings.Repeat("a", 63) + "."
+	long := strings.Repeat(label, 3) + strings.Repeat("b", 61) + ":80"
+	if r := c.transfer(long, 10, 10); r.Err == nil || !strings.Contains(r.Err.Error(), "code 1") {
+		t.Fatalf("253-byte host name in TLS mode: %v", r.Err)
+	}
+	if n := c.counter(c.srvM, "bad_requests"); n != 0 {
+		t.Fatalf("the server read %d malformed requests", n)
+	}
 	// A client with an unknown certificate is refused by the server.
 	q := startPair(t, opts{serverMut: srv, clientMut: func(c *config.Client) {
 		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", xcrt, xkey, spin

@@ -100,8 +100,11 @@ func ParseRequest(b []byte) (dest.Addr, error) {
 		if len(rest) < 1 || len(rest) != 1+int(rest[0])+2 {
 			return d, fmt.Errorf("%w: name length", ErrMalformed)
 		}
-		d.Name = string(rest[1 : 1+rest[0]])
-		rest = rest[1+rest[0]:]
+		// int: 1+rest[0] in byte arithmetic wraps to 0 for a 255-byte
+		// name, and the slice below panicked.
+		n := 1 + int(rest[0])
+		d.Name = string(rest[1:n])
+		rest = rest[n:]
 	default:
 		return d, fmt.Errorf("%w: address type %d", ErrMalformed, b[1])
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,5 +287,20 @@ func TestKeyUpdates(t *testing.T) {
 	_, stale := aeadPair(t)
 	if _, _, err := stale.ReadFrame(bytes.NewReader(stream[afterUpdate:]), nil); !errors.Is(err, ErrAuth) {
 		t.Fatalf("frame after a key update opened with the old key: %v", err)
+	}
+}
+
+// A 255-byte name (longer than any valid host name) made ParseRequest
+// panic: 1+len in byte arithmetic wrapped to 0. A key holder's request
+// could crash the relay; it must be refused like any invalid name.
+func TestRequestWithLongestNameIsRefused(t *testing.T) {
+	b := AppendRequest(nil, dest.Addr{Name: strings.Repeat("a", 255), Port: 1})
+	if _, err := ParseRequest(b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("255-byte name: %v", err)
+	}
+	label := strings.Repeat("a", 63) + "."
+	d := dest.Addr{Name: strings.Repeat(label, 3) + strings.Repeat("b", 61), Port: 443} // 253: the longest valid
+	if got, err := ParseRequest(AppendRequest(nil, d)); err != nil || got != d {
+		t.Fatalf("253-byte name: %v, %v", got, err)
 	}
 }
