@@ -127,6 +127,9 @@ func TestRequestRoundTrip(t *testing.T) {
 func FuzzParseRequest(f *testing.F) {
 	f.Add(AppendRequest(nil, dest.Addr{Name: "example.com", Port: 443}))
 	f.Add(AppendRequest(nil, dest.Addr{IP: netip.MustParseAddr("192.0.2.7"), Port: 80}))
+	// A 255-byte name: the length that once wrapped (see
+	// TestRequestWithLongestNameIsRefused).
+	f.Add(AppendRequest(nil, dest.Addr{Name: strings.Repeat("a", 255), Port: 1}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		d, err := ParseRequest(in)
 		if err != nil {
