@@ -297,6 +297,15 @@ class Condition(NamedTuple):
     multipath: bool = True
     padded: bool = False
     drift: bool = False
+    # net.mptcp.* settings at both ends, with the scheduler
+    sysctls: tuple[tuple[str, int], ...] = ()
+
+
+# The even split: every segment to either WAN with probability 1/2
+# (bernoulli at a fixed 500 per mille, one segment per decision): round
+# robin's shares, in random rather than alternating order. braid's kernel
+# has no round-robin scheduler (upstream's is a BPF selftest).
+EVEN_SPLIT = (("bernoulli_adaptive", 0), ("bernoulli_permille", 500), ("bernoulli_batch", 1))
 
 
 # Unmonitored load n is corpus site UNMONITORED_BASE + n, whatever --sites
@@ -328,7 +337,7 @@ TRACE_TAIL_S = 1.2
 TAIL_OF_GAP = 0.8
 
 CONDITIONS = {"single": Condition("default", multipath=False), "default": Condition("default"),
-              "hywf": Condition("hywf"), "even": Condition("rr"),
+              "hywf": Condition("hywf"), "even": Condition("bernoulli", sysctls=EVEN_SPLIT),
               "ap": Condition("default", padded=True),
               "hywf-ap": Condition("hywf", padded=True, drift=True)}
 
@@ -384,9 +393,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
             tb.enable_kernel_pm()
         if sched != "default":
             tb.set_scheduler(sched)
-        if cond.drift:
-            for node in ("client", "proxy"):
-                tb[node].sysctl("net.mptcp.hywf_nchp", args.n_chp)
+        settings = cond.sysctls + ((("hywf_nchp", args.n_chp),) if cond.drift else ())
+        for node in ("client", "proxy"):
+            for key, value in settings:
+                tb[node].sysctl(f"net.mptcp.{key}", value)
         pad: tuple[str, ...] = ("-padding-budget", str(args.padding_budget)) if cond.padded else ()
         if args.padding_histograms:
             pad += ("-padding-histograms", str(args.padding_histograms))
