@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from braid_eval.split_analysis import data_segments, first_sends
+from braid_eval.split_analysis import Segment, data_segments, first_sends
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.capture import WanCapture
 from braid_testbed.netns import stop_process
@@ -31,6 +31,8 @@ from braid_testbed.topology import interface_counters
 
 BULK_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "bulk.py"
 BULK_PORT = 5201
+# Payload per data packet on the testbed's WANs (as page_split's).
+WIRE_MSS = 1420
 
 
 class BulkServer:
@@ -287,27 +289,51 @@ class SubflowReplaced:
                 f"first on, it carried {self.new_share:.3f}")
 
 
-def share_from_first_dsn(wan_packets: Mapping[int, list[TcpPacket]], client_port: int,
-                         upload: bool) -> tuple[float, int]:
-    """Of the bulk transfer's data from the subflow ``client_port``'s first
-    data sequence number on (first transmissions only, on every WAN), the
-    share that subflow carried, and the bytes. The scheduler hands out data
-    in sequence order, so this is what it placed once that subflow was
-    usable, whenever the packets left their send buffers."""
+def sequenced_first_sends(wan_packets: Mapping[int, list[TcpPacket]],
+                          upload: bool) -> list[tuple[Segment, tuple[int, int]]]:
+    """The bulk transfer's data in data-sequence order, first transmissions
+    only, each with the (WAN, client port) of the subflow that carried it.
+    The scheduler hands data out in sequence order, so this is the order of
+    its decisions, whenever the packets left their send buffers."""
     tagged = []
-    for packets in wan_packets.values():
+    for wan, packets in wan_packets.items():
         flows: dict[int, list[TcpPacket]] = {}
         for pkt in packets:
             flows.setdefault(pkt.sport if upload else pkt.dport, []).append(pkt)
         for port, pkts in flows.items():
-            tagged += [(seg, port == client_port) for seg in data_segments(pkts, BULK_PORT, upload)]
-    ordered = list(first_sends(sorted(tagged, key=lambda st: (st[0].dsn, st[0].length, st[1]))))
-    start = min((seg.dsn for seg, mine in ordered if mine), default=None)
+            tagged += [(seg, (wan, port)) for seg in data_segments(pkts, BULK_PORT, upload)]
+    return list(first_sends(sorted(tagged, key=lambda st: (st[0].dsn, st[0].length, st[1]))))
+
+
+def share_from_first_dsn(wan_packets: Mapping[int, list[TcpPacket]], client_port: int,
+                         upload: bool) -> tuple[float, int]:
+    """Of the bulk transfer's data from the subflow ``client_port``'s first
+    data sequence number on (on every WAN), the share that subflow carried,
+    and the bytes: what the scheduler placed once that subflow was usable."""
+    ordered = sequenced_first_sends(wan_packets, upload)
+    start = min((seg.dsn for seg, (_, port) in ordered if port == client_port), default=None)
     if start is None:
         return math.nan, 0
-    since = [(seg.length, mine) for seg, mine in ordered if seg.dsn >= start]
+    since = [(seg.length, port == client_port) for seg, (_, port) in ordered if seg.dsn >= start]
     total = sum(n for n, _ in since)
     return sum(n for n, mine in since if mine) / total, total
+
+
+def share_placed_once_joined(wan_packets: Mapping[int, list[TcpPacket]], wan: int,
+                             upload: bool, packets: bool = False) -> float:
+    """``wan``'s share of the data the scheduler placed with both WANs'
+    subflows there: from the first data sequence number wan2 carried on, in
+    sequence order; in bytes, or with ``packets`` in wire packets of at
+    most WIRE_MSS (a capture can hold GSO super-packets). share_once_joined()
+    counts by wire time instead, so what wan1's send buffer took before the
+    join and sent after it counts for wan1 there."""
+    ordered = sequenced_first_sends(wan_packets, upload)
+    start = min((seg.dsn for seg, (w, _) in ordered if w == 2), default=None)
+    if start is None:
+        return math.nan
+    since = [(-(-seg.length // WIRE_MSS) if packets else seg.length, w) for seg, (w, _) in ordered
+             if seg.dsn >= start]
+    return sum(n for n, w in since if w == wan) / sum(n for n, _ in since)
 
 
 def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
