@@ -409,3 +409,16 @@ def test_histograms_are_fitted_on_a_dataset_in_the_transports_format(
     with pytest.raises(SystemExit, match="format is not"):
         wf.main(["collect", "--condition", "hywf-ap", "--padding-histograms", str(tmp_path / "bad.json"),
                  "--out", str(tmp_path)])
+
+
+def test_every_condition_runs_a_scheduler_and_settings_braids_kernel_has() -> None:
+    """A condition naming a scheduler or sysctl that braid's kernel lacks
+    fails only after a VM boot and a testbed bring-up (`even` once asked
+    for an `rr` scheduler that never existed): check them against the
+    kernel's sources here."""
+    mptcp = Path(__file__).resolve().parents[3] / "kernel" / "src" / "net" / "mptcp"
+    sources = "".join(f.read_text() for f in mptcp.glob("*.c"))
+    for name, cond in wf.CONDITIONS.items():
+        assert cond.scheduler == "default" or f'.name\t\t= "{cond.scheduler}"' in sources, name
+        for key, _ in cond.sysctls:
+            assert f'.procname\t= "{key}"' in sources, f"{name}: net.mptcp.{key}"
