@@ -242,6 +242,12 @@ func (c *Client) upstreamFailed(status wire.Status, err error) {
 // and names d: one length byte, then the wire request. The answer is the
 // 2-byte wire reply that follows.
 func (c *Client) openTLS(rt *runtimeState, raw *net.TCPConn, d dest.Addr) (*tls.Conn, error) {
+	// TLS mode's request has a 1-byte length: host names of 251-253 bytes
+	// do not fit (the length would wrap and the server would read
+	// garbage). Refused before the handshake, so the server sees nothing.
+	if n := len(wire.AppendRequest(nil, d)); n > 255 {
+		return nil, fmt.Errorf("auth tls: host name of %d bytes is too long for the request (at most 250)", len(d.Name))
+	}
 	tc := tls.Client(raw, rt.tls)
 	if err := tc.Handshake(); err != nil {
 		c.metrics.Counter("upstream_auth_failures").Add(1)
@@ -249,12 +255,6 @@ func (c *Client) openTLS(rt *runtimeState, raw *net.TCPConn, d dest.Addr) (*tls.
 		return nil, fmt.Errorf("TLS handshake: %w", err)
 	}
 	req := wire.AppendRequest(nil, d)
-	if len(req) > 255 {
-		// TLS mode's request has a 1-byte length: host names of 251-253
-		// bytes do not fit (the length would wrap and the server would
-		// read garbage).
-		return nil, fmt.Errorf("auth tls: host name of %d bytes is too long for the request (at most 250)", len(d.Name))
-	}
 	if _, err := tc.Write(append([]byte{byte(len(req))}, req...)); err != nil {
 		return nil, fmt.Errorf("sending request: %w", err)
 	}
