@@ -18,6 +18,7 @@ from braid_eval.transfer import (
     ConnectionTrace,
     measured_transfer,
     replace_wan2_subflow,
+    sched_bursts_moved,
     share_once_joined,
     share_placed_once_joined,
     traced_series,
@@ -62,9 +63,12 @@ def test_fixed_split_holds_on_the_wire(bed: StandardTestbed, mode: str) -> None:
     carries 30 % of the data, though it is the faster WAN; each end splits
     what it sends."""
     set_both(bed, bernoulli_adaptive=0, bernoulli_permille=FIXED_PERMILLE, bernoulli_batch=1)
+    sender = "client" if mode == "upload" else "proxy"
     try:
         with BulkServer(bed) as server:
+            moved = sched_bursts_moved(bed, sender)
             r = measured_transfer(bed, server, FIXED_BYTES, mode=mode)
+            moved = sched_bursts_moved(bed, sender) - moved
     finally:
         set_both(bed, bernoulli_adaptive=1, bernoulli_permille=500, bernoulli_batch=4)
     # What the scheduler placed: from wan2's first data on, in data-sequence
@@ -74,12 +78,14 @@ def test_fixed_split_holds_on_the_wire(bed: StandardTestbed, mode: str) -> None:
     # send buffer held of it leave after the join. In bytes the share ran
     # 0.01-0.02 lower than in packets (2026-11-27).
     upload = mode == "upload"
-    share = share_placed_once_joined(r.wan_packets, 1, upload, packets=True)
-    in_bytes = share_placed_once_joined(r.wan_packets, 1, upload)
+    [share] = share_placed_once_joined(r.wan_packets, 1, upload, packets=True)
+    [in_bytes] = share_placed_once_joined(r.wan_packets, 1, upload)
+    quarters = share_placed_once_joined(r.wan_packets, 1, upload, packets=True, parts=4)
     by_time = share_once_joined(r.wan_packets, 1, BULK_PORT, upload)
     print(f"\n{mode}: wan1 share of the packets placed once joined {share:.3f} (set {FIXED_PERMILLE / 1000}; "
-          f"in bytes {in_bytes:.3f}; by wire time from the join {by_time:.3f}, whole transfer "
-          f"{r.wan_share(1):.3f}), wan bytes {r.wan_payload}, {r.goodput_mbit:.1f} Mbit/s")
+          f"by quarter {', '.join(f'{q:.3f}' for q in quarters)}; in bytes {in_bytes:.3f}; by wire time "
+          f"from the join {by_time:.3f}, whole transfer {r.wan_share(1):.3f}), runs moved {moved}, "
+          f"wan bytes {r.wan_payload}, {r.goodput_mbit:.1f} Mbit/s")
     assert r.digest_ok
     assert share == pytest.approx(FIXED_PERMILLE / 1000, abs=TOLERANCE)
 
