@@ -18,6 +18,7 @@ import math
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -31,7 +32,8 @@ from braid_testbed.topology import interface_counters
 
 BULK_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "bulk.py"
 BULK_PORT = 5201
-# Payload per data packet on the testbed's WANs (as page_split's).
+# Payload per full data packet on the testbed's WANs (as page_split's):
+# 1500-byte MTU, TCP timestamps, a DSS option with a 64-bit DATA_ACK.
 WIRE_MSS = 1420
 
 
@@ -332,7 +334,11 @@ def share_placed_once_joined(wan_packets: Mapping[int, list[TcpPacket]], wan: in
     start = min((seg.dsn for seg, (w, _) in ordered if w == 2), default=None)
     if start is None:
         return [math.nan] * parts
-    since = [(-(-seg.length // WIRE_MSS) if packets else seg.length, w) for seg, (w, _) in ordered
+    # A full packet carries WIRE_MSS, or 4 bytes more from a sender that has
+    # received no data (a 32-bit DATA_ACK in its DSS option: an upload's
+    # client sends 1424-byte segments); the commonest length says which.
+    mss = max(WIRE_MSS, Counter(seg.length for seg, _ in ordered).most_common(1)[0][0])
+    since = [(-(-seg.length // mss) if packets else seg.length, w) for seg, (w, _) in ordered
              if seg.dsn >= start]
     size = -(-len(since) // parts)
     return [sum(n for n, w in piece if w == wan) / sum(n for n, _ in piece)
