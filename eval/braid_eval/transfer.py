@@ -325,8 +325,8 @@ def share_placed_once_joined(wan_packets: Mapping[int, list[TcpPacket]], wan: in
                              upload: bool, packets: bool = False, parts: int = 1) -> list[float]:
     """``wan``'s share of the data the scheduler placed with both WANs'
     subflows there: from the first data sequence number wan2 carried on, in
-    sequence order; in bytes, or with ``packets`` in wire packets of at
-    most WIRE_MSS (a capture can hold GSO super-packets); over the whole
+    sequence order; in bytes, or with ``packets`` in full-size wire
+    packets (a capture can hold GSO super-packets); over the whole
     span, or in ``parts`` consecutive pieces of it. share_once_joined()
     counts by wire time instead, so what wan1's send buffer took before the
     join and sent after it counts for wan1 there."""
