@@ -322,27 +322,24 @@ def share_from_first_dsn(wan_packets: Mapping[int, list[TcpPacket]], client_port
 
 
 def share_placed_once_joined(wan_packets: Mapping[int, list[TcpPacket]], wan: int,
-                             upload: bool, packets: bool = False, parts: int = 1) -> list[float]:
+                             upload: bool, packets: bool = False) -> float:
     """``wan``'s share of the data the scheduler placed with both WANs'
     subflows there: from the first data sequence number wan2 carried on, in
-    sequence order; in bytes, or with ``packets`` in full-size wire
-    packets (a capture can hold GSO super-packets); over the whole
-    span, or in ``parts`` consecutive pieces of it. share_once_joined()
-    counts by wire time instead, so what wan1's send buffer took before the
-    join and sent after it counts for wan1 there."""
+    sequence order; in bytes, or with ``packets`` in full-size wire packets
+    (a capture can hold GSO super-packets). share_once_joined() counts by
+    wire time instead, so what wan1's send buffer took before the join and
+    sent after it counts for wan1 there."""
     ordered = sequenced_first_sends(wan_packets, upload)
     start = min((seg.dsn for seg, (w, _) in ordered if w == 2), default=None)
     if start is None:
-        return [math.nan] * parts
+        return math.nan
     # A full packet carries WIRE_MSS, or 4 bytes more from a sender that has
     # received no data (a 32-bit DATA_ACK in its DSS option: an upload's
     # client sends 1424-byte segments); the commonest length says which.
     mss = max(WIRE_MSS, Counter(seg.length for seg, _ in ordered).most_common(1)[0][0])
     since = [(-(-seg.length // mss) if packets else seg.length, w) for seg, (w, _) in ordered
              if seg.dsn >= start]
-    size = -(-len(since) // parts)
-    return [sum(n for n, w in piece if w == wan) / sum(n for n, _ in piece)
-            for piece in (since[i : i + size] for i in range(0, len(since), size))]
+    return sum(n for n, w in since if w == wan) / sum(n for n, _ in since)
 
 
 def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
