@@ -88,6 +88,16 @@ def vng_command(image: KernelImage, script: str, cpus: int, memory: str,
     return cmd
 
 
+def checkout_commit() -> str:
+    """``git describe --always --dirty`` of this checkout, or ``unknown``."""
+    try:
+        return subprocess.run(["git", "-C", str(REPO_DIR), "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, check=True,
+                              timeout=30).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def run_in_vm(
     command: list[str],
     *,
@@ -103,6 +113,10 @@ def run_in_vm(
     ``timeout_s`` is killed (with qemu) and returns ``TIMEOUT_STATUS``.
     """
     image = ensure_kernel()
+    # The checkout's commit for results made in the guest (read there, git
+    # stats every file over 9p under TCG).
+    if "BRAID_COMMIT" not in os.environ:
+        os.environ["BRAID_COMMIT"] = checkout_commit()
     work = cwd or Path.cwd()
     dirs = [REPO_DIR, *(rwdirs or [])]
     if not any(work == d or d in work.parents for d in dirs):

@@ -6,6 +6,7 @@ file read later says which kernel and which braid produced it.
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import time
@@ -15,7 +16,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def braid_version() -> str:
-    """The checkout's commit (``-dirty`` with local changes), or ``unknown``."""
+    """The checkout's commit (``-dirty`` with local changes), or ``unknown``.
+    In braid's VM the host's answer (BRAID_COMMIT, set by kernel/vm): there
+    git read the checkout over 9p under TCG and every experiment said
+    ``unknown``."""
+    if os.environ.get("BRAID_COMMIT"):
+        return os.environ["BRAID_COMMIT"]
     try:
         rev = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                              capture_output=True, text=True, check=True, timeout=10).stdout.strip()

@@ -1,0 +1,23 @@
+"""kernel/vm's guest script: what a command in braid's VM inherits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import vmrun
+from kbuild import KernelImage
+
+
+def test_guest_gets_the_hosts_commit_and_braid_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Results made in the guest name the checkout's commit as the host
+    reads it (in the guest git stats every file over 9p and once timed
+    out: every experiment said "braid unknown")."""
+    monkeypatch.setenv("BRAID_COMMIT", "abc1234-dirty")
+    monkeypatch.setenv("UNRELATED_SETTING", "x")
+    image = KernelImage(bzimage=tmp_path / "bzImage", config=tmp_path / "config", build_hash="0" * 64)
+    script = vmrun.guest_script(["python3", "-c", "pass"], image, tmp_path)
+    assert "export BRAID_COMMIT=abc1234-dirty;" in script
+    assert "UNRELATED_SETTING" not in script
+    assert vmrun.checkout_commit() not in ("", "unknown")
