@@ -1,8 +1,8 @@
 """E5, one page: every experiment's headline figure beside its published
 counterpart, and whether issue 18's target was met.
 
-Reads whatever of OUT/e1/e1.json, OUT/e2/e2.json and OUT/e3/e3.json
-exists (each also accepted directly in OUT), names the missing ones, and
+Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json and
+OUT/e3/e3.json exists (each also accepted directly in OUT), names the missing ones, and
 writes OUT/summary.md. No measurement of its own, no root needed:
 
     python3 -m braid_eval.summary --out out
@@ -65,6 +65,28 @@ def e1_section(data: dict[str, Any]) -> list[str]:
             + (f" `default` with 10 flows: {min(ten):.1f}-{max(ten):.1f} Mbit/s." if ten else ""), "",
             "Published (Binder, kept apart): perfect aggregation at low loss; 10 flows above "
             "16 Mbit/s in total at 80-120 ms RTT; per-flow CoV 5-20 % (17-25 % unequal RTTs).", ""]
+
+
+def e1b_section(data: dict[str, Any]) -> list[str]:
+    """Binder's time-varying table: each configuration against TCP through
+    gw1 over the run, at 1e-2 loss and after gw1's death."""
+    params, runs = data["params"], {r["config"]: r for r in data["runs"]}
+    steps = [float(loss) for _t, _rtt, loss in params["table_2"]]
+    lossy, dead = steps.index(1e-2), steps.index(1.0)
+    tcp = runs.get("tcp-gw1")
+
+    def mean(r: dict[str, Any]) -> float:
+        return statistics.fmean(r["per_second"])
+
+    rows = [f"| {name} | {mean(r):.1f}" + (f" ({mean(r) / mean(tcp):.2f}x TCP)" if tcp and name != "tcp-gw1"
+                                           else "")
+            + f" | {r['per_step'][lossy]:.1f} | {r['per_step'][dead]:.1f} |" for name, r in runs.items()]
+    return ["## E1b: Binder's time-varying scenario (Table 2)", "", f"({_env(params)})", "",
+            "| configuration | whole run, Mbit/s | at 1e-2 loss | after gw1's death |", "|---|---|---|---|",
+            *rows, "",
+            "Issue 18 sets no numeric target for E1b.", "",
+            "Published (Binder, kept apart; a figure, no numbers in the text): single-path TCP "
+            "collapses at 1e-2 loss; Binder stays above it; nothing reported after the total loss.", ""]
 
 
 def e2_section(data: dict[str, Any]) -> list[str]:
@@ -131,7 +153,7 @@ def e3_section(data: dict[str, Any]) -> list[str]:
 
 
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    "e1": e1_section, "e2": e2_section, "e3": e3_section}
+    "e1": e1_section, "e1b": e1b_section, "e2": e2_section, "e3": e3_section}
 
 
 def summarize(out: Path) -> tuple[str, list[str]]:
@@ -158,7 +180,7 @@ def summarize(out: Path) -> tuple[str, list[str]]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("out"),
-                   help="directory holding e1/, e2/, e3/ (or e1.json ...); summary.md goes here")
+                   help="directory holding e1/, e1b/, e2/, e3/ (or e1.json ...); summary.md goes here")
     args = p.parse_args()
     if not args.out.is_dir():
         p.error(f"--out: {args.out} is not a directory")

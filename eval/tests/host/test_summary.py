@@ -30,6 +30,12 @@ E2 = {"params": {"mode": "quick", "kernel": "6.12-braid"},
                   "model_pstar_ms": 6.8}]}
 
 
+TABLE_2 = [[0, 85, 1e-07], [33, 110, 0.01], [36, 110, 1.0]]
+E1B = {"params": {"mode": "full", "kernel": "6.12-braid", "braid": "abc1234", "table_2": TABLE_2},
+       "runs": [{"config": "tcp-gw1", "per_second": [9.0, 9.0, 3.0, 0.0], "per_step": [9.0, 4.6, 0.0]},
+                {"config": "default", "per_second": [18.0, 18.0, 6.0, 8.0], "per_step": [18.0, 5.9, 8.5]}]}
+
+
 def e3(g: float | None, k: float | None) -> dict[str, object]:
     runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4}
             for m, v in (("gwsteer", g), ("kernel", k))]
@@ -46,9 +52,13 @@ def write(out: Path, name: str, data: object, nested: bool = True) -> None:
 def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "e1", E1)
     write(tmp_path, "e2", E2, nested=False)  # OUT/e2.json is found too
+    write(tmp_path, "e1b", E1B)
     write(tmp_path, "e3", e3(0.6, 1.7))
     text, missing = summarize(tmp_path)
     assert missing == []
+    # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
+    assert "| default | 12.5 (2.38x TCP) | 5.9 | 8.5 |" in text
+    assert "| tcp-gw1 | 5.2 | 4.6 | 0.0 |" in text
     assert "| lossless, 1 flow(s) | 17.5 Mbit/s = 1.88x TCP (default) | met |" in text
     assert "| loss 0.1%, 1 flow(s) | 16.0 Mbit/s = 1.78x TCP (default) | not met |" in text
     assert "loss 1%" not in text.split("## E2")[0].split("Target")[0]
@@ -57,7 +67,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| 2 s | 0.60 s | 1.70 s | 0.40 s | 0.40 s |" in text
     assert "gwsteer 0.60 s, in-kernel PM 1.70 s -> **met**" in text
     # Published figures are there, each after braid's own.
-    for published in ("16 Mbit/s in total", "3.9 ms with p*", "neither Binder nor MultiNAT"):
+    for published in ("16 Mbit/s in total", "collapses at 1e-2 loss", "3.9 ms with p*", "neither Binder nor MultiNAT"):
         assert published in text
     assert text.index("## E1") < text.index("Published (Binder")
 
@@ -66,9 +76,9 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e2"]
+    assert missing == ["e1", "e1b", "e2"]
     assert "-> **not met**" in text
-    assert "Missing (no result file under" in text and "e1, e2" in text
+    assert "Missing (no result file under" in text and "e1, e1b, e2" in text
 
 
 EVAL = str(Path(__file__).resolve().parents[2])
@@ -84,7 +94,7 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     run = summary(tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "missing e1, e2" in run.stderr
+    assert "missing e1, e1b, e2" in run.stderr
     assert (tmp_path / "summary.md").read_text().startswith("# braid evaluation summary")
     (tmp_path / "e1.json").write_text(json.dumps({"params": {}}))
     bad = summary(tmp_path)
