@@ -12,78 +12,24 @@ merge. :func:`pooled_burst_mean` undoes that with the WAN's share f ~ p.
 
 Usage::
 
-    segs = data_segments(packets, port=5201, upload=True)
+    segs = data_segments(packets, port=5201, upload=True)  # braid_eval.dss
     runs = run_lengths(segs)
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TypeVar
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
 
 import hywf_sim
-from braid_testbed.pcap import DssMapping, TcpPacket
-
-SEQ_MOD = 1 << 32
-T = TypeVar("T")
-
-
-@dataclasses.dataclass(frozen=True)
-class Segment:
-    dsn: int
-    length: int
+from braid_eval.dss import Segment, first_sends
+from braid_testbed.pcap import TcpPacket
 
 
 def in_window(packets: Iterable[TcpPacket], start: float, end: float) -> list[TcpPacket]:
     return [p for p in packets if start <= p.ts <= end]
-
-
-def data_segments(packets: Iterable[TcpPacket], port: int, upload: bool) -> list[Segment]:
-    """Data segments towards (upload) or from the server ``port``, with DSNs.
-
-    A segment's DSN comes from the latest DSS mapping of its subflow that
-    covers it; the subflow's initial sequence number comes from its SYN.
-    Segments that cannot be placed (capture started mid-flow) are skipped.
-    """
-    isn: dict[tuple[str, int, str, int], int] = {}
-    mapping: dict[tuple[str, int, str, int], DssMapping] = {}
-    out: list[Segment] = []
-    for p in packets:
-        towards = p.dport == port if upload else p.sport == port
-        if not towards:
-            continue
-        if p.syn:
-            isn[p.flow] = p.seq
-            continue
-        if not p.payload_len:
-            continue
-        if p.dss is not None:
-            mapping[p.flow] = p.dss
-        m, base = mapping.get(p.flow), isn.get(p.flow)
-        if m is None or base is None:
-            continue
-        rel = (p.seq - base) % SEQ_MOD
-        offset = (rel - m.ssn) % SEQ_MOD
-        if offset >= m.length:
-            continue
-        out.append(Segment(m.dsn + offset, p.payload_len))
-    return out
-
-
-def first_sends(ordered: Iterable[tuple[Segment, T]]) -> Iterator[tuple[Segment, T]]:
-    """Segments already in data-sequence order (each with a tag, e.g. its
-    WAN) without the retransmissions: segments starting below data already
-    seen."""
-    end = None
-    for seg, tag in ordered:
-        if end is not None and seg.dsn < end:
-            continue
-        yield seg, tag
-        end = seg.dsn + seg.length
 
 
 def run_lengths(segments: list[Segment]) -> list[int]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from braid_eval.split_analysis import Segment, data_segments, first_sends
+from braid_eval.dss import Segment, data_segments, first_sends
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.capture import WanCapture
 from braid_testbed.netns import stop_process

@@ -16,8 +16,8 @@ import pytest
 from scipy import stats
 
 import hywf_sim
+from braid_eval.dss import data_segments
 from braid_eval.split_analysis import (
-    data_segments,
     mask_runs,
     model_pooled_burst_mean,
     path_sequence,
