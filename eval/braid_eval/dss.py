@@ -16,6 +16,10 @@ from typing import TypeVar
 from braid_testbed.pcap import DssMapping, TcpPacket
 
 SEQ_MOD = 1 << 32
+# Payload per full data packet on the testbed's WANs: 1500-byte MTU, TCP
+# timestamps and the DSS option with a 64-bit DATA_ACK (a sender that has
+# received no data uses a 32-bit one and carries 4 bytes more).
+WIRE_MSS = 1420
 T = TypeVar("T")
 
 

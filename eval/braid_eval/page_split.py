@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 from types import TracebackType
 
+from braid_eval.dss import WIRE_MSS
 from braid_eval.proxy_pair import SERVER_PORT
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.netns import stop_process
@@ -31,9 +32,6 @@ from braid_testbed.pcap import MptcpConnection, TcpPacket, mptcp_connections
 
 PAGES_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "pages.py"
 PAGE_PORT = 8080
-# Payload per data packet on the testbed's WANs (1500-byte MTU, TCP
-# timestamps and the DSS option): what the model cuts responses into.
-WIRE_MSS = 1420
 
 
 class PageServer:

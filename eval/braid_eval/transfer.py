@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from braid_eval.dss import Segment, data_segments, first_sends
+from braid_eval.dss import WIRE_MSS, Segment, data_segments, first_sends
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.capture import WanCapture
 from braid_testbed.netns import stop_process
@@ -32,9 +32,6 @@ from braid_testbed.topology import interface_counters
 
 BULK_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "bulk.py"
 BULK_PORT = 5201
-# Payload per full data packet on the testbed's WANs (as page_split's):
-# 1500-byte MTU, TCP timestamps, a DSS option with a 64-bit DATA_ACK.
-WIRE_MSS = 1420
 
 
 class BulkServer:

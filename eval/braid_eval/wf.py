@@ -347,7 +347,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     one trace per load and WAN (and their union, what one observer of an
     unsplit load would see). Resumable: loads whose traces exist are skipped."""
     from braid_eval.corpus import corpus_server, load_pages
-    from braid_eval.page_split import WIRE_MSS
+    from braid_eval.dss import WIRE_MSS
     from braid_eval.proxy_pair import SERVER_PORT, BraidProxyPair
     from braid_testbed import LinkSpec, StandardTestbed, ip
     from braid_testbed.topology import kernel_has_netem
