@@ -288,8 +288,11 @@ class SubflowReplaced:
                 f"first on, it carried {self.new_share:.3f}")
 
 
+Via = tuple[int, int]  # (WAN, client port) of the subflow that carried a segment
+
+
 def sequenced_first_sends(wan_packets: Mapping[int, list[TcpPacket]],
-                          upload: bool) -> list[tuple[Segment, tuple[int, int]]]:
+                          upload: bool) -> list[tuple[Segment, Via]]:
     """The bulk transfer's data in data-sequence order, first transmissions
     only, each with the (WAN, client port) of the subflow that carried it.
     The scheduler hands data out in sequence order, so this is the order of
@@ -304,39 +307,49 @@ def sequenced_first_sends(wan_packets: Mapping[int, list[TcpPacket]],
     return list(first_sends(sorted(tagged, key=lambda st: (st[0].dsn, st[0].length, st[1]))))
 
 
+def placed_share(ordered: list[tuple[Segment, Via]], opens: Callable[[Via], bool],
+                 counts: Callable[[Via], bool], mss: int | None = None) -> tuple[float, int]:
+    """Of the data in sequence order from the first segment whose subflow
+    satisfies ``opens`` on, the share carried by subflows satisfying
+    ``counts``, and the total; in bytes, or with ``mss`` in full-size wire
+    packets (a capture can hold GSO super-packets). (nan, 0) when no
+    segment opens."""
+    start = min((seg.dsn for seg, via in ordered if opens(via)), default=None)
+    if start is None:
+        return math.nan, 0
+    since = [(-(-seg.length // mss) if mss else seg.length, counts(via))
+             for seg, via in ordered if seg.dsn >= start]
+    total = sum(n for n, _ in since)
+    return sum(n for n, mine in since if mine) / total, total
+
+
 def share_from_first_dsn(wan_packets: Mapping[int, list[TcpPacket]], client_port: int,
                          upload: bool) -> tuple[float, int]:
     """Of the bulk transfer's data from the subflow ``client_port``'s first
     data sequence number on (on every WAN), the share that subflow carried,
     and the bytes: what the scheduler placed once that subflow was usable."""
-    ordered = sequenced_first_sends(wan_packets, upload)
-    start = min((seg.dsn for seg, (_, port) in ordered if port == client_port), default=None)
-    if start is None:
-        return math.nan, 0
-    since = [(seg.length, port == client_port) for seg, (_, port) in ordered if seg.dsn >= start]
-    total = sum(n for n, _ in since)
-    return sum(n for n, mine in since if mine) / total, total
+    def mine(via: Via) -> bool:
+        return via[1] == client_port
+
+    return placed_share(sequenced_first_sends(wan_packets, upload), mine, mine)
 
 
 def share_placed_once_joined(wan_packets: Mapping[int, list[TcpPacket]], wan: int,
                              upload: bool, packets: bool = False) -> float:
     """``wan``'s share of the data the scheduler placed with both WANs'
     subflows there: from the first data sequence number wan2 carried on, in
-    sequence order; in bytes, or with ``packets`` in full-size wire packets
-    (a capture can hold GSO super-packets). share_once_joined() counts by
-    wire time instead, so what wan1's send buffer took before the join and
-    sent after it counts for wan1 there."""
+    sequence order; in bytes, or with ``packets`` in full-size wire packets.
+    share_once_joined() counts by wire time instead, so what wan1's send
+    buffer took before the join and sent after it counts for wan1 there."""
     ordered = sequenced_first_sends(wan_packets, upload)
-    start = min((seg.dsn for seg, (w, _) in ordered if w == 2), default=None)
-    if start is None:
+    if not ordered:
         return math.nan
     # A full packet carries WIRE_MSS, or 4 bytes more from a sender that has
     # received no data (a 32-bit DATA_ACK in its DSS option: an upload's
     # client sends 1424-byte segments); the commonest length says which.
     mss = max(WIRE_MSS, Counter(seg.length for seg, _ in ordered).most_common(1)[0][0])
-    since = [(-(-seg.length // mss) if packets else seg.length, w) for seg, (w, _) in ordered
-             if seg.dsn >= start]
-    return sum(n for n, w in since if w == wan) / sum(n for n, _ in since)
+    return placed_share(ordered, lambda via: via[0] == 2, lambda via: via[0] == wan,
+                        mss if packets else None)[0]
 
 
 def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,
