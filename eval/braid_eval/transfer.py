@@ -342,14 +342,14 @@ def share_placed_once_joined(wan_packets: Mapping[int, list[TcpPacket]], wan: in
     share_once_joined() counts by wire time instead, so what wan1's send
     buffer took before the join and sent after it counts for wan1 there."""
     ordered = sequenced_first_sends(wan_packets, upload)
-    if not ordered:
-        return math.nan
-    # A full packet carries WIRE_MSS, or 4 bytes more from a sender that has
-    # received no data (a 32-bit DATA_ACK in its DSS option: an upload's
-    # client sends 1424-byte segments); the commonest length says which.
-    mss = max(WIRE_MSS, Counter(seg.length for seg, _ in ordered).most_common(1)[0][0])
-    return placed_share(ordered, lambda via: via[0] == 2, lambda via: via[0] == wan,
-                        mss if packets else None)[0]
+    mss = None
+    if packets and ordered:
+        # A full packet carries WIRE_MSS, or 4 bytes more from a sender that
+        # has received no data (a 32-bit DATA_ACK in its DSS option: an
+        # upload's client sends 1424-byte segments); the commonest length
+        # says which.
+        mss = max(WIRE_MSS, Counter(seg.length for seg, _ in ordered).most_common(1)[0][0])
+    return placed_share(ordered, lambda via: via[0] == 2, lambda via: via[0] == wan, mss)[0]
 
 
 def replace_wan2_subflow(tb: StandardTestbed, mode: str, nbytes: int = 8 << 20,

@@ -38,7 +38,8 @@ def test_counts_from_the_opening_subflow_in_bytes_and_in_packets() -> None:
     assert (share, total) == (3 / 5, 5)
 
 
-def test_the_opening_and_counted_subflows_may_differ() -> None:
+def test_a_subflow_counted_from_its_own_first_dsn() -> None:
+    """As share_from_first_dsn: one subflow opens the count and is counted."""
     ordered = ORDERED + segs((8 * MSS + 100, 2 * MSS, WAN2_NEW))
     share, total = placed_share(ordered, lambda v: v == WAN2_NEW, lambda v: v == WAN2_NEW)
     assert (share, total) == (1.0, 2 * MSS)
