@@ -130,31 +130,66 @@ def connect_controller(control_port: int) -> Any:
     return c
 
 
-def parse_ss(text: str) -> dict[str, tuple[int, int]]:
-    """Bytes (sent, received) per local address from ``ss -tinH`` output:
-    a socket line, then its info line (``bytes_sent:…`` ``bytes_received:…``)."""
-    out: dict[str, tuple[int, int]] = {}
-    local = None
+Subflow = tuple[str, str]  # (local "addr:port", peer "addr:port")
+
+
+def parse_ss(text: str) -> dict[Subflow, tuple[str, int, int]]:
+    """Per TCP subflow in ``ss -tinH`` output (a socket line, then its info
+    line with ``bytes_sent:…`` ``bytes_received:…``): its local address
+    (one per network) and bytes (sent, received)."""
+    out: dict[Subflow, tuple[str, int, int]] = {}
+    key = None
     for line in text.splitlines():
         fields = line.split()
         if not fields:
             continue
         if not line[0].isspace() and len(fields) >= 4:
             # "… local peer"; a subflow bound to a device shows "addr%dev".
-            local = fields[-2].rsplit(":", 1)[0].strip("[]").split("%", 1)[0]
+            key = (fields[-2], fields[-1])
             continue
-        if local is None:
+        if key is None:
             continue
         vals = dict(f.split(":", 1) for f in fields if ":" in f and f.split(":", 1)[1].isdigit())
-        sent, recv = out.get(local, (0, 0))
-        out[local] = (sent + int(vals.get("bytes_sent", 0)), recv + int(vals.get("bytes_received", 0)))
-        local = None
+        local = key[0].rsplit(":", 1)[0].strip("[]").split("%", 1)[0]
+        out[key] = (local, int(vals.get("bytes_sent", 0)), int(vals.get("bytes_received", 0)))
+        key = None
     return out
 
 
-def per_network(host: str, port: int) -> dict[str, tuple[int, int]]:
-    """Bytes per local address (one per network) of the TCP subflows to
-    the bridge's transport: the MPTCP split, from the kernel."""
+class NetworkBytes:
+    """Bytes per network since the controller started: each subflow's last
+    count, kept after it closes. A status line is a sample, and the
+    connection that carried a page may be gone by the next one (a
+    transport restart, a network that went down); totals of only the open
+    subflows would forget what those networks carried. Bytes a subflow
+    moved after its last sample are not seen."""
+
+    def __init__(self) -> None:
+        self.open: dict[Subflow, tuple[str, int, int]] = {}
+        self.closed: dict[str, tuple[int, int]] = {}
+
+    def _retire(self, local: str, sent: int, recv: int) -> None:
+        s, r = self.closed.get(local, (0, 0))
+        self.closed[local] = (s + sent, r + recv)
+
+    def update(self, sample: dict[Subflow, tuple[str, int, int]]) -> dict[str, tuple[int, int]]:
+        for key, (local, sent, recv) in list(self.open.items()):
+            now = sample.get(key)
+            # Gone, or the same ports reused by a new subflow (counts restart).
+            if now is None or now[1] < sent or now[2] < recv:
+                self._retire(local, sent, recv)
+                del self.open[key]
+        self.open.update(sample)
+        totals = dict(self.closed)
+        for local, sent, recv in self.open.values():
+            s, r = totals.get(local, (0, 0))
+            totals[local] = (s + sent, r + recv)
+        return totals
+
+
+def per_network(host: str, port: int) -> dict[Subflow, tuple[str, int, int]]:
+    """The established TCP subflows to the bridge's transport, from the
+    kernel (see parse_ss): the MPTCP split."""
     r = subprocess.run(
         ["ss", "-tinH", "state", "established", f"( dport = :{port} and dst {host} )"],
         capture_output=True, text=True, timeout=5, check=False,
@@ -162,9 +197,9 @@ def per_network(host: str, port: int) -> dict[str, tuple[int, int]]:
     return parse_ss(r.stdout) if r.returncode == 0 else {}
 
 
-def client_status(c: Any, bridge: BridgeLine | None = None) -> str:
+def client_status(c: Any, bridge: BridgeLine | None = None, tally: NetworkBytes | None = None) -> str:
     """One status line from tor's control port (circuits, bytes) and the
-    kernel (bytes per network to the bridge)."""
+    kernel (bytes per network to the bridge since ``tally`` started)."""
     circs = c.get_circuits()
     built = [x for x in circs if x.status == "BUILT"]
     read = int(c.get_info("traffic/read"))
@@ -172,7 +207,7 @@ def client_status(c: Any, bridge: BridgeLine | None = None) -> str:
     phase = c.get_info("status/bootstrap-phase")
     progress = phase.split("PROGRESS=", 1)[-1].split()[0] if "PROGRESS=" in phase else "?"
     paths = "; ".join(",".join(hop[1] or hop[0][:8] for hop in x.path) for x in built[:3])
-    nets = per_network(bridge.host, bridge.port) if bridge else {}
+    nets = (tally or NetworkBytes()).update(per_network(bridge.host, bridge.port)) if bridge else {}
     split = " ".join(f"{ip}:sent={s},recv={r}" for ip, (s, r) in sorted(nets.items()))
     return (
         f"status: bootstrap {progress}% circuits built {len(built)} of {len(circs)}"
@@ -242,12 +277,13 @@ def run_client(args: argparse.Namespace) -> int:
     controller = None
     try:
         controller = connect_controller(settings.control_port)
+        tally = NetworkBytes()
         while not stopper.stop:
             if proc.poll() is not None:
                 _say(f"tor exited unexpectedly with {proc.returncode}")
                 return 1
             try:
-                _say(client_status(controller, settings.bridge))
+                _say(client_status(controller, settings.bridge, tally))
             except Exception as e:  # a status failure must not stop tor
                 _say(f"status unavailable: {e}")
             stopper.sleep(args.status_interval)

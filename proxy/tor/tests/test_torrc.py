@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from braid_tor.cli import extra_lines, main, parse_ss
+from braid_tor.cli import NetworkBytes, extra_lines, main, parse_ss
 from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
 from mini_dns import answer
 
@@ -134,10 +134,31 @@ SS = """0      0      10.1.1.2:58278 10.0.0.1:4433
 """
 
 
-def test_parse_ss_bytes_per_network() -> None:
+def test_parse_ss_bytes_per_subflow() -> None:
     # Real `ss -tinH state established …` layout (no state column).
-    assert parse_ss(SS) == {"10.1.1.2": (5000, 3000), "10.1.2.2": (7, 900), "2001:db8::2": (0, 1)}
+    assert parse_ss(SS) == {
+        ("10.1.1.2:58278", "10.0.0.1:4433"): ("10.1.1.2", 5000, 3000),
+        ("10.1.2.2%c-w2:40000", "10.0.0.1:4433"): ("10.1.2.2", 7, 900),
+        ("[2001:db8::2]:40001", "[2001:db8::1]:4433"): ("2001:db8::2", 0, 1),
+    }
     assert parse_ss("") == {}
+
+
+def test_network_bytes_keep_what_closed_subflows_carried() -> None:
+    """A page's subflow closing before the next status line (the transport
+    restarted) must not take its bytes out of its network's total."""
+    a, b, c = ("10.1.1.2:1", "s:4433"), ("10.1.2.2:2", "s:4433"), ("10.1.2.2:3", "s:4433")
+    tally = NetworkBytes()
+    assert tally.update({a: ("10.1.1.2", 10, 100), b: ("10.1.2.2", 5, 50)}) == {
+        "10.1.1.2": (10, 100), "10.1.2.2": (5, 50)}
+    # b grows, then closes; c opens on the same network.
+    assert tally.update({a: ("10.1.1.2", 20, 200), b: ("10.1.2.2", 6, 60)})["10.1.2.2"] == (6, 60)
+    assert tally.update({a: ("10.1.1.2", 20, 200), c: ("10.1.2.2", 1, 1)}) == {
+        "10.1.1.2": (20, 200), "10.1.2.2": (7, 61)}
+    # Everything closed (a restart between samples): the totals stay.
+    assert tally.update({}) == {"10.1.1.2": (20, 200), "10.1.2.2": (7, 61)}
+    # The same ports again, counting from zero: a new subflow, not a loss.
+    assert tally.update({a: ("10.1.1.2", 3, 4)}) == {"10.1.1.2": (23, 204), "10.1.2.2": (7, 61)}
 
 
 def test_cli_refuses_missing_tor(pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
