@@ -26,7 +26,10 @@
  * ECF's test). Otherwise it waits, within the framework's bound
  * (mptcp_sched_wait_for(): a few RTTs, at most 1 s), then sends on the
  * earliest subflow that can take it; each such move is counted in
- * MPTcpExtSchedBurstMoved. Backup subflows carry data only when no other
+ * MPTcpExtSchedBurstMoved. A subflow that has not carried data yet
+ * takes one run as soon as the connection has more than that pending, so
+ * that its estimate comes from data, not from its handshake alone
+ * (dbal_untried()). Backup subflows carry data only when no other
  * subflow is active; retransmissions use the default choice.
  *
  * Parameter, per network namespace (net.mptcp.*):
@@ -113,6 +116,28 @@ static void dbal_describe(struct sock *ssk, u32 now, struct dbal_path *p)
 	p->owd_us = rtt_us / 2;
 }
 
+/*
+ * A subflow that has carried no data yet is known by its handshake only,
+ * and that round trip can be far longer than the path's: on a fresh link
+ * the first packet waits for neighbour resolution (measured: 307 ms on a
+ * 150 ms path). Judged by it, the subflow may never look earliest, and so
+ * never carry the data whose acks would correct the estimate (measured:
+ * nothing of a 16 MB upload). It gets the next run instead when the
+ * connection has more than one run pending; a short exchange, which one
+ * run holds, stays with the estimate.
+ */
+static u32 dbal_untried(const struct mptcp_sched_path *paths, u32 n,
+			u32 can_send)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		if ((can_send & (1U << i)) &&
+		    !READ_ONCE(tcp_sk(paths[i].ssk)->data_segs_out))
+			return i;
+	return n;
+}
+
 static int dbal_get_subflow(struct mptcp_sock *msk,
 			    struct mptcp_sched_data *data)
 {
@@ -147,6 +172,10 @@ static int dbal_get_subflow(struct mptcp_sock *msk,
 			can_send |= 1U << i;
 	}
 	size = batch * tcp_sk(paths[0].ssk)->mss_cache;
+	pending = READ_ONCE(msk->write_seq) - READ_ONCE(msk->snd_nxt);
+	best = pending > size ? dbal_untried(paths, n, can_send) : n;
+	if (best < n)
+		goto send;
 	best = dbal_earliest(desc, n, size, all);
 
 	if (!(can_send & (1U << best))) {
@@ -154,7 +183,6 @@ static int dbal_get_subflow(struct mptcp_sock *msk,
 		best = dbal_earliest(desc, n, size, can_send);
 		if (best == n)	/* all full: the next ack pushes again */
 			return -EINVAL;
-		pending = READ_ONCE(msk->write_seq) - READ_ONCE(msk->snd_nxt);
 		if (dbal_wait_pays(&desc[first], &desc[best], size, pending)) {
 			if (mptcp_sched_wait_for(msk, &ds->wait,
 						 paths[first].ssk, now))
@@ -164,6 +192,7 @@ static int dbal_get_subflow(struct mptcp_sock *msk,
 		}
 	}
 
+send:
 	mptcp_sched_wait_end(&ds->wait);
 	msk->snd_burst = batch;
 	return dbal_schedule(paths[best].ssk);
