@@ -172,14 +172,18 @@ class NetworkBytes:
         s, r = self.closed.get(local, (0, 0))
         self.closed[local] = (s + sent, r + recv)
 
-    def update(self, sample: dict[Subflow, tuple[str, int, int]]) -> dict[str, tuple[int, int]]:
-        for key, (local, sent, recv) in list(self.open.items()):
-            now = sample.get(key)
-            # Gone, or the same ports reused by a new subflow (counts restart).
-            if now is None or now[1] < sent or now[2] < recv:
-                self._retire(local, sent, recv)
-                del self.open[key]
-        self.open.update(sample)
+    def update(self, sample: dict[Subflow, tuple[str, int, int]] | None) -> dict[str, tuple[int, int]]:
+        """The totals after ``sample``; None (``ss`` failed) keeps the last
+        ones, rather than retiring subflows that are still open and would
+        be counted again at the next sample."""
+        if sample is not None:
+            for key, (local, sent, recv) in list(self.open.items()):
+                now = sample.get(key)
+                # Gone, or the same ports reused by a new subflow (counts restart).
+                if now is None or now[1] < sent or now[2] < recv:
+                    self._retire(local, sent, recv)
+                    del self.open[key]
+            self.open.update(sample)
         totals = dict(self.closed)
         for local, sent, recv in self.open.values():
             s, r = totals.get(local, (0, 0))
@@ -187,14 +191,14 @@ class NetworkBytes:
         return totals
 
 
-def per_network(host: str, port: int) -> dict[Subflow, tuple[str, int, int]]:
+def per_network(host: str, port: int) -> dict[Subflow, tuple[str, int, int]] | None:
     """The established TCP subflows to the bridge's transport, from the
-    kernel (see parse_ss): the MPTCP split."""
+    kernel (see parse_ss): the MPTCP split; None if ``ss`` failed."""
     r = subprocess.run(
         ["ss", "-tinH", "state", "established", f"( dport = :{port} and dst {host} )"],
         capture_output=True, text=True, timeout=5, check=False,
     )
-    return parse_ss(r.stdout) if r.returncode == 0 else {}
+    return parse_ss(r.stdout) if r.returncode == 0 else None
 
 
 def client_status(c: Any, bridge: BridgeLine | None = None, tally: NetworkBytes | None = None) -> str:

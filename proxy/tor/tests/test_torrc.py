@@ -159,6 +159,9 @@ def test_network_bytes_keep_what_closed_subflows_carried() -> None:
     assert tally.update({}) == {"10.1.1.2": (20, 200), "10.1.2.2": (7, 61)}
     # The same ports again, counting from zero: a new subflow, not a loss.
     assert tally.update({a: ("10.1.1.2", 3, 4)}) == {"10.1.1.2": (23, 204), "10.1.2.2": (7, 61)}
+    # ss failed: the totals stay, and the open subflow is not counted twice.
+    assert tally.update(None) == {"10.1.1.2": (23, 204), "10.1.2.2": (7, 61)}
+    assert tally.update({a: ("10.1.1.2", 5, 6)}) == {"10.1.1.2": (25, 206), "10.1.2.2": (7, 61)}
 
 
 def test_cli_refuses_missing_tor(pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
