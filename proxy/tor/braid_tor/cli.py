@@ -168,9 +168,10 @@ class NetworkBytes:
         self.open: dict[Subflow, tuple[str, int, int]] = {}
         self.closed: dict[str, tuple[int, int]] = {}
 
-    def _retire(self, local: str, sent: int, recv: int) -> None:
-        s, r = self.closed.get(local, (0, 0))
-        self.closed[local] = (s + sent, r + recv)
+    @staticmethod
+    def _add(totals: dict[str, tuple[int, int]], local: str, sent: int, recv: int) -> None:
+        s, r = totals.get(local, (0, 0))
+        totals[local] = (s + sent, r + recv)
 
     def update(self, sample: dict[Subflow, tuple[str, int, int]] | None) -> dict[str, tuple[int, int]]:
         """The totals after ``sample``; None (``ss`` failed) keeps the last
@@ -181,13 +182,12 @@ class NetworkBytes:
                 now = sample.get(key)
                 # Gone, or the same ports reused by a new subflow (counts restart).
                 if now is None or now[1] < sent or now[2] < recv:
-                    self._retire(local, sent, recv)
+                    self._add(self.closed, local, sent, recv)
                     del self.open[key]
             self.open.update(sample)
         totals = dict(self.closed)
         for local, sent, recv in self.open.values():
-            s, r = totals.get(local, (0, 0))
-            totals[local] = (s + sent, r + recv)
+            self._add(totals, local, sent, recv)
         return totals
 
 
@@ -201,7 +201,7 @@ def per_network(host: str, port: int) -> dict[Subflow, tuple[str, int, int]] | N
     return parse_ss(r.stdout) if r.returncode == 0 else None
 
 
-def client_status(c: Any, bridge: BridgeLine | None = None, tally: NetworkBytes | None = None) -> str:
+def client_status(c: Any, bridge: BridgeLine | None, tally: NetworkBytes) -> str:
     """One status line from tor's control port (circuits, bytes) and the
     kernel (bytes per network to the bridge since ``tally`` started)."""
     circs = c.get_circuits()
@@ -211,7 +211,7 @@ def client_status(c: Any, bridge: BridgeLine | None = None, tally: NetworkBytes 
     phase = c.get_info("status/bootstrap-phase")
     progress = phase.split("PROGRESS=", 1)[-1].split()[0] if "PROGRESS=" in phase else "?"
     paths = "; ".join(",".join(hop[1] or hop[0][:8] for hop in x.path) for x in built[:3])
-    nets = (tally or NetworkBytes()).update(per_network(bridge.host, bridge.port)) if bridge else {}
+    nets = tally.update(per_network(bridge.host, bridge.port)) if bridge else {}
     split = " ".join(f"{ip}:sent={s},recv={r}" for ip, (s, r) in sorted(nets.items()))
     return (
         f"status: bootstrap {progress}% circuits built {len(built)} of {len(circs)}"
