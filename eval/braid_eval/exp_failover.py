@@ -79,6 +79,7 @@ from .failover_metrics import (
     sustained_from,
 )
 from .provenance import provenance
+from .transfer import read_mib
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "mptcpd-plugins"
@@ -141,6 +142,13 @@ class Run:
     #: gwsteer only: cut -> its status file shows gw1 down; restore -> up again.
     detect_s: float | None = None
     gw_up_s: float | None = None
+    #: Fresh data per gateway in the 2 s before the cut, Mbit/s: which gateway
+    #: was idle if pre_cut_mbit is short of both.
+    pre_cut_by_gw: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: MP_JOIN SYNs the server dropped for an unknown token (nstat
+    #: MPJoinNoTokenFound): a join that overtook its connection's MP_CAPABLE
+    #: ACK waits for the SYN's 1 s retransmission. -1: not measured.
+    joins_no_token: int = -1
 
     def __post_init__(self) -> None:
         if self.detect_s is None:  # never declared down: "up again" means nothing
@@ -260,6 +268,7 @@ class Cycle:
     seen: dict[str, float]
     byte_exact: bool
     received: int
+    joins_no_token: int = -1
 
 
 def capture_cycle(mode: str, mbit: int, outage: float, after: float,
@@ -285,13 +294,14 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         out, err = client.communicate(timeout=total + 120)
         server.wait(timeout=60)
         packets = caps.stop()
+        joins_no_token = read_mib(topo.srv.run(["nstat", "-az"]), "MPTcpExtMPJoinNoTokenFound")
         sent = json.loads(out) if out.strip() else {"ok": False, "bytes": 0}
         received = json.loads((tmp / "recv.json").read_text())
     if not sent.get("ok"):
         print(f"e3: {mode} transfer not byte-exact: {err.strip()[-300:]}", file=sys.stderr)
     return Cycle(packets, cut, restored, seen,
                  byte_exact=bool(sent.get("ok")) and received["bytes"] == sent["bytes"],
-                 received=int(received["bytes"]))
+                 received=int(received["bytes"]), joins_no_token=joins_no_token)
 
 
 def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
@@ -309,6 +319,7 @@ def measure_cycle(mode: str, outage: float, index: int, c: Cycle, capacity: floa
     # then longer than the outage, and gw1 comes back after that.
     run.detect_s = c.seen["down"] - c.cut if "down" in c.seen else None
     run.gw_up_s = c.seen["up"] - c.restored if "up" in c.seen else None
+    run.joins_no_token = c.joins_no_token
     return run
 
 
@@ -346,6 +357,8 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
     t90 = sustained_from(delivery, cut, restored, RECOVER_SHARE * capacity, slack, HOLD_S)
     reuse = first_sustained(gw1, restored, end, REUSE_SHARE * capacity, slack, REUSE_FOR_S)
     before = delivery.at(cut) - delivery.at(cut - 2.0)
+    by_gw = {dev: sum(p.payload_len for p in pkts if cut - 2.0 < p.ts <= cut and id(p) in fresh) * 8 / 2.0 / 1e6
+             for dev, pkts in packets.items()}
     settled = cut + DETECT_BOUND_S
     outage_rate = ((delivery.at(restored) - delivery.at(settled)) / (restored - settled)
                    if restored > settled else 0.0)
@@ -353,7 +366,8 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
                first_gw1_s=first_at_or_after(gw1.times, restored), reuse_s=reuse,
                gap_s=longest_gap(delivery, cut, restored), byte_exact=byte_exact,
                capture_matches=delivery.total[-1] == received, bytes=received,
-               pre_cut_mbit=before * 8 / 2.0 / 1e6, outage_rate=outage_rate, dup_bytes=dup)
+               pre_cut_mbit=before * 8 / 2.0 / 1e6, outage_rate=outage_rate, dup_bytes=dup,
+               pre_cut_by_gw=by_gw)
 
 
 def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
@@ -368,11 +382,13 @@ def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
                 t0 = time.monotonic()
                 r = run_once(mode, mbit, capacity, outage, after, i, sysctls)
                 results.append(r)
+                per_gw = ", ".join(f"{gw} {v:.1f}" for gw, v in r.pre_cut_by_gw.items())
+                refused = f", {r.joins_no_token} join SYN(s) dropped for no token" if r.joins_no_token > 0 else ""
                 print(f"e3 [{len(results)}/{total}] outage {outage:g} s run {i + 1} {mode} "
                       f"detect {_s(r.detect_s)}, t90 {_s(r.t90_s)}, gw1 up {_s(r.gw_up_s)}, "
                       f"first gw1 {_s(r.first_gw1_s)}, gw1>=25% {_s(r.reuse_s)}, "
                       f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB, "
-                      f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s"
+                      f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s ({per_gw}){refused}"
                       f"{'' if r.byte_exact and r.capture_matches else ' NOT BYTE-EXACT'} "
                       f"({time.monotonic() - t0:.0f} s)", flush=True)
     return results
