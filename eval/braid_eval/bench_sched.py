@@ -39,7 +39,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
-from .transfer import BULK_TOOL, BulkServer, measured_transfer, sched_bursts_moved
+from .transfer import BULK_TOOL, BulkServer, measured_transfer, request_response, sched_bursts_moved
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 LOSSY_WAN = LinkSpec(rate_mbit=20, delay_ms=10, loss_pct=1.0, queue_pkts=100)
@@ -70,12 +70,10 @@ def rr_under_load(tb: StandardTestbed, server: BulkServer, requests: int) -> dic
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(2)  # let the load reach steady state
-        out = tb.client.run([*base, "--bytes", "1K", "--mode", "rr",
-                             "--requests", str(requests)], timeout=300).stdout
+        latency: dict[str, float] = request_response(tb, server, requests, timeout=300)["latency_ms"]
     finally:
         load.kill()
         load.wait()
-    latency: dict[str, float] = json.loads(out.strip().splitlines()[-1])["latency_ms"]
     return latency
 
 
@@ -140,11 +138,8 @@ def on_heterogeneous_wans(name: str, runs: int, nbytes: int, requests: int) -> d
             goodput = statistics.mean(
                 measured_transfer(tb, server, nbytes, mode="upload", seed=i + 1).goodput_mbit
                 for i in range(runs))
-            out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
-                                 "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
-                                 "--requests", str(requests)], timeout=900).stdout
+            lat: dict[str, float] = request_response(tb, server, requests)["latency_ms"]
         capacity = tb.wan_capacity_mbit()
-    lat: dict[str, float] = json.loads(out.strip().splitlines()[-1])["latency_ms"]
     print(f"  {name:8} heterogeneous WANs: upload {goodput:.1f} Mbit/s ({goodput / capacity:.2f} of "
           f"{capacity:g}), 1 KiB rr p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms", flush=True)
     return {"hetero_upload_capacity": goodput / capacity, "hetero_rr_p50_ms": lat["p50"],
@@ -159,10 +154,7 @@ def rr_on_lossy_wans(name: str, requests: int) -> dict[str, float]:
         tb.enable_kernel_pm()
         tb.set_scheduler(name)
         with BulkServer(tb) as server:
-            out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
-                                 "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
-                                 "--requests", str(requests * 5)], timeout=900).stdout
-    lat: dict[str, float] = json.loads(out.strip().splitlines()[-1])["latency_ms"]
+            lat: dict[str, float] = request_response(tb, server, requests * 5)["latency_ms"]
     print(f"  {name:8} 1 KiB rr, {LOSSY_WAN.loss_pct:g}% loss WANs: p50 {lat['p50']:.1f} ms, "
           f"p99 {lat['p99']:.1f} ms", flush=True)
     return {"lossy_rr_p50_ms": lat["p50"], "lossy_rr_p99_ms": lat["p99"]}

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from braid_eval.dss import WIRE_MSS, Segment, data_segments, first_sends
 from braid_testbed import StandardTestbed, ip
@@ -202,6 +203,18 @@ def traced_series(
     cap1.cleanup()
     cap2.cleanup()
     return traces
+
+
+def request_response(tb: StandardTestbed, server: BulkServer, requests: int,
+                     timeout: float = 900) -> dict[str, Any]:
+    """``requests`` exchanges of 1 KiB each way, one after another, on one
+    connection from the client to ``server``: bulk.py's result (latency_ms
+    percentiles, digest_ok, start/end)."""
+    out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
+                         "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
+                         "--requests", str(requests)], timeout=timeout).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
 
 
 def read_mib(ns_run: subprocess.CompletedProcess[str], name: str) -> int:

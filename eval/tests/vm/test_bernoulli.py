@@ -6,7 +6,6 @@ alone and spreads heavy load over both (the model's lambda0 here is
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import cast
@@ -15,18 +14,18 @@ import pytest
 
 from braid_eval.transfer import (
     BULK_PORT,
-    BULK_TOOL,
     BulkServer,
     ConnectionTrace,
     measured_transfer,
     read_mib,
     replace_wan2_subflow,
+    request_response,
     sched_bursts_moved,
     share_once_joined,
     share_placed_once_joined,
     traced_series,
 )
-from braid_testbed import LinkSpec, StandardTestbed, ip, scheduler_testbed
+from braid_testbed import LinkSpec, StandardTestbed, scheduler_testbed
 
 FAST = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 SLOW = LinkSpec(rate_mbit=5, delay_ms=10, queue_pkts=50)
@@ -141,11 +140,8 @@ def test_small_exchanges_are_not_re_sent(bed: StandardTestbed) -> None:
     with BulkServer(bed) as server:
         before = rr_counters(bed)
         with bed.capture_wan(1) as c1, bed.capture_wan(2) as c2:
-            out = bed.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
-                                  "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
-                                  "--requests", "100"], timeout=300).stdout
+            result = request_response(bed, server, 100, timeout=300)
         after = rr_counters(bed)
-    result = json.loads(out.strip().splitlines()[-1])
     data = {w: sum(p.payload_len for p in c.packets if BULK_PORT in (p.sport, p.dport))
             for w, c in ((1, c1), (2, c2))}
     grew = {k: after[k] - before[k] for k in after if after[k] != before[k]}
