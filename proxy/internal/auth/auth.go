@@ -116,15 +116,20 @@ func PSKs(keys Keys) []PSK {
 	return out
 }
 
-func newHandshake(psk *[KeyLen]byte, initiator bool) (*noise.HandshakeState, error) {
-	hs, err := noise.NewHandshakeState(noise.Config{
+// handshakeConfig is the Noise configuration of one end of a handshake.
+func handshakeConfig(psk *[KeyLen]byte, initiator bool) noise.Config {
+	return noise.Config{
 		CipherSuite:           suite,
 		Pattern:               noise.HandshakeNN,
 		Initiator:             initiator,
 		Prologue:              []byte(prologue),
 		PresharedKey:          psk[:],
 		PresharedKeyPlacement: 0,
-	})
+	}
+}
+
+func newHandshake(psk *[KeyLen]byte, initiator bool) (*noise.HandshakeState, error) {
+	hs, err := noise.NewHandshakeState(handshakeConfig(psk, initiator))
 	if err != nil {
 		return nil, fmt.Errorf("noise handshake: %w", err)
 	}
@@ -167,17 +172,24 @@ type ClientHandshake struct {
 	h1  [sha256.Size]byte
 }
 
+// helloPayload is the first message's payload: time, flags, request
+// (at most MaxRequestLen bytes) and zero padding.
+func helloPayload(flags byte, now time.Time, request []byte) [helloPayloadLen]byte {
+	var payload [helloPayloadLen]byte
+	binary.BigEndian.PutUint64(payload[0:], uint64(now.UnixMilli()))
+	payload[8] = flags
+	binary.BigEndian.PutUint16(payload[9:], uint16(len(request)))
+	copy(payload[11:], request)
+	return payload
+}
+
 // NewClientHello builds the client's first message carrying request
 // (at most MaxRequestLen bytes).
 func NewClientHello(psk [KeyLen]byte, flags byte, now time.Time, request []byte) (*ClientHandshake, []byte, error) {
 	if len(request) > MaxRequestLen {
 		return nil, nil, fmt.Errorf("request of %d bytes exceeds %d", len(request), MaxRequestLen)
 	}
-	var payload [helloPayloadLen]byte
-	binary.BigEndian.PutUint64(payload[0:], uint64(now.UnixMilli()))
-	payload[8] = flags
-	binary.BigEndian.PutUint16(payload[9:], uint16(len(request)))
-	copy(payload[11:], request)
+	payload := helloPayload(flags, now, request)
 	c := &ClientHandshake{psk: psk}
 	hs, err := newHandshake(&c.psk, true)
 	if err != nil {

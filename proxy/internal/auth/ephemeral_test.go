@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/ecdh"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"testing"
 	"time"
@@ -89,21 +88,13 @@ func TestDHRefusesLowOrderKeys(t *testing.T) {
 func TestHandshakeWithReferenceNoiseDH(t *testing.T) {
 	now := time.Now().Add(10 * time.Millisecond)
 	psk := testPSK
-	ref, err := noise.NewHandshakeState(noise.Config{
-		CipherSuite:           noise.NewCipherSuite(noise.DH25519, noise.CipherAESGCM, noise.HashSHA256),
-		Pattern:               noise.HandshakeNN,
-		Initiator:             true,
-		Prologue:              []byte(prologue),
-		PresharedKey:          psk[:],
-		PresharedKeyPlacement: 0,
-	})
+	cfg := handshakeConfig(&psk, true)
+	cfg.CipherSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherAESGCM, noise.HashSHA256)
+	ref, err := noise.NewHandshakeState(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var payload [helloPayloadLen]byte
-	binary.BigEndian.PutUint64(payload[0:], uint64(now.UnixMilli()))
-	binary.BigEndian.PutUint16(payload[9:], uint16(len(req)))
-	copy(payload[11:], req)
+	payload := helloPayload(0, now, req)
 	msg1, _, _, err := ref.WriteMessage(nil, payload[:])
 	if err != nil {
 		t.Fatal(err)
