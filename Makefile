@@ -3,8 +3,6 @@
 
 PYTHON ?= python3
 export PYTHONPATH := $(CURDIR)/eval:$(CURDIR)/kernel
-# matplotlib's font cache is built once on the host (fast) and reused by the
-# VM, where building it under TCG takes minutes.
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 
 .PHONY: deps kernel demo test bench help
@@ -22,19 +20,11 @@ deps:
 kernel: deps
 	@kernel/build
 
-# braid-proxy is built here, not in the VM (the guest's CPU is emulated).
-# The failover pane runs first, on this machine's kernel (gwsteer does not
-# need braid's; mptcpd under emulation would take minutes); the report in
-# the VM includes it. A failed pane fails the demo after the rest has run.
-demo: kernel
-	@$(PYTHON) -c 'import matplotlib.pyplot'
-	@cd proxy && go build -o $(CURDIR)/out/proxy-bin/ ./cmd/braid-proxy
-	@$(MAKE) -s -C mptcpd-plugins gwsteer.so
-	@rm -f out/demo/failover.txt; pane=0; \
-	$(PYTHON) -m braid_eval.demo_failover --out out/demo || pane=$$?; \
-	BRAID_PROXY_BIN=$(CURDIR)/out/proxy-bin kernel/vm run --timeout 900 -- \
-		$(PYTHON) -m braid_eval.demo --out out/demo || exit $$?; \
-	exit $$pane
+# scripts/demo builds everything its panes run (braid-proxy, gwsteer, the
+# validator, the kernel) from a clean checkout, prints each stage's time and
+# runs the failover pane on this machine's kernel before booting braid's.
+demo:
+	@./scripts/demo
 
 test: deps
 	@./scripts/test

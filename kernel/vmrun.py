@@ -30,6 +30,9 @@ from typing import IO, TextIO
 from kbuild import KernelImage, cache_dir, ensure_kernel, exclusive
 
 REPO_DIR = Path(__file__).resolve().parent.parent
+# braid's Python modules, for a guest command started without a PYTHONPATH
+# (`kernel/vm run -- python3 -m braid_eval.bench_sched` from a fresh shell).
+GUEST_PYTHONPATH = ":".join(str(REPO_DIR / d) for d in ("eval", "kernel", "defenses"))
 WRONG_KERNEL_STATUS = 97
 TIMEOUT_STATUS = 124
 DEFAULT_MEMORY = "2G"
@@ -42,12 +45,12 @@ class VmError(RuntimeError):
 def guest_script(command: list[str], image: KernelImage, cwd: Path) -> str:
     """Shell run inside the guest: verify the kernel, then exec the command."""
     marker = image.marker
-    env_exports = "".join(
-        f"export {k}={shlex.quote(v)}; "
-        for k, v in os.environ.items()
+    env = {"PYTHONPATH": GUEST_PYTHONPATH} | {
+        k: v for k, v in os.environ.items()
         if k.startswith("BRAID_")
         or k in ("PATH", "PYTHONPATH", "HOME", "GOPATH", "GOCACHE", "MPLCONFIGDIR")
-    )
+    }
+    env_exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in env.items())
     return (
         f"if ! grep -q {shlex.quote(marker)} /proc/version; then "
         f"echo 'vm: booted kernel is not braid {marker}:' \"$(cat /proc/version)\" >&2; "

@@ -542,8 +542,11 @@ def missing_prerequisite() -> str | None:
     """Why a cycle cannot run here, or None."""
     if os.geteuid() != 0:
         return "needs root (network namespaces)"
-    if not (PLUGINS / "gwsteer.so").exists():
-        return f"{PLUGINS / 'gwsteer.so'} missing: run make -C mptcpd-plugins"
+    # The plugin and the validator gwsteer-route runs on every gateways
+    # file: a missing one must stop the run here, not after the calibration.
+    for built in ("gwsteer.so", "gwsteer-check"):
+        if not (PLUGINS / built).exists():
+            return f"{PLUGINS / built} missing: run make -C mptcpd-plugins"
     return None
 
 

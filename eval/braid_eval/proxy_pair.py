@@ -38,6 +38,11 @@ def proxy_binary() -> Path:
     prebuilt = os.environ.get("BRAID_PROXY_BIN")
     out = Path(prebuilt) if prebuilt else REPO / "out" / "proxy-bin"
     binary = out / "braid-proxy"
+    if not prebuilt and os.environ.get("BRAID_IN_VM") == "1" and not os.access(binary, os.X_OK):
+        # A cold Go build under the guest's emulated CPU takes minutes; with
+        # the host's build cache (shared through HOME) a rebuild is quick.
+        raise FileNotFoundError(f"{binary} missing: build braid-proxy on the host first "
+                                "(cd proxy && go build -o ../out/proxy-bin/ ./cmd/braid-proxy)")
     if not prebuilt:
         out.mkdir(parents=True, exist_ok=True)
         subprocess.run(["go", "build", "-o", str(out) + "/", "./cmd/braid-proxy"],

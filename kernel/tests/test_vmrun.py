@@ -20,4 +20,8 @@ def test_guest_gets_the_hosts_commit_and_braid_settings(monkeypatch: pytest.Monk
     script = vmrun.guest_script(["python3", "-c", "pass"], image, tmp_path)
     assert "export BRAID_COMMIT=abc1234-dirty;" in script
     assert "UNRELATED_SETTING" not in script
+    # braid's modules are found in the guest without a PYTHONPATH on the host
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    script = vmrun.guest_script(["python3", "-m", "braid_eval.demo"], image, tmp_path)
+    assert f"export PYTHONPATH={vmrun.REPO_DIR}/eval:" in script
     assert vmrun.checkout_commit() not in ("", "unknown")
