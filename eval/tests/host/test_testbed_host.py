@@ -144,3 +144,23 @@ def test_join_subflows_are_tied_to_their_connection_by_token(tag: str) -> None:
         assert conn.first[0] == 1 and conn.first[1][0] == ip("client", "wan1")
         assert [cap for cap, _flow in conn.joins] == [2]
         assert conn.joined_at is not None
+
+
+def test_sysctl_is_set_in_its_own_namespace_only(tag: str) -> None:
+    """Namespace.sysctl writes from a thread inside the namespace, not by
+    starting sysctl: the value lands there and nowhere else, reads back
+    through the sysctl command, and a value the kernel refuses is an error
+    naming the key."""
+    from braid_testbed.netns import CommandError
+
+    with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:
+        def read(node: str) -> str:
+            return tb[node].run(["sysctl", "-n", "net.ipv4.tcp_notsent_lowat"]).stdout.strip()
+
+        untouched = read("proxy")
+        tb.client.sysctl("net.ipv4.tcp_notsent_lowat", 131071)
+        assert read("client") == "131071"
+        assert read("proxy") == untouched
+        with pytest.raises(CommandError, match="net.mptcp.pm_type"):
+            tb.client.sysctl("net.mptcp.pm_type", 7)
+        assert tb.client.pids() == []
