@@ -219,7 +219,18 @@ def prepare_source(root: Path, version: str, tarball: Path) -> Path:
 
 
 def apply_series(src: Path, patches: list[Path]) -> None:
-    """Reset the tree to pristine and apply the series, naming a broken patch."""
+    """Reset the tree to pristine and apply the series, naming a broken patch.
+
+    The reset throws away whatever the tree holds, so a tree someone works
+    in (a branch checked out, as a patch is changed) is refused, not reset:
+    development belongs in a worktree of its own (kernel/README.md)."""
+    branch = subprocess.run(["git", "symbolic-ref", "-q", "--short", "HEAD"], cwd=src,
+                            capture_output=True, text=True, check=False).stdout.strip()
+    if branch:
+        raise BuildError(
+            f"{src} has branch {branch} checked out, and the build resets this tree: "
+            f"work in a worktree (git -C {src} worktree add ../dev {branch}) and run "
+            f"'git -C {src} checkout -q --detach pristine'")
     run(["git", "checkout", "-q", "-f", "pristine"], src, "reset source tree")
     run(["git", "clean", "-q", "-f", "-d", "-x", "-e", ".braid-source-version"], src, "clean")
     for patch in patches:

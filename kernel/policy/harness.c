@@ -93,10 +93,11 @@ u32 harness_hywf_drift_size(void)
 	return sizeof(struct hywf_drift);
 }
 
-bool harness_hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
-			     u32 now_ms, u32 idle_ms)
+bool harness_hywf_keep_burst(u32 *last_ms, bool present, u32 drawn_paths,
+			     u32 n, int segs_left, u32 now_ms, u32 idle_ms)
 {
-	return hywf_keep_burst(last_ms, present, segs_left, now_ms, idle_ms);
+	return hywf_keep_burst(last_ms, present, drawn_paths, n, segs_left,
+			       now_ms, idle_ms);
 }
 
 u32 harness_hywf_epoch_size(void)

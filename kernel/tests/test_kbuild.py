@@ -71,3 +71,27 @@ def test_build_hash_changes_with_patches(tmp_path: Path) -> None:
     p.write_text("b")
     assert kbuild.build_hash("v", [p], ["CONFIG_X=y"]) != h1
     assert kbuild.build_hash("v", [p], ["CONFIG_X=y"]) == kbuild.build_hash("v", [p], ["CONFIG_X=y"])
+
+
+def test_a_tree_with_a_branch_checked_out_is_refused_not_reset(tmp_path: Path) -> None:
+    """The build resets its source tree; someone's branch there (and the
+    edits not yet committed on it) must survive a build started by mistake."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+                       cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "f.c").write_text("pristine\n")
+    git("add", "f.c")
+    git("commit", "-q", "-m", "pristine")
+    git("tag", "pristine")
+    git("checkout", "-q", "-b", "braid-dev")
+    (tmp_path / "f.c").write_text("work in progress\n")
+    with pytest.raises(kbuild.BuildError, match="branch braid-dev checked out"):
+        kbuild.apply_series(tmp_path, [])
+    assert (tmp_path / "f.c").read_text() == "work in progress\n"
+    git("checkout", "-q", "-f", "--detach", "pristine")
+    kbuild.apply_series(tmp_path, [])  # the build's own detached tree is reset as before
+    assert (tmp_path / "f.c").read_text() == "pristine\n"

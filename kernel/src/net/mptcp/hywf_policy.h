@@ -132,17 +132,23 @@ static inline void hywf_draw_weights(const struct hywf_params *p, u32 n,
 
 /**
  * hywf_pick_path - choose the path of the next burst
- * @weight: split weights summing to HYWF_ONE
+ * @weight: split weights, at least @n of them
  * @n: number of paths
  * @r: one uniform 32-bit draw
+ *
+ * The first @n weights are used in proportion to each other: a connection
+ * with fewer paths than its epoch was drawn for picks among its own paths
+ * as the epoch's split weighs them.
  *
  * Return: index of the path, in [0, @n).
  */
 static inline u32 hywf_pick_path(const u32 *weight, u32 n, u32 r)
 {
-	u32 x = (u32)(((u64)r * HYWF_ONE) >> 32);
-	u32 i, acc = 0;
+	u32 i, x, acc = 0, sum = 0;
 
+	for (i = 0; i < n; i++)
+		sum += weight[i];
+	x = (u32)(((u64)r * sum) >> 32);
 	for (i = 0; i + 1 < n; i++) {
 		acc += weight[i];
 		if (x < acc)
@@ -254,8 +260,8 @@ struct hywf_drift {
  * @p->nchp, and whenever the epoch draws a new split. The mean stays the
  * page's c while the split a classifier sees moves within the page. The
  * redraw is checked at each burst, so a redraw comes at the first burst
- * after its packets have gone. Two paths only; otherwise the epoch's
- * weights are used as they are.
+ * after its packets have gone. Two paths only, in an epoch drawn for two;
+ * otherwise the epoch's weights are used as they are.
  *
  * Return: @n weights summing to HYWF_ONE.
  */
@@ -264,7 +270,7 @@ static inline const u32 *hywf_drift_weights(const struct hywf_epoch *e,
 					    struct hywf_drift *d,
 					    struct hywf_rand *rnd)
 {
-	if (!d || !p->nchp || n != 2)
+	if (!d || !p->nchp || n != 2 || e->nr_paths != 2)
 		return e->weight;
 	if (d->epoch_draws != e->draws || !d->left) {
 		d->weight[0] = hywf_draw_around(e->weight[0],
@@ -281,21 +287,27 @@ static inline const u32 *hywf_drift_weights(const struct hywf_epoch *e,
  * hywf_keep_burst - may the current burst go on?
  * @last_ms: the connection's last decision, updated when the burst goes on
  * @present: the burst's subflow is still usable
+ * @drawn_paths: number of usable paths when the burst was drawn
+ * @n: number of usable paths now
  * @segs_left: what is left of the burst, in segments
  * @now_ms: current time, wrapping milliseconds
  * @idle_ms: idle gap that starts a new page load
  *
- * A burst goes on while it has segments left and its subflow is still
- * there; an idle gap ends it even with segments left, so that the next
- * page load starts with a new split rather than the tail of the previous
- * one.
+ * A burst goes on while it has segments left, its subflow is still there
+ * and no path has come since it was drawn: a burst drawn on the only
+ * subflow of a connection that was waiting for its join ends with the
+ * join, so that the rest of its first flight follows the split instead of
+ * the first path. An idle gap ends a burst even with segments left, so
+ * that the next page load starts with a new split rather than the tail of
+ * the previous one.
  *
  * Return: true if the burst goes on.
  */
-static inline bool hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
+static inline bool hywf_keep_burst(u32 *last_ms, bool present,
+				   u32 drawn_paths, u32 n, int segs_left,
 				   u32 now_ms, u32 idle_ms)
 {
-	if (segs_left <= 0 || !present ||
+	if (segs_left <= 0 || !present || n > drawn_paths ||
 	    hywf_idle_expired(now_ms, *last_ms, idle_ms))
 		return false;
 	*last_ms = now_ms;
@@ -314,10 +326,13 @@ static inline bool hywf_keep_burst(u32 *last_ms, bool present, int segs_left,
  * @burst_pkts: out, length of the burst in packets
  *
  * A new split is drawn on the first burst with two paths or more, after an
- * idle gap of the whole epoch (a new page load) and when the number of
- * paths changes (a network came or went). A connection with one path
- * leaves the split alone: in a shared epoch, it is only waiting for its
- * second subflow to join.
+ * idle gap of the epoch's multipath connections (a new page load) and
+ * when a connection has more paths than the split was drawn for (a network
+ * came). Only connections with two paths or more touch the epoch: one with
+ * fewer paths than the split picks among its own paths in the split's
+ * proportions, and one with a single path (waiting for its join) neither
+ * redraws the split nor keeps it alive, so that it cannot hand one page's
+ * split to the next. Its bursts are on its only path, path 0.
  *
  * Return: index of the path for the burst, in [0, @n).
  */
@@ -332,7 +347,7 @@ static inline u32 hywf_next_burst(struct hywf_epoch *e,
 	if (n > HYWF_MAX_PATHS)
 		n = HYWF_MAX_PATHS;
 	if (n >= 2) {
-		if (e->nr_paths != n ||
+		if (n > e->nr_paths ||
 		    hywf_idle_expired(now_ms, e->last_ms, idle_ms)) {
 			hywf_draw_weights(p, n, rnd, e->weight);
 			e->nr_paths = n;
@@ -340,8 +355,8 @@ static inline u32 hywf_next_burst(struct hywf_epoch *e,
 		}
 		path = hywf_pick_path(hywf_drift_weights(e, p, n, d, rnd), n,
 				      rnd->next(rnd->ctx));
+		e->last_ms = now_ms;
 	}
-	e->last_ms = now_ms;
 	*burst_pkts = hywf_draw_burst(p->ncons, rnd->next(rnd->ctx));
 	if (d && d->left)
 		d->left -= *burst_pkts < d->left ? *burst_pkts : d->left;

@@ -50,6 +50,9 @@
  * the holds, MPTcpExtSchedJoinWaitTimeout those that gave up), on both
  * ends: a client's subflows can join before its first data because a braid
  * server acknowledges the client's keys when it accepts the connection.
+ * What leaves on one subflow (a hold that gave up, or hywf_join_wait_ms 0)
+ * stays out of the shared split, and its burst ends when a path joins, so
+ * that the rest of the flight follows the split.
  *
  * Bursts are counted in segments on the wire: the push path cuts a burst
  * of L at exactly L packets of the MSS in use.
@@ -128,6 +131,7 @@ enum hywf_join {
  * @wait: waiting for the burst's subflow to take data
  * @join_start_ms: when the first flight started waiting for a join
  * @join: enum hywf_join
+ * @burst_paths: usable paths when the current burst was drawn
  * @drift: the connection's split drifting around its epoch's (hywf_nchp)
  */
 struct hywf_sock {
@@ -138,6 +142,7 @@ struct hywf_sock {
 	struct mptcp_sched_wait wait;
 	u32 join_start_ms;
 	u8 join;
+	u8 burst_paths;
 };
 
 /**
@@ -375,8 +380,8 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 		    hs->burst_subflow)
 			break;
 
-	if (!hywf_keep_burst(&hs->last_ms, cur < n, msk->snd_burst, now,
-			     READ_ONCE(pn->cfg.idle_ms))) {
+	if (!hywf_keep_burst(&hs->last_ms, cur < n, hs->burst_paths, n,
+			     msk->snd_burst, now, READ_ONCE(pn->cfg.idle_ms))) {
 		/* its subflow went stale with segments to send (one that
 		 * closed was counted by hywf_subflow_closed())
 		 */
@@ -384,6 +389,7 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 			hywf_burst_moved(msk);
 		cur = hywf_new_burst(msk, n, now, &pkts);
 		hs->last_ms = now;
+		hs->burst_paths = n;
 		hs->burst_subflow = mptcp_subflow_ctx(paths[cur].ssk)->subflow_id;
 		msk->snd_burst = pkts;
 		mptcp_sched_wait_end(&hs->wait);
