@@ -234,7 +234,7 @@ def sched_bursts_moved(tb: StandardTestbed, node: str) -> int:
 
 def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int, mode: str,
                            after_bytes: int, breakage: Callable[[], object],
-                           wan: int = 1) -> tuple[TransferResult, float]:
+                           wan: int = 1, timeout_s: float = 240) -> tuple[TransferResult, float]:
     """A measured transfer during which ``breakage`` (a WAN cut, a
     blackhole) happens once WAN ``wan`` has carried ``after_bytes`` in the
     transfer's direction; returns the result and when the breakage began.
@@ -247,7 +247,7 @@ def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int,
     # The link's counters run since the testbed came up (it may be shared).
     start = interface_counters(tb.client, dev)[index]
     worker = threading.Thread(target=lambda: result.append(
-        measured_transfer(tb, server, nbytes, mode=mode, timeout_s=240)))
+        measured_transfer(tb, server, nbytes, mode=mode, timeout_s=timeout_s)))
     worker.start()
     deadline = time.monotonic() + 120
     carried = 0
@@ -261,7 +261,7 @@ def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int,
     broken_at = time.time()
     breakage()
     in_place_at = time.time()
-    worker.join(timeout=300)
+    worker.join(timeout=timeout_s + 60)
     if worker.is_alive() or not result:
         raise AssertionError(f"{mode} did not finish after the breakage")
     if not result[0].ended_at > in_place_at:

@@ -23,12 +23,14 @@ Usage::
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+from pyroute2 import MPTCP
 
 from .capture import WanCapture
 from .link import LinkSpec
-from .netns import Namespace
+from .netns import Namespace, inside
 from .topology import Topology
 
 # node -> interface -> CIDR. One source of truth for the standard addresses.
@@ -112,17 +114,44 @@ class StandardTestbed(Topology):
     def enable_kernel_pm(self, subflows: int = 2) -> None:
         """In-kernel path manager: the client adds a subflow from wan2's address."""
         for node in ("client", "proxy"):
-            self[node].sysctl("net.mptcp.enabled", 1)
-            self[node].sysctl("net.mptcp.pm_type", 0)
-            self[node].run(["ip", "mptcp", "endpoint", "flush"])
-            self[node].run(["ip", "mptcp", "limits", "set", "subflow", str(subflows),
-                            "add_addr_accepted", str(subflows)])
-        self.add_wan2_endpoint()
+            self[node].sysctls([("net.mptcp.enabled", 1), ("net.mptcp.pm_type", 0)])
+            self[node].batch([["mptcp", "endpoint", "flush"],
+                              ["mptcp", "limits", "set", "subflow", str(subflows),
+                               "add_addr_accepted", str(subflows)],
+                              *([self._wan2_endpoint()] if node == "client" else [])])
 
     def add_wan2_endpoint(self) -> None:
         """The client's subflow endpoint on wan2's address: each connection
         joins a subflow from it."""
-        self.client.run(["ip", "mptcp", "endpoint", "add", ip("client", "wan2"), "dev", "wan2", "subflow"])
+        self.client.run(["ip", *self._wan2_endpoint()])
+
+    @staticmethod
+    def _wan2_endpoint() -> list[str]:
+        return ["mptcp", "endpoint", "add", ip("client", "wan2"), "dev", "wan2", "subflow"]
+
+    def wan2_endpoint_deletion(self) -> Callable[[], None]:
+        """What makes the network behind wan2 go away for MPTCP, ready to
+        call: the client deletes its wan2 endpoint, and every connection
+        removes its wan2 subflow (the peer hears REMOVE_ADDR) while the link
+        stays up. The endpoint's id is looked up now, and the deletion is
+        one netlink request from this process: a command would cost a second
+        of the emulated CPU under the VM's TCG, right at the moment measured."""
+        address = ip("client", "wan2")
+        ids = [words[words.index("id") + 1]
+               for words in map(str.split, self.client.run(["ip", "mptcp", "endpoint", "show"]).stdout.splitlines())
+               if words and words[0] == address and "id" in words]
+        if not ids:
+            raise KeyError(f"the client has no MPTCP endpoint {address}")
+        endpoint = int(ids[0])
+
+        def request() -> None:
+            with MPTCP() as pm:
+                pm.endpoint("del", id=endpoint)
+
+        def delete() -> None:
+            inside(self.client.name, request)
+
+        return delete
 
     def set_scheduler(self, name: str) -> None:
         """Select the MPTCP packet scheduler on both ends (both send data)."""

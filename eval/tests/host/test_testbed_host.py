@@ -164,3 +164,15 @@ def test_sysctl_is_set_in_its_own_namespace_only(tag: str) -> None:
         with pytest.raises(CommandError, match="net.mptcp.pm_type"):
             tb.client.sysctl("net.mptcp.pm_type", 7)
         assert tb.client.pids() == []
+
+
+def test_wan2_endpoint_deletion_removes_only_the_clients_wan2_endpoint(tag: str) -> None:
+    with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:
+        tb.enable_kernel_pm()
+        wan2 = ip("client", "wan2")
+        delete = tb.wan2_endpoint_deletion()
+        assert wan2 in tb.client.run(["ip", "mptcp", "endpoint", "show"]).stdout
+        delete()
+        assert wan2 not in tb.client.run(["ip", "mptcp", "endpoint", "show"]).stdout
+        tb.add_wan2_endpoint()  # it can come back
+        assert wan2 in tb.client.run(["ip", "mptcp", "endpoint", "show"]).stdout

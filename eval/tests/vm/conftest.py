@@ -1,11 +1,15 @@
-"""VM tests run only inside braid's kernel (kernel/vm sets BRAID_IN_VM)."""
+"""VM tests run only inside braid's kernel (kernel/vm sets BRAID_IN_VM),
+and each fails if the kernel reported a defect while it ran."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from braid_testbed.kernel_log import KernelLog
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -16,3 +20,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in item.path.parents:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def kernel_stays_clean() -> Iterator[None]:
+    """A WARN in the MPTCP core is a defect even if the transfer completed:
+    every VM test reads the kernel log it caused (module fixtures' set-up
+    counts towards the first test that uses them)."""
+    if os.environ.get("BRAID_IN_VM") != "1":
+        yield
+        return
+    with KernelLog() as log:
+        yield
+    problems = log.problems()
+    assert not problems, "the kernel reported a defect:\n" + "\n".join(log.read()[-80:])
