@@ -19,6 +19,7 @@ import pytest
 
 import hywf_sim
 from braid_eval import wf
+from braid_eval.false_failure import FALSE_FAILURE, most_count
 from braid_eval.wf_attacks import cumul_features, kfp_features, knn_features
 from braid_eval.wf_df import DeepFingerprinting, Dropout
 from braid_eval.wf_eval import evaluate
@@ -214,13 +215,32 @@ def synthetic() -> Dataset:
     return synthetic_dataset(8, 9, seed=5)
 
 
+# The shuffled-label control's 3 x 24 predictions count as this many
+# independent ones (test_attack_beats_chance_and_shuffled_labels_do_not).
+SHUFFLED_EFFECTIVE = 45
+
+
 @pytest.mark.parametrize("attack", ["kfp", "knn", "cumul"])
 def test_attack_beats_chance_and_shuffled_labels_do_not(synthetic: Dataset, attack: str) -> None:
+    """Seeded, so each run gives the same figures; over seeds (a fresh
+    sample whenever the attacks, the corpus or the draws change) a
+    correct attack fails with at most 6e-5.
+
+    With training labels shuffled, each prediction is right with
+    probability 1/8, but predictions of one site's loads go together: the
+    mean TPR of 3 splits (72 predictions) had sd 0.050 over 550 seeds
+    (knn, cumul; 0.039 were they independent), as a Binomial of
+    SHUFFLED_EFFECTIVE = 45, which exceeds 15 of 45 (1/3) with 6e-5
+    (chance + 0.15 was exceeded in 0.4-0.7 % of seeds). The real TPR over
+    150 corpus seeds: cumul 0.89 (sd 0.058, lowest 0.75), knn 0.99
+    (0.022); kfp 0.92 (0.03, 25 seeds): 0.6 is 5 sd below cumul's
+    (3e-7; 0.7 was 3.2 sd, 7e-4)."""
     chance = 1 / 8
     real = evaluate(synthetic, attack, repeats=2, quick=True, open_world=False)["orig"]
     shuffled = evaluate(synthetic, attack, repeats=3, quick=True, open_world=False, shuffle_labels=True)["orig"]
-    assert np.mean(real.tpr) >= 0.7, real.tpr
-    assert np.mean(shuffled.tpr) <= chance + 0.15, shuffled.tpr
+    assert np.mean(real.tpr) >= 0.6, real.tpr
+    at_chance = most_count(SHUFFLED_EFFECTIVE, chance, FALSE_FAILURE) / SHUFFLED_EFFECTIVE
+    assert np.mean(shuffled.tpr) <= at_chance, shuffled.tpr
 
 
 def test_simulated_hywf_protocol_lowers_kfp() -> None:

@@ -12,6 +12,7 @@ from typing import cast
 
 import pytest
 
+from braid_eval.false_failure import FALSE_FAILURE, confirm_level, share_tolerance
 from braid_eval.transfer import (
     BULK_PORT,
     BulkServer,
@@ -30,10 +31,15 @@ from braid_testbed import LinkSpec, StandardTestbed, scheduler_testbed
 FAST = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 SLOW = LinkSpec(rate_mbit=5, delay_ms=10, queue_pkts=50)
 FIXED_PERMILLE = 300
-# 3 MB is ~2,100 segments: decided one by one (bernoulli_batch 1), the
-# measured share has sd ~0.01 around the setting; the test allows 0.03.
+# 3 MB is ~2,200 segments, of which at least FIXED_PLACED are placed once
+# wan2 has joined: decided one by one (bernoulli_batch 1), wan1's share of
+# them is Binomial(n, 0.3) / n, sd ~0.01 around the setting. TOLERANCE is
+# the band it leaves with probability at most 0.01 (0.0265): a transfer
+# outside it is confirmed on a second one, and a correct scheduler fails
+# both with at most 1e-4 (a single transfer against 0.03 failed with 3e-3).
 FIXED_BYTES = 3 << 20
-TOLERANCE = 0.03
+FIXED_PLACED = 2000
+TOLERANCE = share_tolerance(FIXED_PLACED, FIXED_PERMILLE / 1000, confirm_level(FALSE_FAILURE))
 
 
 @pytest.fixture(scope="module")
@@ -50,20 +56,18 @@ def set_both(tb: StandardTestbed, **values: int) -> None:
             tb[node].sysctl(f"net.mptcp.{key}", value)
 
 
-@pytest.mark.parametrize("mode", ["upload", "download"])
-def test_fixed_split_holds_on_the_wire(bed: StandardTestbed, mode: str) -> None:
-    """bernoulli_permille 300: wan1 (the first path in address order)
-    carries 30 % of the data, though it is the faster WAN; each end splits
-    what it sends."""
-    set_both(bed, bernoulli_adaptive=0, bernoulli_permille=FIXED_PERMILLE, bernoulli_batch=1)
+def fixed_split_share(tb: StandardTestbed, mode: str) -> float:
+    """One transfer at bernoulli_permille FIXED_PERMILLE: wan1's share of
+    what the scheduler placed once both WANs were there."""
+    set_both(tb, bernoulli_adaptive=0, bernoulli_permille=FIXED_PERMILLE, bernoulli_batch=1)
     sender = "client" if mode == "upload" else "proxy"
     try:
-        with BulkServer(bed) as server:
-            moved = sched_bursts_moved(bed, sender)
-            r = measured_transfer(bed, server, FIXED_BYTES, mode=mode)
-            moved = sched_bursts_moved(bed, sender) - moved
+        with BulkServer(tb) as server:
+            moved = sched_bursts_moved(tb, sender)
+            r = measured_transfer(tb, server, FIXED_BYTES, mode=mode)
+            moved = sched_bursts_moved(tb, sender) - moved
     finally:
-        set_both(bed, bernoulli_adaptive=1, bernoulli_permille=500, bernoulli_batch=4)
+        set_both(tb, bernoulli_adaptive=1, bernoulli_permille=500, bernoulli_batch=4)
     # What the scheduler placed: from wan2's first data on, in data-sequence
     # order, in full-size wire packets (its unit: one segment per decision).
     # Two other counts read the upload wrong (issue 15's expected failure
@@ -82,6 +86,20 @@ def test_fixed_split_holds_on_the_wire(bed: StandardTestbed, mode: str) -> None:
           f"in bytes {in_bytes:.3f}; by wire time from the join {by_time:.3f}, whole transfer "
           f"{r.wan_share(1):.3f}), runs moved {moved}, wan bytes {r.wan_payload}, {r.goodput_mbit:.1f} Mbit/s")
     assert r.digest_ok
+    return share
+
+
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_fixed_split_holds_on_the_wire(bed: StandardTestbed, mode: str) -> None:
+    """bernoulli_permille 300: wan1 (the first path in address order)
+    carries 30 % of the data, though it is the faster WAN; each end splits
+    what it sends. A share outside TOLERANCE is confirmed on a second
+    transfer (false-failure probability: TOLERANCE's comment)."""
+    share = fixed_split_share(bed, mode)
+    if share != pytest.approx(FIXED_PERMILLE / 1000, abs=TOLERANCE):
+        print(f"{mode}: {share:.3f} is more than {TOLERANCE:.4f} from {FIXED_PERMILLE / 1000}; "
+              "confirming with a second transfer")
+        share = fixed_split_share(bed, mode)
     assert share == pytest.approx(FIXED_PERMILLE / 1000, abs=TOLERANCE)
 
 

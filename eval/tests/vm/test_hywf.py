@@ -17,6 +17,7 @@ from scipy import stats
 
 import hywf_sim
 from braid_eval.dss import data_segments
+from braid_eval.false_failure import FALSE_FAILURE, least_count
 from braid_eval.split_analysis import (
     mask_runs,
     model_pooled_burst_mean,
@@ -42,7 +43,12 @@ EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 CONNECTIONS = 30
 CONN_BYTES = 2 << 20
 NCONS = 20
-ALPHA = 0.01
+# Levels of the tests that compare with a model; each rejection is
+# confirmed on a fresh sample, and a correct scheduler fails only if both
+# reject (each test's docstring gives its false-failure probability).
+UNIFORM_ALPHA = 0.004
+RUNS_ALPHA = 0.01
+DRIFT_ALPHA = 0.01
 # Simulated connections per measured one, when comparing with hywf_sim.
 SIM_COPIES = 3
 # p-drift test: the thesis's mean packets between redraws, and the window
@@ -52,6 +58,9 @@ DRIFT_WINDOW = 100
 # Idle-redraw test: short bursts, and the share change that means a new split.
 IDLE_TEST_NCONS = 2
 CHANGED = 0.2
+# P(|p1 - p2| > CHANGED) for independent p ~ U[0, 1]: (1 - CHANGED)^2,
+# 0.641 with the phases' burst noise (400,000 model draws).
+REDRAW_CHANGE_P = (1 - CHANGED) ** 2
 
 
 def hywf_testbed(tag: str) -> StandardTestbed:
@@ -117,8 +126,8 @@ def uniformity_failure(traces: list[ConnectionTrace], mode: str) -> str | None:
     print(f"\n{mode}: wan1 share per connection: " + " ".join(f"{s:.2f}" for s in shares))
     ks = stats.kstest(shares, "uniform")
     print(f"{mode}: KS against U[0,1]: D={ks.statistic:.3f} p={ks.pvalue:.3f}")
-    if ks.pvalue <= ALPHA:
-        return f"KS p={ks.pvalue:.4f} <= {ALPHA}"
+    if ks.pvalue <= UNIFORM_ALPHA:
+        return f"KS p={ks.pvalue:.4f} <= {UNIFORM_ALPHA}"
     # The default scheduler would put ~50% on each equal WAN every time.
     if not (shares[0] < 0.2 and shares[-1] > 0.8):
         return f"shares only span [{shares[0]:.2f}, {shares[-1]:.2f}]"
@@ -128,12 +137,16 @@ def uniformity_failure(traces: list[ConnectionTrace], mode: str) -> str | None:
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_per_connection_split_is_uniform(series: dict[str, list[ConnectionTrace]],
                                          mode: str, bed: StandardTestbed) -> None:
-    """KS at ALPHA, confirmed on a second sample when the first rejects.
+    """KS at UNIFORM_ALPHA and the span, confirmed on a second sample when
+    the first fails them.
 
     The kernel's random source cannot be seeded, so a correct scheduler
-    fails one sample with probability ALPHA (two directions: ~2% of suite
-    runs). Requiring an independent second sample to reject as well makes
-    that ALPHA**2, while a scheduler that does not split uniformly (e.g. the
+    fails one sample by chance: a connection's share is its split plus
+    burst noise (some 74 bursts), which KS against U[0, 1] at 0.004 rejects
+    with probability 0.0051, and 30 connections miss 0.2 or 0.8 with
+    0.0020 (40,000 samples of the model): 0.0069 a sample. Requiring an
+    independent second sample to fail as well makes that 4.8e-5 a
+    direction, while a scheduler that does not split uniformly (e.g. the
     same split every time) still fails both samples.
     """
     failure = uniformity_failure(series[mode], mode)
@@ -155,22 +168,43 @@ class Wan1View:
     share: float
 
 
+def views_of(traces: list[ConnectionTrace], mode: str) -> list[Wan1View]:
+    upload = mode == "upload"
+    views = []
+    for t in traces:
+        segments = {w: data_segments(t.packets[w], BULK_PORT, upload) for w in (1, 2)}
+        views.append(Wan1View(run_lengths(segments[1]), len(segments[1]) + len(segments[2]),
+                              share_once_joined(t.packets, 1, BULK_PORT, upload)))
+    return views
+
+
 @pytest.fixture(scope="module")
 def wan1_views(series: dict[str, list[ConnectionTrace]]) -> dict[str, list[Wan1View]]:
-    views: dict[str, list[Wan1View]] = {}
-    for mode, traces in series.items():
-        upload = mode == "upload"
-        views[mode] = []
-        for t in traces:
-            segments = {w: data_segments(t.packets[w], BULK_PORT, upload) for w in (1, 2)}
-            views[mode].append(Wan1View(run_lengths(segments[1]), len(segments[1]) + len(segments[2]),
-                                        share_once_joined(t.packets, 1, BULK_PORT, upload)))
-    return views
+    return {mode: views_of(traces, mode) for mode, traces in series.items()}
+
+
+def fresh_views(tb: StandardTestbed, mode: str) -> list[Wan1View]:
+    """A fresh series of ``mode`` connections, to confirm a rejection."""
+    return views_of(draw_series(tb, (mode,))[mode], mode)
+
+
+def burst_mean_failure(views: list[Wan1View], mode: str) -> str | None:
+    """Why the wan1 runs do not give hywf's mean burst, or None."""
+    estimate = pooled_burst_mean([(v.runs, v.share) for v in views])
+    reference = model_pooled_burst_mean([(v.packets, v.share) for v in views], NCONS,
+                                        np.random.default_rng(1))
+    nruns = sum(len(v.runs) for v in views)
+    print(f"\n{mode}: {nruns} runs on wan1, burst mean estimate {estimate:.1f}, model reference "
+          f"{reference:.1f} (ncons {NCONS})")
+    assert nruns >= 100
+    if estimate != pytest.approx(reference, rel=0.15):
+        return f"estimate {estimate:.1f} against {reference:.1f}"
+    return None
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
 def test_burst_length_seen_on_one_wan_has_mean_ncons(wan1_views: dict[str, list[Wan1View]],
-                                                      mode: str) -> None:
+                                                      mode: str, bed: StandardTestbed) -> None:
     """The runs an observer of wan1 sees give hywf's mean burst, ncons, through
     pooled_burst_mean(); compared with what the same estimator gives for
     model HyWF senders with these connections' sizes and shares, since it
@@ -179,30 +213,27 @@ def test_burst_length_seen_on_one_wan_has_mean_ncons(wan1_views: dict[str, list[
     Uploads used to come out ~6 % short (16.0-18.7, mean 17.5, against
     ~18.7 in ten VM runs before 2026-11-26), an xfail with no cause found;
     since kernel patches 14 and 15 (the client's first flight waits for
-    the join) five runs gave 17.8-19.4 (mean 18.8) against 18.6-18.8."""
-    views = wan1_views[mode]
-    estimate = pooled_burst_mean([(v.runs, v.share) for v in views])
-    reference = model_pooled_burst_mean([(v.packets, v.share) for v in views], NCONS,
-                                        np.random.default_rng(1))
-    nruns = sum(len(v.runs) for v in views)
-    print(f"\n{mode}: {nruns} runs on wan1, burst mean estimate {estimate:.1f}, model reference "
-          f"{reference:.1f} (ncons {NCONS})")
-    assert nruns >= 100
-    assert estimate == pytest.approx(reference, rel=0.15)
+    the join) five runs gave 17.8-19.4 (mean 18.8) against 18.6-18.8.
+
+    On model data the estimate over its reference has sd 0.046 (skew
+    0.1-0.35): a correct scheduler's sample leaves the 15 % band with
+    probability about 1e-3 (20,000 simulated series: 9e-4). A sample that
+    does is confirmed on a fresh series, and the test fails only if that
+    leaves it too: 1e-6."""
+    failure = burst_mean_failure(wan1_views[mode], mode)
+    if failure is not None:
+        print(f"{mode}: first sample rejected ({failure}); confirming with a fresh one")
+        failure = burst_mean_failure(fresh_views(bed, mode), mode)
+    assert failure is None, failure
 
 
-@pytest.mark.parametrize("mode", ["upload", "download"])
-def test_simulated_runs_match_the_wire(wan1_views: dict[str, list[Wan1View]], mode: str) -> None:
-    """hywf_sim, the simulator the privacy evaluation protects traces with,
-    splits like the kernel: the runs an observer of wan1 sees have the same
-    distribution as the simulator's for connections of the same sizes and
-    shares (two-sample KS at 0.001: on model data it rejects a correct
-    simulator in under 1 % of samples, and one whose bursts are 14 packets
-    instead of 20 in 80 %)."""
+def runs_fit(views: list[Wan1View], mode: str) -> float:
+    """Two-sample KS p-value of the wire's wan1 runs against hywf_sim's
+    for SIM_COPIES connections of each one's size and share."""
     rng = np.random.default_rng(2)
     wire: list[int] = []
     simulated: list[int] = []
-    for v in wan1_views[mode]:
+    for v in views:
         wire += v.runs
         for _ in range(SIM_COPIES):
             simulated += mask_runs(hywf_sim.bursty_choice(v.packets, v.share, NCONS, rng))[1:-1]
@@ -210,16 +241,30 @@ def test_simulated_runs_match_the_wire(wan1_views: dict[str, list[Wan1View]], mo
     print(f"\n{mode}: wan1 runs, median wire {np.median(wire):.0f} ({len(wire)}), simulator "
           f"{np.median(simulated):.0f} ({len(simulated)}); KS D={ks.statistic:.3f} p={ks.pvalue:.3f}")
     assert len(wire) >= 100
-    assert ks.pvalue > 0.001
+    return float(ks.pvalue)
 
 
-def test_drifting_split_matches_the_simulator(bed: StandardTestbed) -> None:
-    """hywf_nchp: within a connection the split wanders as hywf_sim's
-    drifting_p() says. With bursts of one packet (hywf_ncons 1) the share
-    of wan1 in windows of 100 packets follows the local p; its deviations
-    from the connection's share are compared with the simulator's for the
-    same sizes and shares (two-sample KS), and must be well above what a
-    fixed split gives, or the drift would not be on the wire at all."""
+@pytest.mark.parametrize("mode", ["upload", "download"])
+def test_simulated_runs_match_the_wire(wan1_views: dict[str, list[Wan1View]], mode: str,
+                                       bed: StandardTestbed) -> None:
+    """hywf_sim, the simulator the privacy evaluation protects traces with,
+    splits like the kernel: the runs an observer of wan1 sees have the same
+    distribution as the simulator's for connections of the same sizes and
+    shares (two-sample KS at RUNS_ALPHA, confirmed on a fresh series when
+    the first rejects). On model data (20,000 simulated series) KS rejects
+    a correct simulator with probability 0.0033 at 0.01 (2.5e-4 at 0.001),
+    so the test fails a correct scheduler with 1.1e-5; at 0.001 it rejected
+    one whose bursts are 14 packets instead of 20 in 80 % of samples."""
+    fit = runs_fit(wan1_views[mode], mode)
+    if fit <= RUNS_ALPHA:
+        print(f"{mode}: first sample rejected (p={fit:.4f}); confirming with a fresh one")
+        fit = runs_fit(fresh_views(bed, mode), mode)
+    assert fit > RUNS_ALPHA
+
+
+def drift_failure(bed: StandardTestbed) -> str | None:
+    """A series of downloads with hywf_nchp: why its windows do not drift as
+    the simulator's, or None."""
     values = {"net.mptcp.hywf_ncons": 1, "net.mptcp.hywf_nchp": DRIFT_NCHP}
     with changed_sysctls(bed, ("client", "proxy"), values):
         traces = draw_series(bed, ("download",))["download"]
@@ -241,8 +286,34 @@ def test_drifting_split_matches_the_simulator(bed: StandardTestbed) -> None:
           f"({len(wire)} windows), simulator {sd_drift:.3f}, simulator without drift "
           f"{sd_fixed:.3f}; KS wire vs simulator D={ks.statistic:.3f} p={ks.pvalue:.3f}")
     assert len(wire) >= 200
-    assert sd_wire > 2 * sd_fixed
-    assert ks.pvalue > ALPHA
+    if sd_wire <= 2 * sd_fixed:
+        return f"sd {sd_wire:.3f}, not above twice a fixed split's {sd_fixed:.3f}"
+    if ks.pvalue <= DRIFT_ALPHA:
+        return f"KS p={ks.pvalue:.4f} <= {DRIFT_ALPHA}"
+    return None
+
+
+def test_drifting_split_matches_the_simulator(bed: StandardTestbed) -> None:
+    """hywf_nchp: within a connection the split wanders as hywf_sim's
+    drifting_p() says. With bursts of one packet (hywf_ncons 1) the share
+    of wan1 in windows of 100 packets follows the local p; its deviations
+    from the connection's share are compared with the simulator's for the
+    same sizes and shares (two-sample KS), and must be well above what a
+    fixed split gives, or the drift would not be on the wire at all.
+
+    A series that fails either is confirmed on a fresh one. The windows of
+    a connection are not independent (the drift spans windows), which KS
+    assumes; but deviations are multiples of 1/100, and the ties make it
+    conservative: on model data (1,500 simulated series) it rejected at
+    0.05 in 0.5 % of them, at 0.02 in 0.13 %, at 0.01 in none (95 %
+    bound: 2e-3), and the sd ratio was at least 2.56 (mean 3.4, sd 0.26:
+    2 is 5.5 sd away). So a sample fails with at most 2e-3, and the test
+    with 4e-6."""
+    failure = drift_failure(bed)
+    if failure is not None:
+        print(f"first sample rejected ({failure}); confirming with a fresh one")
+        failure = drift_failure(bed)
+    assert failure is None, failure
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
@@ -257,7 +328,9 @@ def test_bursts_end_on_full_segments(series: dict[str, list[ConnectionTrace]], m
     short by something else, most likely the peer's window); since kernel patch 12 keeps such a burst open until
     its last packet is full, 3.6 % do (2026-11-26, 30 connections each way).
     What remains is the sender running dry or a packet that left short
-    before the burst was spent.
+    before the burst was spent. Not a sampled quantity of a model: were
+    short ends independent at the measured 3.6 %, 10 % of 500 switches or
+    more would come with probability 5e-11.
     """
     upload = mode == "upload"
     runs = short_ends = 0
@@ -320,14 +393,18 @@ def test_idle_connection_draws_a_new_split(bed: StandardTestbed, mode: str) -> N
 
     A change above CHANGED is a new split (phase_share_differences says why
     a kept one does not move that far). Two independent uniform splits
-    differ by more than 0.2 with probability 0.64: fewer than 5 of 16 such
-    changes appear with probability 0.17%. The control needs fewer
-    connections: a kept split crosses CHANGED only as a > 6 sd event.
+    differ by more than 0.2 with probability REDRAW_CHANGE_P = 0.64, and
+    the connections are independent (a split each, hywf_scope 0): at least
+    3 of 16 such changes (least_count), which a correct scheduler misses
+    with probability 3.3e-5 (at least 5 missed with 1.7e-3); a kept split
+    (each crossing with ~1e-9) fails it all the same. The control needs fewer
+    connections: a kept split crosses CHANGED only as a > 6 sd event (sd
+    of a change <= 0.033: 2 of 8 with probability < 1e-16).
     """
     count = 16
     redrawn = phase_share_differences(bed, idle_ms=200, count=count, mode=mode)
     print(f"\n|share change| after idle, redraw: {sorted(round(d, 2) for d in redrawn)}")
-    assert sum(d > CHANGED for d in redrawn) >= 5
+    assert sum(d > CHANGED for d in redrawn) >= least_count(count, REDRAW_CHANGE_P, FALSE_FAILURE)
     if mode == "phased":
         kept = phase_share_differences(bed, idle_ms=60_000, count=count // 2, mode=mode)
         print(f"|share change| after idle, control: {sorted(round(d, 2) for d in kept)}")

@@ -111,16 +111,40 @@ def shares_with(scheduler: str, net: PrivateTorNetwork, page: bytes, tmp: Path) 
     return got
 
 
+def spread_failure(hywf: PageShares, control: PageShares) -> str | None:
+    """Why hywf's page shares do not spread as its splits do, or do not
+    spread clearly more than the control's, or None."""
+    if max(hywf.shares) - min(hywf.shares) < 0.5 or hywf.sd < 0.15:
+        return f"shares span {min(hywf.shares):.2f}-{max(hywf.shares):.2f}, sd {hywf.sd:.3f}"
+    if hywf.sd <= control.sd + 0.1:
+        return f"sd {hywf.sd:.3f}, not 0.1 above the control's {control.sd:.3f}"
+    return None
+
+
 def test_page_loads_on_one_tor_connection_get_different_splits(
         net: tuple[PrivateTorNetwork, bytes], tmp_path: Path) -> None:
+    """p ~ U[0, 1] per page, and pages are independent samples: GAP_S is
+    three times hywf_idle_ms, so a page shares its split with the one
+    before only if tor sends on the connection throughout a gap (its
+    padding cells come 1.5-9.5 s apart). A page of some ten bursts spreads
+    its share wider than its p (sd 0.33 where U[0, 1] gives 0.29): under
+    that model 12 pages span less than 0.5 or have sd below
+    max(0.15, the control's + 0.1) with probability 9e-4 for the control's
+    recorded sd 0.042, and 9e-3 for 0.10 (100,000 model samples). Pages
+    that fail are confirmed on 12 fresh ones: a correct scheduler fails
+    both with 1e-6, and with under 1e-4 while the control's sd is at most
+    0.10."""
     n, page = net
     hywf = shares_with("hywf", n, page, tmp_path / "hywf")
     # One tor connection for every page: no new connection or subflow to the
     # transport while the pages loaded.
     assert hywf.syns == 0
-    # p ~ U[0, 1] per page: sd 0.29; the range of 12 draws is below 0.5 with
-    # probability 0.3 %.
-    assert max(hywf.shares) - min(hywf.shares) >= 0.5 and hywf.sd >= 0.15, hywf.shares
     control = shares_with("default", n, page, tmp_path / "default")
     assert control.syns == 0
-    assert hywf.sd > control.sd + 0.1, (hywf.shares, control.shares)
+    failure = spread_failure(hywf, control)
+    if failure is not None:
+        print(f"hywf's pages rejected ({failure}); confirming with fresh ones")
+        hywf = shares_with("hywf", n, page, tmp_path / "hywf-again")
+        assert hywf.syns == 0
+        failure = spread_failure(hywf, control)
+    assert failure is None, (failure, hywf.shares, control.shares)
