@@ -153,21 +153,25 @@ class Namespace:
     def sysctl(self, key: str, value: str | int) -> None:
         """Set one sysctl in the namespace (``sysctl -w``'s key syntax);
         a value the kernel refuses raises CommandError with its reason."""
-        path = "/proc/sys/" + key.replace(".", "/")
-
-        def write() -> None:
-            with open(path, "w") as f:
-                f.write(f"{value}\n")
-
-        try:
-            inside(self.name, write)
-        except OSError as e:
-            raise CommandError(f"[{self.name}] sysctl {key}={value}: {e.strerror}") from None
+        self.sysctls([(key, value)])
 
     def sysctls(self, settings: Sequence[tuple[str, str | int]]) -> None:
-        """Set several sysctls, in order."""
-        for key, value in settings:
-            self.sysctl(key, value)
+        """Set several sysctls, in order, from one thread inside the
+        namespace; the first the kernel refuses raises CommandError."""
+        failed: list[str] = []
+
+        def write() -> None:
+            for key, value in settings:
+                try:
+                    with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
+                        f.write(f"{value}\n")
+                except OSError as e:
+                    failed.append(f"sysctl {key}={value}: {e.strerror}")
+                    return
+
+        inside(self.name, write)
+        if failed:
+            raise CommandError(f"[{self.name}] {failed[0]}")
 
     def batch(self, commands: Sequence[Sequence[str]]) -> None:
         """Several ``ip`` commands (without the leading ``ip``) in one

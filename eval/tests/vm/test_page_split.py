@@ -186,8 +186,8 @@ def model_fit(measured: list[float], pages: list[PageTrace], per_page: bool,
 
 def reaches_both_ends(values: list[float]) -> bool:
     """Some page shows wan1 at most a tenth of its bytes and some at least
-    nine tenths (issue 11). Under the page-scope model, whose bursts widen
-    U[0, 1], a page is at or below 0.1 with probability 0.124 downstream
+    nine tenths: the split reaches both networks. Under the page-scope
+    model, whose bursts widen U[0, 1], a page is at or below 0.1 with probability 0.124 downstream
     and 0.157 upstream, and as often at or above 0.9: 40 pages miss an end
     with probability 0.010 downstream and 0.002 upstream, 80 pages with
     5e-5 and 2e-6 (2 x 200,000 model draws on the test's page sizes)."""
