@@ -56,6 +56,10 @@ WEB_PORT = 8080
 AUTH_DIRPORT, AUTH_ORPORT = 7000, 7001
 PT_PORT = 4433
 BRIDGE_ORPORT = "127.0.0.1:9001"
+# Seconds the bridge's tor may take to start its transport. Under TCG (braid's
+# VM emulates its CPU) tor's start-up and key generation take several times
+# as long as on the host, and longer still on a loaded CI machine.
+BRIDGE_START_S = 180 if os.environ.get("BRAID_IN_VM") == "1" else 60
 
 # Short voting so a consensus exists seconds after start.
 AUTH_TIMING = [
@@ -261,13 +265,16 @@ class PrivateTorNetwork:
             "s",
             [sys.executable, "-m", "braid_tor", "bridge", "--pt", str(self.pt), "--data-dir", str(d),
              "--pt-listen", f"{SERVER_PUBLIC}:{PT_PORT}", "--orport", BRIDGE_ORPORT,
-             "--testing-network", "--dir-authority", self.dir_authority, "--bootstrap-timeout", "60",
+             "--testing-network", "--dir-authority", self.dir_authority,
+             "--bootstrap-timeout", str(BRIDGE_START_S),
              *[arg for line in self.bridge_extra for arg in ("--torrc-extra", line)]],
             log=log,
             env={"PYTHONPATH": str(REPO / "proxy" / "tor")},
         )
         self.procs["bridge"] = proc
-        deadline = time.monotonic() + 60
+        # braid_tor waits for tor (--bootstrap-timeout), then up to 30 s for
+        # the transport's line: wait for both, and python's start.
+        deadline = time.monotonic() + BRIDGE_START_S + 45
         while time.monotonic() < deadline:
             for line in log.read_text().splitlines():
                 if line.startswith("bridge line: "):
@@ -276,7 +283,8 @@ class PrivateTorNetwork:
             if proc.poll() is not None:
                 break
             time.sleep(0.2)
-        raise RuntimeError(f"bridge did not start:\n{log.read_text()}\n{self.tor_log('bridge')}")
+        waited = BRIDGE_START_S + 45
+        raise RuntimeError(f"bridge did not start in {waited} s:\n{log.read_text()}\n{self.tor_log('bridge')}")
 
     def pt_server_pids(self) -> list[int]:
         """The braid-pt server processes (children of the bridge's tor)."""
