@@ -25,12 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
+from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
 
 from .demo_failover import REPORT as FAILOVER_REPORT
 from .demo_observer import observer_pane
 from .report import format_transfer, plot_wan_throughput
-from .transfer import BULK_TOOL, BulkServer, TransferResult, measured_transfer, ping_rtt_ms
+from .transfer import BulkServer, TransferResult, measured_transfer, ping_rtt_ms, request_response
 
 WAN1 = LinkSpec(rate_mbit=30, delay_ms=10, jitter_ms=1, queue_pkts=150)
 WAN2 = LinkSpec(rate_mbit=20, delay_ms=25, jitter_ms=2, queue_pkts=150)
@@ -110,10 +110,7 @@ def compare_schedulers(tb: StandardTestbed, names: list[str], nbytes: int) -> tu
         # scheduler their listening socket was created with.
         with BulkServer(tb) as server:
             r = measured_transfer(tb, server, nbytes, mode="upload")
-            out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
-                                 "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
-                                 "--requests", str(COMPARE_REQUESTS)], timeout=300).stdout
-        lat = json.loads(out.strip().splitlines()[-1])["latency_ms"]
+            lat = request_response(tb, server, COMPARE_REQUESTS, timeout=300)["latency_ms"]
         ok &= r.digest_ok
         lines.append(f"  {name:10} {r.goodput_mbit:5.1f} Mbit/s, wan1 share {r.wan_share(1):.2f}, "
                      f"rr p50 {lat['p50']:5.1f} ms p99 {lat['p99']:5.1f} ms"

@@ -36,7 +36,7 @@ from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 from braid_testbed.standard import scheduler_testbed
 
 from .provenance import provenance
-from .transfer import BULK_PORT, BULK_TOOL, BulkServer
+from .transfer import BULK_PORT, BulkServer, bulk_client
 
 TCP_PORT = BULK_PORT + 2
 GATEWAY = LinkSpec(rate_mbit=10, delay_ms=40, queue_pkts=100)
@@ -70,10 +70,10 @@ def run_flows(tb: StandardTestbed, port: int, flows: int, tcp: bool) -> tuple[fl
     """``flows`` parallel uploads sharing BYTES_PER_POINT; (aggregate
     goodput in Mbit/s, per-flow coefficient of variation, all intact)."""
     each = BYTES_PER_POINT // flows
-    cmd = ["python3", str(BULK_TOOL)] + (["--tcp"] if tcp else [])
-    cmd += ["send", "--host", ip("proxy", "core"), "--port", str(port), "--bytes", str(each),
-            "--parallel", str(flows)]
-    proc = tb.client.run(cmd, check=False, timeout=600)
+    args = ["--tcp"] if tcp else []
+    args += ["send", "--host", ip("proxy", "core"), "--port", str(port), "--bytes", str(each),
+             "--parallel", str(flows)]
+    proc = bulk_client(tb, args, 600)
     results = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     if proc.returncode not in (0, 1) or len(results) != flows:
         raise RuntimeError(f"{len(results)} of {flows} flows finished ({proc.returncode}): "

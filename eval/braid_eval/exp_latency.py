@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
+from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem, messages
 from braid_testbed.link import netem_args
 from braid_testbed.standard import scheduler_testbed
 from braid_testbed.topology import interface_counters
@@ -146,10 +146,10 @@ def run_point(tb: StandardTestbed, scenario: str, config: str, load: float, seco
               seed: int) -> Point:
     configure(tb, config, load, scenario)
     before = [interface_counters(tb.client, f"wan{w}")[0] for w in (1, 2)]
-    proc = tb.client.run(["python3", str(MESSAGES_TOOL), "send", "--host", ip("proxy", "core"),
-                          "--port", str(MESSAGES_PORT), "--rate", f"{message_rate(load):.3f}",
-                          "--size", str(MEAN_SIZE), "--seconds", str(seconds), "--seed", str(seed)],
-                         check=False, timeout=seconds + 120)
+    proc = tb.client.run_main(messages.main, ["send", "--host", ip("proxy", "core"), "--port", str(MESSAGES_PORT),
+                                              "--rate", f"{message_rate(load):.3f}", "--size", str(MEAN_SIZE),
+                                              "--seconds", str(seconds), "--seed", str(seed)],
+                              timeout=seconds + 120)
     if proc.returncode != 0:
         raise RuntimeError(f"{config} at load {load}: messages.py failed ({proc.returncode}): "
                            f"{proc.stderr.strip()}")

@@ -26,7 +26,7 @@ from types import TracebackType
 
 from braid_eval.dss import WIRE_MSS
 from braid_eval.proxy_pair import SERVER_PORT
-from braid_testbed import StandardTestbed, ip
+from braid_testbed import StandardTestbed, ip, pages
 from braid_testbed.netns import stop_process
 from braid_testbed.pcap import MptcpConnection, TcpPacket, mptcp_connections
 
@@ -138,10 +138,10 @@ def connection_timeline(conn: MptcpConnection, limit: int = 16) -> str:
 def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] | None = None,
                  timeout_s: float = 1200) -> list[PageTrace]:
     """Load ``count`` pages through ``socks`` while capturing both WANs."""
-    cmd = ["python3", str(PAGES_TOOL), "load", "--server", f"{ip('server', 'inet')}:{PAGE_PORT}",
-           "--socks", socks, "--pages", str(count), *(extra or [])]
+    args = ["load", "--server", f"{ip('server', 'inet')}:{PAGE_PORT}", "--socks", socks,
+            "--pages", str(count), *(extra or [])]
     with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
-        proc = tb.client.run(cmd, check=False, timeout=timeout_s)
+        proc = tb.client.run_main(pages.main, args, timeout_s)
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or len(results) != count:
         raise RuntimeError(f"page loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")

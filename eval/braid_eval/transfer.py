@@ -25,20 +25,38 @@ from types import TracebackType
 from typing import Any
 
 from braid_eval.dss import WIRE_MSS, Segment, data_segments, first_sends
-from braid_testbed import StandardTestbed, ip
+from braid_testbed import StandardTestbed, bulk, ip
 from braid_testbed.capture import WanCapture
 from braid_testbed.netns import stop_process
 from braid_testbed.pcap import TcpPacket
 from braid_testbed.topology import interface_counters
 
 BULK_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "bulk.py"
+
+
+def bulk_client(tb: StandardTestbed, args: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """bulk.py's client (``args`` as on its command line) in the client's
+    namespace, without a new process (:meth:`Namespace.run_main`)."""
+    return tb.client.run_main(bulk.main, args, timeout_s)
+
+
 BULK_PORT = 5201
+
+
+# bulk.py servers left running after their with-block, by (namespace, port):
+# the next BulkServer on that port with the same settings asks the process
+# for a fresh listener (which takes the scheduler in force) instead of
+# starting one, a Python start being seconds of the emulated CPU in braid's
+# VM; one with other settings stops it first. The testbed's teardown stops
+# them with everything else in its namespaces.
+_kept_servers: dict[tuple[str, int], tuple[tuple[bool, tuple[str, ...]], subprocess.Popen[bytes]]] = {}
 
 
 class BulkServer:
     """bulk.py (or another tool with the same ``serve --port`` interface,
     such as messages.py) serving on the proxy for the lifetime of a
-    with-block."""
+    with-block: connections made inside it are accepted by a listening
+    socket created at its start, under the scheduler in force then."""
 
     def __init__(self, tb: StandardTestbed, port: int = BULK_PORT, mptcp: bool = True,
                  tool: Path = BULK_TOOL, args: Sequence[str] = ()) -> None:
@@ -48,11 +66,30 @@ class BulkServer:
         self.tool = tool
         self.args = tuple(args)
         self.proc: subprocess.Popen[bytes] | None = None
+        self._kept = tool == BULK_TOOL
 
     def __enter__(self) -> BulkServer:
-        cmd = ["python3", str(self.tool)] + ([] if self.mptcp else ["--tcp"])
-        cmd += ["serve", "--port", str(self.port), *self.args]
-        self.proc = self.tb.proxy.popen(cmd, stdout=subprocess.PIPE)
+        key, settings = (self.tb.proxy.name, self.port), (self.mptcp, self.args)
+        kept = None
+        if key in _kept_servers:
+            kept_settings, kept = _kept_servers.pop(key)
+            if kept.poll() is None and (not self._kept or kept_settings != settings):
+                stop_process(kept)
+        if self._kept and kept is not None and kept.poll() is None:
+            _kept_servers[key] = (settings, kept)
+            assert kept.stdin is not None
+            kept.stdin.write(b"relisten\n")
+            kept.stdin.flush()
+            self.proc = kept
+        else:
+            cmd = ["python3", str(self.tool)] + ([] if self.mptcp else ["--tcp"])
+            cmd += ["serve", "--port", str(self.port), *self.args]
+            if self._kept:
+                cmd.append("--relisten-on-input")
+            self.proc = self.tb.proxy.popen(cmd, stdout=subprocess.PIPE,
+                                            stdin=subprocess.PIPE if self._kept else None)
+            if self._kept:
+                _kept_servers[key] = (settings, self.proc)
         assert self.proc.stdout is not None
         if not self.proc.stdout.readline().startswith(b"listening"):
             raise RuntimeError(f"{self.tool.name} server did not start")
@@ -64,7 +101,7 @@ class BulkServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self.proc is not None:
+        if self.proc is not None and not self._kept:
             stop_process(self.proc)
 
 
@@ -100,11 +137,11 @@ def measured_transfer(
     timeout_s: float = 300,
 ) -> TransferResult:
     """Run one transfer client -> proxy while capturing both WANs."""
-    cmd = ["python3", str(BULK_TOOL)] + ([] if server.mptcp else ["--tcp"])
-    cmd += ["send", "--host", ip("proxy", "core"), "--port", str(server.port),
-            "--bytes", str(nbytes), "--mode", mode, "--seed", str(seed)]
+    args = ([] if server.mptcp else ["--tcp"])
+    args += ["send", "--host", ip("proxy", "core"), "--port", str(server.port),
+             "--bytes", str(nbytes), "--mode", mode, "--seed", str(seed)]
     with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
-        proc = tb.client.run(cmd, check=False, timeout=timeout_s)
+        proc = bulk_client(tb, args, timeout_s)
     if proc.returncode not in (0, 1) or not proc.stdout.strip():
         raise RuntimeError(f"transfer failed ({proc.returncode}): {proc.stderr.strip()}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -185,11 +222,10 @@ def traced_series(
 ) -> list[ConnectionTrace]:
     """Run ``count`` connections one after another while capturing both WANs;
     split the captures per connection by the client's wall-clock windows."""
-    cmd = ["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
-           "--port", str(server.port), "--bytes", str(nbytes), "--mode", mode,
-           "--count", str(count), *(extra or [])]
+    args = ["send", "--host", ip("proxy", "core"), "--port", str(server.port), "--bytes", str(nbytes),
+            "--mode", mode, "--count", str(count), *(extra or [])]
     with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
-        proc = tb.client.run(cmd, check=False, timeout=timeout_s)
+        proc = bulk_client(tb, args, timeout_s)
     if proc.returncode != 0:
         raise RuntimeError(f"series failed ({proc.returncode}): {proc.stderr.strip()[-500:]}; "
                            f"results: {proc.stdout.strip()[-1500:]}")
@@ -210,10 +246,11 @@ def request_response(tb: StandardTestbed, server: BulkServer, requests: int,
     """``requests`` exchanges of 1 KiB each way, one after another, on one
     connection from the client to ``server``: bulk.py's result (latency_ms
     percentiles, digest_ok, start/end)."""
-    out = tb.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
-                         "--port", str(server.port), "--bytes", "1K", "--mode", "rr",
-                         "--requests", str(requests)], timeout=timeout).stdout
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    proc = bulk_client(tb, ["send", "--host", ip("proxy", "core"), "--port", str(server.port),
+                            "--bytes", "1K", "--mode", "rr", "--requests", str(requests)], timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"request/response failed ({proc.returncode}): {proc.stderr.strip()}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
 

@@ -46,6 +46,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 HEADER = struct.Struct("!4sBQQ")
@@ -225,15 +226,42 @@ def handle(conn: socket.socket, progress: Path | None = None) -> None:
                 conn.sendall(request)
 
 
-def serve(args: argparse.Namespace) -> int:
+def listen(args: argparse.Namespace) -> socket.socket:
     srv = make_socket(args.mptcp)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((args.bind, args.port))
     srv.listen(128)
     print(f"listening on {args.bind}:{args.port}", flush=True)
+    return srv
+
+
+def serve(args: argparse.Namespace) -> int:
+    srv = listen(args)
+    relisten = threading.Event()
+    if args.relisten_on_input:
+        # A listening socket takes the MPTCP scheduler in force when it is
+        # created, and so do the connections it accepts: a harness that
+        # changes the scheduler asks for a fresh listener rather than a
+        # new server process (seconds of the emulated CPU in braid's VM).
+        def read_requests() -> None:
+            for line in sys.stdin:
+                if line.strip() == "relisten":
+                    relisten.set()
+
+        threading.Thread(target=read_requests, daemon=True).start()
+        srv.settimeout(0.1)
     served = 0
     while args.count == 0 or served < args.count:
-        conn, _ = srv.accept()
+        if relisten.is_set():
+            relisten.clear()
+            srv.close()  # first: two listeners cannot share the port
+            srv = listen(args)
+            srv.settimeout(0.1)
+        try:
+            conn, _ = srv.accept()
+        except TimeoutError:
+            continue
+        conn.settimeout(None)
         served += 1
         t = threading.Thread(target=handle, args=(conn, args.progress), daemon=True)
         t.start()
@@ -341,7 +369,7 @@ def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
     return result
 
 
-def send_parallel(args: argparse.Namespace) -> int:
+def send_parallel(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``--parallel`` connections at once (threads: one process, so that
     they start together), one JSON line each."""
     results: list[dict[str, object]] = []
@@ -359,15 +387,15 @@ def send_parallel(args: argparse.Namespace) -> int:
     for t in threads:
         t.join()
     for result in results:
-        print(json.dumps(result), flush=True)
+        print(json.dumps(result), file=out, flush=True)
     for error in errors:
-        print(f"bulk: {error}", file=sys.stderr)
+        print(f"bulk: {error}", file=err)
     return 0 if not errors and all(r["digest_ok"] for r in results) else 1
 
 
-def send(args: argparse.Namespace) -> int:
+def send(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.parallel > 1:
-        return send_parallel(args)
+        return send_parallel(args, out, err)
     ok = True
     for i in range(args.count):
         if i and args.gap_ms:
@@ -376,13 +404,16 @@ def send(args: argparse.Namespace) -> int:
         if not result["digest_ok"]:
             print(f"bulk: connection {i + 1} of {args.count} ({args.mode}): "
                   f"{result['bytes']} bytes arrived, not the {args.bytes} sent "
-                  "or not byte-exact (SHA-256 differs)", file=sys.stderr)
+                  "or not byte-exact (SHA-256 differs)", file=err)
         ok = ok and bool(result["digest_ok"])
-        print(json.dumps(result), flush=True)
+        print(json.dumps(result), file=out, flush=True)
     return 0 if ok else 1
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The command line; ``argv``, ``out`` and ``err`` let a test harness
+    run a client in a thread of its own process (under braid's emulated VM
+    a Python start costs seconds) with what it prints kept apart."""
     parser = argparse.ArgumentParser(description="Checksummed MPTCP bulk transfers.")
     parser.add_argument("--tcp", dest="mptcp", action="store_false",
                         help="use plain TCP instead of MPTCP")
@@ -391,6 +422,9 @@ def main() -> int:
     s.add_argument("--bind", default="0.0.0.0")
     s.add_argument("--port", type=int, required=True)
     s.add_argument("--count", type=int, default=0, help="exit after N connections (0: never)")
+    s.add_argument("--relisten-on-input", action="store_true",
+                   help="replace the listening socket on each 'relisten' line read from standard input "
+                   "(it takes the MPTCP scheduler in force then), printing 'listening' again")
     s.add_argument("--progress", type=Path,
                    help=f"upload mode: append 'unix-time peer-port bytes' lines to this file every "
                    f"{PROGRESS_S} s per connection (an arrival timeline)")
@@ -410,11 +444,11 @@ def main() -> int:
     c.add_argument("--rates", type=parse_rates, default=[0.0],
                    help="paced mode: Mbit/s per chunk, comma-separated, 0 for unpaced (e.g. 0,2)")
     c.add_argument("--source", help="local address to bind the first subflow to")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
-        return serve(args) if args.cmd == "serve" else send(args)
-    except (OSError, ConnectionError) as err:
-        print(f"bulk: {args.cmd} failed: {err}", file=sys.stderr)
+        return serve(args) if args.cmd == "serve" else send(args, out, err)
+    except (OSError, ConnectionError) as e:
+        print(f"bulk: {args.cmd} failed: {e}", file=err)
         return 2
 
 

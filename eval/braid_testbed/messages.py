@@ -37,6 +37,7 @@ import struct
 import sys
 import threading
 import time
+from typing import TextIO
 
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 FRAME = struct.Struct("!IIQ")
@@ -139,10 +140,10 @@ def percentile(sorted_values: list[int], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))] / 1000
 
 
-def send(args: argparse.Namespace) -> int:
+def send(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     plan = schedule(args.rate, args.size, args.seconds, args.seed)
     if not plan:
-        print("messages: the schedule is empty (raise --rate or --seconds)", file=sys.stderr)
+        print("messages: the schedule is empty (raise --rate or --seconds)", file=err)
         return 2
     sock = make_socket(args.mptcp)
     sock.settimeout(IDLE_TIMEOUT_S + args.seconds)
@@ -164,11 +165,11 @@ def send(args: argparse.Namespace) -> int:
     sock.close()
     answer = json.loads(reply or b"{}")
     if "delays_us" not in answer:
-        print(f"messages: the receiver failed: {answer.get('error', 'no answer')}", file=sys.stderr)
+        print(f"messages: the receiver failed: {answer.get('error', 'no answer')}", file=err)
         return 1
     delays = answer["delays_us"][plan_offset:]
     if len(delays) != len(plan):
-        print(f"messages: {len(delays)} of {len(plan)} messages arrived", file=sys.stderr)
+        print(f"messages: {len(delays)} of {len(plan)} messages arrived", file=err)
         return 1
     ordered = sorted(delays)
     total = sum(s for _, s in plan)
@@ -182,7 +183,7 @@ def send(args: argparse.Namespace) -> int:
         "p90_ms": percentile(ordered, 0.9),
         "p99_ms": percentile(ordered, 0.99),
         "delays_us": delays,
-    }), flush=True)
+    }), file=out, flush=True)
     return 0
 
 
@@ -198,7 +199,10 @@ def positive(kind: type[float] | type[int]):  # type: ignore[no-untyped-def]
     return parse
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The command line; ``argv``, ``out`` and ``err`` let a test harness
+    send from a thread of its own process (under braid's emulated VM a
+    Python start costs seconds)."""
     parser = argparse.ArgumentParser(description="Poisson messages with per-message delays.")
     parser.add_argument("--tcp", dest="mptcp", action="store_false",
                         help="use plain TCP instead of MPTCP")
@@ -215,11 +219,11 @@ def main() -> int:
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--warmup-bytes", type=int, default=64 * 1024,
                    help="unmeasured first message, so the other subflows have joined (0: none)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
-        return serve(args) if args.cmd == "serve" else send(args)
-    except (OSError, ConnectionError) as err:
-        print(f"messages: {args.cmd} failed: {err}", file=sys.stderr)
+        return serve(args) if args.cmd == "serve" else send(args, out, err)
+    except (OSError, ConnectionError) as e:
+        print(f"messages: {args.cmd} failed: {e}", file=err)
         return 2
 
 

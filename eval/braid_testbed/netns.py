@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import io
 import os
 import signal
+import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from pyroute2 import NetNS, netns
 from pyroute2 import config as pyroute2_config
@@ -43,14 +47,17 @@ class CommandError(RuntimeError):
     """A command run in a namespace failed."""
 
 
-def inside(name: str, work: Callable[[], T]) -> T:
+def inside(name: str, work: Callable[[], T], timeout: float | None = None) -> T:
     """``work()`` run in network namespace ``name``, in this process.
 
     Under braid's emulated VM every process started costs a quarter of a
     second and ``ip netns exec`` about a second; a testbed's set-up was a
     minute of them. A thread that joins the namespace (setns affects only
     the calling thread) sees its /proc/sys/net and opens its sockets
-    there, and takes the namespace with it when it ends.
+    there, and takes the namespace with it when it ends. A process it
+    starts is born in the namespace (:meth:`Namespace.run` starts commands
+    that way). After ``timeout`` seconds this raises TimeoutError and
+    leaves ``work`` to end on its own (a thread cannot be killed).
     """
     result: list[T] = []
     failure: list[BaseException] = []
@@ -68,9 +75,11 @@ def inside(name: str, work: Callable[[], T]) -> T:
         except BaseException as e:  # handed to the caller's thread
             failure.append(e)
 
-    thread = threading.Thread(target=enter_and_work, name=f"netns {name}")
+    thread = threading.Thread(target=enter_and_work, name=f"netns {name}", daemon=True)
     thread.start()
-    thread.join()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"work inside {name} still running after {timeout} s")
     if failure:
         raise failure[0]
     return result[0]
@@ -98,21 +107,32 @@ class Namespace:
     ) -> None:
         self.close()
 
-    def _wrap(self, cmd: Sequence[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.name, *cmd]
+    def _spawn(self, start: Callable[[list[str]], T], cmd: Sequence[str]) -> T:
+        """``start(argv)`` for a command that runs in the namespace.
+
+        A process started by a thread inside the namespace is born there,
+        without `ip netns exec` (a second of the emulated CPU per command
+        under braid's VM). `ip netns exec` is still used where a test gave
+        the namespace its own /etc files (/etc/netns/NAME, which it mounts
+        over /etc): nothing else braid runs in a testbed reads what it
+        also mounts, the namespace's /sys.
+        """
+        if os.path.isdir(f"/etc/netns/{self.name}"):
+            return start(["ip", "netns", "exec", self.name, *cmd])
+        return inside(self.name, lambda: start(list(cmd)))
 
     def run(
         self, cmd: Sequence[str], *, check: bool = True, timeout: float = 60, input: bytes | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run ``cmd`` in the namespace and wait; raise CommandError on failure."""
-        proc = subprocess.run(
-            self._wrap(cmd),
+        proc = self._spawn(lambda argv: subprocess.run(
+            argv,
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
             input=input.decode() if input is not None else None,
-        )
+        ), cmd)
         if check and proc.returncode != 0:
             raise CommandError(
                 f"[{self.name}] {' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}"
@@ -121,11 +141,22 @@ class Namespace:
 
     def popen(self, cmd: Sequence[str], **kwargs: object) -> subprocess.Popen[bytes]:
         """Start ``cmd`` in the namespace; it is killed when the namespace closes."""
-        proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
-            self._wrap(cmd), start_new_session=True, **kwargs
-        )
+        proc: subprocess.Popen[bytes] = self._spawn(
+            lambda argv: subprocess.Popen(argv, start_new_session=True, **kwargs),  # type: ignore[call-overload]
+            cmd)
         self._procs.append(proc)
         return proc
+
+    def run_main(self, main: Callable[[list[str], TextIO, TextIO], int], args: Sequence[str],
+                 timeout: float) -> subprocess.CompletedProcess[str]:
+        """A Python tool's ``main(args, out, err)`` (bulk.py, pages.py) run
+        as :meth:`run` would run its command line, but from a thread of this
+        process inside the namespace: under braid's emulated VM a new Python
+        process costs seconds before it does anything. The result reads like
+        the command's: exit status, what it printed, its errors."""
+        out, err = io.StringIO(), io.StringIO()
+        code = inside(self.name, lambda: main(list(args), out, err), timeout=timeout)
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
     def wait_listening(
         self, port: int, host: str | None = None, timeout: float = 15,
@@ -135,16 +166,15 @@ class Namespace:
 
         Starting a server and connecting at once races its start-up, which
         takes seconds under braid's emulated VM; poll the kernel's socket
-        table instead of sleeping. ``proc``, the server, failing ends the wait.
+        table (this thread's /proc/net, read from inside) instead of
+        sleeping. ``proc``, the server, failing ends the wait.
         """
-        accepted = {host, f"[{host}]", "0.0.0.0", "*", "[::]"} if host else None
+        accepted = {host, "0.0.0.0", "::"} if host else None
         deadline = time.monotonic() + timeout
         while True:
             if proc is not None and proc.poll() is not None:
                 raise CommandError(f"[{self.name}] server exited with {proc.returncode} before listening on {port}")
-            # Columns: state, recv-q, send-q, local address:port, peer.
-            listeners = self.run(["ss", "-ltnH", f"sport = :{port}"]).stdout.splitlines()
-            if any(accepted is None or line.split()[3].rsplit(":", 1)[0] in accepted for line in listeners):
+            if any(accepted is None or address in accepted for address in inside(self.name, lambda: _listening(port))):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"[{self.name}] nothing listening on {host or '*'}:{port} after {timeout:.0f} s")
@@ -207,6 +237,29 @@ class Namespace:
         self.ipr.close()
         if self.name in netns.listnetns():
             netns.remove(self.name)
+
+
+def _listening(port: int) -> list[str]:
+    """Addresses of the TCP sockets listening on ``port`` in the calling
+    thread's network namespace (MPTCP listeners included: each has a TCP
+    one), from /proc/thread-self/net/tcp and tcp6."""
+    addresses = []
+    for family, name in ((socket.AF_INET, "tcp"), (socket.AF_INET6, "tcp6")):
+        try:
+            lines = Path(f"/proc/thread-self/net/{name}").read_text().splitlines()[1:]
+        except FileNotFoundError:  # no IPv6
+            continue
+        for line in lines:
+            # sl local_address rem_address st ...; addresses in hex, the
+            # address in host byte order per 32-bit word; st 0A is LISTEN.
+            local, state = line.split()[1], line.split()[3]
+            hex_address, hex_port = local.split(":")
+            if state != "0A" or int(hex_port, 16) != port:
+                continue
+            raw = b"".join(int(hex_address[i:i + 8], 16).to_bytes(4, sys.byteorder)
+                           for i in range(0, len(hex_address), 8))
+            addresses.append(socket.inet_ntop(family, raw))
+    return addresses
 
 
 def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 5.0) -> int | None:

@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TextIO
 
 CHUNK = 64 * 1024
 TIMEOUT_S = 60.0
@@ -163,7 +164,7 @@ def fetch_pipelined(sock: socket.socket, objects: list[tuple[int, int]]) -> bool
     return all([recv_exact(sock, size) == object_bytes(size) for size, _ in objects])
 
 
-def load(args: argparse.Namespace) -> int:
+def load(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     ok_all = True
     with ThreadPoolExecutor(max_workers=args.objects) as pool:
         for page in range(args.pages):
@@ -175,19 +176,22 @@ def load(args: argparse.Namespace) -> int:
             try:
                 results = list(pool.map(lambda o: fetch(args.server, args.socks, *o), objects))
                 ok = all(results)
-            except (OSError, ConnectionError) as err:
-                print(f"page {page}: {err}", file=sys.stderr)
+            except (OSError, ConnectionError) as e:
+                print(f"page {page}: {e}", file=err)
                 ok = False
             end = time.time()
             ok_all &= ok
             print(json.dumps({"page": page, "start": start, "end": end,
                               "seconds": round(end - start, 4),
-                              "objects": objects, "ok": ok}), flush=True)
-            print(f"page {page + 1}/{args.pages}: {end - start:.2f} s", file=sys.stderr, flush=True)
+                              "objects": objects, "ok": ok}), file=out, flush=True)
+            print(f"page {page + 1}/{args.pages}: {end - start:.2f} s", file=err, flush=True)
     return 0 if ok_all else 1
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The command line; ``argv``, ``out`` and ``err`` let a test harness
+    load pages from a thread of its own process (under braid's emulated VM
+    a Python start costs seconds)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="serve objects until killed")
@@ -202,13 +206,13 @@ def main() -> int:
     ld.add_argument("--max-request", type=int, default=4_000, help="largest request body, bytes")
     ld.add_argument("--gap-ms", type=int, default=800, help="pause between pages (default 800)")
     ld.add_argument("--seed", type=int, default=1, help="page set seed")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.cmd == "serve":
         serve(args.listen)
         return 0
     if args.pages < 1 or args.objects < 1 or not 0 < args.min_object <= args.max_object:
         parser.error("--pages and --objects must be >= 1, 0 < --min-object <= --max-object")
-    return load(args)
+    return load(args, out, err)
 
 
 if __name__ == "__main__":

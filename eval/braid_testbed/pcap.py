@@ -18,6 +18,7 @@ import ipaddress
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 LINKTYPE_ETHERNET = 1
 ETH_P_IP = 0x0800
@@ -30,8 +31,7 @@ MPTCP_SUB_CAPABLE, MPTCP_SUB_JOIN, MPTCP_SUB_DSS = 0, 1, 2
 DSS_DATA_ACK, DSS_ACK64, DSS_MAPPING, DSS_DSN64 = 0x01, 0x02, 0x04, 0x08
 
 
-@dataclasses.dataclass(frozen=True)
-class DssMapping:
+class DssMapping(NamedTuple):
     """A DSS option's mapping: ``length`` data bytes starting at data
     sequence ``dsn`` sit at relative subflow sequence ``ssn``."""
 
@@ -40,8 +40,11 @@ class DssMapping:
     length: int
 
 
-@dataclasses.dataclass(frozen=True)
-class TcpPacket:
+class TcpPacket(NamedTuple):
+    """One TCP packet. A named tuple, not a dataclass: a capture holds
+    hundreds of thousands, and under braid's emulated VM building them was
+    a large part of a test's time."""
+
     ts: float
     src: str
     dst: str
@@ -151,46 +154,45 @@ def read_tcp_packets(path: Path) -> Iterator[TcpPacket]:
             yield pkt
 
 
+_U16 = struct.Struct("!H")
+_PORTS_SEQ = struct.Struct("!HHI")
+# Addresses seen so far, packed -> text: a capture has a handful, and
+# converting each packet's anew dominated the parse.
+_addresses: dict[bytes, str] = {}
+
+
+def _address(packed: bytes) -> str:
+    text = _addresses.get(packed)
+    if text is None:
+        text = _addresses[packed] = str(ipaddress.ip_address(packed))
+    return text
+
+
 def _parse_frame(ts: float, frame: bytes) -> TcpPacket | None:
     if len(frame) < 14:
         return None
-    ethertype = struct.unpack_from("!H", frame, 12)[0]
-    ip = frame[14:]
-    if ethertype == ETH_P_IP and len(ip) >= 20:
-        ihl = (ip[0] & 0x0F) * 4
-        total = struct.unpack_from("!H", ip, 2)[0]
-        if ip[9] != IPPROTO_TCP:
+    ethertype = _U16.unpack_from(frame, 12)[0]
+    if ethertype == ETH_P_IP and len(frame) >= 34:
+        if frame[23] != IPPROTO_TCP:
             return None
-        src = str(ipaddress.IPv4Address(ip[12:16]))
-        dst = str(ipaddress.IPv4Address(ip[16:20]))
-        tcp, l4_len = ip[ihl:], total - ihl
-    elif ethertype == ETH_P_IPV6 and len(ip) >= 40:
-        if ip[6] != IPPROTO_TCP:  # extension headers are not used by braid
+        ihl = (frame[14] & 0x0F) * 4
+        src, dst = _address(frame[26:30]), _address(frame[30:34])
+        tcp_at, l4_len = 14 + ihl, _U16.unpack_from(frame, 16)[0] - ihl
+    elif ethertype == ETH_P_IPV6 and len(frame) >= 54:
+        if frame[20] != IPPROTO_TCP:  # extension headers are not used by braid
             return None
-        src = str(ipaddress.IPv6Address(ip[8:24]))
-        dst = str(ipaddress.IPv6Address(ip[24:40]))
-        tcp, l4_len = ip[40:], struct.unpack_from("!H", ip, 4)[0]
+        src, dst = _address(frame[22:38]), _address(frame[38:54])
+        tcp_at, l4_len = 54, _U16.unpack_from(frame, 18)[0]
     else:
         return None
-    if len(tcp) < 20:
+    if len(frame) < tcp_at + 20:
         return None
-    sport, dport, seq = struct.unpack_from("!HHI", tcp, 0)
-    doff = (tcp[12] >> 4) * 4
-    flags = tcp[13]
-    subtype, dss, token = _mptcp_options(tcp[20:doff], flags)
-    return TcpPacket(
-        ts=ts,
-        src=src,
-        dst=dst,
-        sport=sport,
-        dport=dport,
-        flags=flags,
-        seq=seq,
-        payload_len=max(0, l4_len - doff),
-        mptcp_subtype=subtype,
-        dss=dss,
-        token=token,
-    )
+    sport, dport, seq = _PORTS_SEQ.unpack_from(frame, tcp_at)
+    doff = (frame[tcp_at + 12] >> 4) * 4
+    flags = frame[tcp_at + 13]
+    subtype, dss, token = (_mptcp_options(frame[tcp_at + 20 : tcp_at + doff], flags)
+                           if doff > 20 else (None, None, None))
+    return TcpPacket(ts, src, dst, sport, dport, flags, seq, max(0, l4_len - doff), subtype, dss, token)
 
 
 @dataclasses.dataclass

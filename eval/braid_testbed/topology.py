@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from pyroute2 import IPRoute
 
 from .link import LinkSpec, netem_args
-from .netns import Namespace, leftover_namespaces, purge_namespace
+from .netns import CommandError, Namespace, inside, leftover_namespaces, purge_namespace
 
 NS_PREFIX = "braid-"
 
@@ -256,10 +257,20 @@ class Topology:
 
 
 def interface_counters(ns: Namespace, ifname: str) -> tuple[int, int]:
-    """(tx_bytes, rx_bytes) of an interface, from the kernel's link stats."""
-    out = ns.run(["cat", f"/sys/class/net/{ifname}/statistics/tx_bytes",
-                  f"/sys/class/net/{ifname}/statistics/rx_bytes"]).stdout.split()
-    return int(out[0]), int(out[1])
+    """(tx_bytes, rx_bytes) of an interface, from the kernel's link stats
+    (the namespace's /proc/net/dev, read from a thread inside it: tests
+    poll this while a transfer runs)."""
+    def read() -> str:
+        return Path("/proc/thread-self/net/dev").read_text()
+
+    for line in inside(ns.name, read).splitlines()[2:]:
+        name, _, fields = line.partition(":")
+        if name.strip() == ifname:
+            # receive: bytes packets errs drop fifo frame compressed
+            # multicast; then transmit: bytes ...
+            values = fields.split()
+            return int(values[8]), int(values[0])
+    raise CommandError(f"[{ns.name}] no interface {ifname}")
 
 
 def kernel_has_netem() -> bool:

@@ -50,8 +50,7 @@ def test_source_routing_sends_each_address_out_of_its_wan(tag: str) -> None:
 def test_up_is_idempotent_and_replaces_leftovers(tag: str) -> None:
     first = StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED).up()
     stale = first.client.popen(["sleep", "300"])
-    # `ip netns exec` enters the namespace just after fork: only a process
-    # already inside counts as a leftover.
+    # Only a process already inside counts as a leftover.
     deadline = time.monotonic() + 5
     while stale.pid not in first.client.pids() and time.monotonic() < deadline:
         time.sleep(0.01)

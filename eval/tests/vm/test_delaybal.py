@@ -13,8 +13,8 @@ import pytest
 
 from braid_eval.transfer import (
     BULK_PORT,
-    BULK_TOOL,
     BulkServer,
+    bulk_client,
     longest_data_gap,
     measured_transfer,
     sched_bursts_moved,
@@ -42,9 +42,8 @@ def test_small_exchanges_stay_on_the_short_path(bed: StandardTestbed) -> None:
     propagation on the long one), so the long path carries (almost)
     nothing, in either direction."""
     with BulkServer(bed) as server, bed.capture_wan(1) as cap1, bed.capture_wan(2) as cap2:
-        out = bed.client.run(["python3", str(BULK_TOOL), "send", "--host", ip("proxy", "core"),
-                              "--port", str(server.port), "--bytes", "2K", "--mode", "rr",
-                              "--requests", "200"], timeout=300)
+        out = bulk_client(bed, ["send", "--host", ip("proxy", "core"), "--port", str(server.port),
+                                "--bytes", "2K", "--mode", "rr", "--requests", "200"], 300)
     data = {w: sum(p.payload_len for p in cap.packets if BULK_PORT in (p.sport, p.dport))
             for w, cap in ((1, cap1), (2, cap2))}
     print(f"\nrr over delaybal: data bytes per WAN {data}; {out.stdout.strip()}")
