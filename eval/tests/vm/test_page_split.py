@@ -381,7 +381,7 @@ def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
     the client's request (patch 15), after which the join is done before
     the proxy answers, and, where the client does not hold (its hold off
     here), the proxy's answer. The control, without spares and with both
-    holds off, shows that first flights do beat the join in this setting.
+    holds off, shows that requests do beat the join in this setting.
     The hold costs the join's round trips: page-load times printed."""
     small = ["--min-object", "2000", "--max-object", "16000"]
     loads: dict[str, Callable[[int], tuple[list[PageTrace], dict[str, int]]]] = {
@@ -425,11 +425,13 @@ def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
     assert sent["no spares, proxy holds"] >= 10 and proxy["SchedJoinWait"] >= 1
     assert answered["no spares, proxy holds"] <= strays_allowed(traced["no spares, proxy holds"],
                                                                 proxy["SchedJoinWaitTimeout"])
-    # The control: with both holds off, first flights beat the join in this
-    # setting. Requests do by the hundred; how many answers do depends on
-    # how long the proxy takes to reach the page server (7 and more of 160
-    # seen), so one is enough to show that the proxy's hold has work to do.
-    assert sent["no spares, hold off"] >= 10 and answered["no spares, hold off"] >= 1
+    # The control: with both holds off, requests beat the join in this
+    # setting (by the hundred). Whether an unheld answer does depends on
+    # how long the proxy takes to reach the page server (0 to 7 of 160
+    # seen in different runs); that the proxy's hold has work to do shows
+    # in its SchedJoinWait above: answers it held because they were ready
+    # before the join.
+    assert sent["no spares, hold off"] >= 10
     # The shares follow the split: no lean to wan1 (lean_limits; a
     # rejection is confirmed on a fresh series, SMALL_SCREEN).
     for label in ("spares", "no spares, held", "no spares, proxy holds"):
