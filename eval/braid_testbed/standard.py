@@ -64,7 +64,7 @@ class StandardTestbed(Topology):
         wan2_down: LinkSpec | None = None,
     ) -> None:
         """``wanN`` shapes upstream (client -> gw); ``wanN_down`` downstream (default same)."""
-        super().__init__(tag)
+        super().__init__(tag, spawn_inside=True)
         self.wan_specs = {1: (wan1, wan1_down or wan1), 2: (wan2, wan2_down or wan2)}
         self.node("client", forward=False)
         for name in ("gw1", "gw2", "router", "proxy"):

@@ -90,7 +90,7 @@ class Topology:
     #: eval tests and the gwsteer tests) never see each other's namespaces.
     ns_prefix = NS_PREFIX
 
-    def __init__(self, tag: str) -> None:
+    def __init__(self, tag: str, spawn_inside: bool = False) -> None:
         if not tag.replace("-", "").isalnum() or len(tag) > 20:
             raise ValueError(f"topology tag must be short and alphanumeric, got {tag!r}")
         self.tag = tag
@@ -101,6 +101,8 @@ class Topology:
         self.addresses: list[Address] = []
         self.sysctls: list[tuple[str, str, str]] = []
         self.ns: dict[str, Namespace] = {}
+        # Start commands from a thread inside each namespace (Namespace).
+        self.spawn_inside = spawn_inside
 
     # ---- declaration -------------------------------------------------------
     def node(self, name: str, forward: bool = True) -> None:
@@ -170,7 +172,7 @@ class Topology:
         self.down()
         try:
             for name, forward in self.nodes.items():
-                ns = Namespace(self.ns_name(name))
+                ns = Namespace(self.ns_name(name), self.spawn_inside)
                 self.ns[name] = ns
                 ns.sysctls([
                     ("net.ipv4.ip_forward", int(forward)),
