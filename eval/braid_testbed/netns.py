@@ -19,13 +19,10 @@ import errno
 import io
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO, TypeVar
 
@@ -168,15 +165,16 @@ class Namespace:
 
         Starting a server and connecting at once races its start-up, which
         takes seconds under braid's emulated VM; poll the kernel's socket
-        table (this thread's /proc/net, read from inside) instead of
-        sleeping. ``proc``, the server, failing ends the wait.
+        table instead of sleeping. ``proc``, the server, failing ends the wait.
         """
-        accepted = {host, "0.0.0.0", "::"} if host else None
+        accepted = {host, f"[{host}]", "0.0.0.0", "*", "[::]"} if host else None
         deadline = time.monotonic() + timeout
         while True:
             if proc is not None and proc.poll() is not None:
                 raise CommandError(f"[{self.name}] server exited with {proc.returncode} before listening on {port}")
-            if any(accepted is None or address in accepted for address in inside(self.name, lambda: _listening(port))):
+            # Columns: state, recv-q, send-q, local address:port, peer.
+            listeners = self.run(["ss", "-ltnH", f"sport = :{port}"]).stdout.splitlines()
+            if any(accepted is None or line.split()[3].rsplit(":", 1)[0] in accepted for line in listeners):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"[{self.name}] nothing listening on {host or '*'}:{port} after {timeout:.0f} s")
@@ -239,29 +237,6 @@ class Namespace:
         self.ipr.close()
         if self.name in netns.listnetns():
             netns.remove(self.name)
-
-
-def _listening(port: int) -> list[str]:
-    """Addresses of the TCP sockets listening on ``port`` in the calling
-    thread's network namespace (MPTCP listeners included: each has a TCP
-    one), from /proc/thread-self/net/tcp and tcp6."""
-    addresses = []
-    for family, name in ((socket.AF_INET, "tcp"), (socket.AF_INET6, "tcp6")):
-        try:
-            lines = Path(f"/proc/thread-self/net/{name}").read_text().splitlines()[1:]
-        except FileNotFoundError:  # no IPv6
-            continue
-        for line in lines:
-            # sl local_address rem_address st ...; addresses in hex, the
-            # address in host byte order per 32-bit word; st 0A is LISTEN.
-            local, state = line.split()[1], line.split()[3]
-            hex_address, hex_port = local.split(":")
-            if state != "0A" or int(hex_port, 16) != port:
-                continue
-            raw = b"".join(int(hex_address[i:i + 8], 16).to_bytes(4, sys.byteorder)
-                           for i in range(0, len(hex_address), 8))
-            addresses.append(socket.inet_ntop(family, raw))
-    return addresses
 
 
 def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, wait: float = 5.0) -> int | None:
