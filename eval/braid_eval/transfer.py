@@ -34,13 +34,13 @@ from braid_testbed.topology import interface_counters
 BULK_TOOL = Path(__file__).resolve().parent.parent / "braid_testbed" / "bulk.py"
 
 
+BULK_PORT = 5201
+
+
 def bulk_client(tb: StandardTestbed, args: Sequence[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
     """bulk.py's client (``args`` as on its command line) in the client's
     namespace, without a new process (:meth:`Namespace.run_main`)."""
     return tb.client.run_main(bulk.main, args, timeout_s)
-
-
-BULK_PORT = 5201
 
 
 # bulk.py servers left running after their with-block, by (namespace, port):
@@ -70,26 +70,23 @@ class BulkServer:
 
     def __enter__(self) -> BulkServer:
         key, settings = (self.tb.proxy.name, self.port), (self.mptcp, self.args)
-        kept = None
-        if key in _kept_servers:
-            kept_settings, kept = _kept_servers.pop(key)
-            if kept.poll() is None and (not self._kept or kept_settings != settings):
-                stop_process(kept)
-        if self._kept and kept is not None and kept.poll() is None:
-            _kept_servers[key] = (settings, kept)
+        kept_settings, kept = _kept_servers.pop(key, (None, None))
+        if kept is not None and kept.poll() is None and self._kept and kept_settings == settings:
             assert kept.stdin is not None
             kept.stdin.write(b"relisten\n")
             kept.stdin.flush()
             self.proc = kept
         else:
+            if kept is not None and kept.poll() is None:
+                stop_process(kept)  # it holds the port
             cmd = ["python3", str(self.tool)] + ([] if self.mptcp else ["--tcp"])
             cmd += ["serve", "--port", str(self.port), *self.args]
             if self._kept:
                 cmd.append("--relisten-on-input")
             self.proc = self.tb.proxy.popen(cmd, stdout=subprocess.PIPE,
                                             stdin=subprocess.PIPE if self._kept else None)
-            if self._kept:
-                _kept_servers[key] = (settings, self.proc)
+        if self._kept:
+            _kept_servers[key] = (settings, self.proc)
         assert self.proc.stdout is not None
         if not self.proc.stdout.readline().startswith(b"listening"):
             raise RuntimeError(f"{self.tool.name} server did not start")
