@@ -212,6 +212,9 @@ def prepare_source(root: Path, version: str, tarball: Path) -> Path:
     run(["git", "add", "-A", "-f"], tmp, "git add")
     run([*git, "commit", "-q", "-m", f"pristine {version}"], tmp, "git commit")
     run(["git", "tag", "pristine"], tmp, "git tag")
+    # Detached: a checked-out branch marks a tree someone works in, which
+    # apply_series refuses to reset.
+    run(["git", "checkout", "-q", "--detach", "pristine"], tmp, "git checkout")
     (tmp / ".git" / "info" / "exclude").write_text(".braid-source-version\n")
     tmp.rename(src)
     stamp.write_text(version)

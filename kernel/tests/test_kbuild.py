@@ -95,3 +95,19 @@ def test_a_tree_with_a_branch_checked_out_is_refused_not_reset(tmp_path: Path) -
     git("checkout", "-q", "-f", "--detach", "pristine")
     kbuild.apply_series(tmp_path, [])  # the build's own detached tree is reset as before
     assert (tmp_path / "f.c").read_text() == "pristine\n"
+
+
+def test_a_freshly_unpacked_source_takes_the_series(tmp_path: Path) -> None:
+    """The first build on a machine unpacks the source and applies the
+    series at once: the tree it unpacks must be one the build may reset."""
+    import subprocess
+
+    tree = tmp_path / "linux-source"
+    tree.mkdir()
+    (tree / "f.c").write_text("pristine\n")
+    tarball = tmp_path / "linux-source.tar.xz"
+    subprocess.run(["tar", "-cJf", str(tarball), "-C", str(tmp_path), "linux-source"], check=True)
+    src = kbuild.prepare_source(tmp_path / "cache", "1.0", tarball)
+    (src / "f.c").write_text("left over from a build\n")
+    kbuild.apply_series(src, [])
+    assert (src / "f.c").read_text() == "pristine\n"
