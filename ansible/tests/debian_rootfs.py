@@ -126,3 +126,9 @@ def unpacked_rootfs(tarball: Path, where: Path) -> Iterator[Path]:
         yield where
     finally:
         shutil.rmtree(where, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    # scripts/test builds the tarball in the background while the stages
+    # before ansible's run; the converge test then waits on the lock.
+    cached_rootfs_tarball()
