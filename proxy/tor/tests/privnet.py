@@ -83,6 +83,12 @@ def build_pt(out: Path) -> Path:
     return out / "braid-pt"
 
 
+def progress(started: float, what: str) -> None:
+    """One line on stderr per step of bringing the network up: under TCG
+    each takes from seconds to minutes, and a slow one must show which."""
+    print(f"privnet: {what} after {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+
+
 class PrivateTorNetwork:
     """The testbed plus a private Tor network and the braid bridge."""
 
@@ -132,6 +138,7 @@ class PrivateTorNetwork:
 
     def _start(self) -> None:
         tb = self.tb
+        started = time.monotonic()
         tb.run("d", "ip", "addr", "add", f"{WEB_IP}/24", "dev", "d-s")
         # The exit resolves the web server's name through a DNS server of its
         # own (tor's resolver ignores /etc/hosts).
@@ -140,12 +147,16 @@ class PrivateTorNetwork:
         (etc / "resolv.conf").write_text("nameserver 127.0.0.1\n")
         tb.spawn("d", [sys.executable, str(HERE / "mini_dns.py"), "127.0.0.1", f"{WEB_NAME}={WEB_IP}"])
         self._authority_keys()
+        progress(started, "authority keys made")
         self._tor("d", "auth", self._auth_torrc())
         for i in range(self.relays + self.exits):
             exit_ = i >= self.relays
             self._tor("d", f"relay{i}", self._relay_torrc(i, exit_))
+        progress(started, "authority and relays started")
         self._wait_consensus(timeout=90)
+        progress(started, "consensus lists every relay")
         self._bridge()
+        progress(started, "bridge's transport listening")
 
     def _wait_consensus(self, timeout: float) -> None:
         """Until the authority's consensus lists every relay and an exit: a

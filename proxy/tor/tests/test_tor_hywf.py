@@ -49,8 +49,8 @@ class PageShares:
     """wan1's share of each page's downstream bytes, and the new subflows
     or connections to the transport seen while the pages loaded."""
 
-    def __init__(self, shares: list[float], syns: int) -> None:
-        self.shares, self.syns = shares, syns
+    def __init__(self, shares: list[float], syns: int, seconds: list[float]) -> None:
+        self.shares, self.syns, self.seconds = shares, syns, seconds
 
     @property
     def sd(self) -> float:
@@ -82,7 +82,7 @@ def load_pages(net: PrivateTorNetwork, client: ClientRun, page: bytes, tmp: Path
         assert sum(down) >= PAGE_SIZE, f"a page's window holds only {down} B"
         shares.append(down[0] / sum(down))
     syns = sum(1 for c in caps for p in c.packets if p.syn and PT_PORT in (p.sport, p.dport))
-    return PageShares(shares, syns)
+    return PageShares(shares, syns, [t1 - TAIL_S - t0 for t0, t1 in windows])
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +102,14 @@ def shares_with(scheduler: str, net: PrivateTorNetwork, page: bytes, tmp: Path) 
     scheduler it was created with; on the bridge's side, its listener's)."""
     for role in ("c", "s"):
         net.tb.run(role, "sysctl", "-q", "-w", f"net.mptcp.scheduler={scheduler}")
+    started = time.monotonic()
     net.restart_pt_server()
     with net.client() as client:
-        client.wait_bootstrapped(180)
+        took = client.wait_bootstrapped(180)
+        print(f"{scheduler}: client bootstrapped in {took:.0f} s", file=sys.stderr, flush=True)
         got = load_pages(net, client, page, tmp)
+    print(f"{scheduler}: {PAGES} pages in {time.monotonic() - started:.0f} s with the client's start; "
+          f"each page's load: {' '.join(f'{s:.1f}' for s in got.seconds)} s", file=sys.stderr, flush=True)
     print(f"\n{scheduler}: wan1 share per page on one tor connection: "
           + " ".join(f"{s:.2f}" for s in got.shares) + f" (sd {got.sd:.3f}; SYNs to the transport {got.syns})")
     return got
