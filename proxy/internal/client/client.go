@@ -214,11 +214,17 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		c.socksError(conn, "malformed", err, 0xff)
 		return
 	}
-	// Only a valid greeting opens a connection to the server (overlapping
-	// with the rest of the SOCKS exchange): a port scan or a stray
-	// connection to the SOCKS port costs the server nothing.
-	pre := c.startDial(rt)
-	defer pre.discard()
+	// Only a valid greeting from a client that may use this proxy opens a
+	// connection to the server (overlapping with the rest of the SOCKS
+	// exchange): a port scan, a stray connection or a client that never
+	// authenticates costs the server nothing. With a users file that is
+	// after authentication, else at once.
+	var pre *pendingDial
+	defer func() {
+		if pre != nil {
+			pre.discard()
+		}
+	}()
 	want := byte(socks5.MethodNoAuth)
 	if rt.users != nil {
 		want = socks5.MethodUserPass
@@ -249,6 +255,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 			return
 		}
 	}
+	pre = c.startDial(rt)
 	req, err := socks5.ReadRequest(br)
 	if err != nil {
 		var pe *socks5.Error

@@ -467,6 +467,47 @@ func TestSOCKSUserPass(t *testing.T) {
 	}
 }
 
+// A SOCKS client that greets but never authenticates must not make the
+// client dial the server: otherwise anyone who reaches the SOCKS port could
+// spend the server's per-source budget and lock the real users out.
+func TestSOCKSUnauthenticatedDialsNothing(t *testing.T) {
+	usersFile := filepath.Join(t.TempDir(), "users")
+	writeSecret(t, usersFile, "alice:s3cret\n")
+	p := startPair(t, opts{clientMut: func(c *config.Client) {
+		c.SOCKSUsersFile = usersFile
+		c.Preconnect = 0
+	}})
+	const silent = 20
+	for range silent {
+		c, err := net.Dial("tcp", p.socks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// version 5, one method: user name and password; then nothing
+		if _, err := c.Write([]byte{5, 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		reply := make([]byte, 2)
+		if _, err := io.ReadFull(c, reply); err != nil || reply[1] != 2 {
+			t.Fatalf("method reply %v, %v", reply, err)
+		}
+	}
+	// A dial started at the greeting reaches the loopback server in
+	// microseconds; give it far longer than that.
+	time.Sleep(200 * time.Millisecond)
+	if n := p.counter(p.srvM, "conns_total"); n != 0 {
+		t.Fatalf("%d greetings without authentication opened %d server connections", silent, n)
+	}
+	dial, _ := loadgen.SOCKSDialer(p.socks, p.sink, "alice", "s3cret")
+	if r := loadgen.Transfer(context.Background(), dial, 1, 1000, 1000, true); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if n := p.counter(p.srvM, "conns_total"); n != 1 {
+		t.Fatalf("one authenticated client opened %d server connections", n)
+	}
+}
+
 func TestPerClientLimit(t *testing.T) {
 	p := startPair(t, opts{serverMut: func(s *config.Server) { s.MaxConnsPerClient = 2 }, clientMut: connected})
 	// Hold two connections open.
