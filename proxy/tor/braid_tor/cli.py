@@ -220,13 +220,34 @@ def client_status(c: Any, bridge: BridgeLine | None, tally: NetworkBytes) -> str
     )
 
 
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be above 0 seconds")
+    return value
+
+
 def read_bridge_file(path: Path) -> str:
     """The bridge line from a file (its first line that is not blank or a
     ``#`` comment): keeps the bridge's key off the command line, where other
     users could read it (systemd passes it with LoadCredential); ``-`` reads
     standard input."""
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        if str(path) == "-":
+            text = sys.stdin.read()
+        else:
+            # Others, not the group: systemd may hand a credential
+            # (LoadCredential) to the service's group.
+            mode = path.stat().st_mode
+            if mode & 0o007:
+                raise SettingsError(
+                    f"--bridge-file: {path} holds the bridge's key and others may read it "
+                    f"(mode {mode & 0o777:o}): chmod 600 {path}")
+            text = path.read_text()
     except OSError as e:
         raise SettingsError(f"--bridge-file: cannot read {path}: {e.strerror}")
     for raw in text.splitlines():
@@ -388,7 +409,7 @@ def parser() -> argparse.ArgumentParser:
                         "(keeps the key off the command line)")
     c.add_argument("--socks-port", type=int, default=9050, help="tor's SOCKS port on 127.0.0.1 (default %(default)s)")
     c.add_argument("--control-port", type=int, default=9051, help="tor's control port (default %(default)s)")
-    c.add_argument("--status-interval", type=float, default=10,
+    c.add_argument("--status-interval", type=positive_seconds, default=10,
                    help="seconds between status lines (default %(default)s)")
     c.set_defaults(func=run_client)
 

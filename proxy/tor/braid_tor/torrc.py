@@ -18,6 +18,13 @@ TRANSPORT = "braid"
 _FPR = re.compile(r"^[0-9A-Fa-f]{40}$")
 _HEXKEY = re.compile(r"^(?:[0-9A-Fa-f]{2}){16,}$")
 _ARG = re.compile(r"^([A-Za-z0-9_.-]+)=(\S*)$")
+_KEY_VALUE = re.compile(r"(?i)\bkey[=:]\S*")
+
+
+def redacted(text: str) -> str:
+    """``text`` with the bridge key's value hidden: errors quote bridge
+    lines back, and a key in a log or a terminal is a key given away."""
+    return _KEY_VALUE.sub("key=<hidden>", text)
 _NICK = re.compile(r"^[A-Za-z0-9]{1,19}$")
 
 
@@ -62,7 +69,8 @@ class BridgeLine:
         if words and words[0] == "Bridge":
             words = words[1:]
         if not words or words[0] != TRANSPORT:
-            raise SettingsError(f"bridge line must start with the transport name {TRANSPORT!r}: {text!r}")
+            raise SettingsError(
+                f"bridge line must start with the transport name {TRANSPORT!r}: {redacted(text)!r}")
         if len(words) < 2:
             raise SettingsError("bridge line has no address")
         host, port = parse_hostport(words[1], "bridge line address")
@@ -79,7 +87,7 @@ class BridgeLine:
         for word in rest[1:]:
             m = _ARG.match(word)
             if not m:
-                raise SettingsError(f"bridge line argument {word!r} is not key=value")
+                raise SettingsError(f"bridge line argument {redacted(word)!r} is not key=value")
             if m.group(1) in args:
                 raise SettingsError(f"bridge line argument {m.group(1)!r} given twice")
             args[m.group(1)] = m.group(2)

@@ -63,6 +63,13 @@ def test_bridge_line_refused(line: str, message: str) -> None:
         BridgeLine.parse(line)
 
 
+def test_refusals_never_quote_the_key() -> None:
+    for line in (f"obfs4 10.0.0.1:4433 {FPR} key={KEY}", f"braid 10.0.0.1:4433 {FPR} key:{KEY}"):
+        with pytest.raises(SettingsError) as refused:
+            BridgeLine.parse(line)
+        assert KEY not in str(refused.value) and "key=<hidden>" in str(refused.value)
+
+
 def test_client_torrc(pt: Path, tmp_path: Path) -> None:
     s = ClientSettings(data_dir=tmp_path / "d", bridge=BridgeLine.parse(GOOD), pt_binary=pt)
     text = s.torrc().splitlines()
@@ -177,6 +184,7 @@ def test_bridge_file_keeps_the_key_off_the_command_line(
     first non-comment line; exactly one of --bridge and --bridge-file."""
     line = tmp_path / "bridge"
     line.write_text(f"# from the bridge's bridge_line\n\n{GOOD}\n")
+    line.chmod(0o600)
     base = ["client", "--pt", str(pt), "--data-dir", str(tmp_path / "d")]
     if shutil.which("tor"):
         assert main([*base, "--bridge-file", str(line), "--check"]) == 0
@@ -194,7 +202,20 @@ def test_bridge_file_keeps_the_key_off_the_command_line(
     line.write_text(f"braid 10.0.0.1:4433 {FPR}\n")
     assert main([*base, "--bridge-file", str(line)]) == 2
     assert "bridge line has no key= argument" in capsys.readouterr().err
+    line.chmod(0o644)
+    assert main([*base, "--bridge-file", str(line)]) == 2
+    assert "others may read it (mode 644): chmod 600" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("interval", ["-3", "0", "soon"])
+def test_status_interval_must_be_positive(pt: Path, tmp_path: Path, interval: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["client", "--pt", str(pt), "--data-dir", str(tmp_path / "d"), "--bridge", GOOD,
+              "--status-interval", interval])
+    assert exited.value.code == 2
+    assert "--status-interval" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(shutil.which("tor") is None, reason="needs tor (apt install tor)")
