@@ -298,7 +298,7 @@ func TestParseKeys(t *testing.T) {
 	if err != nil || len(keys) != 2 || len(keys["box2"]) != 32 {
 		t.Fatalf("keys %v err %v", len(keys), err)
 	}
-	for _, bad := range []string{"", "box1", "box1 abcd", "bad/id " + hexKey, "a " + hexKey + "\na " + hexKey, "x " + hexKey + " extra"} {
+	for _, bad := range []string{"", "box1", "box1 abcd", "bad/id " + hexKey, "a " + hexKey + "\na " + hexKey, "x " + hexKey + " extra", "box1 " + strings.Repeat("00", 32)} {
 		if _, err := ParseKeys([]byte(bad)); err == nil {
 			t.Errorf("ParseKeys(%q) accepted", bad)
 		} else if strings.Contains(err.Error(), hexKey) {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -102,6 +103,11 @@ func decodeKey(s string) ([]byte, error) {
 	}
 	if len(key) < MinKeyLen {
 		return nil, fmt.Errorf("key is %d bytes, need at least %d", len(key), MinKeyLen)
+	}
+	// A key of zero bytes is what a template or a failed generator leaves
+	// behind, never a secret.
+	if !slices.ContainsFunc(key, func(b byte) bool { return b != 0 }) {
+		return nil, fmt.Errorf("key is all zero bytes: generate one (e.g. head -c 32 /dev/urandom | xxd -p -c 64)")
 	}
 	return key, nil
 }

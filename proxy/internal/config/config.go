@@ -241,22 +241,75 @@ func DefaultServer() *Server {
 	}
 }
 
-// Decode reads JSON into v (which holds defaults), refusing unknown fields
-// and trailing data.
+// Decode reads JSON into v (which holds defaults), refusing unknown fields,
+// fields given twice and trailing data.
 func Decode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return fmt.Errorf("syntax error at byte %d: %w", se.Offset, err)
+			line, col := position(data, se.Offset)
+			return fmt.Errorf("syntax error at line %d, column %d: %w", line, col, err)
 		}
 		return err
 	}
 	if dec.More() {
 		return errors.New("trailing data after the JSON object")
 	}
+	if name, err := repeatedField(data); err != nil {
+		return err
+	} else if name != "" {
+		return fmt.Errorf("field %q is given twice (only one of them would count)", name)
+	}
 	return nil
+}
+
+// position is the line and column (from 1) of the byte before offset.
+func position(data []byte, offset int64) (line, col int) {
+	before := data[:min(max(offset-1, 0), int64(len(data)))]
+	line = 1 + bytes.Count(before, []byte("\n"))
+	col = len(before) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
+
+// repeatedField returns the first object member of data named twice in its
+// object, as a dotted path, or "". encoding/json keeps the last silently:
+// an operator who edits the first copy of a setting changes nothing.
+func repeatedField(data []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func(path string) (string, error)
+	walk = func(path string) (string, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", err
+		}
+		delim, ok := tok.(json.Delim)
+		if !ok {
+			return "", nil
+		}
+		seen := map[string]bool{}
+		for i := 0; dec.More(); i++ {
+			member := strconv.Itoa(i)
+			if delim == '{' {
+				name, err := dec.Token()
+				if err != nil {
+					return "", err
+				}
+				member = name.(string)
+				if seen[member] {
+					return path + member, nil
+				}
+				seen[member] = true
+			}
+			if dup, err := walk(path + member + "."); dup != "" || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return "", err
+	}
+	return walk("")
 }
 
 // BindCommon registers the shared flags.

@@ -112,6 +112,23 @@ func TestUnknownFieldRefused(t *testing.T) {
 	}
 }
 
+func TestRepeatedFieldRefused(t *testing.T) {
+	err := Decode([]byte(`{"listen":"127.0.0.1:1","allow_cidrs":["10.0.0.0/8"],"listen":"127.0.0.1:2"}`), DefaultServer())
+	if err == nil || !strings.Contains(err.Error(), `"listen" is given twice`) {
+		t.Fatalf("got %v", err)
+	}
+	if err := Decode([]byte(`{"allow_cidrs":["10.0.0.0/8","10.0.0.0/8"]}`), DefaultServer()); err != nil {
+		t.Fatalf("a list with equal items refused: %v", err)
+	}
+}
+
+func TestSyntaxErrorNamesLineAndColumn(t *testing.T) {
+	err := Decode([]byte("{\n  \"listen\": \"x\",\n  \"idle_timeout\" \"5s\"\n}"), DefaultServer())
+	if err == nil || !strings.Contains(err.Error(), "line 3, column 18") {
+		t.Fatalf("got %v", err)
+	}
+}
+
 func TestFlagsHelpMentionsEveryField(t *testing.T) {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
