@@ -508,6 +508,29 @@ func TestSOCKSUnauthenticatedDialsNothing(t *testing.T) {
 	}
 }
 
+// Destinations are logged at debug level only; a failed lookup's error
+// names what was looked up.
+func TestFailedLookupNamesNoDestinationAtInfo(t *testing.T) {
+	p := startPair(t, opts{clientMut: connected})
+	const name = "private-destination.example"
+	dial, _ := loadgen.SOCKSDialer(p.socks, name+":80", "", "")
+	if r := loadgen.Transfer(context.Background(), dial, 1, 100, 100, true); r.Err == nil {
+		t.Fatal("a name that cannot resolve was reached")
+	}
+	logged := false
+	for _, line := range strings.Split(p.srvLog.String(), "\n") {
+		if strings.Contains(line, "level=INFO") && strings.Contains(line, "name resolution failed") {
+			logged = true
+			if strings.Contains(line, name) {
+				t.Fatalf("destination at info level: %s", line)
+			}
+		}
+	}
+	if !logged {
+		t.Fatalf("no info line for the failed lookup:\n%s", p.srvLog.String())
+	}
+}
+
 func TestPerClientLimit(t *testing.T) {
 	p := startPair(t, opts{serverMut: func(s *config.Server) { s.MaxConnsPerClient = 2 }, clientMut: connected})
 	// Hold two connections open.

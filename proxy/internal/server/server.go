@@ -624,7 +624,10 @@ func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log
 		cancel()
 		if err != nil || len(ips) == 0 {
 			s.metrics.Counter("resolve_failures").Add(1)
-			log.Info("name resolution failed", "err", err)
+			// The resolver's error names the destination: only at debug
+			// level, as every destination is.
+			log.Info("name resolution failed", "reason", resolveFailure(err))
+			log.Debug("name resolution failed", "err", err)
 			return nil, wire.StatusHostUnreachable
 		}
 		var lastErr error
@@ -672,6 +675,21 @@ func (s *Server) refused(log *connLog, err error) {
 	// logged at debug level.
 	log.Info("destination refused by policy")
 	log.Debug("destination refused", "err", err)
+}
+
+// resolveFailure says why a lookup failed without naming what was looked up.
+func resolveFailure(err error) string {
+	var de *net.DNSError
+	switch {
+	case err == nil:
+		return "no addresses"
+	case errors.As(err, &de) && de.IsNotFound:
+		return "no such name"
+	case errors.As(err, &de) && de.IsTimeout, errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	default:
+		return "resolver error"
+	}
 }
 
 func statusFor(err error) wire.Status {
