@@ -19,7 +19,9 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -53,8 +55,37 @@ def paths(cfg: Config, role: str) -> RolePaths:
     return RolePaths(d / "ca.crt", d / "issued" / f"{name}.crt", d / "private" / f"{name}.key", d / "tls-crypt.key")
 
 
+# What each file must hold: PEM blocks by their labels, and the tls-crypt
+# key as `openvpn --genkey tls-crypt` writes it (2048 bits, 16 lines of hex).
+PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\n([A-Za-z0-9+/=\n]+)-----END \1-----")
+TLS_CRYPT_KEY = re.compile(
+    r"-----BEGIN OpenVPN Static key V1-----\n((?:[0-9a-f]{32}\n){16})-----END OpenVPN Static key V1-----")
+
+
+def check_contents(p: RolePaths) -> None:
+    """Refuse files that cannot hold what they are named for: an empty
+    tls-crypt key or a garbage private key otherwise reaches openvpn, which
+    fails at start with a less helpful message, or at the first handshake."""
+    for f, labels in ((p.ca, ("CERTIFICATE",)), (p.cert, ("CERTIFICATE",)),
+                      (p.key, ("PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY"))):
+        blocks = [m for m in PEM_BLOCK.finditer(f.read_text(errors="replace")) if m.group(1) in labels]
+        if not blocks or not all(_base64_body(m.group(2)) for m in blocks):
+            raise ConfigError(f"pki_dir: {f} holds no PEM {labels[0].lower()} (make the PKI with `braid-openvpn pki`)")
+    if not TLS_CRYPT_KEY.search(p.tls_crypt.read_text(errors="replace")):
+        raise ConfigError(
+            f"pki_dir: {p.tls_crypt} is not an OpenVPN tls-crypt key (openvpn --genkey tls-crypt {p.tls_crypt})")
+
+
+def _base64_body(text: str) -> bool:
+    try:
+        return len(base64.b64decode("".join(text.split()), validate=True)) > 0
+    except ValueError:
+        return False
+
+
 def check_keys(p: RolePaths) -> None:
-    """Refuse missing files and secrets others could read (names ``pki_dir``)."""
+    """Refuse missing files, secrets others could read and files that do not
+    hold what they are named for (names ``pki_dir``)."""
     for f in (p.ca, p.cert, p.key, p.tls_crypt):
         if not f.is_file():
             raise ConfigError(f"pki_dir: {f} is missing (make the PKI with `braid-openvpn pki`)")
@@ -64,6 +95,7 @@ def check_keys(p: RolePaths) -> None:
             raise ConfigError(
                 f"pki_dir: {secret} is readable by others (mode {mode:04o}); refusing it: chmod 600 {secret}"
             )
+    check_contents(p)
 
 
 def easyrsa() -> str:

@@ -164,6 +164,28 @@ def test_key_others_can_read_is_refused(tmp_path: Path, pki: Path, mode: int) ->
     check_keys(paths(cfg, "client"))
 
 
+@needs_pki
+@pytest.mark.parametrize(("which", "content", "message"), [
+    ("tls_crypt", "", "is not an OpenVPN tls-crypt key"),
+    ("tls_crypt", "-----BEGIN OpenVPN Static key V1-----\nabcd\n-----END OpenVPN Static key V1-----\n",
+     "is not an OpenVPN tls-crypt key"),
+    ("key", "garbage\n", "holds no PEM private key"),
+    ("key", "-----BEGIN PRIVATE KEY-----\n!!not base64!!\n-----END PRIVATE KEY-----\n", "holds no PEM private key"),
+    ("cert", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "holds no PEM certificate"),
+])
+def test_key_files_must_hold_keys(tmp_path: Path, pki: Path, which: str, content: str, message: str) -> None:
+    cfg = parse(good(tmp_path, pki))
+    f = getattr(paths(cfg, "client"), which)
+    kept = f.read_bytes()
+    try:
+        f.write_text(content)
+        with pytest.raises(ConfigError, match=message):
+            check_keys(paths(cfg, "client"))
+    finally:
+        f.write_bytes(kept)
+    check_keys(paths(cfg, "client"))
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(PKG / "braid-openvpn"), *args], capture_output=True, text=True, timeout=60,
                           check=False)
