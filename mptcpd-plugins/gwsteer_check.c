@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <ell/ell.h>
 
@@ -131,6 +132,53 @@ static void print_json(char const *path, struct gwsteer_config const *c)
         puts("]}");
 }
 
+/**
+ * @brief Refuse a status file whose directory the plugin will not write.
+ *
+ * The plugin opens the status file's directory without following a
+ * symbolic link and writes nothing into a directory that group or others
+ * can write (status_file.c); mptcpd then runs without a status file, and
+ * braid-proxy and gwsteer-cli see no gateway state.  Say so before it
+ * starts.  A directory that does not exist yet is created (0755).
+ *
+ * @return true if the directory is missing or one the plugin writes.
+ */
+static bool status_dir_ok(char const *status_file)
+{
+        char *const dir = strdup(status_file);
+        char *const slash = dir ? strrchr(dir, '/') : NULL;
+        struct stat st;
+        bool ok = true;
+
+        if (slash == NULL) {
+                free(dir);
+                return true;
+        }
+        if (slash == dir)
+                slash[1] = '\0';
+        else
+                *slash = '\0';
+
+        if (lstat(dir, &st) == 0) {
+                if (S_ISLNK(st.st_mode)) {
+                        fprintf(stderr, "status_file: directory %s is a "
+                                "symbolic link; gwsteer writes no status "
+                                "file there (name the real directory)\n",
+                                dir);
+                        ok = false;
+                } else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+                        fprintf(stderr, "status_file: directory %s is "
+                                "writable by group or others (mode %03o); "
+                                "gwsteer writes no status file there "
+                                "(chmod go-w %s)\n",
+                                dir, st.st_mode & 0777, dir);
+                        ok = false;
+                }
+        }
+        free(dir);
+        return ok;
+}
+
 int main(int argc, char **argv)
 {
         bool json = false;
@@ -173,6 +221,11 @@ int main(int argc, char **argv)
 
         if (c == NULL)
                 return 2;
+
+        if (!status_dir_ok(c->status_file)) {
+                gwsteer_config_free(c);
+                return 2;
+        }
 
         if (json)
                 print_json(path, c);

@@ -139,3 +139,27 @@ def test_readme_defaults_table_is_current() -> None:
     from gwsteer.config import defaults_table
     readme = (HERE.parent / "README.md").read_text()
     assert defaults_table() in readme, "regenerate: python3 -m gwsteer.config"
+
+
+@pytest.mark.parametrize("unsafe", ["symlink", "world-writable"])
+def test_status_directory_the_plugin_would_not_write_is_refused(unsafe: str, tmp_path: Path) -> None:
+    """The plugin writes no status file through a symbolic link or into a
+    directory group or others can write (mptcpd would then run without
+    one): gwsteer-check says so before it starts."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o755)
+    status_dir = tmp_path / "status"
+    if unsafe == "symlink":
+        status_dir.symlink_to(real)
+        message = "is a symbolic link"
+    else:
+        status_dir.mkdir()
+        status_dir.chmod(0o777)
+        message = "writable by group or others (mode 777)"
+    path = tmp_path / "x.conf"
+    path.write_text(f"[gwsteer]\nstatus_file = {status_dir}/gateways.json\n" + GW)
+    p = subprocess.run([check_command(), str(path)], capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and message in p.stderr, p.stderr
+    path.write_text(f"[gwsteer]\nstatus_file = {real}/gateways.json\n" + GW)
+    p = subprocess.run([check_command(), str(path)], capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
