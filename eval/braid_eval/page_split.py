@@ -105,13 +105,22 @@ def relay_payload(packets: list[TcpPacket], start: float, end: float, direction:
     return sum(p.payload_len for p in packets if start <= p.ts <= end and p.sport == SERVER_PORT)
 
 
-def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down") -> list[FirstFlight]:
+def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down",
+                  since: float = 0.0) -> list[FirstFlight]:
     """For every relay connection: its first payload byte in ``direction``
     ("down" from the server, "up" to it), on whichever subflow, and when its
-    first join completed."""
+    first join completed.
+
+    Connections that started before ``since``, when the last capture began,
+    are left out: their join may predate a capture that would have shown
+    it. (Captures start one after the other, a spare may open in between,
+    and its join then looked missing: its data on the other WAN belonged
+    to no connection, and its first flight seemed to leave unjoined.)"""
     out = []
     for conn in mptcp_connections(captured).values():
         if conn.first[1][3] != SERVER_PORT:
+            continue
+        if min((p.ts for _, p in conn.packets), default=since) < since:
             continue
         times = [p.ts for _, p in conn.packets
                  if p.payload_len and (p.sport if direction == "down" else p.dport) == SERVER_PORT]
@@ -147,7 +156,8 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
         raise RuntimeError(f"page loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     captured = {1: cap1.packets, 2: cap2.packets}
     drops = sum(c.dropped or 0 for c in (cap1, cap2))
-    answers, requests = first_flights(captured, "down"), first_flights(captured, "up")
+    since = max(c.started_at or 0.0 for c in (cap1, cap2))
+    answers, requests = first_flights(captured, "down", since), first_flights(captured, "up", since)
     traces = []
     for r in results:
         start, end = float(r["start"]), float(r["end"])

@@ -63,6 +63,9 @@ class WanCapture:
         # Packets the kernel dropped before tcpdump read them (its exit
         # statistics): the capture misses that many. None until stopped.
         self.dropped: int | None = None
+        # When tcpdump said it was listening (time.time(), the clock of
+        # packet timestamps): nothing before is in the capture.
+        self.started_at: float | None = None
 
     def start(self) -> None:
         self._proc = self.ns.popen(
@@ -78,6 +81,7 @@ class WanCapture:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([self._proc.stderr], [], [], 0.5)
             if ready and b"listening on" in self._proc.stderr.readline():
+                self.started_at = time.time()
                 return
             if self._proc.poll() is not None:
                 break
