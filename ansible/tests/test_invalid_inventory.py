@@ -56,6 +56,10 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("bad-client-id", "client", {"braid_proxy_client_id": "box 1"}, "braid_proxy_client_id"),
     ("bad-proxy-wan-interface", "proxy", {"braid_firewall_wan_interface": "eth0; drop"},
      "braid_firewall_wan_interface"),
+    ("ssh-source-prefix-too-long", "proxy", {"braid_firewall_ssh_sources": ["10.0.0.0/33"]},
+     "braid_firewall_ssh_sources IPv4 addresses or CIDRs"),
+    ("nat-source-octet-too-large", "client", {"braid_firewall_nat_sources": ["10.0.300.0/24"]},
+     "braid_firewall_ssh_sources IPv4 addresses or CIDRs"),
 ]
 TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 TOR_KEY = "5eed" * 16
