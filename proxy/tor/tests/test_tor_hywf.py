@@ -62,7 +62,6 @@ class PageShares:
 
 
 def load_pages(net: PrivateTorNetwork, client: ClientRun, page: bytes, tmp: Path) -> PageShares:
-    tmp.mkdir(parents=True, exist_ok=True)
     caps = [WanCapture(net.tb["c"], f"c-w{i}", f"wan{i}", path=tmp / f"wan{i}.pcap") for i in (1, 2)]
     windows = []
     for c in caps:
