@@ -23,7 +23,7 @@ average. :func:`fit_histograms` builds them from a set of loads (the
 thesis's "dataset distribution"), per direction; a burst is a run of
 packets in one direction (Wang et al. 2014).
 
-Two limits braid's transport will have (issue 21) and WTF-PAD's published
+Two limits braid's transport has and WTF-PAD's published
 simulator does not:
 
 - **budget**: an end sends a dummy only while its dummy bytes stay within

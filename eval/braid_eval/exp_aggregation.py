@@ -2,7 +2,7 @@
 flows over two 10 Mbit/s gateways with 80 ms RTT, with loss or extra RTT on
 gw1, for each braid scheduler against single-gateway TCP.
 
-Binder (Boudreau et al., notes/seed-binder-multinat.md A8) impaired only the
+Binder (Boccassi, Fayed and Marina, ACM LCDNet 2013) impaired only the
 GW1 path: loss swept 0-1 %, RTT 80-120 ms against 80 ms, and compared the
 mean goodput of 30 s iperf flows with single-gateway TCP (reported: "perfect
 bandwidth aggregation" at low loss; with 10 flows "the total goodput

@@ -480,7 +480,7 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
               f"{SLACK_PACKETS} x {MSS} B for every r <= t1 < t2 <= restore, held >= {HOLD_S:g} s; "
               "gw1 >= 25 %: the same on gw1's new-data wire bytes with 0.25 C over [r, r + 1 s]; gap: "
               "longest time without in-order progress overlapping the outage.", "",
-              f"Target (issue 18): gwsteer's median t90 <= 1 s and below the in-kernel PM's, over "
+              f"Target: gwsteer's median t90 <= 1 s and below the in-kernel PM's, over "
               f"outages >= 1 s (a run not reaching 90 % counts as the whole outage): gwsteer "
               f"{_s(g)}, in-kernel PM {_s(k)} (90 % reached within the outage in "
               f"{reached.get('gwsteer', '-')} and {reached.get('kernel', '-')} runs) -> "
@@ -488,7 +488,7 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
               f"matching the captures: {head['byte_exact']}.", "",
               "## Published counterpart (kept apart)", "",
               "Neither Binder nor MultiNAT reports a failover or recovery time "
-              "(notes/seed-binder-multinat.md A8, C). Binder has no gateway liveness and never "
+              "(Binder, LCDNet 2013; MultiNAT, MIT 2005). Binder has no gateway liveness and never "
               "re-creates a subflow: an outage removes the gateway from existing tunnels for good "
               "(A4, A9.7), so its 'reuse after restore' is never. MultiNAT picks a link per "
               "connection at set-up; an established connection dies with its link (B2, B10.1)."]

@@ -3,7 +3,7 @@ steps through Binder's Table 2 (RTT 85-110 ms, loss 1e-7 to 1e-2, then
 total loss at 36 s), for single-gateway TCP through gw1 and braid's
 schedulers over both gateways.
 
-Binder (notes/seed-binder-multinat.md A8, Table 2) plotted 1-second goodput
+Binder (Boccassi, Fayed and Marina, ACM LCDNet 2013, Table 2) plotted 1-second goodput
 averages of one flow: single-path TCP "collapses soon after 30 seconds when
 loss probability reaches 0.01", Binder "consistently provides higher
 goodput", with drops at 15 s and 26 s; no recovery time is given for the

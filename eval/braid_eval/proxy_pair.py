@@ -25,7 +25,7 @@ TEST_KEY = "box1 " + "5a" * 32 + "\n"
 # Spare connections the client keeps (braid-proxy's preconnect, default 1):
 # every user of this pair loads pages, whose objects a browser fetches over
 # about 8 parallel connections. A spare joins its other subflows while idle
-# (a round trip or two after it is dialled: kernel patch 14), so a
+# (a round trip or two after it is dialled, under braid's schedulers), so a
 # connection's first flight can follow the scheduler's split if it gets a
 # joined spare (others are held for their join by hywf, which costs them a
 # few round trips); 16 cover one page while the spares for the next join.

@@ -1,5 +1,5 @@
 """E5, one page: every experiment's headline figure beside its published
-counterpart, and whether issue 18's target was met.
+counterpart, and whether the evaluation's targets were met.
 
 Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json and
 OUT/e3/e3.json exists (each also accepted directly in OUT), names the missing ones, and
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss (issue 18)
+E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
 BRAID_SCHEDULERS = ("default", "hywf", "bernoulli", "delaybal", "redundant")
 
@@ -84,7 +84,7 @@ def e1b_section(data: dict[str, Any]) -> list[str]:
     return ["## E1b: Binder's time-varying scenario (Table 2)", "", f"({_env(params)})", "",
             "| configuration | whole run, Mbit/s | at 1e-2 loss | after gw1's death |", "|---|---|---|---|",
             *rows, "",
-            "Issue 18 sets no numeric target for E1b.", "",
+            "The evaluation sets no numeric target for E1b.", "",
             "Published (Binder, kept apart; a figure, no numbers in the text): single-path TCP "
             "collapses at 1e-2 loss; Binder stays above it; nothing reported after the total loss.", ""]
 
@@ -108,8 +108,8 @@ def e2_section(data: dict[str, Any]) -> list[str]:
     return ["## E2: message delay against load (thesis ch. 5)", "", f"({_env(params)})", "",
             "| load | bernoulli, ms | model p*, ms | measured / model | fixed p_lim, ms |",
             "|---|---|---|---|---|", *rows, "",
-            "Issue 18 sets no numeric target for E2 (it asks for the mean delay against the "
-            "model's curve; issue 15's targets are discussed in eval/README.md).", "",
+            "The evaluation sets no numeric target for E2 (it asks for the mean delay against "
+            "the model's curve; the latency targets are discussed in eval/README.md).", "",
             "Published (thesis ch. 5, kept apart): model at 29 of 35 Mbit/s, variable slow link: "
             "3.9 ms with p* against 51 ms with p_lim; its WiFi testbed: 6 ms against 25 ms at "
             "64 Mbit/s.", ""]
@@ -158,7 +158,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
 
 def summarize(out: Path) -> tuple[str, list[str]]:
     """The Markdown page and the experiments whose results were missing."""
-    lines = ["# braid evaluation summary (issue 18, E5)", "",
+    lines = ["# braid evaluation summary (E5)", "",
              "braid's measured figures first; each section ends with the published counterpart, "
              "kept apart.", ""]
     missing = []

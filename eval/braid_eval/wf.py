@@ -1,5 +1,5 @@
-"""Website-fingerprinting evaluation of what each network's observer sees
-(issue 14): collect traces, run the attacks, write the report.
+"""Website-fingerprinting evaluation of what each network's observer sees:
+collect traces, run the attacks, write the report.
 
 Commands::
 
@@ -176,7 +176,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def cost_table(root: Path, baseline: str = "default") -> str:
     """Page-load time and bytes on the wire per collected condition, against
-    ``baseline`` (issue 14's targets: 0 % overhead, load time <= 1.2x)."""
+    ``baseline`` (the targets: 0 % overhead, load time <= 1.2x)."""
     rows = {}
     for cond in sorted(d.name for d in root.iterdir() if (d / "loads.jsonl").exists()):
         loads = {}

@@ -1,4 +1,4 @@
-"""Defences side by side (issue 21): the attacks against none / hywf / AP /
+"""Defences side by side: the attacks against none / hywf / AP /
 hywf+AP / FRONT (and any other of defense_catalog's) on one corpus, each
 with the bandwidth overhead measured on that corpus.
 

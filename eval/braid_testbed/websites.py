@@ -6,7 +6,7 @@ Standalone on purpose, like pages.py (whose server and wire protocol it
 uses): it runs inside namespaces and the VM as
 ``python3 eval/braid_testbed/websites.py``.
 
-A site is stable but noisy, as real ones are (issue 14, item 1). Its seed
+A site is stable but noisy, as real ones are. Its seed
 fixes an HTML document and 1-3 waves of sub-resources (scripts and styles
 the HTML names, then images and fonts they name), each with a base size
 (log-uniform, 300 B - 400 KB) and a request size. Each load of the site

@@ -23,7 +23,7 @@ elif [ "$(id -u)" != 0 ]; then
 else
     # With braid's adaptive padding at both ends (budget 0.4) unless
     # BRAID_TOR_PADDING says otherwise (empty: off): Tor must bootstrap and
-    # fetch byte-exact through a padded transport (issue 21). The unpadded
+    # fetch byte-exact through a padded transport. The unpadded
     # transport carries Tor in the VM stage (test_tor_hywf.py).
     export BRAID_TOR_PADDING="${BRAID_TOR_PADDING-0.4}"
     echo "=== tor through the braid bridge on a private Tor network (padding: ${BRAID_TOR_PADDING:-off})"

@@ -70,8 +70,7 @@ def fixed_split_share(tb: StandardTestbed, mode: str) -> float:
         set_both(tb, bernoulli_adaptive=1, bernoulli_permille=500, bernoulli_batch=4)
     # What the scheduler placed: from wan2's first data on, in data-sequence
     # order, in full-size wire packets (its unit: one segment per decision).
-    # Two other counts read the upload wrong (issue 15's expected failure
-    # until 2026-11-27): by wire time from the join, 0.31-0.35, since the
+    # Two other counts read the upload wrong: by wire time from the join, 0.31-0.35, since the
     # first flight (~110 KB on wan1 before the client may join) leaves
     # wan1's send buffer after the join; and in packets of 1420 bytes,
     # 0.27-0.29, since an upload's client, which has received no data,
@@ -145,12 +144,13 @@ def rr_counters(tb: StandardTestbed) -> dict[str, int]:
 
 def test_small_exchanges_are_not_re_sent(bed: StandardTestbed) -> None:
     """100 request/response exchanges of 1 KiB on loss-free WANs: nothing
-    is re-sent at the MPTCP level and no subflow is marked stale. Before
-    kernel patch 18 each send after an acknowledged exchange armed the
-    MPTCP retransmission timer for 0 jiffies: it fired every jiffy until
-    the answer came, marked the sending subflow stale and re-sent the
-    message over the other WAN (20-29 re-sends per end here; on the
-    benchmark's 150 ms wan2, bernoulli's p99 was 230 ms against 14 ms).
+    is re-sent at the MPTCP level and no subflow is marked stale. Without
+    the kernel's fix to the retransmission timer's interval, each send
+    after an acknowledged exchange armed the MPTCP retransmission timer
+    for 0 jiffies: it fired every jiffy until the answer came, marked the
+    sending subflow stale and re-sent the message over the other WAN
+    (20-29 re-sends per end here; on the benchmark's 150 ms wan2,
+    bernoulli's p99 was 230 ms against 14 ms).
     Which WAN carries the exchanges is not asserted: with equal delays
     and no load the two paths' rate estimates cannot tell 20 from 5
     Mbit/s (a lightly used path's samples show its load), and either
@@ -172,7 +172,7 @@ def test_run_ends_with_its_subflow(bed: StandardTestbed) -> None:
     """As hywf's burst (test_hywf.py): the fixed split at 0 puts every run on
     wan2; its subflow closes mid-upload and a new one joins from the same
     address. The run in progress is counted as moved when the subflow
-    closes (kernel patch 17), and runs drawn afterwards use the new
+    closes (the schedulers' subflow_closed hook), and runs drawn afterwards use the new
     subflow."""
     set_both(bed, bernoulli_adaptive=0, bernoulli_permille=0)
     try:

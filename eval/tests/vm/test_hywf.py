@@ -212,10 +212,10 @@ def test_burst_length_seen_on_one_wan_has_mean_ncons(wan1_views: dict[str, list[
     model HyWF senders with these connections' sizes and shares, since it
     reads a few percent low by construction.
 
-    Uploads used to come out ~6 % short (16.0-18.7, mean 17.5, against
-    ~18.7 in ten VM runs before 2026-11-26), an xfail with no cause found;
-    since kernel patches 14 and 15 (the client's first flight waits for
-    the join) five runs gave 17.8-19.4 (mean 18.8) against 18.6-18.8.
+    Uploads came out ~6 % short (16.0-18.7, mean 17.5, against ~18.7 in
+    ten VM runs) while the client's first flight left before the join;
+    since it waits for the join (early joins and hywf's first-flight
+    hold) five runs gave 17.8-19.4 (mean 18.8) against 18.6-18.8.
 
     On model data the estimate over its reference has sd 0.046 (skew
     0.1-0.35): a correct scheduler's sample leaves the 15 % band with
@@ -327,7 +327,7 @@ def test_bursts_end_on_full_segments(series: dict[str, list[ConnectionTrace]], m
     packet at every such switch (the MSS in use is smaller by the DSS
     option). Counted in segments, 14 % of switches still followed a short
     packet (none at the application's 64 KB write boundaries, so sends cut
-    short by something else, most likely the peer's window); since kernel patch 12 keeps such a burst open until
+    short by something else, most likely the peer's window); since a burst is kept open until
     its last packet is full, 3.6 % do (2026-11-26, 30 connections each way).
     What remains is the sender running dry or a packet that left short
     before the burst was spent. Not a sampled quantity of a model: were

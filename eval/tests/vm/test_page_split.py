@@ -243,9 +243,9 @@ def test_page_scope_upstream_share_follows_the_split_per_page(
     """Upstream a page is its requests, each a packet or three: the client
     sends them under the page's split only if each connection has joined
     its second subflow before its hello. braid-proxy's spares join while
-    idle (kernel patch 14 acks a silent client at once), and the client's
+    idle (braid's kernel acks a silent client at once), and the client's
     hywf holds the first flight of a connection the spares do not cover
-    until its join (patch 15). Before both, a quarter of the connections of
+    until its join (hywf_join_wait_ms). Before both, a quarter of the connections of
     a page sent their request on wan1 alone and the share leaned to wan1
     (mean 0.59 over 160 pages, 2026-11-26).
 
@@ -391,7 +391,7 @@ def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
     braid-proxy's spares join while idle; for connections dialled when
     asked for, hywf holds the first flight until the join (hywf_join_wait_ms;
     only holds that gave up, MPTcpExtSchedJoinWaitTimeout, may leave early):
-    the client's request (patch 15), after which the join is done before
+    the client's request (hywf's first-flight hold), after which the join is done before
     the proxy answers, and, where the client does not hold (its hold off
     here), the proxy's answer. The control, without spares and with both
     holds off, shows that requests do beat the join in this setting.

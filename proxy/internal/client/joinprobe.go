@@ -20,13 +20,13 @@ import (
 // without help it never learns that and its subflows join only after the
 // first upload has been acknowledged, too late for that upload.
 //
-// braid's kernel on the server sends that ACK when it accepts a connection
-// whose client has said nothing (kernel patch 14), so a spare joins within
-// a couple of round trips. Against a server with another kernel the help
-// is a TCP keepalive probe: after joinProbeIdle the client's kernel
-// sends one (no payload, no application byte), the server's kernel answers
-// with an ACK carrying its data ACK, and the path manager adds the other
-// subflows. Once they have joined (or joinProbeFor has passed, e.g. a box
+// braid's kernel on the server, under one of braid's schedulers, sends
+// that ACK when it accepts a connection whose client has said nothing, so
+// a spare joins within a couple of round trips. Against a server with
+// another kernel or the default scheduler the help is a TCP keepalive
+// probe: after joinProbeIdle the client's kernel sends one (no payload, no
+// application byte), the server's kernel answers with an ACK carrying its
+// data ACK, and the path manager adds the other subflows. Once they have joined (or joinProbeFor has passed, e.g. a box
 // with one gateway) the probe is switched off again and the connection gets
 // the keepalive setting of every relay connection.
 const (

@@ -69,7 +69,7 @@ const (
 	// destination, with the real reply code; one round trip slower.
 	SOCKSReplyConnected = "connected"
 
-	// Adaptive padding (issue 21): off (budget 0) by default; padding
+	// Adaptive padding: off (budget 0) by default; padding
 	// stops this long after the last real frame, the idle threshold
 	// defenses/adaptive_padding.py uses (IDLE_S).
 	DefaultPaddingIdle = time.Second

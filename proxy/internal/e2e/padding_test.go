@@ -1,6 +1,6 @@
 package e2e
 
-// Adaptive padding (issue 21) through a real client/server pair on
+// Adaptive padding through a real client/server pair on
 // loopback: a "page" of request/response turns with pauses, every byte
 // checked; a tap between client and server counts the bytes on the socket.
 

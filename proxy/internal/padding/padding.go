@@ -1,5 +1,5 @@
 // Package padding holds the delay distributions of braid's adaptive padding
-// (WTF-PAD-style, issue 21): per direction a histogram H_B of delays
+// (WTF-PAD-style): per direction a histogram H_B of delays
 // between bursts and H_G of delays inside bursts, in log-spaced bins with
 // an infinity bin, as defenses/adaptive_padding.py fits them from traces
 // and writes them (histograms_to_json). The state machine that uses them

@@ -10,7 +10,7 @@ import (
 	"braid/proxy/internal/padding"
 )
 
-// Adaptive padding (issue 21): a sender that pads sends FlagPadding frames
+// Adaptive padding: a sender that pads sends FlagPadding frames
 // during the silences of its own direction, WTF-PAD-style, with the
 // semantics of defenses/adaptive_padding.py:
 //
