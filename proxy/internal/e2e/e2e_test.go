@@ -624,9 +624,9 @@ func TestConcurrent1000NoLeaks(t *testing.T) {
 		}
 	}()
 	// Meanwhile one host floods the server with silent connections: it
-	// gets its per-source share of pre-authentication slots (1024 by
-	// default), the rest is refused at once, and the authenticated clients
-	// (another source) are all served.
+	// keeps its per-source share of pre-authentication slots (1024 by
+	// default), each connection beyond it closing that source's oldest,
+	// and the authenticated clients (another source) are all served.
 	const flood = 1500
 	floodDone := make(chan []net.Conn, 1)
 	go func() {
@@ -648,9 +648,9 @@ func TestConcurrent1000NoLeaks(t *testing.T) {
 	}
 	t.Logf("1000 concurrent + %d-connection flood from one source: %.2fs, setup median %.1f ms p90 %.1f ms, peak heap %d MiB", flood, s.ElapsedS, s.SetupMedMs, s.SetupP90Ms, peak>>20)
 	if !waitFor(func() bool {
-		return p.counter(p.srvM, "conns_rejected_preauth_source") == flood-config.DefaultMaxPreauthPerSource
+		return p.counter(p.srvM, "conns_evicted_preauth_source") == flood-config.DefaultMaxPreauthPerSource
 	}) {
-		t.Fatalf("flood: %d refused, want %d: %v", p.counter(p.srvM, "conns_rejected_preauth_source"), flood-config.DefaultMaxPreauthPerSource, p.srvM.Snapshot())
+		t.Fatalf("flood: %d evicted, want %d: %v", p.counter(p.srvM, "conns_evicted_preauth_source"), flood-config.DefaultMaxPreauthPerSource, p.srvM.Snapshot())
 	}
 	for _, c := range held {
 		c.Close()

@@ -34,10 +34,9 @@ func closedSoon(c net.Conn, d time.Duration) bool {
 	return err != nil
 }
 
-// One host opening many silent connections takes at most its per-source
-// share of the unauthenticated slots: clients from other addresses keep
-// being served. (Before the per-source cap, 100 silent connections took
-// every one of the 40 slots until their handshake timeout.)
+// One host opening many silent connections holds at most its per-source
+// share of the unauthenticated slots, its newest connections: clients from
+// other addresses keep being served.
 func TestPreauthFloodFromOneSourceDoesNotLockOut(t *testing.T) {
 	p := startPair(t, opts{serverMut: func(s *config.Server) {
 		s.MaxConns = 40
@@ -52,28 +51,89 @@ func TestPreauthFloodFromOneSourceDoesNotLockOut(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		flood = append(flood, dialFrom(t, "127.0.0.2", p.serverAddr))
 	}
-	if !waitFor(func() bool { return p.counter(p.srvM, "conns_rejected_preauth_source") == 92 }) {
-		t.Fatalf("per-source refusals %d, want 92 (100 - 8): %v", p.counter(p.srvM, "conns_rejected_preauth_source"), p.srvM.Snapshot())
+	if !waitFor(func() bool { return p.counter(p.srvM, "conns_evicted_preauth_source") == 92 }) {
+		t.Fatalf("per-source evictions %d, want 92 (100 - 8): %v", p.counter(p.srvM, "conns_evicted_preauth_source"), p.srvM.Snapshot())
 	}
 	for i := 0; i < 5; i++ {
 		p.mustWork()
 	}
-	// The refused ones are closed at once, the admitted 8 stay open.
-	open := 0
-	for _, c := range flood {
+	// The oldest 92 are closed, the newest 8 stay open.
+	var open []int
+	for i, c := range flood {
 		if !closedSoon(c, 20*time.Millisecond) {
-			open++
+			open = append(open, i)
 		}
 	}
-	if open != 8 {
-		t.Fatalf("%d flood connections left open, want 8", open)
+	if len(open) != 8 || open[0] != 92 {
+		t.Fatalf("flood connections left open %v, want the newest 8 (92-99)", open)
 	}
+}
+
+// Users behind one address (a carrier-grade NAT) share it with whoever
+// floods from it. A flood that keeps the address's share full does not
+// lock them out: each new connection takes the slot of the address's
+// oldest, so an honest client's hello has as long as the flood takes to
+// open a share's worth of connections. (Refusing new connections instead
+// locked a client out for as long as a 1,200-connection flood lasted.)
+func TestFloodFromTheClientsOwnAddressDoesNotLockItOut(t *testing.T) {
+	const share, flood = 64, 3000
+	p := startPair(t, opts{serverMut: func(s *config.Server) {
+		s.MaxConns = 1000
+		s.MaxPreauthPerSource = share
+	}})
+	stop, done := make(chan struct{}), make(chan int, 1)
+	go func() {
+		// paced at about one connection a millisecond, bounded in count;
+		// only the newest 2 x share are kept open on this side
+		var open []net.Conn
+		n := 0
+		defer func() {
+			for _, c := range open {
+				c.Close()
+			}
+			done <- n
+		}()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 2 * time.Second}
+		for ; n < flood; n++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			c, err := d.Dial("tcp", p.serverAddr)
+			if err != nil {
+				continue
+			}
+			if open = append(open, c); len(open) > 2*share {
+				open[0].Close()
+				open = open[1:]
+			}
+		}
+	}()
+	if !waitFor(func() bool { return p.counter(p.srvM, "conns_evicted_preauth_source") > 0 }) {
+		t.Fatalf("the flood never filled its address's share: %v", p.srvM.Snapshot())
+	}
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		p.mustWork()
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("a client on the flooding address took %v to be served", took)
+		}
+	}
+	close(stop)
+	n := <-done
+	if n >= flood {
+		t.Fatalf("the flood (%d connections) ended before the client's transfers did", n)
+	}
+	t.Logf("5 transfers served while a flood from their own address opened %d connections; %d evicted",
+		n, p.counter(p.srvM, "conns_evicted_preauth_source"))
 }
 
 // Unauthenticated connections from many sources together take at most
 // max_preauth_conns slots: the rest of max_conns stays for connections that
-// have authenticated, so established relays and a client's spare keep
-// working while the flood lasts.
+// have authenticated, so established relays keep working while the flood
+// lasts, and a new client connection takes the oldest flood connection's
+// slot.
 func TestPreauthSlotsReservedForAuthenticated(t *testing.T) {
 	p := startPair(t, opts{serverMut: func(s *config.Server) {
 		s.MaxConns = 30
@@ -93,14 +153,14 @@ func TestPreauthSlotsReservedForAuthenticated(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		flood = append(flood, dialFrom(t, fmt.Sprintf("127.0.1.%d", i+1), p.serverAddr))
 	}
-	if !waitFor(func() bool { return p.counter(p.srvM, "conns_rejected_preauth_total") == 35 }) {
-		t.Fatalf("total refusals %d, want 35 (40 - 5 free pre-auth slots): %v", p.counter(p.srvM, "conns_rejected_preauth_total"), p.srvM.Snapshot())
+	if !waitFor(func() bool { return p.counter(p.srvM, "conns_evicted_preauth_total") >= 35 }) {
+		t.Fatalf("total evictions %d, want 35 (40 - 5 free pre-auth slots) or more (the client replaces its evicted spare): %v", p.counter(p.srvM, "conns_evicted_preauth_total"), p.srvM.Snapshot())
 	}
 	if got := p.srvM.Snapshot()["conns_preauth"].(int64); got != 6 {
 		t.Fatalf("conns_preauth %d, want 6", got)
 	}
-	// The spare, admitted before the flood, authenticates and is served.
-	// (New connections wait for pre-auth slots like everyone else.)
+	// The spare was the oldest: the flood evicted it. The client's next
+	// connection evicts the oldest flood connection and is served.
 	p.mustWork()
 	for _, c := range flood {
 		c.Close()
@@ -108,7 +168,7 @@ func TestPreauthSlotsReservedForAuthenticated(t *testing.T) {
 	if !waitFor(func() bool { return p.srvM.Snapshot()["conns_preauth"].(int64) <= 1 }) {
 		t.Fatalf("pre-auth slots not given back after the flood closed: %v", p.srvM.Snapshot())
 	}
-	// The spare the client dialed during the flood may have been refused
+	// The spare the client dialed during the flood may have been evicted
 	// a moment after it looked alive: one failure is allowed for it.
 	if r := p.transfer(p.sink, 100_000, 50_000); r.Err != nil {
 		t.Logf("first connection after the flood: %v", r.Err)

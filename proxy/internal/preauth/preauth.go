@@ -1,21 +1,30 @@
 // Package preauth bounds the connections a server holds before they have
 // authenticated. Such a connection costs the sender nothing but a TCP
 // handshake, so without a bound one host opening connections faster than
-// the handshake timeout closes them would take every slot and lock out
-// every client. The limits are:
+// the handshake timeout closes them would take every slot. The limits are:
 //
-//   - Max for all unauthenticated connections together, kept below the
+//   - a total for all unauthenticated connections together, kept below the
 //     server's max_conns so that the rest stays reserved for connections
 //     that have authenticated;
-//   - PerSource for one source: an IPv4 address, or an IPv6 /64 (a single
+//   - a share per source: an IPv4 address, or an IPv6 /64 (a single
 //     host usually owns a whole /64, so counting addresses would not bind
 //     it).
+//
+// A full limit does not refuse the new connection: it takes the slot of
+// the oldest one held, that of its own source when the source's share is
+// used up, else the oldest of all, and that one is closed. Refusing would
+// let a flood keep every slot with one connection per timeout and lock out
+// every client, users behind the flooding address (one carrier-grade NAT)
+// included. Evicting the oldest costs an honest client nothing unless the
+// flood opens a full share of connections within the round trip or two
+// its hello takes to arrive.
 //
 // A connection takes a slot at accept (Admit) and gives it back once it has
 // authenticated or closed (the returned release function, idempotent).
 package preauth
 
 import (
+	"container/list"
 	"net"
 	"net/netip"
 	"sync"
@@ -23,16 +32,24 @@ import (
 
 // Limiter counts unauthenticated connections in total and per source.
 type Limiter struct {
-	mu       sync.Mutex
-	total    int
-	perSrc   map[netip.Prefix]int
-	rejected func(reason string) // optional: counts refusals
+	mu      sync.Mutex
+	held    *list.List // of *slot, oldest first
+	perSrc  map[netip.Prefix]*list.List
+	evicted func(reason string) // optional: counts evictions
 }
 
-// New returns an empty limiter; rejected (may be nil) is called with
-// "total" or "source" for each refused connection.
-func New(rejected func(reason string)) *Limiter {
-	return &Limiter{perSrc: map[netip.Prefix]int{}, rejected: rejected}
+// slot is one held connection, in the list of all and in its source's.
+type slot struct {
+	key       netip.Prefix
+	close     func()
+	all, mine *list.Element
+	freed     bool
+}
+
+// New returns an empty limiter; evicted (may be nil) is called with
+// "total" or "source" for each connection closed to make room.
+func New(evicted func(reason string)) *Limiter {
+	return &Limiter{held: list.New(), perSrc: map[netip.Prefix]*list.List{}, evicted: evicted}
 }
 
 // SourceKey is the unit PerSource counts: the IPv4 address, or the IPv6 /64.
@@ -57,39 +74,56 @@ func AddrOf(a net.Addr) netip.Addr {
 	return ap.Addr()
 }
 
-// Admit takes a slot for a connection from src, or returns nil when the
-// total (max) or the source's share (perSource) is used up. The function
-// it returns gives the slot back; calling it again does nothing.
-func (l *Limiter) Admit(src netip.Addr, max, perSource int) func() {
+// Admit takes a slot for a connection from src, closed with closeConn if
+// it is evicted later. When the total or the source's share (perSource)
+// is used up, the oldest connection of the source, or else of
+// all, is evicted first. The function it returns gives the slot back;
+// calling it again, or after an eviction, does nothing.
+func (l *Limiter) Admit(src netip.Addr, total, perSource int, closeConn func()) func() {
 	key := SourceKey(src)
-	l.mu.Lock()
+	s := &slot{key: key, close: closeConn}
+	var victim *slot
 	reason := ""
-	switch {
-	case l.total >= max:
-		reason = "total"
-	case l.perSrc[key] >= perSource:
-		reason = "source"
-	default:
-		l.total++
-		l.perSrc[key]++
+	l.mu.Lock()
+	if mine := l.perSrc[key]; mine != nil && mine.Len() >= max(perSource, 1) {
+		victim, reason = mine.Front().Value.(*slot), "source"
+	} else if l.held.Len() >= max(total, 1) {
+		victim, reason = l.held.Front().Value.(*slot), "total"
 	}
+	if victim != nil {
+		l.free(victim)
+	}
+	mine := l.perSrc[key]
+	if mine == nil {
+		mine = list.New()
+		l.perSrc[key] = mine
+	}
+	s.mine = mine.PushBack(s)
+	s.all = l.held.PushBack(s)
 	l.mu.Unlock()
-	if reason != "" {
-		if l.rejected != nil {
-			l.rejected(reason)
+	if victim != nil {
+		if l.evicted != nil {
+			l.evicted(reason)
 		}
-		return nil
+		victim.close()
 	}
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			l.total--
-			if l.perSrc[key]--; l.perSrc[key] <= 0 {
-				delete(l.perSrc, key)
-			}
-		})
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !s.freed {
+			l.free(s)
+		}
+	}
+}
+
+// free removes s from both lists; the caller holds l.mu.
+func (l *Limiter) free(s *slot) {
+	s.freed = true
+	l.held.Remove(s.all)
+	mine := l.perSrc[s.key]
+	mine.Remove(s.mine)
+	if mine.Len() == 0 {
+		delete(l.perSrc, s.key)
 	}
 }
 
@@ -97,7 +131,7 @@ func (l *Limiter) Admit(src netip.Addr, max, perSource int) func() {
 func (l *Limiter) Active() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int64(l.total)
+	return int64(l.held.Len())
 }
 
 // Sources returns how many sources hold slots (the map's size: it must

@@ -97,7 +97,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 		padCtrs:   wire.NewPadCounters(m.Counter),
 	}
 	s.preauth = preauth.New(func(reason string) {
-		m.Counter("conns_rejected_preauth_" + reason).Add(1)
+		m.Counter("conns_evicted_preauth_" + reason).Add(1)
 	})
 	s.connCtx, s.cancelConn = context.WithCancel(context.Background())
 	s.quietCtx, s.cancelQuiet = context.WithCancel(context.Background())
@@ -182,19 +182,18 @@ func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, e
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return acceptloop.Run(ctx, ln, s.log, func(c net.Conn) {
 		rt := s.rt.Load()
-		// Unauthenticated connections get a bounded share of max_conns,
-		// and one source a bounded share of that (see package preauth).
-		release := s.preauth.Admit(preauth.AddrOf(c.RemoteAddr()), rt.cfg.PreauthLimit(), rt.cfg.MaxPreauthPerSource)
-		if release == nil {
-			c.Close()
-			return
-		}
 		if !s.conns.Admit(rt.cfg.MaxConns) {
-			release()
 			s.metrics.Counter("conns_rejected_limit").Add(1)
 			c.Close()
 			return
 		}
+		// Unauthenticated connections get a bounded share of max_conns,
+		// and one source a bounded share of that; a new one takes the
+		// oldest one's slot when a share is full (see package preauth).
+		// After the max_conns check: a connection refused there must not
+		// have evicted one.
+		release := s.preauth.Admit(preauth.AddrOf(c.RemoteAddr()), rt.cfg.PreauthLimit(),
+			rt.cfg.MaxPreauthPerSource, func() { c.Close() })
 		go func() {
 			defer s.conns.Done()
 			defer release()
