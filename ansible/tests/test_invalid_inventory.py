@@ -60,6 +60,11 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
      "braid_firewall_ssh_sources IPv4 addresses or CIDRs"),
     ("nat-source-octet-too-large", "client", {"braid_firewall_nat_sources": ["10.0.300.0/24"]},
      "braid_firewall_ssh_sources IPv4 addresses or CIDRs"),
+    # braid-proxy's own rules, run on the controller: its words.
+    ("proxy-settings-zero-conns", "proxy", {"braid_proxy_server_settings": {"max_conns": 0}},
+     "braid_proxy_server_settings: braid-proxy: config: server.max_conns: must be at least 1"),
+    ("client-settings-misspelt", "client", {"braid_proxy_client_settings": {"preconect": 4}},
+     "braid_proxy_client_settings: braid-proxy: json: unknown field 'preconect'"),
 ]
 TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 TOR_KEY = "5eed" * 16

@@ -4,6 +4,7 @@
 //	braid-proxy client -config /etc/braid/client.json
 //	braid-proxy server -config /etc/braid/server.json
 //	braid-proxy genkey -id box1 -out /etc/braid/keys
+//	braid-proxy check server -config /etc/braid/server.json
 //
 // Run "braid-proxy help" or "braid-proxy <command> -h" for details.
 package main
@@ -40,6 +41,9 @@ Usage:
   braid-proxy genkey -id ID [-out FILE]       create a pre-shared key line
   braid-proxy gencert -name N -cert F -key F  create a self-signed certificate
                                               for auth tls; prints its pin
+  braid-proxy check client|server [-config FILE] [flags]
+                                              validate a configuration and the
+                                              files it names; start nothing
   braid-proxy help                            this text
 
 client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
@@ -89,6 +93,8 @@ func main() {
 		err = runGenkey(args)
 	case "gencert":
 		err = runGencert(args)
+	case "check":
+		err = runCheck(args)
 	case "help", "-h", "--help", "-help":
 		fmt.Print(usage)
 		return
@@ -338,6 +344,51 @@ gateway settings; SIGTERM drains relays, then exits.`)
 		current = next
 		return nil
 	}, errc)
+}
+
+// runCheck validates a role's configuration as the role would at start
+// (flags over the file, then every file the configuration names) without
+// listening, dialling or writing anything: for an operator before a
+// restart, and for provisioning before it installs a configuration.
+func runCheck(args []string) error {
+	if len(args) == 0 || (args[0] != "client" && args[0] != "server") {
+		return errors.New("check: say which role: braid-proxy check client|server [-config FILE] [flags]")
+	}
+	role, args := args[0], args[1:]
+	fs := flag.NewFlagSet("braid-proxy check "+role, flag.ContinueOnError)
+	roleUsage(fs, "braid-proxy check "+role+": validate a "+role+` configuration and the files it
+names (keys, certificates, users, histograms) as "braid-proxy `+role+`" would at
+start, and exit: 0 if it would start, 1 with the reason if not. -files=false
+checks the settings alone (where the files are not, e.g. on a provisioning
+controller).`)
+	files := fs.Bool("files", true, "also load the files the configuration names")
+	var (
+		path string
+		err  error
+	)
+	if role == "server" {
+		var cfg *config.Server
+		if cfg, path, err = config.ParseArgs(fs, args, config.DefaultServer, config.BindServer); err == nil {
+			if err = cfg.Validate(); err == nil && *files {
+				err = server.Check(cfg)
+			}
+		}
+	} else {
+		var cfg *config.Client
+		if cfg, path, err = config.ParseArgs(fs, args, config.DefaultClient, config.BindClient); err == nil {
+			if err = cfg.Validate(); err == nil && *files {
+				err = client.Check(cfg)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if path == "" {
+		path = "(flags and defaults only)"
+	}
+	fmt.Printf("braid-proxy check: %s configuration %s is valid\n", role, path)
+	return nil
 }
 
 func runGenkey(args []string) error {

@@ -73,6 +73,14 @@ func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, er
 	return c, nil
 }
 
+// Check loads everything a client with cfg would run on (key or
+// certificate, SOCKS users, padding histograms) without listening or
+// dialling: what "braid-proxy check client" reports.
+func Check(cfg *config.Client) error {
+	c := &Client{log: slog.New(slog.DiscardHandler)}
+	return c.Reload(cfg)
+}
+
 // Reload applies a new configuration (keys, users, gateways, racing,
 // timeouts); listen addresses are only read at start.
 func (c *Client) Reload(cfg *config.Client) error {

@@ -399,12 +399,14 @@ func ParseArgs[T any](fs *flag.FlagSet, args []string, defaults func() *T, bind 
 	if err != nil {
 		return nil, "", err
 	}
-	// Re-apply only the flags given on the command line over the file.
+	// Re-apply only the flags given on the command line over the file;
+	// flags the caller added that are not settings (-config, check's
+	// -files) stay where they were parsed.
 	fs2 := flag.NewFlagSet("", flag.ContinueOnError)
 	bind(fromFile, fs2)
 	var setErr error
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "config" {
+		if fs2.Lookup(f.Name) == nil {
 			return
 		}
 		if err := fs2.Set(f.Name, f.Value.String()); err != nil && setErr == nil {

@@ -116,6 +116,19 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 	return s, nil
 }
 
+// Check loads everything a server with cfg would run on (keys or
+// certificates, destination policy, padding histograms) and starts
+// nothing: what "braid-proxy check server" reports.
+func Check(cfg *config.Server) error {
+	s, err := New(cfg, slog.New(slog.DiscardHandler), metrics.New())
+	if err != nil {
+		return err
+	}
+	s.cancelConn()
+	s.cancelQuiet()
+	return nil
+}
+
 // Reload applies a new configuration (keys, policy, limits, timeouts). The
 // listen address is only read at start.
 func (s *Server) Reload(cfg *config.Server) error {
