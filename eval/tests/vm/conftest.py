@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from braid_testbed import LinkSpec, StandardTestbed
 from braid_testbed.kernel_log import KernelLog
+
+EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,3 +37,14 @@ def kernel_stays_clean() -> Iterator[None]:
         yield
     problems = log.problems()
     assert not problems, "the kernel reported a defect:\n" + "\n".join(log.read()[-80:])
+
+
+@pytest.fixture(scope="session")
+def equal_wans() -> Iterator[StandardTestbed]:
+    """Two equal WANs (EQUAL_WAN: 20 Mbit/s, 10 ms) and the kernel path
+    manager, shared by the modules that need no other shape: a bring-up
+    costs ~40 s under TCG. Each test sets the scheduler and path manager
+    state it needs."""
+    with StandardTestbed(f"eq{os.getpid() % 1000}", wan1=EQUAL_WAN, wan2=EQUAL_WAN) as tb:
+        tb.enable_kernel_pm()
+        yield tb

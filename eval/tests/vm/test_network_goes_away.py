@@ -15,16 +15,12 @@ the survivor's link is busy re-sending copies."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 
 from braid_eval.failover_metrics import in_order_delivery, longest_gap
 from braid_eval.transfer import BULK_PORT, BulkServer, transfer_with_breakage
-from braid_testbed import LinkSpec, StandardTestbed
+from braid_testbed import StandardTestbed
 
-WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 SCHEDULERS = ("default", "hywf", "bernoulli", "delaybal", "redundant")
 NBYTES = 12 << 20
 # wan2 has carried this much of the transfer when its endpoint goes: past
@@ -41,11 +37,10 @@ LONGEST_STALL_S = 1.5
 TIMEOUT_S = 60
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[StandardTestbed]:
-    with StandardTestbed(f"ga{os.getpid() % 1000}", wan1=WAN, wan2=WAN) as tb:
-        tb.enable_kernel_pm()
-        yield tb
+@pytest.fixture
+def bed(equal_wans: StandardTestbed) -> StandardTestbed:
+    """Two equal WANs (conftest's, shared with other modules)."""
+    return equal_wans
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])

@@ -5,8 +5,6 @@ WAN captures."""
 from __future__ import annotations
 
 import itertools
-import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,18 +16,18 @@ from braid_eval.transfer import (
     measured_transfer,
     transfer_with_breakage,
 )
-from braid_testbed import LinkSpec, StandardTestbed, scheduler_testbed
+from braid_testbed import StandardTestbed
 
-WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 NBYTES = 4 << 20
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[StandardTestbed]:
-    """Both ends `redundant`; one testbed for the module (a bring-up takes
-    ~40 s under TCG). The blackhole test lifts its blackhole afterwards."""
-    with scheduler_testbed(f"rd{os.getpid() % 1000}", "redundant", WAN, WAN) as tb:
-        yield tb
+@pytest.fixture
+def bed(equal_wans: StandardTestbed) -> StandardTestbed:
+    """Two equal WANs (conftest's, shared with other modules), both ends
+    `redundant`. The blackhole test lifts its blackhole afterwards."""
+    equal_wans.enable_kernel_pm()
+    equal_wans.set_scheduler("redundant")
+    return equal_wans
 
 
 def wan_timeline(r: TransferResult, wan: int, port: int) -> str:
