@@ -36,8 +36,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import hashlib
 import json
+import os
 import random
 import socket
 import struct
@@ -219,7 +222,10 @@ def handle(conn: socket.socket, progress: Path | None = None) -> None:
                 return  # a sender stopped mid-upload (exp_timevarying stops its own): its side reports
         elif mode == MODE_DOWNLOAD:
             send_stream(conn, seed, nbytes)
-            conn.recv(1)  # wait for the client's close so nothing is cut short
+            try:
+                conn.recv(1)  # wait for the client's close so nothing is cut short
+            except ConnectionResetError:
+                return  # a client that disconnects to reuse its socket resets
         elif mode == MODE_PHASED:
             combined = hashlib.sha256()
             total = 0
@@ -290,12 +296,33 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
-    """One connection in the requested mode; returns its JSON-able result."""
+def client_socket(args: argparse.Namespace) -> socket.socket:
     sock = make_socket(args.mptcp)
     sock.settimeout(IDLE_TIMEOUT_S)
     if args.source:
         sock.bind((args.source, 0))
+    return sock
+
+
+class SockaddrUnspec(ctypes.Structure):
+    _fields_ = [("sa_family", ctypes.c_ushort), ("sa_data", ctypes.c_char * 14)]
+
+
+def disconnect(sock: socket.socket) -> None:
+    """connect(AF_UNSPEC), which Python's connect() cannot pass: the socket
+    is reset and may connect again (MPTCP supports it as TCP does)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    addr = SockaddrUnspec(socket.AF_UNSPEC, b"")
+    if libc.connect(sock.fileno(), ctypes.byref(addr), ctypes.sizeof(addr)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"connect(AF_UNSPEC): {os.strerror(err)}")
+
+
+def transfer(args: argparse.Namespace, seed: int,
+             reused: socket.socket | None = None) -> dict[str, object]:
+    """One connection in the requested mode; returns its JSON-able result.
+    On a ``reused`` socket it disconnects at the end instead of closing."""
+    sock = reused or client_socket(args)
     start_wall = time.time()
     sock.connect((args.host, args.port))
     mode = MODES[args.mode]
@@ -378,7 +405,10 @@ def transfer(args: argparse.Namespace, seed: int) -> dict[str, object]:
             "p99": round(latencies[int(len(latencies) * 0.99)], 3),
             "mean": round(sum(latencies) / len(latencies), 3),
         }
-    sock.close()
+    if reused:
+        disconnect(sock)
+    else:
+        sock.close()
     result |= {
         "end": time.time(),
         "bytes": got,
@@ -417,10 +447,11 @@ def send(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.parallel > 1:
         return send_parallel(args, out, err)
     ok = True
+    reused = client_socket(args) if args.reuse_socket else None
     for i in range(args.count):
         if i and args.gap_ms:
             time.sleep(args.gap_ms / 1000)
-        result = transfer(args, args.seed + 1000 * i)
+        result = transfer(args, args.seed + 1000 * i, reused)
         if not result["digest_ok"]:
             print(f"bulk: connection {i + 1} of {args.count} ({args.mode}): "
                   f"{result['bytes']} bytes arrived, not the {args.bytes} sent "
@@ -456,6 +487,9 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     c.add_argument("--seed", type=int, default=1)
     c.add_argument("--count", type=int, default=1, help="connections, one after another")
     c.add_argument("--gap-ms", type=int, default=100, help="pause between connections")
+    c.add_argument("--reuse-socket", action="store_true",
+                   help="one socket for every --count connection: disconnected with "
+                   "connect(AF_UNSPEC) after each, connected again for the next")
     c.add_argument("--parallel", type=int, default=1,
                    help="connections at once, each with its own --bytes (instead of --count)")
     c.add_argument("--phases", type=int, default=2, help="phased mode: chunks per connection")

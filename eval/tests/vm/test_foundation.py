@@ -63,43 +63,66 @@ def test_one_connection_uses_both_wans(tag: str, mode: str) -> None:
 IDLE_PORT = 5301
 
 
-def idle_join_ms(tb: StandardTestbed, within_s: float) -> float | None:
+def idle_join_ms(tb: StandardTestbed, within_s: float, port: int = IDLE_PORT) -> float | None:
     """Open one MPTCP connection from the client that sends nothing; the ms
     until its second subflow joined, or None."""
     out = tb.client.run([sys.executable, "-m", "braid_eval.idle_join", "connect", tb.proxy_ip,
-                         str(IDLE_PORT), "--within", str(within_s)], timeout=within_s + 30).stdout
+                         str(port), "--within", str(within_s)], timeout=within_s + 30).stdout
     joined: float | None = json.loads(out)["joined_after_ms"]
     return joined
 
 
 def idle_acks(tb: StandardTestbed) -> int:
-    """The ACKs the proxy sent to silent clients (kernel patch 14)."""
+    """The ACKs the proxy sent to silent clients (MPTcpExtMPCapableIdleACK)."""
     return read_mib(tb.proxy.run(["nstat", "-az"]), "MPTcpExtMPCapableIdleACK")
 
 
+def idle_listener(tb: StandardTestbed, port: int) -> None:
+    """Accept and hold silent connections; the scheduler in force now is
+    the one its connections take."""
+    tb.proxy.wait_listening(port, proc=tb.proxy.popen(
+        [sys.executable, "-m", "braid_eval.idle_join", "listen", str(port)]))
+
+
 def test_idle_client_joins_before_sending(tag: str) -> None:
-    """Kernel patch 14: a client that has sent nothing may join only once the
-    server has acknowledged its third ACK with a DSS. braid's kernel does so at
-    accept time when a join would be accepted, so a silent connection (a
-    braid-proxy spare) joins in a couple of round trips; the control, a proxy
-    whose path manager refuses joins, sends no such ACK and nothing joins."""
+    """Early joins: a client that has sent nothing may join only once the
+    server has acknowledged its third ACK with a DSS. Under braid's
+    schedulers the server does so at accept time when a join would be
+    accepted, so a silent connection (a braid-proxy spare) joins in a couple
+    of round trips. Two controls: under `default` the handshake is
+    upstream's (the proxy sends nothing after its SYN/ACK, nothing joins),
+    and a proxy whose path manager refuses joins sends no such ACK."""
     with StandardTestbed(tag, wan1=WAN1, wan2=WAN2) as tb:
         tb.enable_kernel_pm()
-        tb.proxy.wait_listening(IDLE_PORT, proc=tb.proxy.popen(
-            [sys.executable, "-m", "braid_eval.idle_join", "listen", str(IDLE_PORT)]))
+        idle_listener(tb, IDLE_PORT)
         acks = idle_acks(tb)
-        joined = idle_join_ms(tb, within_s=3.0)
+        with tb.capture_wan(1) as cap:
+            upstream = idle_join_ms(tb, within_s=1.5)
+        # What the proxy sent before the client closed: the client's packets
+        # are its SYN, its third ACK, then (after the wait) its close, a
+        # DATA_FIN that the proxy acknowledges.
+        from_client = sorted(p.ts for p in cap.packets if p.dport == IDLE_PORT)
+        closed = from_client[2] if len(from_client) > 2 else float("inf")
+        from_proxy = [p for p in cap.packets if p.sport == IDLE_PORT and p.ts < closed]
+        print(f"\ndefault: joined after {upstream} ms; packets from the proxy before the "
+              f"client closed {len(from_proxy)}; idle ACKs {idle_acks(tb) - acks}")
+        assert upstream is None and idle_acks(tb) == acks
+        assert [p.syn for p in from_proxy] == [True]  # the SYN/ACK, nothing else
+
+        tb.set_scheduler("hywf")
+        idle_listener(tb, IDLE_PORT + 1)
+        joined = idle_join_ms(tb, within_s=3.0, port=IDLE_PORT + 1)
         sent = idle_acks(tb) - acks
-        print(f"\nsilent client joined after {joined} ms; idle ACKs sent by the proxy: {sent}")
+        print(f"hywf: silent client joined after {joined} ms; idle ACKs sent by the proxy: {sent}")
         # mptcpi_subflows counts a join from its SYN: the proxy's ACK back
         # over wan1 (20 ms RTT) plus the emulated CPU. Without the ACK
         # nothing joins at all.
         assert joined is not None and joined < 1500
         assert sent == 1
         tb.proxy.run(["ip", "mptcp", "limits", "set", "subflow", "0", "add_addr_accepted", "0"])
-        refused = idle_join_ms(tb, within_s=1.5)
+        refused = idle_join_ms(tb, within_s=1.5, port=IDLE_PORT + 1)
         late = idle_acks(tb) - acks
-        print(f"proxy refusing joins: joined after {refused} ms; idle ACKs {late - sent}")
+        print(f"hywf, proxy refusing joins: joined after {refused} ms; idle ACKs {late - sent}")
         assert refused is None and late == sent
 
 

@@ -69,23 +69,19 @@
 #define BERN_LOAD_INTERVAL_MS	100
 #define BERN_LOAD_GAIN_SHIFT	2
 #define BERN_LOAD_RESTART	10
-/* a backup subflow sends in runs about as large as the default's 64 KB */
-#define BERN_BACKUP_RUN_SEGS	44
 
 /**
  * struct bern_sock - per-connection state, in msk's private area
  * @load: offered load estimate, bytes per second
  * @load_seq: msk->write_seq when @load was last updated
  * @load_ms: when @load was last updated; 0 before the first update
- * @run_subflow: subflow_id of the current run's subflow, 0 for none
- * @wait: waiting for the run's subflow to take data
+ * @run: the current run's subflow, and the wait for it
  */
 struct bern_sock {
 	u64 load;
 	u64 load_seq;
 	u32 load_ms;
-	u32 run_subflow;
-	struct mptcp_sched_wait wait;
+	struct mptcp_sched_burst run;
 };
 
 /**
@@ -120,19 +116,6 @@ static struct bern_sock *bern_sk(struct mptcp_sock *msk)
 static struct mptcp_sched_rate *bern_rate(struct sock *ssk)
 {
 	return mptcp_sched_subflow_priv(mptcp_subflow_ctx(ssk));
-}
-
-static int bern_schedule(struct sock *ssk)
-{
-	if (!ssk)
-		return -EINVAL;
-	mptcp_subflow_set_scheduled(mptcp_subflow_ctx(ssk), true);
-	return 0;
-}
-
-static void bern_run_moved(struct mptcp_sock *msk)
-{
-	MPTCP_INC_STATS(sock_net((struct sock *)msk), MPTCP_MIB_SCHEDBURSTMOVED);
 }
 
 /* Bytes the application queued per second, averaged. */
@@ -185,29 +168,6 @@ static u32 bern_new_run(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
 	return hywf_pick_path(weight, n, get_random_u32());
 }
 
-/* The run's subflow cannot send: wait, or move the run if it is stuck. */
-static int bern_blocked(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
-			u32 n, u32 cur, u32 now)
-{
-	struct bern_sock *bs = bern_sk(msk);
-	u32 i;
-
-	if (mptcp_sched_wait_for(msk, &bs->wait, paths[cur].ssk, now))
-		return -EINVAL;
-
-	for (i = 0; i < n; i++) {
-		struct sock *ssk = paths[i].ssk;
-
-		if (i != cur && sk_stream_memory_free(ssk)) {
-			bern_run_moved(msk);
-			bs->run_subflow = mptcp_subflow_ctx(ssk)->subflow_id;
-			mptcp_sched_wait_end(&bs->wait);
-			return bern_schedule(ssk);
-		}
-	}
-	return -EINVAL;
-}
-
 static int bern_get_subflow(struct mptcp_sock *msk,
 			    struct mptcp_sched_data *data)
 {
@@ -217,58 +177,37 @@ static int bern_get_subflow(struct mptcp_sock *msk,
 	struct sock *backup;
 
 	if (data->reinject)
-		return bern_schedule(mptcp_subflow_get_retrans(msk));
+		return mptcp_sched_pick(mptcp_subflow_get_retrans(msk));
 
 	n = mptcp_sched_paths(msk, paths, BERN_MAX_PATHS, &backup);
-	if (!n) {
-		if (bs->run_subflow && msk->snd_burst > 0)
-			bern_run_moved(msk);
-		bs->run_subflow = 0;
-		mptcp_sched_wait_end(&bs->wait);
-		if (!backup || !sk_stream_memory_free(backup))
-			return -EINVAL;
-		msk->snd_burst = BERN_BACKUP_RUN_SEGS;
-		return bern_schedule(backup);
-	}
+	if (!n)
+		return mptcp_sched_burst_backup(msk, &bs->run, backup);
 
 	now = jiffies_to_msecs(jiffies);
-	for (cur = 0; cur < n; cur++)
-		if (mptcp_subflow_ctx(paths[cur].ssk)->subflow_id ==
-		    bs->run_subflow)
-			break;
-
+	cur = mptcp_sched_burst_find(&bs->run, paths, n);
 	if (cur == n || msk->snd_burst <= 0) {
 		/* its subflow went stale with segments to send (one that
 		 * closed was counted by bern_subflow_closed())
 		 */
-		if (cur == n && bs->run_subflow && msk->snd_burst > 0)
-			bern_run_moved(msk);
+		if (cur == n && bs->run.subflow_id && msk->snd_burst > 0)
+			mptcp_sched_burst_moved(msk);
 		cur = bern_new_run(msk, paths, n, now, &segs);
-		bs->run_subflow = mptcp_subflow_ctx(paths[cur].ssk)->subflow_id;
-		msk->snd_burst = segs;
-		mptcp_sched_wait_end(&bs->wait);
+		mptcp_sched_burst_start(msk, &bs->run, paths[cur].ssk, segs);
 	}
 
 	if (!sk_stream_memory_free(paths[cur].ssk))
-		return bern_blocked(msk, paths, n, cur, now);
+		return mptcp_sched_burst_blocked(msk, &bs->run, paths, n, cur,
+						 now);
 
-	mptcp_sched_wait_end(&bs->wait);
-	return bern_schedule(paths[cur].ssk);
+	mptcp_sched_wait_end(&bs->run.wait);
+	return mptcp_sched_pick(paths[cur].ssk);
 }
 
 /* The run's subflow is closing with segments of its run to send. */
 static void bern_subflow_closed(struct mptcp_sock *msk,
 				struct mptcp_subflow_context *subflow)
 {
-	struct bern_sock *bs = bern_sk(msk);
-
-	if (!bs->run_subflow || bs->run_subflow != subflow->subflow_id)
-		return;
-	if (msk->snd_burst > 0)
-		bern_run_moved(msk);
-	bs->run_subflow = 0;
-	msk->snd_burst = 0;
-	mptcp_sched_wait_end(&bs->wait);
+	mptcp_sched_burst_closed(msk, &bern_sk(msk)->run, subflow);
 }
 
 static void bern_init(struct mptcp_sock *msk)
@@ -278,7 +217,7 @@ static void bern_init(struct mptcp_sock *msk)
 		     MPTCP_SCHED_SUBFLOW_PRIV_SIZE);
 	BUILD_BUG_ON(BERN_ONE != HYWF_ONE);
 	BUILD_BUG_ON(BERN_MAX_PATHS > HYWF_MAX_PATHS);
-	msk->snd_burst = 0;
+	mptcp_sched_set_burst(msk, 0);
 }
 
 static struct mptcp_sched_ops mptcp_sched_bernoulli = {
@@ -286,7 +225,8 @@ static struct mptcp_sched_ops mptcp_sched_bernoulli = {
 	.init		= bern_init,
 	.subflow_closed	= bern_subflow_closed,
 	.name		= "bernoulli",
-	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST,
+	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
+			  MPTCP_SCHED_FLAG_EARLY_JOIN,
 	.owner		= THIS_MODULE,
 };
 

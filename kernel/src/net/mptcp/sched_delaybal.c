@@ -55,8 +55,6 @@
 
 #define DBAL_BATCH_DEFAULT	4
 #define DBAL_BATCH_MAX		64
-/* a backup subflow sends in runs about as large as the default's 64 KB */
-#define DBAL_BACKUP_RUN_SEGS	44
 
 /**
  * struct dbal_sock - per-connection state, in msk's private area
@@ -77,14 +75,6 @@ struct dbal_pernet {
 };
 
 static unsigned int dbal_net_id __read_mostly;
-
-static int dbal_schedule(struct sock *ssk)
-{
-	if (!ssk)
-		return -EINVAL;
-	mptcp_subflow_set_scheduled(mptcp_subflow_ctx(ssk), true);
-	return 0;
-}
 
 /*
  * What the choice needs to know about @ssk.
@@ -152,15 +142,15 @@ static int dbal_get_subflow(struct mptcp_sock *msk,
 	struct sock *backup;
 
 	if (data->reinject)
-		return dbal_schedule(mptcp_subflow_get_retrans(msk));
+		return mptcp_sched_pick(mptcp_subflow_get_retrans(msk));
 
 	n = mptcp_sched_paths(msk, paths, DBAL_MAX_PATHS, &backup);
 	if (!n) {
 		mptcp_sched_wait_end(&ds->wait);
 		if (!backup || !sk_stream_memory_free(backup))
 			return -EINVAL;
-		msk->snd_burst = DBAL_BACKUP_RUN_SEGS;
-		return dbal_schedule(backup);
+		mptcp_sched_set_burst(msk, MPTCP_SCHED_BACKUP_SEGS);
+		return mptcp_sched_pick(backup);
 	}
 
 	now = jiffies_to_msecs(jiffies);
@@ -194,8 +184,8 @@ static int dbal_get_subflow(struct mptcp_sock *msk,
 
 send:
 	mptcp_sched_wait_end(&ds->wait);
-	msk->snd_burst = batch;
-	return dbal_schedule(paths[best].ssk);
+	mptcp_sched_set_burst(msk, batch);
+	return mptcp_sched_pick(paths[best].ssk);
 }
 
 static void dbal_init(struct mptcp_sock *msk)
@@ -204,14 +194,15 @@ static void dbal_init(struct mptcp_sock *msk)
 	BUILD_BUG_ON(sizeof(struct mptcp_sched_rate) >
 		     MPTCP_SCHED_SUBFLOW_PRIV_SIZE);
 	BUILD_BUG_ON(DBAL_MAX_PATHS > 32);
-	msk->snd_burst = 0;
+	mptcp_sched_set_burst(msk, 0);
 }
 
 static struct mptcp_sched_ops mptcp_sched_delaybal = {
 	.get_subflow	= dbal_get_subflow,
 	.init		= dbal_init,
 	.name		= "delaybal",
-	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST,
+	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
+			  MPTCP_SCHED_FLAG_EARLY_JOIN,
 	.owner		= THIS_MODULE,
 };
 

@@ -111,8 +111,6 @@
 #define HYWF_NCHP_MAX			10000
 /* how often a held first flight looks for a joined subflow */
 #define HYWF_JOIN_POLL_MS		5
-/* a backup subflow sends in bursts about as large as the default's 64 KB */
-#define HYWF_BACKUP_BURST_SEGS		44
 /* peers with an epoch of their own per namespace, and slots probed per peer */
 #define HYWF_PEER_SLOTS			64
 #define HYWF_PEER_PROBES		4
@@ -127,8 +125,7 @@ enum hywf_join {
  * struct hywf_sock - per-connection scheduler state, in msk's private area
  * @own: the split when hywf_scope is per connection
  * @last_ms: the connection's last decision, for its own idle detection
- * @burst_subflow: subflow_id of the current burst's subflow, 0 for none
- * @wait: waiting for the burst's subflow to take data
+ * @burst: the current burst's subflow, and the wait for it
  * @join_start_ms: when the first flight started waiting for a join
  * @join: enum hywf_join
  * @burst_paths: usable paths when the current burst was drawn
@@ -138,8 +135,7 @@ struct hywf_sock {
 	struct hywf_epoch own;
 	struct hywf_drift drift;
 	u32 last_ms;
-	u32 burst_subflow;
-	struct mptcp_sched_wait wait;
+	struct mptcp_sched_burst burst;
 	u32 join_start_ms;
 	u8 join;
 	u8 burst_paths;
@@ -212,19 +208,6 @@ static struct hywf_sock *hywf_sk(struct mptcp_sock *msk)
 static struct hywf_pernet *hywf_pernet(const struct mptcp_sock *msk)
 {
 	return net_generic(sock_net((const struct sock *)msk), hywf_net_id);
-}
-
-static int hywf_schedule(struct sock *ssk)
-{
-	if (!ssk)
-		return -EINVAL;
-	mptcp_subflow_set_scheduled(mptcp_subflow_ctx(ssk), true);
-	return 0;
-}
-
-static void hywf_burst_moved(struct mptcp_sock *msk)
-{
-	MPTCP_INC_STATS(sock_net((struct sock *)msk), MPTCP_MIB_SCHEDBURSTMOVED);
 }
 
 /* The epoch of @addr's connections: its slot, or the least recently used
@@ -322,29 +305,6 @@ static bool hywf_hold_for_join(struct mptcp_sock *msk, u32 n, u32 now)
 	return true;
 }
 
-/* The burst's subflow cannot send: wait, or move the burst if it is stuck. */
-static int hywf_blocked(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
-			u32 n, u32 cur, u32 now)
-{
-	struct hywf_sock *hs = hywf_sk(msk);
-	u32 i;
-
-	if (mptcp_sched_wait_for(msk, &hs->wait, paths[cur].ssk, now))
-		return -EINVAL;
-
-	for (i = 0; i < n; i++) {
-		struct sock *ssk = paths[i].ssk;
-
-		if (i != cur && sk_stream_memory_free(ssk)) {
-			hywf_burst_moved(msk);
-			hs->burst_subflow = mptcp_subflow_ctx(ssk)->subflow_id;
-			mptcp_sched_wait_end(&hs->wait);
-			return hywf_schedule(ssk);
-		}
-	}
-	return -EINVAL;
-}
-
 static int hywf_get_subflow(struct mptcp_sock *msk,
 			    struct mptcp_sched_data *data)
 {
@@ -355,51 +315,37 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	struct sock *backup;
 
 	if (data->reinject)
-		return hywf_schedule(mptcp_subflow_get_retrans(msk));
+		return mptcp_sched_pick(mptcp_subflow_get_retrans(msk));
 
 	/* the same networks in the same order in every connection */
 	n = mptcp_sched_paths(msk, paths, HYWF_MAX_PATHS, &backup);
-	if (!n) {
-		/* the policy's burst is over: it starts afresh on recovery */
-		if (hs->burst_subflow && msk->snd_burst > 0)
-			hywf_burst_moved(msk);
-		hs->burst_subflow = 0;
-		mptcp_sched_wait_end(&hs->wait);
-		if (!backup || !sk_stream_memory_free(backup))
-			return -EINVAL;
-		msk->snd_burst = HYWF_BACKUP_BURST_SEGS;
-		return hywf_schedule(backup);
-	}
+	if (!n)	/* the policy's burst is over: it starts afresh on recovery */
+		return mptcp_sched_burst_backup(msk, &hs->burst, backup);
 
 	now = hywf_now_ms();
 	if (hywf_hold_for_join(msk, n, now))
 		return -EINVAL;
 
-	for (cur = 0; cur < n; cur++)
-		if (mptcp_subflow_ctx(paths[cur].ssk)->subflow_id ==
-		    hs->burst_subflow)
-			break;
-
+	cur = mptcp_sched_burst_find(&hs->burst, paths, n);
 	if (!hywf_keep_burst(&hs->last_ms, cur < n, hs->burst_paths, n,
 			     msk->snd_burst, now, READ_ONCE(pn->cfg.idle_ms))) {
 		/* its subflow went stale with segments to send (one that
 		 * closed was counted by hywf_subflow_closed())
 		 */
-		if (cur == n && hs->burst_subflow && msk->snd_burst > 0)
-			hywf_burst_moved(msk);
+		if (cur == n && hs->burst.subflow_id && msk->snd_burst > 0)
+			mptcp_sched_burst_moved(msk);
 		cur = hywf_new_burst(msk, n, now, &pkts);
 		hs->last_ms = now;
 		hs->burst_paths = n;
-		hs->burst_subflow = mptcp_subflow_ctx(paths[cur].ssk)->subflow_id;
-		msk->snd_burst = pkts;
-		mptcp_sched_wait_end(&hs->wait);
+		mptcp_sched_burst_start(msk, &hs->burst, paths[cur].ssk, pkts);
 	}
 
 	if (!sk_stream_memory_free(paths[cur].ssk))
-		return hywf_blocked(msk, paths, n, cur, now);
+		return mptcp_sched_burst_blocked(msk, &hs->burst, paths, n, cur,
+						 now);
 
-	mptcp_sched_wait_end(&hs->wait);
-	return hywf_schedule(paths[cur].ssk);
+	mptcp_sched_wait_end(&hs->burst.wait);
+	return mptcp_sched_pick(paths[cur].ssk);
 }
 
 /* The burst's subflow is closing with segments of its burst to send: the
@@ -408,21 +354,13 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 static void hywf_subflow_closed(struct mptcp_sock *msk,
 				struct mptcp_subflow_context *subflow)
 {
-	struct hywf_sock *hs = hywf_sk(msk);
-
-	if (!hs->burst_subflow || hs->burst_subflow != subflow->subflow_id)
-		return;
-	if (msk->snd_burst > 0)
-		hywf_burst_moved(msk);
-	hs->burst_subflow = 0;
-	msk->snd_burst = 0;
-	mptcp_sched_wait_end(&hs->wait);
+	mptcp_sched_burst_closed(msk, &hywf_sk(msk)->burst, subflow);
 }
 
 static void hywf_init(struct mptcp_sock *msk)
 {
 	BUILD_BUG_ON(sizeof(struct hywf_sock) > MPTCP_SCHED_PRIV_SIZE);
-	msk->snd_burst = 0;
+	mptcp_sched_set_burst(msk, 0);
 }
 
 static struct mptcp_sched_ops mptcp_sched_hywf = {
@@ -431,7 +369,8 @@ static struct mptcp_sched_ops mptcp_sched_hywf = {
 	.subflow_closed	= hywf_subflow_closed,
 	.name		= "hywf",
 	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
-			  MPTCP_SCHED_FLAG_FULL_PACKET_END,
+			  MPTCP_SCHED_FLAG_FULL_PACKET_END |
+			  MPTCP_SCHED_FLAG_EARLY_JOIN,
 	.owner		= THIS_MODULE,
 };
 

@@ -77,7 +77,8 @@ static int redundant_get_subflow(struct mptcp_sock *msk,
 static struct mptcp_sched_ops mptcp_sched_redundant = {
 	.get_subflow	= redundant_get_subflow,
 	.name		= "redundant",
-	.flags		= MPTCP_SCHED_FLAG_REDUNDANT,
+	.flags		= MPTCP_SCHED_FLAG_REDUNDANT |
+			  MPTCP_SCHED_FLAG_EARLY_JOIN,
 	.owner		= THIS_MODULE,
 };
 
