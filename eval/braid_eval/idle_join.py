@@ -11,8 +11,9 @@ joined).
 An MPTCP client may join only once an ACK with a DSS option from the
 server has told it that its third ACK arrived (RFC 8684 section 3.1); the
 check shows whether the server's kernel sends one to a client that is
-silent (braid's kernel does, at accept time, when a join would be
-accepted).
+silent (braid's kernel does under braid's schedulers, at accept time,
+when a join would be accepted; under `default` it keeps upstream's
+handshake).
 """
 
 from __future__ import annotations
