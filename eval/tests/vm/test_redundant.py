@@ -30,19 +30,24 @@ def bed(equal_wans: StandardTestbed) -> StandardTestbed:
     return equal_wans
 
 
+def data_times(r: TransferResult, wan: int, port: int) -> list[float]:
+    """When a WAN carried the transfer's data packets, in order."""
+    upload = r.mode == "upload"
+    return sorted(p.ts for p in r.wan_packets[wan] if p.payload_len
+                  and (p.dport == port if upload else p.sport == port))
+
+
 def wan_timeline(r: TransferResult, wan: int, port: int) -> str:
     """When a WAN's subflow opened, and when it carried its first and last
     data, relative to the transfer's first packet: what tells a late join
     from a subflow that stopped."""
-    upload = r.mode == "upload"
     t0 = min((p.ts for pkts in r.wan_packets.values() for p in pkts), default=0.0)
     syns = [round(p.ts - t0, 3) for p in r.wan_packets[wan] if p.syn]
-    data = [p.ts - t0 for p in r.wan_packets[wan] if p.payload_len
-            and (p.dport == port if upload else p.sport == port)]
+    data = data_times(r, wan, port)
     if not data:
         return f"wan{wan}: SYNs at {syns} s, no data"
     return (f"wan{wan}: SYNs at {syns} s, {len(data)} data packets "
-            f"from {data[0]:.3f} to {data[-1]:.3f} s")
+            f"from {data[0] - t0:.3f} to {data[-1] - t0:.3f} s")
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
@@ -60,14 +65,11 @@ def test_every_byte_crosses_each_wan(bed: StandardTestbed, mode: str) -> None:
     nbytes = 3 * NBYTES
     with BulkServer(bed) as server:
         r = measured_transfer(bed, server, nbytes, mode=mode)
-    upload = mode == "upload"
     timelines = "; ".join(wan_timeline(r, wan, BULK_PORT) for wan in (1, 2))
     print(f"\n{mode}: {nbytes} bytes, wan payload {r.wan_payload}, "
           f"{r.goodput_mbit:.1f} Mbit/s; {timelines}")
     assert r.digest_ok
-    data = {wan: sorted(p.ts for p in r.wan_packets[wan] if p.payload_len and
-                        (p.dport == BULK_PORT if upload else p.sport == BULK_PORT))
-            for wan in (1, 2)}
+    data = {wan: data_times(r, wan, BULK_PORT) for wan in (1, 2)}
     end = max(data[1][-1:] + data[2][-1:])
     for wan in (1, 2):
         assert data[wan], f"wan{wan} carried nothing: {timelines}"
