@@ -205,6 +205,9 @@ class PrivateTorNetwork:
             f"Nickname {name}",
             "SocksPort 0",
             "Log notice stdout",
+            # Stream and circuit failures are logged at info only: kept in
+            # a file, for the failure messages of the tests (info_log).
+            f"Log info file {self.tmp / name / 'info.log'}",
             "ContactInfo test@braid.test",
             "AssumeReachable 1",
             self.dir_authority,
@@ -278,6 +281,7 @@ class PrivateTorNetwork:
              "--pt-listen", f"{SERVER_PUBLIC}:{PT_PORT}", "--orport", BRIDGE_ORPORT,
              "--testing-network", "--dir-authority", self.dir_authority,
              "--bootstrap-timeout", str(BRIDGE_START_S),
+             "--torrc-extra", f"Log info file {d / 'info.log'}",
              *[arg for line in self.bridge_extra for arg in ("--torrc-extra", line)]],
             log=log,
             env={"PYTHONPATH": str(REPO / "proxy" / "tor")},
@@ -338,7 +342,7 @@ class PrivateTorNetwork:
             [sys.executable, "-m", "braid_tor", "client", "--pt", str(self.pt), "--data-dir", str(d),
              "--bridge", self.bridge_line, "--socks-port", str(socks_port), "--control-port", str(control_port),
              "--testing-network", "--dir-authority", self.dir_authority, "--bootstrap-timeout", "120",
-             "--status-interval", "2"],
+             "--status-interval", "2", "--torrc-extra", f"Log info file {d / 'info.log'}"],
             log=log,
             env={"PYTHONPATH": str(REPO / "proxy" / "tor")},
         )
@@ -359,6 +363,20 @@ class PrivateTorNetwork:
             if p.exists():
                 return f"--- {p}\n" + "\n".join(p.read_text().splitlines()[-40:])
         return ""
+
+    def stream_failures(self, lines: int = 25) -> str:
+        """What tor logged at info about streams and circuits that failed,
+        on the client, the bridge and the exits: the cause of a failed
+        fetch (tor's SOCKS reply says little, its notice log nothing)."""
+        words = ("stream", "Stream", "END", "DESTROY", "circuit_mark", "failed", "Failed", "resolve")
+        out = []
+        for name in ["client", "bridge", *(f"relay{i}" for i in range(self.relays, self.relays + self.exits))]:
+            p = self.tmp / name / "info.log"
+            if p.exists():
+                hits = [line for line in p.read_text(errors="replace").splitlines() if any(w in line for w in words)]
+                head = f"--- {name}: {len(hits)} lines about failures, the last {lines}:"
+                out.append("\n".join([head, *hits[-lines:]]))
+        return "\n".join(out)
 
     def web_server(self, root: Path) -> subprocess.Popen[bytes]:
         proc = self.tb.spawn(

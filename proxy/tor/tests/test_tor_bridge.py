@@ -136,7 +136,9 @@ def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Pat
     orport.start()
     try:
         r = lab.fetch(tmp_path)
-        assert r.returncode == 0, f"curl through tor failed: {r.stderr}\n{lab.client.output()[-2000:]}"
+        assert r.returncode == 0, (
+            f"curl through tor failed: {r.stderr}\n{lab.client.output()[-2000:]}\n{lab.net.stream_failures()}"
+        )
         # The host kernel's `default` scheduler may keep everything on WAN1;
         # with WAN1 cut, the same tor connection must carry the next page
         # over WAN2 (MPTCP moves it; tor never notices).
@@ -149,7 +151,7 @@ def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Pat
             tb.run("c", "ip", "link", "set", "c-w1", "up")
             tb.run("c", "ip", "route", "replace", "10.0.0.1/32", "via", "10.1.1.1")
             tb.run("c", "ip", "route", "replace", "10.9.0.0/24", "via", "10.1.1.1")
-        assert r.returncode == 0, f"fetch with WAN1 down failed: {r.stderr}"
+        assert r.returncode == 0, f"fetch with WAN1 down failed: {r.stderr}\n{lab.net.stream_failures()}"
         # The controller's next sample sees that page on WAN2 (its subflow
         # lives until the restart test), and later lines keep counting it.
         status = lab.next_status()
