@@ -39,6 +39,7 @@ from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
 
 from .corpus import corpus_server, load_pages
 from .page_split import PageServer, traced_pages
+from .provenance import provenance
 from .proxy_pair import BraidProxyPair
 from .transfer import read_mib
 
@@ -133,7 +134,9 @@ def main() -> int:
                        ("  of which no join in time", "join_wait_timeouts")):
         print(f"{label:30}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"corpus": args.corpus, "rounds": rounds, "results": results}, indent=2) + "\n")
+    params = {"schedulers": args.schedulers, "pages": pages, "rounds": rounds, "corpus": args.corpus,
+              "quick": args.quick, **provenance()}
+    args.out.write_text(json.dumps({"params": params, "results": results}, indent=2) + "\n")
     return 0
 
 

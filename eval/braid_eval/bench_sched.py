@@ -39,6 +39,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
+from .provenance import provenance
 from .transfer import BULK_TOOL, BulkServer, measured_transfer, request_response, sched_bursts_moved
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
@@ -225,7 +226,9 @@ def main() -> int:
     print(f"(a split drawn uniformly on [0, 1] allows on average {UNIFORM_SPLIT_BOUND:.2f} of the "
           "WAN capacity: that is hywf's price for privacy, not a loss in the scheduler)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    params = {"schedulers": args.schedulers, "runs": args.runs, "size": args.size, "requests": args.requests,
+              "parts": args.parts, **provenance()}
+    args.out.write_text(json.dumps({"params": params, "results": results}, indent=2) + "\n")
     return 0
 
 
