@@ -5,14 +5,15 @@ PYTHON ?= python3
 export PYTHONPATH := $(CURDIR)/eval:$(CURDIR)/kernel
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 
-.PHONY: deps kernel demo test bench help
+.PHONY: deps kernel demo test bench results help
 
 help:
 	@echo "make demo   - build braid's kernel (cached), boot it, aggregate two emulated"
 	@echo "              WANs with MPTCP and print a report (out/demo/)"
 	@echo "make test   - the whole test suite: lint, host tests, VM tests"
 	@echo "make kernel - only build (or reuse) the kernel"
-	@echo "make bench  - scheduler benchmark: braid schedulers vs default"
+	@echo "make bench  - scheduler benchmark: braid schedulers vs default (results/bench-sched.json)"
+	@echo "make results - RESULTS.md from the recorded results in results/ (no measurement)"
 
 deps:
 	@./scripts/install-deps
@@ -30,4 +31,8 @@ test: deps
 	@./scripts/test
 
 bench: kernel
-	@kernel/vm run --timeout 7200 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf bernoulli delaybal redundant
+	@kernel/vm run --timeout 7200 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf bernoulli delaybal redundant --out results/bench-sched.json
+
+# No measurement: the page from the committed JSON under results/.
+results:
+	@$(PYTHON) -m braid_eval.summary --out results --page RESULTS.md

@@ -36,6 +36,31 @@ E1B = {"params": {"mode": "full", "kernel": "6.12-braid", "braid": "abc1234", "t
                 {"config": "default", "per_second": [18.0, 18.0, 6.0, 8.0], "per_step": [18.0, 5.9, 8.5]}]}
 
 
+BENCH_SCHED = {"params": {"schedulers": ["default", "redundant"], "runs": 2, "size": "8M", "requests": 200,
+                          "parts": ["lossy"], "kernel": "6.12-braid", "braid": "abc1234", "date": "2026-11-29"},
+               "results": {"default": {"lossy_rr_p50_ms": 24.0, "lossy_rr_p99_ms": 230.0},
+                           "redundant": {"lossy_rr_p50_ms": 24.0, "lossy_rr_p99_ms": 62.1}}}
+BENCH_PAGELOAD = {"params": {"schedulers": ["default", "hywf"], "pages": 12, "rounds": 2, "corpus": False,
+                             "quick": True, "kernel": "6.12-braid", "braid": "abc1234", "date": "2026-11-29"},
+                  "results": {n: {"median_s": m, "mean_s": m, "p90_s": 2 * m, "wan1_down_share_sd": sd,
+                                  "join_waits": 0, "join_wait_timeouts": 0}
+                              for n, m, sd in (("default", 0.5, 0.1), ("hywf", 0.6, 0.3))}}
+
+
+def test_benchmarks_side_by_side_with_ratios(tmp_path: Path) -> None:
+    write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
+    write(tmp_path, "bench-pageload", BENCH_PAGELOAD)
+    text, _missing = summarize(tmp_path)
+    sched = text.split("## Scheduler benchmark")[1].split("##")[0]
+    assert "kernel 6.12-braid, braid abc1234" in sched
+    assert "| metric | default | redundant | redundant/default |" in sched
+    assert "| 1 KiB rr p99, 1% loss (ms) | 230.00 | 62.10 | 0.27 |" in sched
+    assert "goodput" not in sched.split("|---")[1].split("\n\n")[0]  # parts not run: no rows
+    pages = text.split("## Page-load benchmark")[1]
+    assert "| page-load time p90 (s) | 1.000 | 1.200 | 1.20 |" in pages
+    assert "12 pages of 8 objects per scheduler" in pages
+
+
 def e3(g: float | None, k: float | None) -> dict[str, object]:
     runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4}
             for m, v in (("gwsteer", g), ("kernel", k))]
@@ -54,6 +79,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "e2", E2, nested=False)  # OUT/e2.json is found too
     write(tmp_path, "e1b", E1B)
     write(tmp_path, "e3", e3(0.6, 1.7))
+    write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
+    write(tmp_path, "bench-pageload", BENCH_PAGELOAD, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
@@ -76,9 +103,9 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e1b", "e2"]
+    assert missing == ["e1", "e1b", "e2", "bench-sched", "bench-pageload"]
     assert "-> **not met**" in text
-    assert "Missing (no result file under" in text and "e1, e1b, e2" in text
+    assert "Missing (no result file under" in text and "e1, e1b, e2, bench-sched, bench-pageload" in text
 
 
 EVAL = str(Path(__file__).resolve().parents[2])
@@ -94,10 +121,26 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     run = summary(tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "missing e1, e1b, e2" in run.stderr
-    assert (tmp_path / "summary.md").read_text().startswith("# braid evaluation summary")
+    assert "missing e1, e1b, e2, bench-sched, bench-pageload" in run.stderr
+    assert (tmp_path / "summary.md").read_text().startswith("# braid results")
+    page = tmp_path / "RESULTS.md"
+    to_page = subprocess.run([sys.executable, "-m", "braid_eval.summary", "--out", str(tmp_path), "--page", str(page)],
+                             capture_output=True, text=True, timeout=60, check=False,
+                             env=dict(os.environ, PYTHONPATH=EVAL))
+    assert to_page.returncode == 0 and page.read_text() == (tmp_path / "summary.md").read_text()
     (tmp_path / "e1.json").write_text(json.dumps({"params": {}}))
     bad = summary(tmp_path)
     assert bad.returncode != 0 and "not an e1 result file" in bad.stderr
     nodir = summary(tmp_path / "x")
     assert nodir.returncode == 2 and "not a directory" in nodir.stderr
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_committed_page_is_what_make_results_writes() -> None:
+    """RESULTS.md is generated from results/, never edited by hand: the
+    committed page must be what `make results` writes from the committed
+    files."""
+    text, _missing = summarize(REPO / "results")
+    assert (REPO / "RESULTS.md").read_text() == text, "RESULTS.md is stale or edited: run `make results`"
