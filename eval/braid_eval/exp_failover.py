@@ -421,7 +421,7 @@ def _label(mode: str) -> str:
 
 
 def headline(runs: list[Run]) -> dict[str, object]:
-    """The issue's target on the full sweep: median t90 over every outage of
+    """The evaluation's target on the full sweep: median t90 over every outage of
     at least 1 s, per mode; met if gwsteer's is <= 1 s and below the kernel's."""
     med: dict[str, float | None] = {}
     reached: dict[str, str] = {}

@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--unmonitored", type=int, help="synthetic unmonitored loads (quick 40, full 500; 0: closed only)")
     limits(d)
     d.add_argument("--budget", type=float, default=0.4,
-                   help="AP: max dummy bytes per real byte of each end (default 0.4; the issue's target overhead)")
+                   help="AP: max dummy bytes per real byte of each end (default 0.4, the target's overhead bound)")
     d.add_argument("--idle", type=float, default=defense_catalog.DefenseParams.idle,
                    help="no padding this many seconds after the last real packet (default 1)")
     d.add_argument("--n-chp", type=int, default=hywf_sim.N_CHP,

@@ -24,7 +24,7 @@ CHURN = str(HERE / "mptcp_churn.py")
 MAIN = "10.99.0.1"
 EXTRA = "10.99.0.2"
 PORT = 5301
-#: The issue's soak size: ulimit -n of a default service is 1024.
+#: The soak's size: ulimit -n of a default service is 1024.
 SOAK = int(os.environ.get("GWSTEER_SOAK", "5000"))
 
 
