@@ -38,7 +38,10 @@ def find(out: Path, name: str) -> Path | None:
 
 
 def _env(params: dict[str, Any]) -> str:
-    bits = [f"{params.get('mode', '?')} mode", f"kernel {params.get('kernel', '?')}"]
+    mode = params.get("mode")
+    if mode is None and "quick" in params:  # the page-load benchmark's flag
+        mode = "quick" if params["quick"] else "full"
+    bits = ([f"{mode} mode"] if mode else []) + [f"kernel {params.get('kernel', '?')}"]
     if "braid" in params:
         bits.append(f"braid {params['braid']}")
     return ", ".join(bits)
