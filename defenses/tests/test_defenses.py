@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import hywf_sim
-from adaptive_padding import (
+from braid_defenses import hywf_sim
+from braid_defenses.adaptive_padding import (
     EDGES_S,
     ApHistograms,
     Histogram,
@@ -22,13 +22,13 @@ from adaptive_padding import (
     histograms_from_json,
     histograms_to_json,
 )
+from braid_defenses.defended import DUMMY, Defended
+from braid_defenses.defense_catalog import NAMES, PADDING, SPLITS, DefenseParams, make_defense
+from braid_defenses.front import front
+from braid_defenses.hywf_ap import hywf_ap
+from braid_defenses.wftrace import Dataset, Trace
 from braid_eval.split_analysis import pooled_burst_mean
 from braid_eval.wf_synth import synthetic_dataset
-from defended import DUMMY, Defended
-from defense_catalog import NAMES, PADDING, SPLITS, DefenseParams, make_defense
-from front import front
-from hywf_ap import hywf_ap
-from wftrace import Dataset, Trace
 
 NCONS = hywf_sim.NCONS
 

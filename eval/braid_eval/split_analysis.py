@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-import hywf_sim
+from braid_defenses import hywf_sim
 from braid_eval.dss import Segment, first_sends
 from braid_testbed.pcap import TcpPacket
 

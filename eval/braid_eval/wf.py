@@ -38,14 +38,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-import defense_catalog
-import hywf_sim
-from adaptive_padding import fit_histograms, histograms_from_json, histograms_to_json
+from braid_defenses import defense_catalog, hywf_sim
+from braid_defenses.adaptive_padding import fit_histograms, histograms_from_json, histograms_to_json
+from braid_defenses.wftrace import Dataset, Trace, load_dataset, save_dataset, trace_from_packets, write_trace
 from braid_eval.wf_attacks import ALL_ATTACKS, ATTACKS
 from braid_eval.wf_compare import compare, table
 from braid_eval.wf_eval import Score, evaluate
 from braid_eval.wf_synth import synthetic_dataset
-from wftrace import Dataset, Trace, load_dataset, save_dataset, trace_from_packets, write_trace
 
 # Thesis Table 6.1 (closed world, Wang's dataset), TPR %, per attack.
 THESIS_CLOSED = {

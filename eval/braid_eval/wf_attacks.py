@@ -50,7 +50,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from wftrace import Trace
+from braid_defenses.wftrace import Trace
 
 Array = npt.NDArray[np.float64]
 UNMONITORED = -1

@@ -30,10 +30,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from adaptive_padding import fit_histograms
+from braid_defenses.adaptive_padding import fit_histograms
+from braid_defenses.defense_catalog import Defense, DefenseParams, make_defense
+from braid_defenses.wftrace import Dataset, Trace
 from braid_eval.wf_eval import Score, evaluate
-from defense_catalog import Defense, DefenseParams, make_defense
-from wftrace import Dataset, Trace
 
 ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF"}
 

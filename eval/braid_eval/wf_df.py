@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from wftrace import Trace
+from braid_defenses.wftrace import Trace
 
 F32 = npt.NDArray[np.float32]
 K = 8

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from braid_defenses.wftrace import Dataset, Trace
 from braid_eval.wf_attacks import UNMONITORED, make_attack
-from wftrace import Dataset, Trace
 
 Protect = Callable[[Trace, np.random.Generator], Trace]
 

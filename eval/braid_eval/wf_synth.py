@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from braid_defenses.wftrace import Dataset, Trace
 from braid_testbed.websites import MSS, load_waves
-from wftrace import Dataset, Trace
 
 PARALLEL = 6
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import hywf_sim
+from braid_defenses import hywf_sim
 from braid_eval.dss import data_segments
 from braid_eval.false_failure import FALSE_FAILURE, least_count
 from braid_eval.split_analysis import (

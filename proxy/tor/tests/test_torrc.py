@@ -13,9 +13,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mini_dns import answer
+
 from braid_tor.cli import NetworkBytes, extra_lines, main, parse_ss
 from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
-from mini_dns import answer
 
 FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 KEY = "ab" * 32

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from adaptive_padding import IDLE_S, ApHistograms, adaptive_padding
-from defended import Defended, split_by
-from hywf_sim import NCONS, hywf_mask
-from wftrace import Trace
+from .adaptive_padding import IDLE_S, ApHistograms, adaptive_padding
+from .defended import Defended, split_by
+from .hywf_sim import NCONS, hywf_mask
+from .wftrace import Trace
 
 
 def hywf_ap(trace: Trace, rng: np.random.Generator, histograms: ApHistograms, budget: float | None = None,

@@ -32,9 +32,9 @@ import math
 
 import numpy as np
 
-from adaptive_padding import DIRECTIONS, IDLE_S
-from defended import Defended, last_real_before, undefended, with_dummies
-from wftrace import Trace
+from .adaptive_padding import DIRECTIONS, IDLE_S
+from .defended import Defended, last_real_before, undefended, with_dummies
+from .wftrace import Trace
 
 # The paper's Tor setting for the window (s); N is per corpus (see above).
 W_MIN_S, W_MAX_S = 1.0, 14.0

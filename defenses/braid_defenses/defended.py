@@ -29,7 +29,7 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
-from wftrace import Trace
+from .wftrace import Trace
 
 Origin = npt.NDArray[np.int64]
 DUMMY = -1

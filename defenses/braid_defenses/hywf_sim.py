@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from wftrace import Trace
+from .wftrace import Trace
 
 NCONS = 20
 N_CHP = 100  # the thesis's mean packets between p redraws (0 = no drift)

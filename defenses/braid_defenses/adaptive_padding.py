@@ -60,8 +60,8 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-from defended import Defended, last_real_before, undefended, with_dummies
-from wftrace import Trace
+from .defended import Defended, last_real_before, undefended, with_dummies
+from .wftrace import Trace
 
 IDLE_S = 1.0
 EDGES_S = np.logspace(-6, 2, 8 * 8 + 1)  # 1 us .. 100 s, 8 bins a decade

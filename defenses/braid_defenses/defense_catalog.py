@@ -26,12 +26,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from adaptive_padding import IDLE_S, ApHistograms, adaptive_padding
-from defended import Defended, split_by, undefended
-from front import W_MAX_S, W_MIN_S, front
-from hywf_ap import hywf_ap
-from hywf_sim import N_CHP, even_mask, hywf_mask
-from wftrace import Trace
+from .adaptive_padding import IDLE_S, ApHistograms, adaptive_padding
+from .defended import Defended, split_by, undefended
+from .front import W_MAX_S, W_MIN_S, front
+from .hywf_ap import hywf_ap
+from .hywf_sim import N_CHP, even_mask, hywf_mask
+from .wftrace import Trace
 
 Defense = Callable[[Trace, np.random.Generator], Defended]
 NAMES = ("none", "even", "hywf", "hywf-drift", "ap", "hywf-ap", "front")
