@@ -1,7 +1,7 @@
 """E3, failover: gwsteer against the in-kernel path manager, same detection
 settings, outage length swept, metrics from per-packet time stamps.
 
-Topology (mptcpd-plugins/tests/topology.py ``onlink``): a client with two
+Topology (braid_testbed/gateway_topologies.py ``onlink``): a client with two
 gateways to one server, each client uplink tbf-shaped to ``--mbit``. An
 unpaced MPTCP upload (mptcp_xfer.py, checksummed) starts with its initial
 subflow through gw1; at T_CUT gw1 stops forwarding (an nftables drop on
@@ -68,6 +68,8 @@ import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from braid_testbed.gateway_topologies import PORT, Topo, onlink, onlink_gateways
+from braid_testbed.mptcpd_lab import Lab, start_mptcpd, stop_process
 from braid_testbed.pcap import TcpPacket, read_tcp_packets
 
 from .failover_metrics import (
@@ -83,11 +85,6 @@ from .transfer import read_mib
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "mptcpd-plugins"
-if str(PLUGINS / "tests") not in sys.path:
-    sys.path.insert(0, str(PLUGINS / "tests"))
-
-from netlab import Lab, start_mptcpd, stop_process  # noqa: E402
-from topology import PORT, Topo, onlink, onlink_gateways  # noqa: E402
 
 MODES = ("gwsteer", "kernel")
 #: A gwsteer variant is "gwsteer+key=value[+key=value...]": extra [gwsteer]
@@ -95,7 +92,7 @@ MODES = ("gwsteer", "kernel")
 VARIANT_SEP = "+"
 T_CUT = 3.0
 #: Detection, the same count for both managers (see the docstring). The probe
-#: interval, time-out and hold_ms are topology.py's test settings.
+#: interval, time-out and hold_ms are gateway_topologies.py's settings.
 FAIL_AFTER = 3
 RECOVER_AFTER = 3
 PROBE_INTERVAL_MS = 100

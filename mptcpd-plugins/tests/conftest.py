@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from netlab import NS_PREFIX, Lab
-
+from braid_testbed.mptcpd_lab import NS_PREFIX, Lab
 from braid_testbed.netns import leftover_namespaces
 
 

@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import time
 
-from netlab import Lab
-
 from braid_eval import exp_failover as e3
+from braid_testbed.mptcpd_lab import Lab
 
 OUTAGE = 3.0
 AFTER = 4.0

@@ -13,7 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from netlab import (
+from braid_testbed.gateway_topologies import PORT, SERVER, SERVER6, Topo, onlink, onlink_gateways, twohop
+from braid_testbed.mptcpd_lab import (
     PLUGIN_DIR,
     TIME_SCALE,
     KernelSubflow,
@@ -26,7 +27,6 @@ from netlab import (
     subflows,
     wait_for,
 )
-from topology import PORT, SERVER, SERVER6, Topo, onlink, onlink_gateways, twohop
 
 
 def _per_source(topo: Topo) -> dict[str, int]:

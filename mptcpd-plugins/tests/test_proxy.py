@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from netlab import TIME_SCALE, Lab, Namespace, popen_text, start_mptcpd, stop_process, wait_for
+from braid_testbed.mptcpd_lab import TIME_SCALE, Lab, Namespace, popen_text, start_mptcpd, stop_process, wait_for
 
 HERE = Path(__file__).resolve().parent
 CHURN = str(HERE / "mptcp_churn.py")

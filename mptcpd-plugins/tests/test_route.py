@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from netlab import Lab
-from topology import ROUTE, Topo, onlink, onlink_gateways
+from braid_testbed.gateway_topologies import ROUTE, Topo, onlink, onlink_gateways
+from braid_testbed.mptcpd_lab import Lab
 
 
 def _braid(topo: Topo) -> tuple[list[str], list[str]]:

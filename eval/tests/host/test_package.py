@@ -8,6 +8,7 @@ the PYTHONPATH the test suite sets."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import tomllib
@@ -72,3 +73,30 @@ def test_no_module_is_left_outside_the_distribution() -> None:
             loose.append(str(pkg.relative_to(REPO)))
     assert not loose, f"packages outside pyproject.toml's [tool.setuptools]: {loose}"
 
+
+
+def package_files() -> list[Path]:
+    return sorted(f for path in PROJECT["tool"]["setuptools"]["package-dir"].values()
+                  for f in (REPO / path).rglob("*.py"))
+
+
+def test_no_library_imports_tests_or_edits_sys_path() -> None:
+    """The distribution stands alone: none of its modules imports a test
+    helper (a module in a tests/ folder) or reaches one by editing
+    sys.path; tests import the library, never the other way round."""
+    test_modules = {f.stem for f in REPO.glob("**/tests/*.py") if ".git" not in f.parts}
+    found = []
+    for f in package_files():
+        tree = ast.parse(f.read_text(), str(f))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [f"{f.relative_to(REPO)}:{getattr(node, 'lineno', '?')}: imports {name} (a test helper)"
+                      for name in names if name.split(".")[0] in test_modules]
+            if isinstance(node, ast.Attribute) and node.attr == "path" and \
+                    isinstance(node.value, ast.Name) and node.value.id == "sys":
+                found.append(f"{f.relative_to(REPO)}:{node.lineno}: uses sys.path")
+    assert not found, "\n".join(found)

@@ -1,4 +1,5 @@
-"""Test topologies for gwsteer (network namespaces, no netem).
+"""Gateway topologies for gwsteer's tests and experiment E3 (network
+namespaces, no netem).
 
 ``onlink``::
 
@@ -21,11 +22,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from netlab import TIME_SCALE, Lab, Namespace, Topology, popen_text, start_mptcpd
+from .mptcpd_lab import PLUGIN_DIR, TIME_SCALE, Lab, Namespace, Topology, popen_text, start_mptcpd
 
-HERE = Path(__file__).resolve().parent
-ROUTE = str(HERE.parent / "gwsteer-route")
-XFER = str(HERE / "mptcp_xfer.py")
+ROUTE = str(PLUGIN_DIR / "gwsteer-route")
+XFER = str(Path(__file__).resolve().parent / "mptcp_xfer.py")
 SERVER = "10.99.0.1"
 SERVER6 = "fc00:99::1"
 PORT = 5201

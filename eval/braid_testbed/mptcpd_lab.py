@@ -1,4 +1,4 @@
-"""gwsteer's lab helpers, on top of braid's testbed library.
+"""A lab for mptcpd and gwsteer, on top of braid's testbed library.
 
 Namespaces, veth links, addresses, routes and the guaranteed clean-up of
 every process started in a namespace come from ``eval/braid_testbed``
@@ -26,20 +26,16 @@ import itertools
 import os
 import re
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-PLUGIN_DIR = HERE.parent
-REPO_DIR = PLUGIN_DIR.parent
-if str(REPO_DIR / "eval") not in sys.path:
-    sys.path.insert(0, str(REPO_DIR / "eval"))
+from .netns import Namespace, stop_process
+from .topology import Topology, interface_counters
 
-from braid_testbed.netns import Namespace, stop_process  # noqa: E402
-from braid_testbed.topology import Topology, interface_counters  # noqa: E402
+#: The checkout's mptcpd-plugins/: gwsteer.so and its tools, as built there.
+PLUGIN_DIR = Path(__file__).resolve().parents[2] / "mptcpd-plugins"
 
 MPTCPD = "/usr/libexec/mptcpd"
 
