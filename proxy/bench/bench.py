@@ -4,7 +4,7 @@ braid-proxy vs direct MPTCP vs two reference proxies from apt, side by side
 in one interleaved run, plus the effect of racing the first subflow when the
 best gateway is slow. Prints numbers and ratios; never a pass/fail.
 
-Variants (all through the same two WANs of proxy/tests/braidnet.py):
+Variants (all through the same two WANs of eval/braid_testbed/braidnet.py):
 
 * direct-mptcp: the application connects to the destination over MPTCP.
 * braid, braid-plaintext: braid-proxy client -> server (AES-256-GCM / none).
@@ -56,8 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from braidnet import (
+from braid_testbed.braidnet import (
     CLIENT_W1,
     CLIENT_W2,
     DEST,

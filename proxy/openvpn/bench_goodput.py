@@ -45,13 +45,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ovpnnet import BULK, INNER, LAN_HOST, PROXY, SERVER, OvpnTestbed, start_both, stop_both
-
 from braid_openvpn.config import DEFAULT_TUN_MTU
 from braid_openvpn.pki import create
 from braid_testbed.link import LinkSpec
+from braid_testbed.ovpnnet import BULK, INNER, LAN_HOST, PROXY, SERVER, OvpnTestbed, start_both, stop_both
 from braid_testbed.topology import kernel_has_netem
 
 VARIANTS = ("plain", "per-gateway", "full-tunnel")

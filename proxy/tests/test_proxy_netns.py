@@ -1,7 +1,7 @@
 """End-to-end tests of braid-proxy in network namespaces (needs root).
 
 Real processes, real sockets, real MPTCP over two veth "WANs"; see
-braidnet.py for the topology. Run with ``python3 -m pytest proxy/tests``
+braid_testbed/braidnet.py for the topology. Run with ``python3 -m pytest proxy/tests``
 (proxy/test.sh does).
 """
 
@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from braidnet import (
+from braid_testbed.braidnet import (
     CLIENT_W1,
     CLIENT_W2,
     DEST,
@@ -32,7 +30,6 @@ from braidnet import (
     build_binaries,
     write_secret,
 )
-
 from braid_testbed.netns import stop_process
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")

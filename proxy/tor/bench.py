@@ -26,8 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
-from privnet import SERVER_PUBLIC, WEB_NAME, WEB_PORT, LinkSpec, PrivateTorNetwork
+from braid_testbed.privnet import SERVER_PUBLIC, WEB_NAME, WEB_PORT, LinkSpec, PrivateTorNetwork
 
 VANILLA_PORT = 9002
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ovpnnet import PKG, REPO, settings
 
 from braid_openvpn.config import ConfigError, parse
 from braid_openvpn.pki import PkiError, check_keys, create, easyrsa, paths
 from braid_openvpn.render import instances
 from braid_openvpn.runner import Tunnels
 from braid_testbed.netns import Namespace
+from braid_testbed.ovpnnet import PKG, REPO, settings
 
 
 def _no_easyrsa() -> str | None:

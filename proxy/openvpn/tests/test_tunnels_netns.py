@@ -14,13 +14,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ovpnnet import (
+
+from braid_openvpn.pki import create
+from braid_testbed.braidnet import build_binaries, write_secret
+from braid_testbed.ovpnnet import (
     BULK,
     INNER,
     LAN_HOST,
@@ -35,11 +37,6 @@ from ovpnnet import (
     stop_both,
     wait_for,
 )
-
-from braid_openvpn.pki import create
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from braidnet import build_binaries, write_secret  # braid-proxy's test helpers
 
 HERE = Path(__file__).resolve().parent
 PEER_ECHO = HERE / "peer_echo.py"

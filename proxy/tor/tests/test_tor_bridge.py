@@ -16,17 +16,23 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from privnet import CLIENT_W1, CLIENT_W2, PT_PORT, SERVER_PUBLIC, WEB_NAME, WEB_PORT, ClientRun, PrivateTorNetwork
-
 from braid_testbed.capture import WanCapture
+from braid_testbed.privnet import (
+    CLIENT_W1,
+    CLIENT_W2,
+    PT_PORT,
+    SERVER_PUBLIC,
+    WEB_NAME,
+    WEB_PORT,
+    ClientRun,
+    PrivateTorNetwork,
+)
 
 
 def _missing() -> str | None:

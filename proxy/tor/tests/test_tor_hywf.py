@@ -24,12 +24,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from privnet import PT_PORT, WEB_NAME, WEB_PORT, ClientRun, LinkSpec, PrivateTorNetwork
 from test_tor_bridge import _missing
 
 from braid_testbed.capture import WanCapture
+from braid_testbed.privnet import PT_PORT, WEB_NAME, WEB_PORT, ClientRun, LinkSpec, PrivateTorNetwork
 
 HYWF = Path("/proc/sys/net/mptcp/hywf_ncons").exists()
 pytestmark = pytest.mark.skipif(

@@ -6,15 +6,11 @@ import io
 import shutil
 import socket
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mini_dns import answer
-
+from braid_testbed.mini_dns import answer
 from braid_tor.cli import NetworkBytes, extra_lines, main, parse_ss
 from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
 

@@ -20,21 +20,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-PKG = HERE.parent
-REPO = HERE.parents[2]
-for p in (REPO / "eval", PKG):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
-from braid_testbed.link import LinkSpec  # noqa: E402
-from braid_testbed.netns import Namespace, stop_process  # noqa: E402
-from braid_testbed.standard import ADDRESSES, StandardTestbed, ip  # noqa: E402
-from braid_testbed.topology import interface_counters  # noqa: E402
-from braid_testbed.wait import wait_for as testbed_wait_for  # noqa: E402
+from .link import LinkSpec
+from .netns import Namespace, stop_process
+from .standard import ADDRESSES, StandardTestbed, ip
+from .topology import interface_counters
+from .wait import wait_for as testbed_wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+#: braid-openvpn's folder: its launcher, run in the namespaces.
+PKG = REPO / "proxy" / "openvpn"
 
 LAN_NET, LAN_GW, LAN_HOST = "10.50.0.0/24", "10.50.0.1", "10.50.0.2"
 PROXY = ip("proxy", "core")

@@ -29,13 +29,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
-for p in (REPO / "proxy" / "tests", REPO / "proxy" / "tor", REPO / "eval"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+from .braidnet import CLIENT_W1, CLIENT_W2, DEST, SERVER_PUBLIC, LinkSpec, Testbed
 
-from braidnet import CLIENT_W1, CLIENT_W2, DEST, SERVER_PUBLIC, LinkSpec, Testbed  # noqa: E402
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 __all__ = [
     "CLIENT_W1",

@@ -34,17 +34,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from .link import LinkSpec
+from .netns import Namespace
+from .topology import Topology, interface_counters
+
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO / "eval") not in sys.path:
-    sys.path.insert(0, str(REPO / "eval"))
-from braid_testbed.link import LinkSpec  # noqa: E402
-from braid_testbed.netns import Namespace  # noqa: E402
-from braid_testbed.topology import Topology, interface_counters  # noqa: E402
 
 CLIENT_W1, CLIENT_W2 = "10.1.1.2", "10.1.2.2"
 SERVER_PUBLIC = "10.0.0.1"
