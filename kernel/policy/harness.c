@@ -2,7 +2,7 @@
 /*
  * Userspace build of braid's scheduler policy cores, for statistical tests.
  *
- * The kernel includes the same headers (kernel/src/net/mptcp/<name>_policy.h);
+ * The kernel includes the same headers (kernel/series-added/net/mptcp/<name>_policy.h);
  * here they get stdint types and a seeded xorshift64* generator in place of
  * get_random_u32(), and are exported for Python (ctypes) to drive.
  */

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-POLICY_INCLUDE = HERE.parent / "src" / "net" / "mptcp"
+POLICY_INCLUDE = HERE.parent / "series-added" / "net" / "mptcp"
 HYWF_ONE = 1 << 16
 HYWF_MAX_PATHS = 8
 BERN_ONE = 1 << 16

@@ -1,4 +1,4 @@
-"""The patch series is clean and kernel/src matches what it adds."""
+"""The patch series is clean and kernel/series-added matches what it adds."""
 
 from __future__ import annotations
 
@@ -48,16 +48,16 @@ def series_added_files(tmp: Path) -> dict[str, str]:
 
 
 def test_kernel_src_matches_the_series(tmp_path: Path) -> None:
-    """kernel/src holds exactly the files the series adds, byte for byte
+    """kernel/series-added holds exactly the files the series adds, byte for byte
     (the userspace harness tests these copies)."""
     tree = tmp_path / "tree"
     tree.mkdir()
     added = series_added_files(tree)
-    ours = {str(p.relative_to(KERNEL / "src")): p.read_text()
-            for p in (KERNEL / "src").rglob("*") if p.is_file()}
+    ours = {str(p.relative_to(KERNEL / "series-added")): p.read_text()
+            for p in (KERNEL / "series-added").rglob("*") if p.is_file()}
     assert set(ours) == set(added)
     for name, text in ours.items():
-        assert text == added[name], f"kernel/src/{name} differs from the series"
+        assert text == added[name], f"kernel/series-added/{name} differs from the series"
 
 
 def test_checkpatch_strict_is_clean() -> None:

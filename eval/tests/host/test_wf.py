@@ -444,7 +444,7 @@ def test_every_condition_runs_a_scheduler_and_settings_braids_kernel_has() -> No
     fails only after a VM boot and a testbed bring-up (`even` once asked
     for an `rr` scheduler that never existed): check them against the
     kernel's sources here."""
-    mptcp = Path(__file__).resolve().parents[3] / "kernel" / "src" / "net" / "mptcp"
+    mptcp = Path(__file__).resolve().parents[3] / "kernel" / "series-added" / "net" / "mptcp"
     sources = "".join(f.read_text() for f in mptcp.glob("*.c"))
     for name, cond in wf.CONDITIONS.items():
         assert cond.scheduler == "default" or f'.name\t\t= "{cond.scheduler}"' in sources, name
