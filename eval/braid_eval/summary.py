@@ -169,13 +169,20 @@ def _side_by_side(results: dict[str, dict[str, float]], schedulers: list[str],
     lines = ["| metric | " + " | ".join(schedulers) + " | "
              + " | ".join(f"{n}/{base}" for n in schedulers[1:]) + " |",
              "|---" * (2 * len(schedulers)) + "|"]
+    parent = ""
     for label, key in rows:
+        # An indented label qualifies the row above it ("  of WAN capacity"):
+        # a Markdown cell keeps no indent, so it names its parent instead.
+        if label.startswith(" "):
+            label = f"{parent}, {label.strip()}"
+        else:
+            parent = label.split(" (")[0]
         if key not in results[base]:
             continue
         cells = [f"{results[n][key]:.{digits}f}" for n in schedulers]
         ratios = [f"{results[n][key] / results[base][key]:.2f}" if results[base][key] else "-"
                   for n in schedulers[1:]]
-        lines.append(f"| {label.strip()} | " + " | ".join(cells + ratios) + " |")
+        lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
     return lines
 
 
@@ -195,7 +202,7 @@ def bench_sched_section(data: dict[str, Any]) -> list[str]:
 
 PAGELOAD_ROWS = [("page-load time median (s)", "median_s"), ("page-load time mean (s)", "mean_s"),
                  ("page-load time p90 (s)", "p90_s"), ("wan1 share sd, per page (down)", "wan1_down_share_sd"),
-                 ("first flights held for a join", "join_waits"), ("of which no join in time", "join_wait_timeouts")]
+                 ("first flights held for a join", "join_waits"), ("  of which no join in time", "join_wait_timeouts")]
 
 
 def bench_pageload_section(data: dict[str, Any]) -> list[str]:

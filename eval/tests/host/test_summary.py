@@ -56,6 +56,12 @@ def test_benchmarks_side_by_side_with_ratios(tmp_path: Path) -> None:
     assert "| metric | default | redundant | redundant/default |" in sched
     assert "| 1 KiB rr p99, 1% loss (ms) | 230.00 | 62.10 | 0.27 |" in sched
     assert "goodput" not in sched.split("|---")[1].split("\n\n")[0]  # parts not run: no rows
+    # An indented row names the row it qualifies: a Markdown cell keeps no indent.
+    equal = {"params": {**BENCH_SCHED["params"], "parts": ["equal"]},  # type: ignore[dict-item]
+             "results": {n: {"upload_mbit": m, "upload_capacity": m / 40} for n, m in (("default", 36.0),
+                                                                                      ("redundant", 18.0))}}
+    write(tmp_path, "bench-sched", equal, nested=False)
+    assert "| upload goodput, of WAN capacity | 0.90 | 0.45 | 0.50 |" in summarize(tmp_path)[0]
     pages = text.split("## Page-load benchmark")[1]
     assert "| page-load time p90 (s) | 1.000 | 1.200 | 1.20 |" in pages
     assert "12 pages of 8 objects per scheduler" in pages
