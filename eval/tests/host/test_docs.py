@@ -37,22 +37,20 @@ import tomllib
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import pytest
+from checkout import REPO, checkout_files
 
-REPO = Path(__file__).resolve().parents[3]
 EXEMPT = ("kernel/patches/", "kernel/upstream/")
 # A --help that runs longer than this is doing work before it parses its arguments.
 HELP_TIMEOUT_S = 30
 
 
 @functools.cache
-def checkout_files() -> frozenset[str]:
-    """Paths, relative to the root, of the files git tracks or would track and that are present."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO, capture_output=True, check=True, timeout=60).stdout
-    return frozenset(name for name in names.decode().split("\0") if name and (REPO / name).is_file())
+def checkout_set() -> frozenset[str]:
+    """checkout_files(), for membership tests."""
+    return frozenset(checkout_files())
 
 
 @functools.cache
@@ -98,7 +96,7 @@ def normalized(path: PurePosixPath) -> str | None:
 
 
 def exists(path: str, directory: bool = False) -> bool:
-    return path in checkout_dirs() or (not directory and path in checkout_files())
+    return path in checkout_dirs() or (not directory and path in checkout_set())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +193,7 @@ def broken_link(name: str, target: str) -> str | None:
         return "leaves the checkout"
     if not exists(resolved, directory=path.endswith("/")):
         return f"{resolved} does not exist"
-    if anchor and resolved.endswith(".md") and resolved in checkout_files() and anchor not in anchors(resolved):
+    if anchor and resolved.endswith(".md") and resolved in checkout_set() and anchor not in anchors(resolved):
         return f"{resolved} has no heading #{anchor}"
     return None
 

@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[3]
+from checkout import REPO, checkout_files
 
 
 def exported_pythonpath(text: str, root: Path) -> str:
@@ -32,13 +31,9 @@ def exported_pythonpath(text: str, root: Path) -> str:
 def clean_copy(dest: Path) -> Path:
     """The files git tracks or would track (the working tree's, so an
     uncommitted change is tested too), and nothing it ignores."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO, capture_output=True, check=True, timeout=60).stdout
-    for name in filter(None, files.decode().split("\0")):
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
+    for name in checkout_files():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, dest / name)
     return dest
 
 

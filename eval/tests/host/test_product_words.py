@@ -9,21 +9,19 @@ its files and subjects."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from checkout import REPO, checkout_files
+
 PROCESS_WORDS = re.compile(r"\b(issues?|stops?|(kernel )?patch(es)?) #?\d+", re.IGNORECASE)
 EXEMPT = ("kernel/patches/", "kernel/upstream/")
 
 
 def tracked_text_files() -> list[Path]:
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO, capture_output=True, check=True, timeout=60).stdout
     files = []
-    for name in filter(None, names.decode().split("\0")):
+    for name in checkout_files():
         path = REPO / name
-        if name.startswith(EXEMPT) or not path.is_file():
+        if name.startswith(EXEMPT):
             continue
         if b"\0" in path.read_bytes()[:4096]:
             continue  # binary
