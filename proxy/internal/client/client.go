@@ -173,13 +173,14 @@ func (c *Client) ServeTransparent(ctx context.Context, ln net.Listener) error {
 func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn, *runtimeState)) error {
 	return acceptloop.Run(ctx, ln, c.log, func(conn net.Conn) {
 		rt := c.rt.Load()
-		if !c.conns.Admit(rt.cfg.MaxConns) {
+		slot := c.conns.Admit(rt.cfg.MaxConns)
+		if slot == nil {
 			c.metrics.Counter("conns_rejected_limit").Add(1)
 			conn.Close()
 			return
 		}
 		go func() {
-			defer c.conns.Done()
+			defer slot.Done()
 			defer conn.Close()
 			h(conn.(*net.TCPConn), rt)
 		}()

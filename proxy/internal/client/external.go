@@ -22,11 +22,12 @@ var ErrBusy = errors.New("client at its connection limit or shutting down")
 // Connect returns when the relay ends.
 func (c *Client) Connect(conn *net.TCPConn, d dest.Addr, ready func() error) (wire.Status, error) {
 	rt := c.rt.Load()
-	if !c.conns.Admit(rt.cfg.MaxConns) {
+	slot := c.conns.Admit(rt.cfg.MaxConns)
+	if slot == nil {
 		c.metrics.Counter("conns_rejected_limit").Add(1)
 		return wire.StatusGeneralFailure, ErrBusy
 	}
-	defer c.conns.Done()
+	defer slot.Done()
 	up, status, err := c.open(rt, d, nil, false)
 	if err == nil && status != wire.StatusOK {
 		err = fmt.Errorf("server answered %s", status)

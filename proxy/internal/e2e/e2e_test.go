@@ -207,7 +207,7 @@ func (p *pair) transfer(target string, down, up uint64) loadgen.Result {
 func (p *pair) mustWork() {
 	p.t.Helper()
 	if r := p.transfer(p.sink, 100_000, 50_000); r.Err != nil {
-		p.t.Fatalf("a well-behaved client was not served: %v", r.Err)
+		p.t.Fatalf("a well-behaved client was not served: %v\nserver metrics %v\nclient metrics %v", r.Err, p.srvM.Snapshot(), p.clM.Snapshot())
 	}
 }
 

@@ -12,7 +12,12 @@
 //
 // A full limit does not refuse the new connection: it takes the slot of
 // the oldest one held, that of its own source when the source's share is
-// used up, else the oldest of all, and that one is closed. Refusing would
+// used up, else the oldest of all, and that one is closed. A connection
+// whose first bytes have already arrived is passed over while an older
+// silent one can go instead: its hello waits only for its goroutine to be
+// scheduled, and a flood of silent connections must not close it in that
+// moment (a client's own refill dial did, right after it sent its hello on
+// a spare). Refusing would
 // let a flood keep every slot with one connection per timeout and lock out
 // every client, users behind the flooding address (one carrier-grade NAT)
 // included. Evicting the oldest costs an honest client nothing unless the
@@ -28,6 +33,9 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limiter counts unauthenticated connections in total and per source.
@@ -42,9 +50,14 @@ type Limiter struct {
 type slot struct {
 	key       netip.Prefix
 	close     func()
+	speaking  func() bool // may be nil: never spoken
 	all, mine *list.Element
 	freed     bool
 }
+
+// evictScan bounds how many of the oldest connections an eviction looks at
+// for a silent one (each look is a system call under the limiter's lock).
+const evictScan = 8
 
 // New returns an empty limiter; evicted (may be nil) is called with
 // "total" or "source" for each connection closed to make room.
@@ -75,20 +88,22 @@ func AddrOf(a net.Addr) netip.Addr {
 }
 
 // Admit takes a slot for a connection from src, closed with closeConn if
-// it is evicted later. When the total or the source's share (perSource)
-// is used up, the oldest connection of the source, or else of
-// all, is evicted first. The function it returns gives the slot back;
-// calling it again, or after an eviction, does nothing.
-func (l *Limiter) Admit(src netip.Addr, total, perSource int, closeConn func()) func() {
+// it is evicted later; speaking (may be nil) reports whether the
+// connection's first bytes have arrived. When the total or the source's
+// share (perSource) is used up, the oldest silent connection of the
+// source, or else of all, is evicted first (the oldest if the first
+// evictScan have all spoken). The function it returns gives the slot
+// back; calling it again, or after an eviction, does nothing.
+func (l *Limiter) Admit(src netip.Addr, total, perSource int, closeConn func(), speaking func() bool) func() {
 	key := SourceKey(src)
-	s := &slot{key: key, close: closeConn}
+	s := &slot{key: key, close: closeConn, speaking: speaking}
 	var victim *slot
 	reason := ""
 	l.mu.Lock()
 	if mine := l.perSrc[key]; mine != nil && mine.Len() >= max(perSource, 1) {
-		victim, reason = mine.Front().Value.(*slot), "source"
+		victim, reason = oldestSilent(mine), "source"
 	} else if l.held.Len() >= max(total, 1) {
-		victim, reason = l.held.Front().Value.(*slot), "total"
+		victim, reason = oldestSilent(l.held), "total"
 	}
 	if victim != nil {
 		l.free(victim)
@@ -114,6 +129,34 @@ func (l *Limiter) Admit(src netip.Addr, total, perSource int, closeConn func()) 
 			l.free(s)
 		}
 	}
+}
+
+// oldestSilent returns the oldest slot in held (non-empty) whose
+// connection has not spoken, among the first evictScan, else the oldest.
+func oldestSilent(held *list.List) *slot {
+	e := held.Front()
+	for n := 0; e != nil && n < evictScan; e, n = e.Next(), n+1 {
+		if s := e.Value.(*slot); s.speaking == nil || !s.speaking() {
+			return s
+		}
+	}
+	return held.Front().Value.(*slot)
+}
+
+// HasInput reports whether bytes from the peer wait in c's receive queue
+// (a peek that neither blocks nor takes Go's read lock, which the
+// connection's own goroutine may hold while it waits).
+func HasInput(c syscall.Conn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) {
+		var b [1]byte
+		n, _, _ = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	})
+	return n > 0
 }
 
 // free removes s from both lists; the caller holds l.mu.

@@ -195,7 +195,8 @@ func Listen(ctx context.Context, addr string, log *slog.Logger) (net.Listener, e
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return acceptloop.Run(ctx, ln, s.log, func(c net.Conn) {
 		rt := s.rt.Load()
-		if !s.conns.Admit(rt.cfg.MaxConns) {
+		slot := s.conns.Admit(rt.cfg.MaxConns)
+		if slot == nil {
 			s.metrics.Counter("conns_rejected_limit").Add(1)
 			c.Close()
 			return
@@ -204,13 +205,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// and one source a bounded share of that; a new one takes the
 		// oldest one's slot when a share is full (see package preauth).
 		// After the max_conns check: a connection refused there must not
-		// have evicted one.
+		// have evicted one. An evicted connection gives its max_conns
+		// place back at once, not when its goroutine gets to run.
+		tc := c.(*net.TCPConn)
 		release := s.preauth.Admit(preauth.AddrOf(c.RemoteAddr()), rt.cfg.PreauthLimit(),
-			rt.cfg.MaxPreauthPerSource, func() { c.Close() })
+			rt.cfg.MaxPreauthPerSource, func() { slot.Free(); c.Close() },
+			func() bool { return preauth.HasInput(tc) })
 		go func() {
-			defer s.conns.Done()
+			defer slot.Done()
 			defer release()
-			s.handle(c.(*net.TCPConn), rt, release)
+			s.handle(tc, rt, release)
 		}()
 	})
 }
