@@ -151,24 +151,39 @@ class PrivateTorNetwork:
             self._tor("d", f"relay{i}", self._relay_torrc(i, exit_))
         progress(started, "authority and relays started")
         self._wait_consensus(timeout=90)
-        progress(started, "consensus lists every relay")
+        progress(started, "consensus lists every relay, at the authority and the exits")
         self._bridge()
         progress(started, "bridge's transport listening")
 
     def _wait_consensus(self, timeout: float) -> None:
-        """Until the authority's consensus lists every relay and an exit: a
-        client that bootstraps from an earlier one has no exit to use."""
+        """Until the authority's consensus lists every relay and an exit, and
+        every exit has loaded a consensus that lists every relay. A client
+        that bootstraps from an earlier one has no exit to use; an exit
+        still on an earlier one refuses streams whose circuit reaches it
+        from a relay it does not know yet (tor's RefuseUnknownExits), and
+        the client's first fetches fail with SOCKS reply 1 until the exit's
+        next consensus fetch."""
         want = 1 + self.relays + self.exits
-        path = self.tmp / "auth" / "cached-microdesc-consensus"
+        exits = [f"relay{i}" for i in range(self.relays, self.relays + self.exits)]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = path.read_text() if path.exists() else ""
+            text = self._consensus("auth", "cached-microdesc-consensus")
             routers = [line for line in text.splitlines() if line.startswith("r ")]
-            exits = [line for line in text.splitlines() if line.startswith("s ") and " Exit" in line]
-            if len(routers) >= want and exits:
+            flagged = [line for line in text.splitlines() if line.startswith("s ") and " Exit" in line]
+            if len(routers) >= want and flagged and all(
+                self._consensus(name, "cached-consensus").count("\nr ") >= want for name in exits
+            ):
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"no consensus with {want} relays and an exit after {timeout:.0f} s\n{self.tor_log('auth')}")
+        raise RuntimeError(
+            f"no consensus with {want} relays and an exit at the authority and every exit after {timeout:.0f} s\n"
+            + self.tor_log("auth") + "".join(self.tor_log(name) for name in exits)
+        )
+
+    def _consensus(self, name: str, flavor: str) -> str:
+        """The consensus ``name`` has loaded ("" before its first)."""
+        path = self.tmp / name / flavor
+        return path.read_text() if path.exists() else ""
 
     # -- directory authority -----------------------------------------------
     def _authority_keys(self) -> None:
