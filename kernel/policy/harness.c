@@ -17,6 +17,7 @@ typedef uint64_t u64;
 #include "hywf_policy.h"
 #include "bernoulli_policy.h"
 #include "delaybal_policy.h"
+#include "rate_policy.h"
 
 static u64 rng_state = 1;
 
@@ -156,4 +157,15 @@ bool harness_dbal_wait_pays(const u64 *queued, const u64 *rate,
 
 	dbal_paths(p, queued, rate, owd_us, 2);
 	return dbal_wait_pays(&p[0], &p[1], size, pending);
+}
+
+u64 harness_rate_update(u64 *max, u32 *stamp_ms, u64 sample, u64 guess,
+			u32 now_ms)
+{
+	struct rate_est est = { .max = *max, .stamp_ms = *stamp_ms };
+	u64 rate = rate_update(&est, sample, guess, now_ms);
+
+	*max = est.max;
+	*stamp_ms = est.stamp_ms;
+	return rate;
 }

@@ -90,6 +90,8 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_dbal_earliest.restype = u32
     lib.harness_dbal_wait_pays.argtypes = [p_u64, p_u64, p_u32, u32, u64]
     lib.harness_dbal_wait_pays.restype = ctypes.c_bool
+    lib.harness_rate_update.argtypes = [p_u64, p_u32, u64, u64, u32]
+    lib.harness_rate_update.restype = u64
     if lib.harness_hywf_epoch_size() != ctypes.sizeof(HywfEpoch):
         raise RuntimeError("HywfEpoch mirror does not match struct hywf_epoch")
     if lib.harness_hywf_drift_size() != ctypes.sizeof(HywfDrift):
@@ -111,6 +113,18 @@ def bernoulli_weights(mu: list[int], load: int) -> tuple[list[int], int]:
     out = (ctypes.c_uint32 * len(mu))()
     used = lib.harness_bern_optimal_weights(rates, len(mu), load, out)
     return list(out), used
+
+
+class RateEstimate:
+    """rate_update() of rate_policy.h on one subflow's estimate."""
+
+    def __init__(self) -> None:
+        self.max = ctypes.c_uint64(0)
+        self.stamp_ms = ctypes.c_uint32(0)
+
+    def update(self, sample: int, guess: int, now_ms: int) -> int:
+        return int(load_harness().harness_rate_update(
+            ctypes.byref(self.max), ctypes.byref(self.stamp_ms), sample, guess, now_ms & 0xFFFFFFFF))
 
 
 def bernoulli_fixed(permille: int, n: int) -> list[int]:

@@ -113,7 +113,7 @@ static struct bern_sock *bern_sk(struct mptcp_sock *msk)
 	return mptcp_sched_priv(msk);
 }
 
-static struct mptcp_sched_rate *bern_rate(struct sock *ssk)
+static struct rate_est *bern_rate(struct sock *ssk)
 {
 	return mptcp_sched_subflow_priv(mptcp_subflow_ctx(ssk));
 }
@@ -213,7 +213,7 @@ static void bern_subflow_closed(struct mptcp_sock *msk,
 static void bern_init(struct mptcp_sock *msk)
 {
 	BUILD_BUG_ON(sizeof(struct bern_sock) > MPTCP_SCHED_PRIV_SIZE);
-	BUILD_BUG_ON(sizeof(struct mptcp_sched_rate) >
+	BUILD_BUG_ON(sizeof(struct rate_est) >
 		     MPTCP_SCHED_SUBFLOW_PRIV_SIZE);
 	BUILD_BUG_ON(BERN_ONE != HYWF_ONE);
 	BUILD_BUG_ON(BERN_MAX_PATHS > HYWF_MAX_PATHS);

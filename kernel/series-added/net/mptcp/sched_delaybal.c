@@ -90,7 +90,7 @@ static unsigned int dbal_net_id __read_mostly;
  */
 static void dbal_describe(struct sock *ssk, u32 now, struct dbal_path *p)
 {
-	struct mptcp_sched_rate *est =
+	struct rate_est *est =
 		mptcp_sched_subflow_priv(mptcp_subflow_ctx(ssk));
 	const struct tcp_sock *tp = tcp_sk(ssk);
 	u32 srtt_us = max(tp->srtt_us >> 3, 1U);
@@ -191,7 +191,7 @@ send:
 static void dbal_init(struct mptcp_sock *msk)
 {
 	BUILD_BUG_ON(sizeof(struct dbal_sock) > MPTCP_SCHED_PRIV_SIZE);
-	BUILD_BUG_ON(sizeof(struct mptcp_sched_rate) >
+	BUILD_BUG_ON(sizeof(struct rate_est) >
 		     MPTCP_SCHED_SUBFLOW_PRIV_SIZE);
 	BUILD_BUG_ON(DBAL_MAX_PATHS > 32);
 	mptcp_sched_set_burst(msk, 0);
