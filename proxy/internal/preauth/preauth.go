@@ -17,12 +17,11 @@
 // silent one can go instead: its hello waits only for its goroutine to be
 // scheduled, and a flood of silent connections must not close it in that
 // moment (a client's own refill dial did, right after it sent its hello on
-// a spare). Refusing would
-// let a flood keep every slot with one connection per timeout and lock out
-// every client, users behind the flooding address (one carrier-grade NAT)
-// included. Evicting the oldest costs an honest client nothing unless the
-// flood opens a full share of connections within the round trip or two
-// its hello takes to arrive.
+// a spare). Refusing would let a flood keep every slot with one connection
+// per timeout and lock out every client, users behind the flooding address
+// (one carrier-grade NAT) included. Evicting the oldest costs an honest
+// client nothing unless the flood opens a full share of connections within
+// the round trip or two its hello takes to arrive.
 //
 // A connection takes a slot at accept (Admit) and gives it back once it has
 // authenticated or closed (the returned release function, idempotent).
