@@ -37,6 +37,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
 
+from .comparison import text_table
 from .corpus import corpus_server, load_pages
 from .page_split import PageServer, traced_pages
 from .provenance import provenance
@@ -98,6 +99,12 @@ def run(schedulers: list[str], pages: int, rounds: int, corpus: bool, workdir: P
     return {n: summary(times[n], shares[n], *counters[n]) for n in schedulers}
 
 
+# Figures per scheduler, side by side with their ratios to the baseline.
+ROWS = [("page-load time median (s)", "median_s"), ("page-load time mean (s)", "mean_s"),
+        ("page-load time p90 (s)", "p90_s"), ("wan1 share sd, per page (down)", "wan1_down_share_sd"),
+        ("first flights held for a join", "join_waits"), ("  of which no join in time", "join_wait_timeouts")]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--schedulers", nargs="+", default=["default", "hywf"],
@@ -123,16 +130,7 @@ def main() -> int:
     print(f"\npage-load benchmark: 2 x {WAN.rate_mbit:g} Mbit/s, {WAN.delay_ms:g} ms WANs, {what} through "
           f"braid-proxy, {results[base]['pages']} pages per scheduler interleaved in {rounds} rounds; "
           "both ends run the scheduler")
-    print(f"{'metric':30}" + "".join(f"{n:>10}" for n in args.schedulers)
-          + "".join(f"{n + '/' + base:>16}" for n in args.schedulers[1:]))
-    for label, key in (("page-load time median (s)", "median_s"), ("page-load time mean (s)", "mean_s"),
-                       ("page-load time p90 (s)", "p90_s")):
-        print(f"{label:30}" + "".join(f"{results[n][key]:10.3f}" for n in args.schedulers)
-              + "".join(f"{results[n][key] / results[base][key]:16.2f}" for n in args.schedulers[1:]))
-    for label, key in (("wan1 share sd, per page (down)", "wan1_down_share_sd"),
-                       ("first flights held for a join", "join_waits"),
-                       ("  of which no join in time", "join_wait_timeouts")):
-        print(f"{label:30}" + "".join(f"{results[n][key]:10.2f}" for n in args.schedulers))
+    print("\n".join(text_table(results, args.schedulers, ROWS, digits=3)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     params = {"schedulers": args.schedulers, "pages": pages, "rounds": rounds, "corpus": args.corpus,
               "quick": args.quick, **provenance()}

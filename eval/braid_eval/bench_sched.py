@@ -39,6 +39,7 @@ from pathlib import Path
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
+from .comparison import text_table
 from .provenance import provenance
 from .transfer import BULK_TOOL, BulkServer, measured_transfer, request_response, sched_bursts_moved
 
@@ -176,27 +177,6 @@ ROWS = [("upload goodput (Mbit/s)", "upload_mbit"),
         ("hetero: 1 KiB rr p99 (ms)", "hetero_rr_p99_ms")]
 
 
-def comparison_table(results: dict[str, dict[str, float]], schedulers: list[str]) -> list[str]:
-    """Each scheduler's figures side by side, then each one's ratio to the
-    first (the baseline); rows of parts not run are left out."""
-    base = schedulers[0]
-    # every column at least one space wider than its name
-    widths = [max(10, len(n) + 1) for n in schedulers]
-    ratio_widths = [max(16, len(n) + len(base) + 2) for n in schedulers[1:]]
-    header = f"{'metric':28}" + "".join(f"{n:>{w}}" for n, w in zip(schedulers, widths, strict=True))
-    header += "".join(f"{n + '/' + base:>{w}}" for n, w in zip(schedulers[1:], ratio_widths, strict=True))
-    lines = [header]
-    for label, key in ROWS:
-        if key not in results[base]:
-            continue
-        line = f"{label:28}" + "".join(f"{results[n][key]:{w}.2f}"
-                                       for n, w in zip(schedulers, widths, strict=True))
-        line += "".join(f"{results[n][key] / results[base][key]:{w}.2f}"
-                        for n, w in zip(schedulers[1:], ratio_widths, strict=True))
-        lines.append(line)
-    return lines
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--schedulers", nargs="+",
@@ -222,7 +202,7 @@ def main() -> int:
                                         tuple(args.parts))
     print(f"\nscheduler benchmark: 2 x {EQUAL_WAN.rate_mbit:g} Mbit/s, "
           f"{EQUAL_WAN.delay_ms:g} ms WANs; both ends run the scheduler")
-    print("\n".join(comparison_table(results, args.schedulers)))
+    print("\n".join(text_table(results, args.schedulers, ROWS)))
     print(f"(a split drawn uniformly on [0, 1] allows on average {UNIFORM_SPLIT_BOUND:.2f} of the "
           "WAN capacity: that is hywf's price for privacy, not a loss in the scheduler)")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .bench_pageload import ROWS as PAGELOAD_ROWS
 from .bench_sched import ROWS as SCHED_ROWS
+from .comparison import markdown_table
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
@@ -161,31 +163,6 @@ def e3_section(data: dict[str, Any]) -> list[str]:
             "their link.", ""]
 
 
-def _side_by_side(results: dict[str, dict[str, float]], schedulers: list[str],
-                  rows: list[tuple[str, str]], digits: int) -> list[str]:
-    """A Markdown table: each scheduler's figure, then each one's ratio to
-    the first (the baseline); rows the run did not measure are left out."""
-    base = schedulers[0]
-    lines = ["| metric | " + " | ".join(schedulers) + " | "
-             + " | ".join(f"{n}/{base}" for n in schedulers[1:]) + " |",
-             "|---" * (2 * len(schedulers)) + "|"]
-    parent = ""
-    for label, key in rows:
-        # An indented label qualifies the row above it ("  of WAN capacity"):
-        # a Markdown cell keeps no indent, so it names its parent instead.
-        if label.startswith(" "):
-            label = f"{parent}, {label.strip()}"
-        else:
-            parent = label.split(" (")[0]
-        if key not in results[base]:
-            continue
-        cells = [f"{results[n][key]:.{digits}f}" for n in schedulers]
-        ratios = [f"{results[n][key] / results[base][key]:.2f}" if results[base][key] else "-"
-                  for n in schedulers[1:]]
-        lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
-    return lines
-
-
 def bench_sched_section(data: dict[str, Any]) -> list[str]:
     """The scheduler benchmark: every braid scheduler beside the baseline."""
     params, results = data["params"], data["results"]
@@ -194,15 +171,10 @@ def bench_sched_section(data: dict[str, Any]) -> list[str]:
             f"({_env(params)}; {params['runs']} bulk transfers of {params['size']} per direction, "
             f"{params['requests']} request/response exchanges per latency figure; parts: "
             f"{', '.join(params['parts'])}; both ends run the scheduler)", "",
-            *_side_by_side(results, schedulers, SCHED_ROWS, 2), "",
+            *markdown_table(results, schedulers, SCHED_ROWS, 2), "",
             "A split drawn uniformly on [0, 1] allows on average ln 2 = 0.69 of two equal WANs' "
             "capacity: `hywf`'s goodput is bounded by its split, not by the scheduler. `redundant` "
             "sends every byte on both WANs: half the goodput by design.", ""]
-
-
-PAGELOAD_ROWS = [("page-load time median (s)", "median_s"), ("page-load time mean (s)", "mean_s"),
-                 ("page-load time p90 (s)", "p90_s"), ("wan1 share sd, per page (down)", "wan1_down_share_sd"),
-                 ("first flights held for a join", "join_waits"), ("  of which no join in time", "join_wait_timeouts")]
 
 
 def bench_pageload_section(data: dict[str, Any]) -> list[str]:
@@ -213,7 +185,7 @@ def bench_pageload_section(data: dict[str, Any]) -> list[str]:
     return ["## Page-load benchmark (bench_pageload)", "",
             f"({_env(params)}; {params['pages']} {what} per scheduler through braid-proxy, interleaved in "
             f"{params['rounds']} rounds)", "",
-            *_side_by_side(results, schedulers, PAGELOAD_ROWS, 3), ""]
+            *markdown_table(results, schedulers, PAGELOAD_ROWS, 3), ""]
 
 
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {

@@ -1,0 +1,37 @@
+"""The side-by-side benchmark tables (terminal and RESULTS.md): figures and
+ratios to the baseline, only the parts run, a zero baseline without a
+ratio, and qualifying rows named in Markdown."""
+
+from __future__ import annotations
+
+from braid_eval.bench_sched import ROWS as SCHED_ROWS
+from braid_eval.comparison import markdown_table, text_table
+
+LOSSY = {"default": {"lossy_rr_p50_ms": 24.0, "lossy_rr_p99_ms": 230.0},
+         "redundant": {"lossy_rr_p50_ms": 24.0, "lossy_rr_p99_ms": 62.1}}
+
+
+def test_text_table_has_ratios_and_only_the_parts_run() -> None:
+    header, *rows = text_table(LOSSY, ["default", "redundant"], SCHED_ROWS)
+    assert header.split() == ["metric", "default", "redundant", "redundant/default"]
+    assert len(rows) == 2  # the lossy part only
+    p99 = rows[1]
+    assert p99.startswith("1 KiB rr p99, 1% loss (ms)")
+    assert p99.split()[-3:] == ["230.00", "62.10", "0.27"]
+
+
+def test_a_zero_baseline_has_no_ratio() -> None:
+    results = {"default": {"join_waits": 0.0}, "hywf": {"join_waits": 12.0}}
+    rows = [("first flights held for a join", "join_waits")]
+    assert text_table(results, ["default", "hywf"], rows)[1].split()[-1] == "-"
+    assert markdown_table(results, ["default", "hywf"], rows)[2].endswith("| 0.00 | 12.00 | - |")
+
+
+def test_markdown_names_the_row_a_qualifying_row_belongs_to() -> None:
+    results = {"default": {"upload_mbit": 50.0, "upload_capacity": 0.9},
+               "hywf": {"upload_mbit": 40.0, "upload_capacity": 0.72}}
+    lines = markdown_table(results, ["default", "hywf"], SCHED_ROWS)
+    assert lines[0] == "| metric | default | hywf | hywf/default |"
+    assert lines[3] == "| upload goodput, of WAN capacity | 0.90 | 0.72 | 0.80 |"
+    # The terminal keeps the indent instead.
+    assert text_table(results, ["default", "hywf"], SCHED_ROWS)[2].startswith("  of WAN capacity")
