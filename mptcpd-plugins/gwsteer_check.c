@@ -14,7 +14,7 @@
  *   FILE defaults to $BRAID_GWSTEER_CONFIG, else /etc/braid/gateways.conf.
  *   Exit 0: valid ("FILE: ok", or the JSON with --json on stdout);
  *   exit 2: invalid, one line on stderr naming the file, section and
- *   field; exit 1: usage error.
+ *   field, or a usage error (every braid tool exits 2 on bad input).
  */
 
 #include <stdio.h>
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
                 } else if (argv[i][0] == '-' || path != NULL) {
                         fprintf(stderr, "gwsteer-check: unexpected "
                                 "argument '%s' (see --help)\n", argv[i]);
-                        return 1;
+                        return 2;
                 } else {
                         path = argv[i];
                 }

@@ -6,6 +6,8 @@ file read later says which kernel and which braid produced it.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -13,6 +15,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def installed_version() -> str:
+    """braid's version from its package metadata (--version)."""
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version("braid")
+    return "unknown (no package metadata)"
 
 
 def braid_version() -> str:

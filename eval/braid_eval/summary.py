@@ -25,6 +25,7 @@ from typing import Any
 from .bench_pageload import ROWS as PAGELOAD_ROWS
 from .bench_sched import ROWS as SCHED_ROWS
 from .comparison import markdown_table
+from .provenance import installed_version
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
@@ -217,6 +218,7 @@ def summarize(out: Path) -> tuple[str, list[str]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     p.add_argument("--out", type=Path, default=Path("out"),
                    help="directory holding the result files (e1/e1.json or e1.json, ..., bench-sched.json)")
     p.add_argument("--page", type=Path, help="where the page goes (default: OUT/summary.md)")

@@ -46,6 +46,8 @@ from braid_eval.wf_compare import compare, table
 from braid_eval.wf_eval import Score, evaluate
 from braid_eval.wf_synth import synthetic_dataset
 
+from .provenance import installed_version
+
 # Thesis Table 6.1 (closed world, Wang's dataset), TPR %, per attack.
 THESIS_CLOSED = {
 # The thesis has no DF results.
@@ -440,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m braid_eval.wf", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def limits(sp: argparse.ArgumentParser) -> None:

@@ -7,4 +7,14 @@ plugin is doing.  Both read the same configuration file and the same
 defaults (../gwsteer_defaults.h).
 """
 
-__all__ = ["cli", "config", "route", "status"]
+import contextlib
+import importlib.metadata
+
+__all__ = ["cli", "config", "route", "status", "version"]
+
+
+def version() -> str:
+    """braid's version from its package metadata (--version)."""
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version("braid")
+    return "unknown (no package metadata)"

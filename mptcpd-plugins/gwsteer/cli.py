@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from gwsteer import version
+
 from .config import ConfigError, load_config
 
 # ss prints "token:<join token>(id:N)/<connection token>(id:M)".
@@ -115,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; 2 on bad input."""
     p = argparse.ArgumentParser(prog="gwsteer-cli", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     p.add_argument("--config", help="gateway config (for the status file path)")
     p.add_argument("--status", help="status file (default: from the config)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

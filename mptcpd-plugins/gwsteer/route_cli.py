@@ -17,6 +17,8 @@ import sys
 
 from pyroute2 import IPRoute
 
+from gwsteer import version
+
 from . import route
 from .config import ConfigError, load_config
 
@@ -25,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input)."""
     p = argparse.ArgumentParser(prog="gwsteer-route", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     p.add_argument("--config", help="gateway config (default $BRAID_GWSTEER_CONFIG "
                    "or /etc/braid/gateways.conf)")
     sub = p.add_subparsers(dest="cmd", required=True)

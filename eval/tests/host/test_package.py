@@ -3,7 +3,7 @@
 In a fresh virtual environment (the system's site-packages visible for the
 third-party dependencies, no PYTHONPATH), ``pip install -e .`` of the
 checkout must give every package from the checkout and every console
-script a working ``--help``: what a user who installs braid gets, without
+script a working ``--help`` and ``--version``: what a user who installs braid gets, without
 the PYTHONPATH the test suite sets."""
 
 from __future__ import annotations
@@ -58,6 +58,14 @@ def test_console_script_answers_help(installed: Path, script: str) -> None:
     r = subprocess.run([str(installed / script), "--help"], capture_output=True, text=True, timeout=60,
                        env=clean_env(), cwd=installed, check=False)
     assert r.returncode == 0 and "usage" in r.stdout.lower(), f"{script} --help:\n{r.stdout}\n{r.stderr}"
+
+
+@pytest.mark.parametrize("script", sorted(PROJECT["project"]["scripts"]))
+def test_console_script_names_its_version(installed: Path, script: str) -> None:
+    r = subprocess.run([str(installed / script), "--version"], capture_output=True, text=True, timeout=60,
+                       env=clean_env(), cwd=installed, check=False)
+    assert r.returncode == 0, f"{script} --version:\n{r.stdout}\n{r.stderr}"
+    assert r.stdout.split()[-1] == PROJECT["project"]["version"], f"{script} --version: {r.stdout!r}"
 
 
 def test_no_module_is_left_outside_the_distribution() -> None:

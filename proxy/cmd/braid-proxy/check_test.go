@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +57,39 @@ func TestCheckRefusesWhatWouldNotStart(t *testing.T) {
 		err := runCheck(c.args)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("check %v: got %v, want an error naming %q", c.args, err, c.want)
+		}
+		if !errors.As(err, new(badInput)) {
+			t.Errorf("check %v: %v is not marked bad input (exit status 2)", c.args, err)
+		}
+	}
+}
+
+// Bad input exits 2 whichever command meets it; a failure at run time
+// (here: the listen address taken) exits 1.
+func TestExitStatusSeparatesBadInputFromFailure(t *testing.T) {
+	keys := writeKeys(t, 0o600)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, c := range []struct {
+		run  func([]string) error
+		args []string
+		bad  bool
+	}{
+		{runServer, []string{"-key-file", keys, "-max-conns", "0"}, true},
+		{runServer, []string{"-no-such-flag"}, true},
+		{runClient, []string{"-key-file", writeKeys(t, 0o644), "-server", "192.0.2.1:7443"}, true},
+		{runGenkey, []string{"-id", "bad id"}, true},
+		{runServer, []string{"-key-file", keys, "-listen", taken.Addr().String(), "-metrics-listen", ""}, false},
+	} {
+		err := c.run(c.args)
+		if err == nil {
+			t.Fatalf("%v: no error", c.args)
+		}
+		if got := errors.As(err, new(badInput)); got != c.bad {
+			t.Errorf("%v: %v marked bad input %v, want %v", c.args, err, got, c.bad)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"braid/proxy/internal/auth"
+	"braid/proxy/internal/buildinfo"
 	"braid/proxy/internal/client"
 	"braid/proxy/internal/config"
 	"braid/proxy/internal/metrics"
@@ -44,7 +45,11 @@ Usage:
   braid-proxy check client|server [-config FILE] [flags]
                                               validate a configuration and the
                                               files it names; start nothing
+  braid-proxy version                         the build this binary came from
   braid-proxy help                            this text
+
+Exit status: 0 done; 2 bad input (arguments, configuration or the files it
+names); 1 any other failure (e.g. the listen address in use).
 
 client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
   optional RFC 1929 user/password) and, if transparent_listen is set, for
@@ -95,6 +100,9 @@ func main() {
 		err = runGencert(args)
 	case "check":
 		err = runCheck(args)
+	case "version", "-version", "--version":
+		fmt.Println(buildinfo.Version("braid-proxy"))
+		return
 	case "help", "-h", "--help", "-help":
 		fmt.Print(usage)
 		return
@@ -107,8 +115,26 @@ func main() {
 			return
 		}
 		fmt.Fprintf(os.Stderr, "braid-proxy: %v\n", err)
+		if errors.As(err, new(badInput)) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
+}
+
+// badInput marks an error in what the operator gave (arguments, the
+// configuration, the files it names): exit status 2, as with every braid
+// tool; other failures exit 1.
+type badInput struct{ error }
+
+func (e badInput) Unwrap() error { return e.error }
+
+// inputErr marks err (nil stays nil) as bad input.
+func inputErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return badInput{err}
 }
 
 func newLogger(level, format string) (*slog.Logger, *slog.LevelVar) {
@@ -214,17 +240,17 @@ names itself, and relays with encryption. SIGHUP reloads keys, policy and
 limits; SIGTERM drains relays for -shutdown-grace, then exits.`)
 	cfg, path, err := config.ParseArgs(fs, args, config.DefaultServer, config.BindServer)
 	if err != nil {
-		return err
+		return inputErr(err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return inputErr(err)
 	}
 	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
 	setMaxProcs(cfg.MaxProcs, 0)
 	m := metrics.New()
 	srv, err := server.New(cfg, log, m)
 	if err != nil {
-		return err
+		return inputErr(err) // the files the configuration names
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -281,17 +307,17 @@ best gateways at once. Transparent mode takes connections redirected by e.g.
 gateway settings; SIGTERM drains relays, then exits.`)
 	cfg, path, err := config.ParseArgs(fs, args, config.DefaultClient, config.BindClient)
 	if err != nil {
-		return err
+		return inputErr(err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return inputErr(err)
 	}
 	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
 	setMaxProcs(cfg.MaxProcs, 0)
 	m := metrics.New()
 	cl, err := client.New(cfg, log, m)
 	if err != nil {
-		return err
+		return inputErr(err) // the files the configuration names
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -352,13 +378,13 @@ gateway settings; SIGTERM drains relays, then exits.`)
 // restart, and for provisioning before it installs a configuration.
 func runCheck(args []string) error {
 	if len(args) == 0 || (args[0] != "client" && args[0] != "server") {
-		return errors.New("check: say which role: braid-proxy check client|server [-config FILE] [flags]")
+		return inputErr(errors.New("check: say which role: braid-proxy check client|server [-config FILE] [flags]"))
 	}
 	role, args := args[0], args[1:]
 	fs := flag.NewFlagSet("braid-proxy check "+role, flag.ContinueOnError)
 	roleUsage(fs, "braid-proxy check "+role+": validate a "+role+` configuration and the files it
 names (keys, certificates, users, histograms) as "braid-proxy `+role+`" would at
-start, and exit: 0 if it would start, 1 with the reason if not. -files=false
+start, and exit: 0 if it would start, 2 with the reason if not. -files=false
 checks the settings alone (where the files are not, e.g. on a provisioning
 controller).`)
 	files := fs.Bool("files", true, "also load the files the configuration names")
@@ -382,7 +408,7 @@ controller).`)
 		}
 	}
 	if err != nil {
-		return err
+		return inputErr(err)
 	}
 	if path == "" {
 		path = "(flags and defaults only)"
@@ -396,10 +422,10 @@ func runGenkey(args []string) error {
 	id := fs.String("id", "", "client id (A-Z a-z 0-9 . _ -)")
 	out := fs.String("out", "", "append the line to this file (created mode 0600); default stdout")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return inputErr(err)
 	}
 	if err := auth.CheckID(*id); err != nil {
-		return fmt.Errorf("-id: %w", err)
+		return inputErr(fmt.Errorf("-id: %w", err))
 	}
 	key := make([]byte, auth.MinKeyLen)
 	if _, err := rand.Read(key); err != nil {
@@ -428,14 +454,14 @@ func runGencert(args []string) error {
 	certFile := fs.String("cert", "", "certificate output file (PEM, 0644)")
 	keyFile := fs.String("key", "", "private key output file (PEM, 0600)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return inputErr(err)
 	}
 	if *name == "" || *certFile == "" || *keyFile == "" {
-		return errors.New("-name, -cert and -key are required")
+		return inputErr(errors.New("-name, -cert and -key are required"))
 	}
 	for _, f := range []string{*certFile, *keyFile} {
 		if _, err := os.Stat(f); err == nil {
-			return fmt.Errorf("%s exists; refusing to overwrite", f)
+			return inputErr(fmt.Errorf("%s exists; refusing to overwrite", f))
 		}
 	}
 	cert, key, pin, err := tlsauth.Generate(*name)

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"braid/proxy/internal/buildinfo"
 	"braid/proxy/internal/pt"
 )
 
@@ -38,7 +39,8 @@ const (
 
 const usage = `braid-pt: the "braid" Tor pluggable transport (pt-spec version 1).
 
-tor runs it; it is not meant to be started by hand. Client torrc:
+tor runs it; it is not meant to be started by hand ("braid-pt --version"
+names its build). Client torrc:
 
   UseBridges 1
   ClientTransportPlugin braid exec /usr/local/bin/braid-pt
@@ -77,6 +79,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "braid-pt:", err)
 			os.Exit(1)
 		}
+		return
+	}
+	if len(os.Args) == 2 && (os.Args[1] == "version" || os.Args[1] == "--version" || os.Args[1] == "-version") {
+		fmt.Println(buildinfo.Version("braid-pt"))
 		return
 	}
 	if len(os.Args) > 1 {

@@ -21,6 +21,8 @@ after start.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
 import os
 import signal
 import time
@@ -130,9 +132,16 @@ def cmd_stop(cfg: Config, role: str, timeout: float) -> int:
     return 1
 
 
+def _version() -> str:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version("braid")
+    return "unknown (no package metadata)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="braid-openvpn", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
     for name, text in (("pki", "make the CA, both certificates and the tls-crypt key in pki_dir"),
                        ("check", "validate settings and this end's keys; start nothing"),

@@ -19,6 +19,8 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.metadata
 import shutil
 import signal
 import subprocess
@@ -377,10 +379,17 @@ def bridge_line(data_dir: Path, timeout: float, alive: Callable[[], bool]) -> st
     raise RuntimeError(f"{pt_file} holds no Bridge line")
 
 
+def _version() -> str:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version("braid")
+    return "unknown (no package metadata)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="braid-tor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="role", required=True)
 
     def common(sp: argparse.ArgumentParser, data_dir: str) -> None:
