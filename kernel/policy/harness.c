@@ -94,11 +94,23 @@ u32 harness_hywf_drift_size(void)
 	return sizeof(struct hywf_drift);
 }
 
-bool harness_hywf_keep_burst(u32 *last_ms, bool present, u32 drawn_paths,
-			     u32 n, int segs_left, u32 now_ms, u32 idle_ms)
+bool harness_hywf_keep_burst(u32 *last_ms, bool present, bool waiting,
+			     u32 drawn_paths, u32 n, int segs_left, u32 now_ms,
+			     u32 idle_ms)
 {
-	return hywf_keep_burst(last_ms, present, drawn_paths, n, segs_left,
-			       now_ms, idle_ms);
+	return hywf_keep_burst(last_ms, present, waiting, drawn_paths, n,
+			       segs_left, now_ms, idle_ms);
+}
+
+bool harness_hywf_epoch_touch_due(u32 *touched_ms, u32 now_ms, u32 idle_ms)
+{
+	return hywf_epoch_touch_due(touched_ms, now_ms, idle_ms);
+}
+
+void harness_hywf_epoch_touch(struct hywf_epoch *e, u32 n, u32 now_ms,
+			      u32 idle_ms)
+{
+	hywf_epoch_touch(e, n, now_ms, idle_ms);
 }
 
 u32 harness_hywf_epoch_size(void)

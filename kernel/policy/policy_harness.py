@@ -75,8 +75,11 @@ def load_harness() -> ctypes.CDLL:
         ctypes.POINTER(HywfEpoch), ctypes.POINTER(HywfDrift), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst_drift.restype = u32
     lib.harness_hywf_drift_size.restype = u32
-    lib.harness_hywf_keep_burst.argtypes = [p_u32, ctypes.c_bool, u32, u32, ctypes.c_int, u32, u32]
+    lib.harness_hywf_keep_burst.argtypes = [p_u32, ctypes.c_bool, ctypes.c_bool, u32, u32, ctypes.c_int, u32, u32]
     lib.harness_hywf_keep_burst.restype = ctypes.c_bool
+    lib.harness_hywf_epoch_touch_due.argtypes = [p_u32, u32, u32]
+    lib.harness_hywf_epoch_touch_due.restype = ctypes.c_bool
+    lib.harness_hywf_epoch_touch.argtypes = [ctypes.POINTER(HywfEpoch), u32, u32, u32]
     lib.harness_hywf_epoch_size.restype = u32
     u64, p_u64 = ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)
     lib.harness_bern_isqrt.argtypes = [u64]

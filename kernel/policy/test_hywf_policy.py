@@ -240,18 +240,66 @@ def test_burst_goes_on_only_while_busy_and_present() -> None:
     lib = load_harness()
     keep = lib.harness_hywf_keep_burst
     last = ctypes.c_uint32(1000)
-    assert keep(ctypes.byref(last), True, 2, 2, 20, 1100, 500)
+    assert keep(ctypes.byref(last), True, False, 2, 2, 20, 1100, 500)
     assert last.value == 1100  # activity recorded
-    assert not keep(ctypes.byref(last), True, 2, 2, 0, 1200, 500)  # burst spent
-    assert not keep(ctypes.byref(last), False, 2, 2, 20, 1200, 500)  # its subflow is gone
+    assert not keep(ctypes.byref(last), True, False, 2, 2, 0, 1200, 500)  # burst spent
+    assert not keep(ctypes.byref(last), False, False, 2, 2, 20, 1200, 500)  # its subflow is gone
     # Segments left, but the connection was idle: the next page load must
     # not inherit the previous burst (and with it the previous split).
-    assert not keep(ctypes.byref(last), True, 2, 2, 20, 1100 + 501, 500)
+    assert not keep(ctypes.byref(last), True, False, 2, 2, 20, 1100 + 501, 500)
     # A path went: the burst's subflow is still there, the burst goes on.
-    assert keep(ctypes.byref(last), True, 3, 2, 20, 1150, 500)
+    assert keep(ctypes.byref(last), True, False, 3, 2, 20, 1150, 500)
     # Drawn on the only subflow before the join: the join ends it, so that
     # the rest of the first flight follows the split, not the first path.
-    assert not keep(ctypes.byref(last), True, 1, 2, 20, 1200, 500)
+    assert not keep(ctypes.byref(last), True, False, 1, 2, 20, 1200, 500)
+
+
+def test_a_burst_waiting_for_its_subflow_is_not_idle() -> None:
+    """A full subflow may hold its burst longer than the idle gap; that
+    burst's end is the scheduler's (moved, counted), not a new page."""
+    keep = load_harness().harness_hywf_keep_burst
+    last = ctypes.c_uint32(1000)
+    assert keep(ctypes.byref(last), True, True, 2, 2, 20, 1000 + 900, 500)
+    assert not keep(ctypes.byref(last), True, False, 2, 2, 20, 1900 + 501, 500)
+
+
+def long_burst_page(touch: bool) -> HywfEpoch:
+    """Connection A draws at 0 ms and sends one burst for 2 s, deciding
+    every 10 ms (refreshing the epoch when due if ``touch``); connection B
+    of the same page draws at 1.5 s. Idle gap 500 ms."""
+    lib = load_harness()
+    epoch, burst = HywfEpoch(), ctypes.c_uint32()
+    lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 2, 0, 500, ctypes.byref(burst))
+    last, touched = ctypes.c_uint32(0), ctypes.c_uint32(0)
+    for now in range(10, 2001, 10):
+        assert lib.harness_hywf_keep_burst(ctypes.byref(last), True, False, 2, 2, 1000, now, 500)
+        if touch and lib.harness_hywf_epoch_touch_due(ctypes.byref(touched), now, 500):
+            lib.harness_hywf_epoch_touch(ctypes.byref(epoch), 2, now, 500)
+        if now == 1500:
+            lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 2, now, 500, ctypes.byref(burst))
+    return epoch
+
+
+def test_a_long_burst_keeps_its_page_split_for_the_other_connections() -> None:
+    assert long_burst_page(touch=True).draws == 1
+    # Control: without the refresh, B's burst redraws the split mid-page.
+    assert long_burst_page(touch=False).draws == 2
+
+
+def test_a_refresh_neither_revives_an_expired_split_nor_comes_from_one_path() -> None:
+    lib = load_harness()
+    epoch, burst = HywfEpoch(), ctypes.c_uint32()
+    lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 2, 0, 500, ctypes.byref(burst))
+    lib.harness_hywf_epoch_touch(ctypes.byref(epoch), 1, 400, 500)  # single path
+    assert epoch.last_ms == 0
+    lib.harness_hywf_epoch_touch(ctypes.byref(epoch), 2, 501, 500)  # expired: the page is over
+    assert epoch.last_ms == 0
+    lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, 2, 502, 500, ctypes.byref(burst))
+    assert epoch.draws == 2
+    # At most four refreshes per idle gap.
+    touched = ctypes.c_uint32(0)
+    due = sum(lib.harness_hywf_epoch_touch_due(ctypes.byref(touched), t, 500) for t in range(1, 501))
+    assert due == 4 and touched.value == 500
 
 
 def test_first_flights_follow_the_split_once_joined() -> None:
@@ -272,7 +320,7 @@ def test_first_flights_follow_the_split_once_joined() -> None:
             drawn, path, left = 0, 0, 0
             for pkt in range(12):
                 n = 1 if pkt < 2 else 2
-                if not lib.harness_hywf_keep_burst(ctypes.byref(last), True, drawn, n, left, now,
+                if not lib.harness_hywf_keep_burst(ctypes.byref(last), True, False, drawn, n, left, now,
                                                    500):
                     path = lib.harness_hywf_next_burst(ctypes.byref(epoch), 500, 20, n, now, 500,
                                                        ctypes.byref(burst))

@@ -287,6 +287,7 @@ static inline const u32 *hywf_drift_weights(const struct hywf_epoch *e,
  * hywf_keep_burst - may the current burst go on?
  * @last_ms: the connection's last decision, updated when the burst goes on
  * @present: the burst's subflow is still usable
+ * @waiting: the burst is waiting for its subflow to take data
  * @drawn_paths: number of usable paths when the burst was drawn
  * @n: number of usable paths now
  * @segs_left: what is left of the burst, in segments
@@ -299,19 +300,64 @@ static inline const u32 *hywf_drift_weights(const struct hywf_epoch *e,
  * join, so that the rest of its first flight follows the split instead of
  * the first path. An idle gap ends a burst even with segments left, so
  * that the next page load starts with a new split rather than the tail of
- * the previous one.
+ * the previous one; a burst waiting for a full subflow is busy, not idle
+ * (the wait may last longer than @idle_ms, and its end is the
+ * scheduler's, counted, not a new page).
  *
  * Return: true if the burst goes on.
  */
-static inline bool hywf_keep_burst(u32 *last_ms, bool present,
+static inline bool hywf_keep_burst(u32 *last_ms, bool present, bool waiting,
 				   u32 drawn_paths, u32 n, int segs_left,
 				   u32 now_ms, u32 idle_ms)
 {
 	if (segs_left <= 0 || !present || n > drawn_paths ||
-	    hywf_idle_expired(now_ms, *last_ms, idle_ms))
+	    (!waiting && hywf_idle_expired(now_ms, *last_ms, idle_ms)))
 		return false;
 	*last_ms = now_ms;
 	return true;
+}
+
+/**
+ * hywf_epoch_touch_due - should a busy connection refresh its epoch now?
+ * @touched_ms: when it last did, or drew a burst; updated when due
+ * @now_ms: current time, wrapping milliseconds
+ * @idle_ms: idle gap that starts a new page load
+ *
+ * A page's split lives while any of its multipath connections sends. A
+ * burst that lasts longer than @idle_ms (a long one at a slow path's rate)
+ * draws nothing, so without a refresh the epoch would expire under it and
+ * the page's next burst on another connection would redraw the split in
+ * the middle of the page. The shared epoch is behind a lock: a connection
+ * refreshes it at most four times per idle gap.
+ *
+ * Return: true if the caller should hywf_epoch_touch() its epoch now.
+ */
+static inline bool hywf_epoch_touch_due(u32 *touched_ms, u32 now_ms,
+					u32 idle_ms)
+{
+	if ((u32)(now_ms - *touched_ms) < idle_ms / 4)
+		return false;
+	*touched_ms = now_ms;
+	return true;
+}
+
+/**
+ * hywf_epoch_touch - a connection with @n paths is busy with a burst
+ * @e: its epoch
+ * @n: its number of usable paths
+ * @now_ms: current time, wrapping milliseconds
+ * @idle_ms: idle gap that starts a new page load
+ *
+ * Keeps @e's split alive, as a burst decision would. A connection with a
+ * single path does not (hywf_next_burst()), nor does one whose epoch has
+ * already expired: its burst must not hand that split to the next page.
+ */
+static inline void hywf_epoch_touch(struct hywf_epoch *e, u32 n, u32 now_ms,
+				    u32 idle_ms)
+{
+	if (n >= 2 && e->nr_paths &&
+	    !hywf_idle_expired(now_ms, e->last_ms, idle_ms))
+		e->last_ms = now_ms;
 }
 
 /**

@@ -9,12 +9,15 @@
  * the mean delay of M/M/1 queues of the paths' rates (bernoulli_policy.h):
  * below lambda0 = mu_1 - sqrt(mu_1 mu_2) everything takes the fastest path,
  * above it the second path gets a growing share, and near saturation the
- * split is capacity-proportional. On the thesis's example, 30 and 5 Mbit/s
- * at 29 Mbit/s of load, that is 3.1 ms of mean delay against 3.7 ms with
- * the capacity-proportional split a load-blind scheduler would use; when
- * the slow link varies between 7 and 3 Mbit/s, 9.8 ms against 50 ms (the
- * thesis's optimum there, 3.9 ms, needs the variation's parameters, which
- * a sender cannot observe).
+ * split is capacity-proportional. In that model (figures computed from
+ * the queues' formulas by braid's policy tests, not measured on a wire),
+ * on the thesis's example, 30 and 5 Mbit/s at 29 Mbit/s of load, the
+ * split's mean delay is 3.1 ms against 3.7 ms with the capacity-
+ * proportional split a load-blind scheduler would use; when the slow link
+ * varies between 7 and 3 Mbit/s, 9.8 ms against 50 ms (the thesis's
+ * optimum there, 3.9 ms, needs the variation's parameters, which a sender
+ * cannot observe). One in-order connection adds head-of-line blocking the
+ * model does not have: the delays measured on the wire are higher.
  *
  * Estimators, per connection and per subflow:
  *   mu_i    mptcp_sched_rate(): the largest recent TCP delivery-rate

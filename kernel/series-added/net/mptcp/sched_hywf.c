@@ -130,11 +130,14 @@ enum hywf_join {
  * @join: enum hywf_join
  * @burst_paths: usable paths when the current burst was drawn
  * @drift: the connection's split drifting around its epoch's (hywf_nchp)
+ * @epoch_touch_ms: when the connection last refreshed its epoch, or drew
+ *	from it (hywf_epoch_touch_due())
  */
 struct hywf_sock {
 	struct hywf_epoch own;
 	struct hywf_drift drift;
 	u32 last_ms;
+	u32 epoch_touch_ms;
 	struct mptcp_sched_burst burst;
 	u32 join_start_ms;
 	u8 join;
@@ -210,6 +213,22 @@ static struct hywf_pernet *hywf_pernet(const struct mptcp_sock *msk)
 	return net_generic(sock_net((const struct sock *)msk), hywf_net_id);
 }
 
+/* The slot of @addr's connections, or NULL. Called with pn->lock held. */
+static struct hywf_epoch *hywf_peer_find(struct hywf_pernet *pn,
+					 const struct in6_addr *addr)
+{
+	u32 hash = jhash(addr, sizeof(*addr), pn->hash_seed);
+	struct hywf_peer *slot;
+	u32 i;
+
+	for (i = 0; i < HYWF_PEER_PROBES; i++) {
+		slot = &pn->peers[(hash + i) % HYWF_PEER_SLOTS];
+		if (slot->used && ipv6_addr_equal(&slot->addr, addr))
+			return &slot->epoch;
+	}
+	return NULL;
+}
+
 /* The epoch of @addr's connections: its slot, or the least recently used
  * of the slots it may take, started afresh. Called with pn->lock held.
  */
@@ -218,12 +237,14 @@ static struct hywf_epoch *hywf_peer_epoch(struct hywf_pernet *pn,
 {
 	u32 hash = jhash(addr, sizeof(*addr), pn->hash_seed);
 	struct hywf_peer *slot, *victim = NULL;
+	struct hywf_epoch *epoch;
 	u32 i;
 
+	epoch = hywf_peer_find(pn, addr);
+	if (epoch)
+		return epoch;
 	for (i = 0; i < HYWF_PEER_PROBES; i++) {
 		slot = &pn->peers[(hash + i) % HYWF_PEER_SLOTS];
-		if (slot->used && ipv6_addr_equal(&slot->addr, addr))
-			return &slot->epoch;
 		if (!victim || (victim->used &&
 				(!slot->used ||
 				 now - slot->epoch.last_ms > now - victim->epoch.last_ms)))
@@ -266,6 +287,40 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 			       &hywf_rand, pkts);
 	spin_unlock_bh(&pn->lock);
 	return path;
+}
+
+/* The connection's burst goes on: keep its page's split alive (see
+ * hywf_epoch_touch_due()). A peer's slot is looked up, never taken: a slot
+ * given to another peer meanwhile holds another page.
+ */
+static void hywf_keep_epoch(struct mptcp_sock *msk, u32 n, u32 now,
+			    u32 idle_ms)
+{
+	struct hywf_pernet *pn = hywf_pernet(msk);
+	struct hywf_sock *hs = hywf_sk(msk);
+	struct in6_addr local, remote;
+	struct hywf_epoch *epoch;
+	u32 scope;
+
+	if (n < 2 || !hywf_epoch_touch_due(&hs->epoch_touch_ms, now, idle_ms))
+		return;
+	scope = READ_ONCE(pn->cfg.scope);
+	if (scope == HYWF_SCOPE_CONNECTION) {
+		hywf_epoch_touch(&hs->own, n, now, idle_ms);
+		return;
+	}
+	if (scope == HYWF_SCOPE_NAMESPACE) {
+		spin_lock_bh(&pn->lock);
+		hywf_epoch_touch(&pn->ns_epoch, n, now, idle_ms);
+		spin_unlock_bh(&pn->lock);
+		return;
+	}
+	mptcp_sched_sk_addrs((struct sock *)msk, &local, &remote);
+	spin_lock_bh(&pn->lock);
+	epoch = hywf_peer_find(pn, &remote);
+	if (epoch)
+		hywf_epoch_touch(epoch, n, now, idle_ms);
+	spin_unlock_bh(&pn->lock);
 }
 
 /* Hold the first flight of a connection that has had one subflow only,
@@ -311,7 +366,7 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	struct hywf_pernet *pn = hywf_pernet(msk);
 	struct mptcp_sched_path paths[HYWF_MAX_PATHS];
 	struct hywf_sock *hs = hywf_sk(msk);
-	u32 n, cur, now, pkts;
+	u32 n, cur, now, pkts, idle_ms;
 	struct sock *backup;
 
 	if (data->reinject)
@@ -326,9 +381,12 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 	if (hywf_hold_for_join(msk, n, now))
 		return -EINVAL;
 
+	idle_ms = READ_ONCE(pn->cfg.idle_ms);
 	cur = mptcp_sched_burst_find(&hs->burst, paths, n);
-	if (!hywf_keep_burst(&hs->last_ms, cur < n, hs->burst_paths, n,
-			     msk->snd_burst, now, READ_ONCE(pn->cfg.idle_ms))) {
+	if (hywf_keep_burst(&hs->last_ms, cur < n, hs->burst.wait.start_ms,
+			    hs->burst_paths, n, msk->snd_burst, now, idle_ms)) {
+		hywf_keep_epoch(msk, n, now, idle_ms);
+	} else {
 		/* its subflow went stale with segments to send (one that
 		 * closed was counted by hywf_subflow_closed())
 		 */
@@ -336,6 +394,7 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 			mptcp_sched_burst_moved(msk);
 		cur = hywf_new_burst(msk, n, now, &pkts);
 		hs->last_ms = now;
+		hs->epoch_touch_ms = now;
 		hs->burst_paths = n;
 		mptcp_sched_burst_start(msk, &hs->burst, paths[cur].ssk, pkts);
 	}

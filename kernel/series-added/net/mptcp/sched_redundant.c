@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * redundant: every byte on every active subflow (WISPR's mirroring; Eriksson
- * et al., "The WISPR project", and the mirroring mode of multi-network
- * proxies since).
+ * redundant: every active subflow sends every byte the peer has not yet
+ * acknowledged (WISPR's mirroring; Eriksson et al., "The WISPR project",
+ * and the mirroring mode of multi-network proxies since).
  *
  * A connection over a lossy or flapping network pays for each loss with a
  * retransmission timeout, and for a dead network with the time it takes to
