@@ -67,6 +67,12 @@ def test_benchmarks_side_by_side_with_ratios(tmp_path: Path) -> None:
     assert "12 pages of 8 objects per scheduler" in pages
 
 
+SIMULT_FLOWS = {"params": {"test": "simult_flows.sh", "schedulers": ["default", "delaybal"],
+                           "kernel": "6.12-braid", "braid": "abc1234"},
+                "results": {s: [{"n": 1, "test": "balanced bwidth", "ms": ms, "max_ms": 7906, "ok": ms <= 7906}]
+                            for s, ms in (("default", 7418), ("delaybal", 8001))}}
+
+
 def e3(g: float | None, k: float | None) -> dict[str, object]:
     runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4}
             for m, v in (("gwsteer", g), ("kernel", k))]
@@ -87,6 +93,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
     write(tmp_path, "bench-pageload", BENCH_PAGELOAD, nested=False)
+    write(tmp_path, "simult-flows", SIMULT_FLOWS, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
@@ -99,6 +106,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| steady 0.30 | 10.9 | 6.8 | 1.60 | 13.2 |" in text
     assert "| 2 s | 0.60 s | 1.70 s | 0.40 s | 0.40 s |" in text
     assert "gwsteer 0.60 s, in-kernel PM 1.70 s -> **met**" in text
+    assert "| 01 balanced bwidth | 7906 | 7418 | 8001 **FAIL** |" in text
+    assert "Passed: default 1/1, delaybal 0/1." in text
     # Published figures are there, each after braid's own.
     for published in ("16 Mbit/s in total", "collapses at 1e-2 loss", "3.9 ms with p*", "neither Binder nor MultiNAT"):
         assert published in text
@@ -109,7 +118,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e1b", "e2", "bench-sched", "bench-pageload"]
+    assert missing == ["e1", "e1b", "e2", "bench-sched", "bench-pageload", "simult-flows"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text and "e1, e1b, e2, bench-sched, bench-pageload" in text
 
@@ -127,7 +136,7 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     run = summary(tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "missing e1, e1b, e2, bench-sched, bench-pageload" in run.stderr
+    assert "missing e1, e1b, e2, bench-sched, bench-pageload, simult-flows" in run.stderr
     assert (tmp_path / "summary.md").read_text().startswith("# braid results")
     page = tmp_path / "RESULTS.md"
     to_page = subprocess.run([sys.executable, "-m", "braid_eval.summary", "--out", str(tmp_path), "--page", str(page)],
