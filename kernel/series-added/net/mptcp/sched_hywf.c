@@ -213,11 +213,18 @@ static struct hywf_pernet *hywf_pernet(const struct mptcp_sock *msk)
 	return net_generic(sock_net((const struct sock *)msk), hywf_net_id);
 }
 
-/* The slot of @addr's connections, or NULL. Called with pn->lock held. */
-static struct hywf_epoch *hywf_peer_find(struct hywf_pernet *pn,
-					 const struct in6_addr *addr)
+static u32 hywf_peer_hash(const struct hywf_pernet *pn,
+			  const struct in6_addr *addr)
 {
-	u32 hash = jhash(addr, sizeof(*addr), pn->hash_seed);
+	return jhash(addr, sizeof(*addr), pn->hash_seed);
+}
+
+/* The slot of @addr's connections (@hash: hywf_peer_hash()), or NULL.
+ * Called with pn->lock held.
+ */
+static struct hywf_epoch *hywf_peer_find(struct hywf_pernet *pn,
+					 const struct in6_addr *addr, u32 hash)
+{
 	struct hywf_peer *slot;
 	u32 i;
 
@@ -235,12 +242,12 @@ static struct hywf_epoch *hywf_peer_find(struct hywf_pernet *pn,
 static struct hywf_epoch *hywf_peer_epoch(struct hywf_pernet *pn,
 					  const struct in6_addr *addr, u32 now)
 {
-	u32 hash = jhash(addr, sizeof(*addr), pn->hash_seed);
+	u32 hash = hywf_peer_hash(pn, addr);
 	struct hywf_peer *slot, *victim = NULL;
 	struct hywf_epoch *epoch;
 	u32 i;
 
-	epoch = hywf_peer_find(pn, addr);
+	epoch = hywf_peer_find(pn, addr, hash);
 	if (epoch)
 		return epoch;
 	for (i = 0; i < HYWF_PEER_PROBES; i++) {
@@ -317,7 +324,7 @@ static void hywf_keep_epoch(struct mptcp_sock *msk, u32 n, u32 now,
 	}
 	mptcp_sched_sk_addrs((struct sock *)msk, &local, &remote);
 	spin_lock_bh(&pn->lock);
-	epoch = hywf_peer_find(pn, &remote);
+	epoch = hywf_peer_find(pn, &remote, hywf_peer_hash(pn, &remote));
 	if (epoch)
 		hywf_epoch_touch(epoch, n, now, idle_ms);
 	spin_unlock_bh(&pn->lock);
