@@ -16,6 +16,7 @@ from types import TracebackType
 
 from braid_testbed import StandardTestbed
 from braid_testbed.netns import Namespace, stop_process
+from braid_testbed.wait import IN_VM
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_PORT = 7443
@@ -38,7 +39,7 @@ def proxy_binary() -> Path:
     prebuilt = os.environ.get("BRAID_PROXY_BIN")
     out = Path(prebuilt) if prebuilt else REPO / "out" / "proxy-bin"
     binary = out / "braid-proxy"
-    if not prebuilt and os.environ.get("BRAID_IN_VM") == "1" and not os.access(binary, os.X_OK):
+    if not prebuilt and IN_VM and not os.access(binary, os.X_OK):
         # A cold Go build under the guest's emulated CPU takes minutes; with
         # the host's build cache (shared through HOME) a rebuild is quick.
         raise FileNotFoundError(f"{binary} missing: build braid-proxy on the host first "

@@ -41,6 +41,7 @@ from typing import IO, Self
 from .link import LinkSpec
 from .netns import Namespace
 from .topology import Topology, interface_counters
+from .wait import scaled
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -159,11 +160,11 @@ class Testbed:
     def wait_port(self, role: str, host: str, port: int, timeout: float | None = None) -> None:
         """Wait until something listens on host:port inside ``role``.
 
-        The default limit is 15 s, 60 s in braid's VM (BRAID_IN_VM=1): under
-        TCG, starting python3 -m http.server alone can take over 10 s.
+        The default limit is 15 s, stretched in braid's VM: under TCG,
+        starting python3 -m http.server alone can take over 10 s.
         """
         if timeout is None:
-            timeout = 60 if os.environ.get("BRAID_IN_VM") == "1" else 15
+            timeout = scaled(15)
         self.topo[role].wait_listening(port, host, timeout)
 
     # -- observations -------------------------------------------------------

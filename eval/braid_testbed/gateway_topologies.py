@@ -22,7 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .mptcpd_lab import PLUGIN_DIR, TIME_SCALE, Lab, Namespace, Topology, popen_text, start_mptcpd
+from .mptcpd_lab import PLUGIN_DIR, Lab, Namespace, Topology, popen_text, start_mptcpd
+from .wait import TIME_SCALE
 
 ROUTE = str(PLUGIN_DIR / "gwsteer-route")
 XFER = str(Path(__file__).resolve().parent / "mptcp_xfer.py")

@@ -6,8 +6,8 @@ every process started in a namespace come from ``eval/braid_testbed``
 :class:`~braid_testbed.netns.Namespace`).  This module only adds what
 the gwsteer tests and benchmark need on top: a per-test :class:`Lab`
 that brings its topologies down even when a test fails, mptcpd with
-the freshly built plugin, the subflow listing, and polling that
-stretches with braid's emulated VM.
+the freshly built plugin and the subflow listing (polling:
+:mod:`braid_testbed.wait`).
 
 Example::
 
@@ -26,7 +26,6 @@ import itertools
 import os
 import re
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,9 +43,9 @@ MPTCPD = "/usr/libexec/mptcpd"
 NS_PREFIX = "bpm-"
 _counter = itertools.count()
 
-__all__ = ["MPTCPD", "PLUGIN_DIR", "TIME_SCALE", "KernelSubflow", "Lab", "Namespace", "Topology",
+__all__ = ["MPTCPD", "PLUGIN_DIR", "KernelSubflow", "Lab", "Namespace", "Topology",
            "interface_counters", "kernel_subflows", "popen_text", "start_mptcpd", "stop_process",
-           "subflows", "wait_for"]
+           "subflows"]
 
 
 class GwsteerTopology(Topology):
@@ -155,23 +154,3 @@ def start_mptcpd(ns: Namespace, config: Path, log: Path) -> subprocess.Popen[str
         return popen_text(ns, [MPTCPD, f"--plugin-dir={PLUGIN_DIR}", "--path-manager=gwsteer",
                                "--load-plugins=gwsteer", "--log=stderr", "-d"],
                           stdout=out, stderr=out, env=env)
-
-
-# Under braid's VM (software-emulated CPU) everything runs several times
-# slower than on the host; stretch the waits rather than the expectations.
-TIME_SCALE = 6.0 if os.environ.get("BRAID_IN_VM") == "1" else 1.0
-
-
-def wait_for(cond: Any, timeout: float, step: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``cond()`` until truthy; return its value or raise.
-
-    ``timeout`` is in host seconds; braid's VM stretches it by ``TIME_SCALE``.
-    """
-    end = time.monotonic() + timeout * TIME_SCALE
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out after {timeout * TIME_SCALE:g}s waiting for {what}")
-        time.sleep(step)

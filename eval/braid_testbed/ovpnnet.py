@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -27,7 +28,7 @@ from .link import LinkSpec
 from .netns import Namespace, stop_process
 from .standard import ADDRESSES, StandardTestbed, ip
 from .topology import interface_counters
-from .wait import wait_for as testbed_wait_for
+from .wait import scaled, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 #: braid-openvpn's folder: its launcher, run in the namespaces.
@@ -37,10 +38,8 @@ LAN_NET, LAN_GW, LAN_HOST = "10.50.0.0/24", "10.50.0.1", "10.50.0.2"
 PROXY = ip("proxy", "core")
 SERVER = ip("server", "inet")
 INNER = "10.200.0.1"
-#: Every wait is this much longer in braid's VM, whose CPU is emulated (TCG).
-SLOW = 3 if os.environ.get("BRAID_IN_VM") == "1" else 1
 UP_TIMEOUT_S = 30
-LISTEN_TIMEOUT_S = 15 * SLOW
+LISTEN_TIMEOUT_S = scaled(15)
 BULK = REPO / "eval" / "braid_testbed" / "bulk.py"
 
 
@@ -112,11 +111,6 @@ class OvpnTestbed(StandardTestbed):
         return tuple(interface_counters(self.client, f"wan{i}")[1] for i in (1, 2))  # type: ignore[return-value]
 
 
-def wait_for(what: str, check: Any, timeout: float, interval: float = 0.1) -> None:
-    """Poll ``check()`` until true; fail naming ``what`` after ``timeout`` s (times SLOW)."""
-    testbed_wait_for(what, check, timeout * SLOW, interval)
-
-
 def endpoint_ids(ns: Namespace) -> set[int]:
     """The kernel path manager's endpoint ids in ``ns``."""
     out = ns.run(["ip", "-j", "mptcp", "endpoint", "show"]).stdout
@@ -154,12 +148,16 @@ def start_both(tb: OvpnTestbed, tmp: Path, pki: Path, mode: str,
         if overrides.get("per_gateway", {}).get("path_manager", "kernel") == "kernel":
             wait_for("both tunnel endpoints", lambda: {101, 102} <= endpoint_ids(tb.client), 10)
         for i in (1, 2):  # each tunnel carries packets to the proxy's inner address
-            wait_for(f"ping through tunnel {i}", lambda i=i: tb.client.run(
-                ["ping", "-c1", "-W1", "-I", f"10.200.{i}.2", INNER], check=False).returncode == 0, 10)
+            wait_for(f"ping through tunnel {i}", functools.partial(_pings, tb.client, f"10.200.{i}.2"), 10)
     else:  # the tunnel's MPTCP connection has its second subflow
         wait_for("a subflow per WAN under the full tunnel",
                  lambda: len(mptcp_subflow_sources(tb.client, 1194)) == 2, 15)
     return procs
+
+
+def _pings(ns: Namespace, source: str) -> bool:
+    """One ping from ``source`` in ``ns`` to the proxy's inner address is answered."""
+    return ns.run(["ping", "-c1", "-W1", "-I", source, INNER], check=False).returncode == 0
 
 
 def stop_both(procs: dict[str, subprocess.Popen[bytes]]) -> None:

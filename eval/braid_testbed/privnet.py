@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Self
 
 from .braidnet import CLIENT_W1, CLIENT_W2, DEST, SERVER_PUBLIC, LinkSpec, Testbed
+from .wait import scaled
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -56,7 +57,7 @@ BRIDGE_ORPORT = "127.0.0.1:9001"
 # Seconds the bridge's tor may take to start its transport. Under TCG (braid's
 # VM emulates its CPU) tor's start-up and key generation take several times
 # as long as on the host, and longer still on a loaded CI machine.
-BRIDGE_START_S = 180 if os.environ.get("BRAID_IN_VM") == "1" else 60
+BRIDGE_START_S = scaled(60)
 
 # Short voting so a consensus exists seconds after start.
 AUTH_TIMING = [

@@ -16,7 +16,6 @@ from pathlib import Path
 from braid_testbed.gateway_topologies import PORT, SERVER, SERVER6, Topo, onlink, onlink_gateways, twohop
 from braid_testbed.mptcpd_lab import (
     PLUGIN_DIR,
-    TIME_SCALE,
     KernelSubflow,
     Lab,
     interface_counters,
@@ -25,8 +24,8 @@ from braid_testbed.mptcpd_lab import (
     start_mptcpd,
     stop_process,
     subflows,
-    wait_for,
 )
+from braid_testbed.wait import TIME_SCALE, wait_for
 
 
 def _per_source(topo: Topo) -> dict[str, int]:
@@ -70,7 +69,7 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
     topo.route("install")
     monitor = popen_text(topo.cli, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    wait_for("gateways up", lambda: _all_up(topo), 5)
 
     for round_ in range(3):  # every connection, not just the first
         before = {gw: interface_counters(topo.cli, dev)[0] for gw, dev in topo.client_dev.items()}
@@ -79,12 +78,13 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
         # are done (on a slow machine the data finishes before they do).
         release = tmp / f"release-{round_}"
         client = topo.client(10_000_000, hold=release)
-        wait_for(lambda: all(_per_source(topo).values()), 5, what="one subflow per gateway")
+        wait_for("one subflow per gateway", lambda: all(_per_source(topo).values()), 5)
         time.sleep(0.5)  # no extra subflows appear later either
         counts = _per_source(topo)
         assert counts == {"gw1": 1, "gw2": 1}, counts
-        wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1
-                 and st["gw2"]["subflows"] == 1, 2, what="status subflows")
+        wait_for("status subflows",
+                 lambda: (st := _status(topo))["gw1"]["subflows"] == 1
+                 and st["gw2"]["subflows"] == 1, 2)
         cli = topo.cli.run([str(PLUGIN_DIR / "gwsteer-cli"), "--config", str(topo.config), "--json"])
         shown = {g["id"]: g["subflow_list"] for g in json.loads(cli.stdout)["gateways"]}
         assert [len(shown["gw1"]), len(shown["gw2"])] == [1, 1], shown
@@ -113,7 +113,7 @@ def test_status_file_format(lab: Lab, tmp: Path) -> None:
     topo.write_config(onlink_gateways(topo, backup=("gw2",)))
     topo.route("install")
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="status")
+    wait_for("status", lambda: _all_up(topo), 5)
     path = tmp / "gateways.json"
     assert path.stat().st_mode & 0o777 == 0o644
     data = json.loads(path.read_text())
@@ -143,10 +143,10 @@ def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     time.sleep(1)
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="both gateways up")
+    wait_for("both gateways up", lambda: _all_up(topo), 5)
     server = topo.server()
     client = topo.client(4_000_000, rate=2_000_000)
-    wait_for(lambda: all(_per_source(topo).values()), 5, what="gw2 subflow")
+    wait_for("gw2 subflow", lambda: all(_per_source(topo).values()), 5)
     _finish(topo, client, server)
     time.sleep(0.5)
     for _pcap, proc in caps.values():
@@ -175,23 +175,23 @@ def test_failover_and_recovery(lab: Lab, tmp: Path) -> None:
     topo.route("install")
     monitor = popen_text(topo.cli, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    wait_for("gateways up", lambda: _all_up(topo), 5)
     server = topo.server()
     # ~6-8 s of transfer on the host; in the VM every step below is slower,
     # so the same connection must live as many times longer.
     client = topo.client(int(12_000_000 * TIME_SCALE), rate=2_000_000)
-    wait_for(lambda: all(_per_source(topo).values()), 5, what="both subflows")
+    wait_for("both subflows", lambda: all(_per_source(topo).values()), 5)
     time.sleep(1)
     topo.cut("gw1")  # gw1 stops forwarding; the client's link stays up
     cut = time.monotonic()
-    wait_for(lambda: _per_source(topo)["gw1"] == 0, 5, what="gw1 subflow removed")
+    wait_for("gw1 subflow removed", lambda: _per_source(topo)["gw1"] == 0, 5)
     removed_after = time.monotonic() - cut
     assert _per_source(topo)["gw2"] == 1, "gw2's subflow must survive gw1's failure"
     assert not _status(topo)["gw1"]["up"]
     time.sleep(1)
     topo.restore("gw1")
     restored = time.monotonic()
-    wait_for(lambda: _per_source(topo)["gw1"] == 1, 6, what="gw1 subflow back")
+    wait_for("gw1 subflow back", lambda: _per_source(topo)["gw1"] == 1, 6)
     back_after = time.monotonic() - restored
     # Bytes arriving at the server through each gateway (its links g1, g2).
     before = {dev: interface_counters(topo.srv, dev)[1] for dev in ("g1", "g2")}
@@ -223,20 +223,20 @@ def test_stalled_gateway_flagged_backup_before_it_is_declared_down(lab: Lab, tmp
     topo.write_config(onlink_gateways(topo), extra="fail_after = 8\nstall_ms = 100")
     topo.route("install")
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    wait_for("gateways up", lambda: _all_up(topo), 5)
     server = topo.server()
     client = topo.client(int(12_000_000 * TIME_SCALE), rate=2_000_000)
-    wait_for(lambda: all(len(v) == 1 for v in _by_gateway(topo).values()), 5, what="both subflows")
+    wait_for("both subflows", lambda: all(len(v) == 1 for v in _by_gateway(topo).values()), 5)
     time.sleep(1)
     assert not any(sf.backup for v in _by_gateway(topo).values() for sf in v), "no flag while both ack"
     topo.cut("gw1")
     cut = time.monotonic()
-    wait_for(lambda: any(sf.backup for sf in _by_gateway(topo)["gw1"]), 1.0 * TIME_SCALE, step=0.02,
-             what="backup flag on gw1's stalled subflow")
+    wait_for("backup flag on gw1's stalled subflow",
+             lambda: any(sf.backup for sf in _by_gateway(topo)["gw1"]), 1.0, 0.02)
     flagged_after = time.monotonic() - cut
     assert _status(topo)["gw1"]["up"], "flagged by the stall watch, not by detection"
     assert not any(sf.backup for sf in _by_gateway(topo)["gw2"]), "gw2 still carries data"
-    wait_for(lambda: _per_source(topo)["gw1"] == 0, 5, what="gw1 subflow removed after detection")
+    wait_for("gw1 subflow removed after detection", lambda: _per_source(topo)["gw1"] == 0, 5)
     removed_after = time.monotonic() - cut
     assert removed_after > flagged_after
     topo.restore("gw1")
@@ -251,10 +251,10 @@ def test_proxy_refuses_joins_over_limit(lab: Lab, tmp: Path) -> None:
     # The proxy's kernel reports every join and every close (PM events).
     monitor = popen_text(topo.srv, ["ip", "mptcp", "monitor"], stdout=subprocess.PIPE)
     topo.start_pm(proxy_extra="max_subflows = 2")
-    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    wait_for("gateways up", lambda: _all_up(topo), 5)
     server = topo.server()
     client = topo.client(int(10_000_000 * TIME_SCALE), rate=2_000_000)  # outlasts the watch
-    wait_for(lambda: len(subflows(topo.srv, PORT)) == 2, 5, what="the client's first join")
+    wait_for("the client's first join", lambda: len(subflows(topo.srv, PORT)) == 2, 5)
     # The client retries its third gateway with backoff (100, 200, 400 ms,
     # ...), so a third subflow appears now and then, for as long as the proxy
     # takes to hear of it and close it. What must hold: the first two
@@ -358,22 +358,22 @@ def test_restart_picks_up_existing_connection(lab: Lab, tmp: Path) -> None:
     server = topo.server()
     release = tmp / "release"
     client = topo.client(1_000_000, rate=500_000, hold=release)
-    wait_for(lambda: _per_source(topo)["gw1"] == 1, 5, what="the initial subflow")
+    wait_for("the initial subflow", lambda: _per_source(topo)["gw1"] == 1, 5)
     time.sleep(0.5)
     assert _per_source(topo) == {"gw1": 1, "gw2": 0}
     token = kernel_subflows(topo.cli, PORT)[0].token
 
     started = time.monotonic()
     topo.start_client_pm()
-    wait_for(lambda: len(_by_gateway(topo)["gw2"]) == 1, 5, what="a gw2 subflow on the old connection")
+    wait_for("a gw2 subflow on the old connection", lambda: len(_by_gateway(topo)["gw2"]) == 1, 5)
     picked_up = time.monotonic() - started
-    wait_for(lambda: all(sf.backup for sf in _by_gateway(topo)["gw2"]), 3,
-             what="the kernel's backup flag on gw2's subflow")
+    wait_for("the kernel's backup flag on gw2's subflow",
+             lambda: all(sf.backup for sf in _by_gateway(topo)["gw2"]), 3)
     found = _by_gateway(topo)
     assert [sf.token for sf in found["gw1"] + found["gw2"]] == [token, token]
     assert not any(sf.backup for sf in found["gw1"])
-    wait_for(lambda: (st := _status(topo))["gw1"]["subflows"] == 1 and st["gw2"]["subflows"] == 1,
-             3, what="status counts the adopted subflows")
+    wait_for("status counts the adopted subflows",
+             lambda: (st := _status(topo))["gw1"]["subflows"] == 1 and st["gw2"]["subflows"] == 1, 3)
     assert "picked up 1 existing connection" in (tmp / "client.log").read_text()
     release.touch()
     _finish(topo, client, server)
@@ -386,13 +386,13 @@ def test_prefer_best_backup_flags_in_kernel(lab: Lab, tmp: Path) -> None:
     topo.write_config(onlink_gateways(topo), extra="prefer_best = true")
     topo.route("install")
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="gateways up")
+    wait_for("gateways up", lambda: _all_up(topo), 5)
     server = topo.server()
     release = tmp / "release"
     client = topo.client(1_000_000, rate=500_000, hold=release)
-    wait_for(lambda: all(len(v) == 1 for v in _by_gateway(topo).values()), 5, what="both subflows")
-    wait_for(lambda: sum(sf.backup for v in _by_gateway(topo).values() for sf in v) == 1,
-             3, what="one backup subflow in the kernel")
+    wait_for("both subflows", lambda: all(len(v) == 1 for v in _by_gateway(topo).values()), 5)
+    wait_for("one backup subflow in the kernel",
+             lambda: sum(sf.backup for v in _by_gateway(topo).values() for sf in v) == 1, 3)
     status = _status(topo)
     best = [gw for gw, g in status.items() if g["best"]]
     assert len(best) == 1 and not status[best[0]]["backup"], status
@@ -411,7 +411,7 @@ def test_missing_source_waits_then_steers(lab: Lab, tmp: Path) -> None:
     topo.route("install")
     topo.cli.run(["ip", "addr", "del", "10.1.2.2/24", "dev", "e2"])
     topo.start_pm()
-    wait_for(lambda: _status(topo).get("gw1", {}).get("up"), 5, what="gw1 up")
+    wait_for("gw1 up", lambda: _status(topo).get("gw1", {}).get("up"), 5)
     mptcpd = topo.procs[-1]
     time.sleep(0.5)
     assert mptcpd.poll() is None, "mptcpd must keep running"
@@ -420,11 +420,11 @@ def test_missing_source_waits_then_steers(lab: Lab, tmp: Path) -> None:
 
     topo.cli.run(["ip", "addr", "add", "10.1.2.2/24", "dev", "e2"])
     topo.route("install")  # the routes need the address's interface
-    wait_for(lambda: _status(topo)["gw2"]["up"], 5, what="gw2 up once its source exists")
+    wait_for("gw2 up once its source exists", lambda: _status(topo)["gw2"]["up"], 5)
     server = topo.server()
     release = tmp / "release"
     client = topo.client(1_000_000, rate=500_000, hold=release)
-    wait_for(lambda: _per_source(topo) == {"gw1": 1, "gw2": 1}, 5, what="a subflow through gw2")
+    wait_for("a subflow through gw2", lambda: _per_source(topo) == {"gw1": 1, "gw2": 1}, 5)
     release.touch()
     _finish(topo, client, server)
 
@@ -439,11 +439,11 @@ def test_ipv6_gateway_never_used_for_an_ipv4_peer(lab: Lab, tmp: Path) -> None:
                       + "[gateway gw6]\nsource = fc00:2::2\nhops = fc00:2::1\nprobe = fc00:2::1\n")
     topo.route("install")
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="all three gateways up, gw6 included")
+    wait_for("all three gateways up, gw6 included", lambda: _all_up(topo), 5)
     server = topo.server()
     release = tmp / "release"
     client = topo.client(1_000_000, rate=500_000, hold=release)
-    wait_for(lambda: _per_source(topo) == {"gw1": 1, "gw2": 1}, 5, what="the IPv4 gateways' subflows")
+    wait_for("the IPv4 gateways' subflows", lambda: _per_source(topo) == {"gw1": 1, "gw2": 1}, 5)
     time.sleep(1.0)
     assert {sf.local for sf in kernel_subflows(topo.cli, PORT)} == {"10.1.1.2", "10.1.2.2"}
     assert "via gw6" not in (tmp / "client.log").read_text()
@@ -460,13 +460,13 @@ def test_ipv6_connection_one_subflow_per_gateway(lab: Lab, tmp: Path) -> None:
                               f"probe = {SERVER6}\n" for k, gw in ((1, "gw1"), (2, "gw2"))))
     topo.route("install")
     topo.start_pm()
-    wait_for(lambda: _all_up(topo), 5, what="IPv6 gateways up")
+    wait_for("IPv6 gateways up", lambda: _all_up(topo), 5)
     before = {gw: interface_counters(topo.cli, dev)[0] for gw, dev in topo.client_dev.items()}
     server = topo.server(bind=SERVER6)
     release = tmp / "release"
     client = topo.client(6_000_000, hold=release, dst=SERVER6)
-    wait_for(lambda: {gw: len(v) for gw, v in _by_gateway(topo).items()} == {"gw1": 1, "gw2": 1},
-             5, what="one IPv6 subflow per gateway")
+    wait_for("one IPv6 subflow per gateway",
+             lambda: {gw: len(v) for gw, v in _by_gateway(topo).items()} == {"gw1": 1, "gw2": 1}, 5)
     release.touch()
     _finish(topo, client, server)
     sent = {gw: interface_counters(topo.cli, dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}

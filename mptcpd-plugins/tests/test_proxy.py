@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from braid_testbed.mptcpd_lab import TIME_SCALE, Lab, Namespace, popen_text, start_mptcpd, stop_process, wait_for
+from braid_testbed.mptcpd_lab import Lab, Namespace, popen_text, start_mptcpd, stop_process
+from braid_testbed.wait import TIME_SCALE, wait_for
 
 HERE = Path(__file__).resolve().parent
 CHURN = str(HERE / "mptcp_churn.py")
@@ -44,7 +45,7 @@ def _start_proxy(srv: Namespace, tmp: Path, extra: str) -> subprocess.Popen[str]
     conf = tmp / "proxy.conf"
     conf.write_text(f"[gwsteer]\nrole = proxy\nstatus_file = {tmp}/proxy.json\n{extra}\n")
     proc = start_mptcpd(srv, conf, tmp / "proxy.log")
-    wait_for(lambda: (tmp / "proxy.json").exists(), 10, what="proxy mptcpd up")
+    wait_for("proxy mptcpd up", lambda: (tmp / "proxy.json").exists(), 10)
     time.sleep(0.3)  # mptcpd resolves the MPTCP netlink family after plugin init
     return proc
 
@@ -82,8 +83,7 @@ def test_announce_keeps_one_listener_and_constant_fds(lab: Lab, tmp: Path) -> No
     proxy = _start_proxy(srv, tmp, f"announce = {EXTRA}")
 
     _churn(cli, srv, 50)
-    wait_for(lambda: [a for a in _listeners(srv) if a.startswith(EXTRA + ":")], 5,
-             what="the announced address's listener")
+    wait_for("the announced address's listener", lambda: [a for a in _listeners(srv) if a.startswith(EXTRA + ":")], 5)
     fds_before = _fds(proxy.pid)
     seconds = _churn(cli, srv, SOAK)
     time.sleep(0.5)  # let mptcpd drain the last events
@@ -117,13 +117,13 @@ def test_join_to_announced_address_is_accepted(lab: Lab, tmp: Path) -> None:
         client = cli.popen([sys.executable, CHURN, "client", "--dst", MAIN, "--port", str(PORT),
                             "--count", "1", "--hold", str(1.0 * TIME_SCALE)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        joined = wait_for(lambda: [line.split()[2] for line in srv.run(
-            ["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.splitlines()],
-            5, what="a join to the announced address")
+        joined = wait_for("a join to the announced address",
+                          lambda: [line.split()[2] for line in srv.run(
+            ["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.splitlines()], 5)
         ports.add(joined[0].rsplit(":", 1)[1])
         client.wait(timeout=10 * TIME_SCALE)
-        wait_for(lambda: not srv.run(["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.strip(),
-                 5, what="join closed")
+        wait_for("join closed",
+                 lambda: not srv.run(["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.strip(), 5)
     assert len(ports) == 1, ports
     assert [a for a in _listeners(srv) if a.startswith(EXTRA + ":")] == [f"{EXTRA}:{ports.pop()}"]
 
@@ -160,7 +160,7 @@ def test_restart_reannounces_on_live_connection(lab: Lab, tmp: Path) -> None:
         return [line.split()[2] for line in srv.run(
             ["ss", "-Htn", "state", "established", "src", EXTRA]).stdout.splitlines()]
 
-    old = wait_for(joins, 5, what="the first join to the announced address")[0]
+    old = wait_for("the first join to the announced address", joins, 5)[0]
     old_port = old.rsplit(":", 1)[1]
 
     stop_process(proxy)
@@ -168,12 +168,11 @@ def test_restart_reannounces_on_live_connection(lab: Lab, tmp: Path) -> None:
     assert joins() == [old], "the join should outlive mptcpd"
     proxy = _start_proxy(srv, tmp, f"announce = {EXTRA}\nmax_subflows = 4")
 
-    new_listener = wait_for(lambda: [a for a in _listeners(srv) if a.startswith(EXTRA + ":")], 5,
-                            what="the restarted mptcpd's listener")
+    new_listener = wait_for("the restarted mptcpd's listener",
+                            lambda: [a for a in _listeners(srv) if a.startswith(EXTRA + ":")], 5)
     new_port = new_listener[0].rsplit(":", 1)[1]
     assert new_port != old_port
-    both = wait_for(lambda: (lambda j: j if len(j) == 2 else None)(joins()), 5,
-                    what="a join to the new listener")
+    both = wait_for("a join to the new listener", lambda: j if len(j := joins()) == 2 else [], 5)
     assert sorted(a.rsplit(":", 1)[1] for a in both) == sorted([old_port, new_port]), both
     assert client.poll() is None, "the connection ended early"
 

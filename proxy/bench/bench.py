@@ -66,6 +66,7 @@ from braid_testbed.braidnet import (
     build_binaries,
     write_secret,
 )
+from braid_testbed.wait import IN_VM
 
 SINK = f"{DEST}:9000"
 KEY = "bench " + "4b" * 32 + "\n"
@@ -298,7 +299,7 @@ def main() -> int:
     if args.json and not args.json.resolve().parent.is_dir():
         ap.error(f"--json {args.json}: no directory {args.json.resolve().parent} to write it in")
 
-    in_vm = os.environ.get("BRAID_IN_VM") == "1"
+    in_vm = IN_VM
     work = Path(tempfile.mkdtemp(prefix="braid-bench-"))
     proxy, lg = build_binaries(work / "bin")
     results: Result = {"config": vars(args) | {"json": str(args.json) if args.json else None}, "in_vm": in_vm}

@@ -35,8 +35,8 @@ from braid_testbed.ovpnnet import (
     mptcp_subflow_sources,
     start_both,
     stop_both,
-    wait_for,
 )
+from braid_testbed.wait import wait_for
 
 HERE = Path(__file__).resolve().parent
 PEER_ECHO = HERE / "peer_echo.py"
