@@ -2,7 +2,7 @@
 # Every target installs what is missing first (scripts/install-deps).
 
 PYTHON ?= python3
-export PYTHONPATH := $(CURDIR)/eval:$(CURDIR)/kernel
+export PYTHONPATH := $(CURDIR)/eval:$(CURDIR)/kernel:$(CURDIR)/defenses
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 
 .PHONY: deps kernel demo test bench results help
@@ -31,8 +31,8 @@ test: deps
 	@./scripts/test
 
 bench: kernel
-	@kernel/vm run --timeout 7200 -- $(PYTHON) -m braid_eval.bench_sched --schedulers default hywf bernoulli delaybal redundant --out results/bench-sched.json
+	@kernel/vm run --timeout 7200 -- $(PYTHON) -m braid_eval.bench.sched --schedulers default hywf bernoulli delaybal redundant --out results/bench-sched.json
 
 # No measurement: the page from the committed JSON under results/.
 results:
-	@$(PYTHON) -m braid_eval.summary --out results --page RESULTS.md
+	@$(PYTHON) -m braid_eval.analysis.summary --out results --page RESULTS.md

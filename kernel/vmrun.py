@@ -31,7 +31,7 @@ from kbuild import KernelImage, cache_dir, ensure_kernel, exclusive
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 # braid's Python modules, for a guest command started without a PYTHONPATH
-# (`kernel/vm run -- python3 -m braid_eval.bench_sched` from a fresh shell).
+# (`kernel/vm run -- python3 -m braid_eval.bench.sched` from a fresh shell).
 GUEST_PYTHONPATH = ":".join(str(REPO_DIR / d) for d in ("eval", "kernel", "defenses"))
 WRONG_KERNEL_STATUS = 97
 TIMEOUT_STATUS = 124

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from braid_defenses import hywf_sim
-from braid_defenses.adaptive_padding import (
+from braid_eval.analysis.split_analysis import pooled_burst_mean
+from braid_wf.defences import hywf_sim
+from braid_wf.defences.adaptive_padding import (
     EDGES_S,
     ApHistograms,
     Histogram,
@@ -22,13 +23,12 @@ from braid_defenses.adaptive_padding import (
     histograms_from_json,
     histograms_to_json,
 )
-from braid_defenses.defended import DUMMY, Defended
-from braid_defenses.defense_catalog import NAMES, PADDING, SPLITS, DefenseParams, make_defense
-from braid_defenses.front import front
-from braid_defenses.hywf_ap import hywf_ap
-from braid_defenses.wftrace import Dataset, Trace
-from braid_eval.split_analysis import pooled_burst_mean
-from braid_eval.wf_synth import synthetic_dataset
+from braid_wf.defences.catalog import NAMES, PADDING, SPLITS, DefenseParams, make_defense
+from braid_wf.defences.defended import DUMMY, Defended
+from braid_wf.defences.front import front
+from braid_wf.defences.hywf_ap import hywf_ap
+from braid_wf.synth import synthetic_dataset
+from braid_wf.trace import Dataset, Trace
 
 NCONS = hywf_sim.NCONS
 

@@ -196,7 +196,7 @@ def parse_rates(text: str) -> list[float]:
 
 def progress_writer(path: Path | None, conn: socket.socket) -> Callable[[int], None] | None:
     """Lines of 'unix-time peer-port bytes' appended to ``path``: an
-    upload's arrival timeline, for goodput over time (exp_timevarying)."""
+    upload's arrival timeline, for goodput over time (experiments.timevarying)."""
     if path is None:
         return None
     peer = conn.getpeername()[1]
@@ -219,7 +219,7 @@ def handle(conn: socket.socket, progress: Path | None = None) -> None:
                 digest, got, secs = receive_stream(conn, nbytes, progress_writer(progress, conn))
                 conn.sendall(REPLY.pack(digest, got, secs))
             except ConnectionError:
-                return  # a sender stopped mid-upload (exp_timevarying stops its own): its side reports
+                return  # a sender stopped mid-upload (experiments.timevarying stops its own): its side reports
         elif mode == MODE_DOWNLOAD:
             send_stream(conn, seed, nbytes)
             try:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from braid_eval.latency_model import mm1_delay, mmpp_queue_length, p_star
+from braid_eval.experiments.latency_model import mm1_delay, mmpp_queue_length, p_star
 from policy_harness import (
     BERN_ONE,
     bernoulli_fixed,

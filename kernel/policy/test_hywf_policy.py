@@ -4,7 +4,7 @@ with fixed seeds so that results are reproducible.
 A fixed seed makes each run the same, not each check safe: a change to
 the policy or to the order of its draws is a new sample. So every
 statistical check states the probability that it fails a correct policy
-on a fresh sample, at most FALSE_FAILURE per test (braid_eval.false_failure).
+on a fresh sample, at most FALSE_FAILURE per test (braid_eval.analysis.false_failure).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from braid_eval.false_failure import FALSE_FAILURE
+from braid_eval.analysis.false_failure import FALSE_FAILURE
 from policy_harness import HYWF_MAX_PATHS, HYWF_ONE, HywfDrift, HywfEpoch, draw_weights, load_harness
 
 # The level of a test's goodness-of-fit check: a correct policy fails it

@@ -1,4 +1,4 @@
-"""E3's quick mode (eval/braid_eval/exp_failover.py) on the host kernel:
+"""E3's quick mode (eval/braid_eval/experiments/failover.py) on the host kernel:
 one 3 s outage of gw1 under gwsteer and under the in-kernel path manager,
 measured from server-side captures. Checks what gwsteer's design promises:
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 
-from braid_eval import exp_failover as e3
+from braid_eval.experiments import failover as e3
 from braid_testbed.mptcpd_lab import Lab
 
 OUTAGE = 3.0

@@ -4,8 +4,8 @@ ratio, and qualifying rows named in Markdown."""
 
 from __future__ import annotations
 
-from braid_eval.bench_sched import ROWS as SCHED_ROWS
-from braid_eval.comparison import markdown_table, text_table
+from braid_eval.bench.comparison import markdown_table, text_table
+from braid_eval.bench.sched import ROWS as SCHED_ROWS
 
 LOSSY = {"default": {"lossy_rr_p50_ms": 24.0, "lossy_rr_p99_ms": 230.0},
          "redundant": {"lossy_rr_p50_ms": 24.0, "lossy_rr_p99_ms": 62.1}}

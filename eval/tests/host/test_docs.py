@@ -8,7 +8,7 @@ names what to fix:
   relative to the Markdown file, and a ``#anchor`` into a Markdown file
   matches one of its headings (GitHub's slugs);
 * every repository path a Markdown file cites in backticks
-  (``eval/braid_eval/exp_failover.py``, ``kernel/vm``, or ``internal/pt``
+  (``eval/braid_eval/experiments/failover.py``, ``kernel/vm``, or ``internal/pt``
   relative to proxy/README.md) exists. Only a token that reads as a path
   into the checkout is held to this: no spaces or placeholders, a first
   component that is a top-level directory or a directory beside the
@@ -16,7 +16,7 @@ names what to fix:
 * every Python command-line entry point (a module or script with an
   argparse ``__main__``, a package's ``__main__.py``, a python launcher)
   and each of its sub-commands exits 0 on ``--help`` and prints a usage
-  line, run the way the docs run it (``python3 -m braid_eval.wf``,
+  line, run the way the docs run it (``python3 -m braid_wf.cli``,
   ``kernel/vm``). The Go binaries are left to the Go tests: they need a
   build.
 
@@ -287,7 +287,7 @@ def test_cited_paths_exist(name: str) -> None:
 
 
 @pytest.mark.parametrize(("token", "expected"), [
-    ("eval/braid_eval/exp_failover.py:missing_prerequisite", "eval/braid_eval/exp_failover.py"),
+    ("eval/braid_eval/experiments/failover.py:missing_prerequisite", "eval/braid_eval/experiments/failover.py"),
     ("tests/host/test_wf.py::test_x", "tests/host/test_wf.py"),
     ("./cmd/braid-pt", "cmd/braid-pt"),
     ("kernel/", "kernel/"),
@@ -442,13 +442,13 @@ def test_help_runs(cli: str) -> None:
 
 def test_the_clis_the_docs_name_are_found() -> None:
     names = {c.name for c in python_clis()}
-    for cli in ("python3 -m braid_eval.exp_failover", "python3 -m braid_eval.wf", "python3 -m braid_tor",
+    for cli in ("python3 -m braid_eval.experiments.failover", "python3 -m braid_wf", "python3 -m braid_tor",
                 "python3 -m braid_openvpn", "kernel/build", "kernel/vm", "mptcpd-plugins/gwsteer-cli"):
         assert cli in names, cli
 
 
 def test_sub_commands_are_read_from_usage() -> None:
-    usage = "usage: python3 -m braid_eval.wf [-h]\n       {quick,evaluate,synth}\n       ...\n\nmore"
+    usage = "usage: python3 -m braid_wf [-h]\n       {quick,evaluate,synth}\n       ...\n\nmore"
     assert [m.group(1) for m in SUBCOMMANDS.finditer(usage)] == ["quick,evaluate,synth"]
     # an option's choices are not sub-commands
     assert not SUBCOMMANDS.search("usage: x [--mode {upload,download}] [--out OUT]")

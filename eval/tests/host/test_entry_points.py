@@ -48,7 +48,7 @@ def test_demo_builds_what_its_panes_need_from_a_clean_checkout(tmp_path: Path) -
     path = exported_pythonpath((tree / "scripts" / "demo").read_text(), tree)
     # The failover pane's own list of what it needs; the VM pane needs braid-proxy.
     asked = subprocess.run(
-        [sys.executable, "-c", "from braid_eval.exp_failover import missing_prerequisite as m; "
+        [sys.executable, "-c", "from braid_eval.experiments.failover import missing_prerequisite as m; "
          "print(m() or '')"],
         cwd=tree, env=dict(os.environ, PYTHONPATH=path), capture_output=True, text=True,
         timeout=120, check=True)
@@ -58,8 +58,8 @@ def test_demo_builds_what_its_panes_need_from_a_clean_checkout(tmp_path: Path) -
 
 @pytest.mark.parametrize(("entry", "module"), [
     ("scripts/demo", "braid_eval.demo"),
-    ("scripts/demo", "braid_eval.demo_failover"),
-    ("Makefile", "braid_eval.bench_sched"),
+    ("scripts/demo", "braid_eval.demo.failover"),
+    ("Makefile", "braid_eval.bench.sched"),
 ])
 def test_make_targets_import_with_their_pythonpath(entry: str, module: str) -> None:
     path = exported_pythonpath((REPO / entry).read_text(), REPO)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from braid_eval import exp_timevarying as e1b
+from braid_eval.experiments import timevarying as e1b
 
 
 def test_schedule_is_binders_table_2_scaled() -> None:

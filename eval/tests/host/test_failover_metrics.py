@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from braid_eval.failover_metrics import (
+from braid_eval.experiments.failover_metrics import (
     Delivery,
     cumulative,
     first_at_or_after,

@@ -1,5 +1,5 @@
 """The thresholds statistical tests derive from their false-failure
-probability (braid_eval.false_failure), against scipy's binomial tails."""
+probability (braid_eval.analysis.false_failure), against scipy's binomial tails."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy.stats import binom
 
-from braid_eval.false_failure import confirm_level, least_count, most_count, prob_below, share_tolerance
+from braid_eval.analysis.false_failure import confirm_level, least_count, most_count, prob_below, share_tolerance
 
 
 @pytest.mark.parametrize(("n", "p", "ffp"), [(20, 0.5, 1e-4), (20, 0.5, 0.025), (40, 0.5, 1e-3),

@@ -3,8 +3,8 @@ capture was running when it opened (page_split.first_flights)."""
 
 from __future__ import annotations
 
-from braid_eval.page_split import first_flights
-from braid_eval.proxy_pair import SERVER_PORT
+from braid_eval.measure.page_split import first_flights
+from braid_eval.measure.proxy_pair import SERVER_PORT
 from braid_testbed.pcap import MPTCP_SUB_CAPABLE, TcpPacket
 
 SYNACK, ACK = 0x12, 0x10

@@ -8,8 +8,8 @@ import math
 import pytest
 from scipy import optimize
 
-from braid_eval.exp_latency import Point, model_ms, report, service_rates
-from braid_eval.latency_model import (
+from braid_eval.experiments.latency import Point, model_ms, report, service_rates
+from braid_eval.experiments.latency_model import (
     lambda0,
     mm1_delay,
     p_lim,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from braid_eval.dss import Segment
-from braid_eval.transfer import Via, placed_share
+from braid_eval.analysis.dss import Segment
+from braid_eval.measure.transfer import Via, placed_share
 
 MSS = 1448
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from braid_eval.selftest_record import main, parse
-from braid_eval.summary import simult_flows_section
+from braid_eval.analysis.selftest_record import main, parse
+from braid_eval.analysis.summary import simult_flows_section
 
 LOG = """selftests: simult_flows.sh under net.mptcp.scheduler=bernoulli in 6.12.117-braid
 01 balanced bwidth                                             7714 max 7906       [ OK ]

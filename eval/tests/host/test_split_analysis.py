@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from braid_eval.dss import Segment, data_segments
-from braid_eval.split_analysis import pooled_burst_mean, run_lengths
+from braid_eval.analysis.dss import Segment, data_segments
+from braid_eval.analysis.split_analysis import pooled_burst_mean, run_lengths
 from braid_testbed.pcap import DssMapping, TcpPacket, _parse_dss
 
 MSS = 1000

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from braid_eval.summary import summarize
+from braid_eval.analysis.summary import summarize
 
 E1 = {"params": {"mode": "full", "kernel": "6.12-braid",
                  "scenarios": [["lossless", 0.0, 40.0], ["loss 0.1%", 0.1, 40.0], ["loss 1%", 1.0, 40.0]]},
@@ -128,7 +128,7 @@ EVAL = str(Path(__file__).resolve().parents[2])
 
 def summary(out: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=EVAL)
-    return subprocess.run([sys.executable, "-m", "braid_eval.summary", "--out", str(out)],
+    return subprocess.run([sys.executable, "-m", "braid_eval.analysis.summary", "--out", str(out)],
                           capture_output=True, text=True, timeout=60, check=False, env=env)
 
 
@@ -139,7 +139,8 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     assert "missing e1, e1b, e2, bench-sched, bench-pageload, simult-flows" in run.stderr
     assert (tmp_path / "summary.md").read_text().startswith("# braid results")
     page = tmp_path / "RESULTS.md"
-    to_page = subprocess.run([sys.executable, "-m", "braid_eval.summary", "--out", str(tmp_path), "--page", str(page)],
+    to_page = subprocess.run([sys.executable, "-m", "braid_eval.analysis.summary", "--out", str(tmp_path),
+                              "--page", str(page)],
                              capture_output=True, text=True, timeout=60, check=False,
                              env=dict(os.environ, PYTHONPATH=EVAL))
     assert to_page.returncode == 0 and page.read_text() == (tmp_path / "summary.md").read_text()

@@ -113,7 +113,7 @@ def test_extra_addresses_ipv6_usable_at_once(tag: str) -> None:
 def test_single_mptcp_connection_uses_both_wans_on_host(tag: str) -> None:
     """The in-kernel PM opens a wan2 subflow; seen in packet captures.
     (Unshaped here: the share is not meaningful, only that both carry MPTCP.)"""
-    from braid_eval.transfer import BulkServer, measured_transfer
+    from braid_eval.measure.transfer import BulkServer, measured_transfer
 
     with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:
         tb.enable_kernel_pm()
@@ -129,7 +129,7 @@ def test_join_subflows_are_tied_to_their_connection_by_token(tag: str) -> None:
     """The capture parser pairs each connection's wan2 join with its wan1
     first subflow (the token in MP_JOIN's SYN is SHA-256 of MP_CAPABLE's
     key), one connection per transfer."""
-    from braid_eval.transfer import BulkServer, traced_series
+    from braid_eval.measure.transfer import BulkServer, traced_series
     from braid_testbed.pcap import mptcp_connections
 
     with StandardTestbed(tag, wan1=UNSHAPED, wan2=UNSHAPED) as tb:

@@ -17,8 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from braid_defenses import hywf_sim
-from braid_defenses.wftrace import (
+from braid_eval.analysis.false_failure import FALSE_FAILURE, most_count
+from braid_testbed import pages, websites
+from braid_testbed.pcap import TcpPacket
+from braid_wf import cli as wf
+from braid_wf.attacks import cumul_features, kfp_features, knn_features
+from braid_wf.defences import hywf_sim
+from braid_wf.df import DeepFingerprinting, Dropout
+from braid_wf.evaluate import evaluate
+from braid_wf.synth import synthetic_dataset
+from braid_wf.trace import (
     Dataset,
     Trace,
     load_dataset,
@@ -27,14 +35,6 @@ from braid_defenses.wftrace import (
     save_dataset,
     trace_from_packets,
 )
-from braid_eval import wf
-from braid_eval.false_failure import FALSE_FAILURE, most_count
-from braid_eval.wf_attacks import cumul_features, kfp_features, knn_features
-from braid_eval.wf_df import DeepFingerprinting, Dropout
-from braid_eval.wf_eval import evaluate
-from braid_eval.wf_synth import synthetic_dataset
-from braid_testbed import pages, websites
-from braid_testbed.pcap import TcpPacket
 
 SITE_TOOL = Path(websites.__file__)
 
@@ -418,7 +418,7 @@ def test_histograms_are_fitted_on_a_dataset_in_the_transports_format(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`wf histograms` writes what braid-proxy reads and the collector accepts;
     a dataset's own pace shows in the printed spread."""
-    from braid_defenses.adaptive_padding import fit_histograms, histograms_from_json
+    from braid_wf.defences.adaptive_padding import fit_histograms, histograms_from_json
 
     ds = synthetic_dataset(4, 5, 0, seed=3)
     save_dataset(ds, tmp_path / "loads")

@@ -12,8 +12,8 @@ from typing import cast
 
 import pytest
 
-from braid_eval.false_failure import FALSE_FAILURE, confirm_level, share_tolerance
-from braid_eval.transfer import (
+from braid_eval.analysis.false_failure import FALSE_FAILURE, confirm_level, share_tolerance
+from braid_eval.measure.transfer import (
     BULK_PORT,
     BulkServer,
     ConnectionTrace,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from braid_eval.transfer import (
+from braid_eval.measure.transfer import (
     BULK_PORT,
     BulkServer,
     bulk_client,

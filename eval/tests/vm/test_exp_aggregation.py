@@ -1,4 +1,4 @@
-"""E1's quick mode (exp_aggregation.py) in braid's kernel: one upload over
+"""E1's quick mode (braid_eval.experiments.aggregation) in braid's kernel: one upload over
 two lossless 10 Mbit/s gateways of 80 ms RTT. Its invariant: MPTCP with the
 `default` scheduler aggregates, well above single-gateway TCP (2x is the
 ceiling; Binder's target for braid is 1.8x, reported by the full mode)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from braid_eval.exp_aggregation import QUICK_SCENARIOS, sweep
+from braid_eval.experiments.aggregation import QUICK_SCENARIOS, sweep
 
 
 def test_quick_aggregation_beats_one_gateway() -> None:

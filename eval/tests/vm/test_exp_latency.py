@@ -1,4 +1,4 @@
-"""E2's quick mode (exp_latency.py) in braid's kernel: Poisson messages over
+"""E2's quick mode (braid_eval.experiments.latency) in braid's kernel: Poisson messages over
 30 and 5 Mbit/s WANs. The run checks its own invariants: every message
 arrives, adaptive bernoulli keeps a load below the model's lambda0 on the
 fast path and beats the capacity-proportional split there (which makes
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from braid_eval.exp_latency import QUICK_LOADS, Point, sweep
+from braid_eval.experiments.latency import QUICK_LOADS, Point, sweep
 
 
 def test_quick_sweep_invariants() -> None:

@@ -1,4 +1,4 @@
-"""E1b's quick mode (exp_timevarying.py) in braid's kernel: gw1's path steps
+"""E1b's quick mode (braid_eval.experiments.timevarying) in braid's kernel: gw1's path steps
 through Binder's Table 2 three times faster, then dies silently for 3 s.
 Its invariants: single-gateway TCP stops when gw1 dies; MPTCP with
 `default` goes on over gw2 and carries more than TCP over the whole run."""
@@ -10,7 +10,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from braid_eval.exp_timevarying import QUICK_CONFIGS, sweep
+from braid_eval.experiments.timevarying import QUICK_CONFIGS, sweep
 
 
 def test_quick_time_varying_run_survives_gw1s_death() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from braid_eval.report import format_transfer
-from braid_eval.transfer import BulkServer, measured_transfer, ping_rtt_ms, read_mib
+from braid_eval.analysis.report import format_transfer
+from braid_eval.measure.transfer import BulkServer, measured_transfer, ping_rtt_ms, read_mib
 from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
 
 # 8 + 4 Mbit/s: the WANs, not the emulated CPU, must be the bottleneck. At
@@ -66,7 +66,7 @@ IDLE_PORT = 5301
 def idle_join_ms(tb: StandardTestbed, within_s: float, port: int = IDLE_PORT) -> float | None:
     """Open one MPTCP connection from the client that sends nothing; the ms
     until its second subflow joined, or None."""
-    out = tb.client.run([sys.executable, "-m", "braid_eval.idle_join", "connect", tb.proxy_ip,
+    out = tb.client.run([sys.executable, "-m", "braid_eval.measure.idle_join", "connect", tb.proxy_ip,
                          str(port), "--within", str(within_s)], timeout=within_s + 30).stdout
     joined: float | None = json.loads(out)["joined_after_ms"]
     return joined
@@ -81,7 +81,7 @@ def idle_listener(tb: StandardTestbed, port: int) -> None:
     """Accept and hold silent connections; the scheduler in force now is
     the one its connections take."""
     tb.proxy.wait_listening(port, proc=tb.proxy.popen(
-        [sys.executable, "-m", "braid_eval.idle_join", "listen", str(port)]))
+        [sys.executable, "-m", "braid_eval.measure.idle_join", "listen", str(port)]))
 
 
 def test_idle_client_joins_before_sending(tag: str) -> None:

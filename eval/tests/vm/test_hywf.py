@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from braid_defenses import hywf_sim
-from braid_eval.dss import data_segments
-from braid_eval.false_failure import FALSE_FAILURE, least_count
-from braid_eval.split_analysis import (
+from braid_eval.analysis.dss import data_segments
+from braid_eval.analysis.false_failure import FALSE_FAILURE, least_count
+from braid_eval.analysis.split_analysis import (
     mask_runs,
     model_pooled_burst_mean,
     path_sequence,
@@ -26,7 +25,7 @@ from braid_eval.split_analysis import (
     run_lengths,
     window_deviations,
 )
-from braid_eval.transfer import (
+from braid_eval.measure.transfer import (
     BULK_PORT,
     BulkServer,
     ConnectionTrace,
@@ -38,6 +37,7 @@ from braid_eval.transfer import (
     transfer_with_breakage,
 )
 from braid_testbed import LinkSpec, StandardTestbed
+from braid_wf.defences import hywf_sim
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 CONNECTIONS = 30

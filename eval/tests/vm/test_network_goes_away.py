@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import pytest
 
-from braid_eval.failover_metrics import in_order_delivery, longest_gap
-from braid_eval.transfer import BULK_PORT, BulkServer, transfer_with_breakage
+from braid_eval.experiments.failover_metrics import in_order_delivery, longest_gap
+from braid_eval.measure.transfer import BULK_PORT, BulkServer, transfer_with_breakage
 from braid_testbed import StandardTestbed
 
 SCHEDULERS = ("default", "hywf", "bernoulli", "delaybal", "redundant")

@@ -9,7 +9,7 @@ from page to page. With hywf_scope = 0 (per connection) each connection
 draws its own split and the page's share averages them, close to one half.
 
 Measured shares are compared with HyWF's model of them
-(braid_eval.page_split.model_shares: the split, then geometric bursts of
+(braid_eval.measure.page_split.model_shares: the split, then geometric bursts of
 whole packets), since a page of a few hundred packets carries a dozen
 bursts and its share is its p plus burst noise. The test runs both scopes
 and checks that each fits its own model and not the other's.
@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from scipy import stats
 
-from braid_eval.false_failure import FALSE_FAILURE, least_count, prob_below
-from braid_eval.page_split import PageServer, PageTrace, model_shares, traced_pages
-from braid_eval.proxy_pair import BraidProxyPair
-from braid_eval.transfer import read_mib
+from braid_eval.analysis.false_failure import FALSE_FAILURE, least_count, prob_below
+from braid_eval.measure.page_split import PageServer, PageTrace, model_shares, traced_pages
+from braid_eval.measure.proxy_pair import BraidProxyPair
+from braid_eval.measure.transfer import read_mib
 from braid_testbed import LinkSpec, StandardTestbed
 
 WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)

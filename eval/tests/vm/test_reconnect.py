@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from braid_eval.transfer import BulkServer, read_mib, traced_series
+from braid_eval.measure.transfer import BulkServer, read_mib, traced_series
 from braid_testbed import StandardTestbed
 from braid_testbed.pcap import MPTCP_SUB_JOIN
 

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from braid_eval.transfer import (
+from braid_eval.measure.transfer import (
     BULK_PORT,
     BulkServer,
     TransferResult,

@@ -71,7 +71,7 @@ const (
 
 	// Adaptive padding: off (budget 0) by default; padding
 	// stops this long after the last real frame, the idle threshold
-	// defenses/braid_defenses/adaptive_padding.py uses (IDLE_S).
+	// defenses/braid_wf/defences/adaptive_padding.py uses (IDLE_S).
 	DefaultPaddingIdle = time.Second
 	// padding_scope values.
 	PaddingScopeClient     = "client"
@@ -327,7 +327,7 @@ func BindCommon(c *Common, fs *flag.FlagSet) {
 	fs.Float64Var(&c.PaddingBudget, "padding-budget", c.PaddingBudget, "adaptive padding of what this end sends: padding bytes at most this many times the data bytes per connection (e.g. 0.4); 0 = off. Only with auth psk and encryption, towards a peer that supports it")
 	fs.Var(&c.PaddingIdle, "padding-idle", "adaptive padding stops this long after the last data in either direction")
 	fs.StringVar(&c.PaddingScope, "padding-scope", c.PaddingScope, "what one adaptive padding budget covers: client (all of a client's connections as one stream; pads pages loaded over one connection per object) or connection")
-	fs.StringVar(&c.PaddingHistograms, "padding-histograms", c.PaddingHistograms, "adaptive padding delay histograms (JSON from defenses/braid_defenses/adaptive_padding.py histograms_to_json); empty = built-in")
+	fs.StringVar(&c.PaddingHistograms, "padding-histograms", c.PaddingHistograms, "adaptive padding delay histograms (JSON from defenses/braid_wf/defences/adaptive_padding.py histograms_to_json); empty = built-in")
 }
 
 // BindClient registers the client flags on fs, writing into c.

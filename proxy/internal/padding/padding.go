@@ -1,7 +1,7 @@
 // Package padding holds the delay distributions of braid's adaptive padding
 // (WTF-PAD-style): per direction a histogram H_B of delays
 // between bursts and H_G of delays inside bursts, in log-spaced bins with
-// an infinity bin, as defenses/braid_defenses/adaptive_padding.py fits them from traces
+// an infinity bin, as defenses/braid_wf/defences/adaptive_padding.py fits them from traces
 // and writes them (histograms_to_json). The state machine that uses them
 // runs on each wire.Conn (package wire); this package only parses and
 // samples.
@@ -24,7 +24,7 @@ import (
 	"time"
 )
 
-// Format names the JSON layout (defenses/braid_defenses/adaptive_padding.py JSON_FORMAT).
+// Format names the JSON layout (defenses/braid_wf/defences/adaptive_padding.py JSON_FORMAT).
 const Format = "braid-ap-histograms/1"
 
 //go:embed default_histograms.json
@@ -136,7 +136,7 @@ func Load(path string) (*Histograms, error) {
 }
 
 // Default returns the built-in histograms: fitted by
-// defenses/braid_defenses/adaptive_padding.py on braid's synthetic corpus (wf_synth, 50
+// defenses/braid_wf/defences/adaptive_padding.py on braid's synthetic corpus (braid_wf.synth, 50
 // sites x 30 loads).
 func Default() *Histograms { return defaultHist() }
 

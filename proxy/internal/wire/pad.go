@@ -12,7 +12,7 @@ import (
 
 // Adaptive padding: a sender that pads sends FlagPadding frames
 // during the silences of its own direction, WTF-PAD-style, with the
-// semantics of defenses/braid_defenses/adaptive_padding.py:
+// semantics of defenses/braid_wf/defences/adaptive_padding.py:
 //
 //   - BURST: every real frame sent (re)arms a timer with a delay from H_B;
 //   - GAP: when it fires, a padding frame of the last real frame's size

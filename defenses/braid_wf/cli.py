@@ -1,0 +1,568 @@
+"""Website-fingerprinting evaluation of what each network's observer sees:
+collect traces, run the attacks, write the report.
+
+Commands::
+
+    python3 -m braid_wf quick                       # seconds: synthetic corpus,
+                                                         # attacks vs chance, simulated hywf
+    python3 -m braid_wf synth --out out/wf/synth --sites 50 --instances 30 --unmonitored 500
+    python3 -m braid_wf evaluate --data DIR [--defense hywf | --protected DIR]
+                                      [--open-world] [--full] --report out/wf/report.md
+    python3 -m braid_wf collect --out out/wf --condition hywf --sites 50 --instances 30
+                                      # in braid's VM (kernel/vm run -- ...); --host on the
+                                      # host kernel (default scheduler, unshaped links)
+    python3 -m braid_wf costs --root out/wf     # page-load time, overhead vs default
+    python3 -m braid_wf histograms --data out/wf/hywf/all --out ap.json
+                                      # adaptive padding's delay histograms fitted on loads,
+                                      # for braid-proxy's padding_histograms (collect's too)
+    python3 -m braid_wf defenses [--full] [--data DIR] [--budget 0.4] [--n-chp 100]
+                                      # none / hywf / AP / hywf+AP / FRONT side by side, k-FP,
+                                      # with measured overhead (simulated defences; quick by default)
+
+``evaluate`` reads any dataset in the WF literature's format (Wang's or
+Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
+``time<TAB>direction*size`` lines), so published traces can be evaluated
+the same way. Progress goes to stderr, the Markdown report to ``--report``
+(and stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from braid_eval.analysis.provenance import installed_version
+from braid_wf.attacks import ALL_ATTACKS, ATTACKS
+from braid_wf.compare import compare, table
+from braid_wf.defences import catalog as defense_catalog
+from braid_wf.defences import hywf_sim
+from braid_wf.defences.adaptive_padding import fit_histograms, histograms_from_json, histograms_to_json
+from braid_wf.evaluate import Score, evaluate
+from braid_wf.synth import synthetic_dataset
+from braid_wf.trace import Dataset, Trace, load_dataset, save_dataset, trace_from_packets, write_trace
+
+# Thesis Table 6.1 (closed world, Wang's dataset), TPR %, per attack.
+THESIS_CLOSED = {
+# The thesis has no DF results.
+    "orig": {"kfp": "90.7±0.3", "knn": "91.0±0.3", "cumul": "90.2±0.6", "df": "—"},
+    "model_orig": {"kfp": "90.8±0.3", "knn": "82.6±1.9", "cumul": "75.9±1.3", "df": "—"},
+    "model_prot": {"kfp": "36.3±0.6", "knn": "15.3±1.7", "cumul": "12.4±0.4", "df": "—"},
+}
+# Table 6.2 (open world, Wang's dataset, k-FP): overhead / TPR / FPR %.
+THESIS_OPEN = {"model_orig": "0 / 88.7 / 0.2", "model_prot": "0 / 14.7 / 1.0", "orig": "—"}
+ROW_NAMES = {"orig": "Orig. traces (trained on orig.)", "model_orig": "{d} model, orig. traces",
+             "model_prot": "{d} model, prot. traces"}
+ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF"}
+
+
+def log(msg: str) -> None:
+    print(f"[wf {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def network1(split: Callable[[Trace, np.random.Generator], tuple[Trace, Trace]]
+             ) -> Callable[[Trace, np.random.Generator], Trace]:
+    """What network 1's observer sees of a load split this way."""
+    return lambda tr, rng: split(tr, rng)[0]
+
+
+def closed_table(results: dict[str, dict[str, Score]], defense: str, title: str) -> str:
+    attacks = list(results)
+    head = "| | " + " | ".join(f"{ATTACK_NAMES[a]} (braid) | {ATTACK_NAMES[a]} (thesis)" for a in attacks) + " |"
+    lines = [f"### {title}", "", "Closed world, TPR % (mean ± sd over splits); thesis column: Table 6.1 "
+             "(its defence rows are HyWF), Wang's dataset.",
+             "", head, "|---" * (1 + 2 * len(attacks)) + "|"]
+    for row in results[attacks[0]]:
+        cells = [f"{results[a][row].tpr_text} | {THESIS_CLOSED[row][a]}" for a in attacks]
+        lines.append(f"| {ROW_NAMES[row].format(d=defense)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def open_table(results: dict[str, dict[str, Score]], defense: str, ov: float, title: str) -> str:
+    note = (" Overhead n/a: captured traces are one network's part of a load; `wf costs` "
+            "measures the bytes against `default`." if ov != ov else "")
+    lines = [f"### {title}", "", "Open world: overhead / TPR / FPR %; thesis column: Table 6.2 "
+             f"(HyWF rows), Wang's dataset, k-FP.{note}",
+             "", "| | attack | braid ov. / TPR / FPR | thesis |", "|---|---|---|---|"]
+    for a, rows in results.items():
+        for row, sc in rows.items():
+            ovt = "0" if row == "orig" else (f"{100 * ov:.0f}" if ov == ov else "n/a")
+            lines.append(f"| {ROW_NAMES[row].format(d=defense)} | {ATTACK_NAMES[a]} | {ovt} / {sc.tpr_text} / "
+                         f"{sc.fpr_text} | {THESIS_OPEN[row] if a == 'kfp' else '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_eval(orig: Dataset, args: argparse.Namespace, protected: Dataset | None, title: str,
+             shuffle: bool = False) -> str:
+    protect = network1(hywf_sim.SPLITS[args.defense]) if args.defense and protected is None else None
+    if getattr(args, "label", None):
+        defense = args.label
+    elif protected is not None:
+        defense = args.protected.parent.name  # the condition: out/wf/<condition>/wan1
+    else:
+        defense = {"hywf": "HyWF", "even": "Even split", "single": "Single network"}.get(args.defense or "", "")
+    out = []
+    for world in (["closed", "open"] if args.open_world else ["closed"]):
+        results = {}
+        for a in args.attacks:
+            log(f"{world} world, {a}, {len(orig.traces)} traces{' (labels shuffled)' if shuffle else ''}")
+            results[a] = evaluate(orig, a, repeats=args.repeats, quick=not args.full,
+                                  open_world=world == "open", protect=protect, protected=protected,
+                                  copies=args.copies, shuffle_labels=shuffle, seed=args.seed, progress=log)
+        if world == "closed":
+            out.append(closed_table(results, defense, title))
+        else:
+            # Captured traces are one network's part of a load: their bytes
+            # over the whole load's say nothing of the defence's cost, which
+            # `wf costs` measures against `default` (n/a here).
+            ov = float("nan") if protected is not None else 0.0
+            out.append(open_table(results, defense, ov, title))
+    return "\n".join(out)
+
+
+def cmd_quick(args: argparse.Namespace) -> int:
+    """Synthetic corpus: undefended accuracy, shuffled labels, simulated HyWF."""
+    start = time.monotonic()
+    sites, inst = args.sites, args.instances
+    log(f"synthetic corpus: {sites} sites x {inst} loads, {args.unmonitored} unmonitored")
+    ds = synthetic_dataset(sites, inst, args.unmonitored, seed=args.seed)
+    args.defense = "hywf"
+    report = [f"# WF quick check (synthetic loads, not braid's captures; {sites} sites x {inst} loads, "
+              f"chance = {100 / sites:.1f} %)\n", run_eval(ds, args, None, "Attacks vs simulated HyWF")]
+    args.defense = None
+    args.open_world = False
+    report.append(run_eval(ds, args, None, "Shuffled training labels (must be at chance)", shuffle=True))
+    text = "\n".join(report) + f"\n_{time.monotonic() - start:.0f} s_\n"
+    emit(text, args.report)
+    return 0
+
+
+def emit(text: str, path: Path | None) -> None:
+    print(text)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        log(f"report written to {path}")
+
+
+def load_limited(path: Path, args: argparse.Namespace) -> Dataset:
+    """A dataset cut to --max-sites / --max-instances / --max-unmonitored (see limits)."""
+    return load_dataset(path, max_sites=args.max_sites, max_instances=args.max_instances,
+                        max_unmonitored=args.max_unmonitored)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    orig = load_limited(args.data, args)
+    log(f"{args.data}: {len(orig.traces)} traces, {orig.monitored} monitored sites, "
+        f"{sum(1 for x in orig.labels if x < 0)} unmonitored")
+    protected = load_limited(args.protected, args) if args.protected else None
+    title = f"{args.data}" + (f" vs {args.protected}" if protected else (f", simulated {args.defense}"
+                                                                          if args.defense else ""))
+    emit(run_eval(orig, args, protected, title), args.report)
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    ds = synthetic_dataset(args.sites, args.instances, args.unmonitored, seed=args.seed)
+    save_dataset(ds, args.out)
+    log(f"wrote {len(ds.traces)} traces to {args.out}")
+    return 0
+
+
+def cost_table(root: Path, baseline: str = "default") -> str:
+    """Page-load time and bytes on the wire per collected condition, against
+    ``baseline`` (the targets: 0 % overhead, load time <= 1.2x)."""
+    rows = {}
+    for cond in sorted(d.name for d in root.iterdir() if (d / "loads.jsonl").exists()):
+        loads = {}
+        for line in (root / cond / "loads.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            loads[r["file"]] = float(r["seconds"])  # a retried load: the last one counts
+        data = load_dataset(root / cond / "all")
+        rows[cond] = (loads, dict(zip(data.names, (t.total_bytes for t in data.traces), strict=True)))
+    if not rows:
+        raise SystemExit(f"{root}: no collected conditions (<condition>/loads.jsonl)")
+    lines = ["| condition | loads | page-load median / p90, s | vs " + baseline + " | bytes on the wire vs "
+             + baseline + " |", "|---|---|---|---|---|"]
+    base = rows.get(baseline)
+    for cond, (loads, size) in rows.items():
+        secs = np.asarray(list(loads.values()))
+        ratio = ov = "n/a"
+        if base is not None:
+            common = sorted(set(loads) & set(base[0]))
+            if common:
+                ratio = f"{np.median([loads[n] for n in common]) / np.median([base[0][n] for n in common]):.2f}x"
+            common = sorted(set(size) & set(base[1]))
+            if common:
+                ov = f"{100 * (sum(size[n] for n in common) / sum(base[1][n] for n in common) - 1):+.1f} %"
+        lines.append(f"| {cond} | {len(secs)} | {np.median(secs):.3f} / {np.percentile(secs, 90):.3f} | "
+                     f"{ratio} | {ov} |")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_histograms(args: argparse.Namespace) -> int:
+    """Fit adaptive padding's H_B / H_G on a dataset's loads and write them
+    as braid-proxy reads them (``padding_histograms``)."""
+    ds = load_limited(args.data, args)
+    hist = fit_histograms(ds.traces)
+    args.out.write_text(histograms_to_json(hist))
+    log(f"{args.data}: {len(ds.traces)} loads fitted; written to {args.out}")
+    rng = np.random.default_rng(args.seed)
+    for d, end in ((1, "client (out)"), (-1, "proxy (in)")):
+        for kind in ("burst", "gap"):
+            h = getattr(hist, kind)[d]
+            draws = h.sample(rng, 10_000)
+            finite = draws[np.isfinite(draws)]
+            print(f"{end:13} H_{kind[0].upper()} ({kind}): median {1000 * np.median(finite):.2f} ms, "
+                  f"10-90 % {1000 * np.percentile(finite, 10):.2f}-{1000 * np.percentile(finite, 90):.2f} ms, "
+                  f"p_infinity {h.p_infinity:.3f}")
+    return 0
+
+
+def cmd_costs(args: argparse.Namespace) -> int:
+    emit(cost_table(args.root, args.baseline), args.report)
+    return 0
+
+
+# Corpus sizes of `wf defenses`: quick (the host test, seconds) and full.
+DEFENSES_QUICK = (8, 10, 40)
+DEFENSES_FULL = (50, 30, 500)
+# FRONT for braid_wf.synth's loads (~0.6 s): the paper's W of 1-14 s (Tor loads
+# of tens of seconds) scaled down, N for an overhead near AP's budget.
+SYNTH_FRONT_N = 400
+SYNTH_FRONT_W_S = (0.05, 0.7)
+
+
+def cmd_defenses(args: argparse.Namespace) -> int:
+    """Trace-level defences side by side on one corpus (synthetic unless --data)."""
+    start = time.monotonic()
+    if args.data:
+        ds = load_limited(args.data, args)
+        what = f"{args.data}"
+    else:
+        sites, inst, unmon = (DEFENSES_FULL if args.full else DEFENSES_QUICK)
+        sites, inst, unmon = (args.sites or sites, args.instances or inst,
+                              unmon if args.unmonitored is None else args.unmonitored)
+        ds = synthetic_dataset(sites, inst, unmon, seed=args.seed)
+        what = (f"synthetic corpus (braid_wf.synth: simulated loads, not wire captures), {sites} sites x {inst} "
+                f"loads, {unmon} unmonitored")
+    log(f"{what}: {len(ds.traces)} traces; defences {', '.join(args.defenses)}")
+    params = defense_catalog.DefenseParams(budget=args.budget, idle=args.idle, n_chp=args.n_chp,
+                                           front_n=args.front_n, front_w=(args.front_w[0], args.front_w[1]))
+    open_world = any(lab < 0 for lab in ds.labels)
+    rows = compare(ds, args.defenses, params, attacks=args.attacks, repeats=args.repeats, quick=not args.full,
+                   open_world=open_world, copies=args.copies, seed=args.seed, progress=log)
+    mon = ds.monitored
+    text = (f"# WF defences side by side ({what})\n\n"
+            f"Defences simulated on the traces (defenses/); observer: network 1; attacker trained on "
+            f"originals + {args.copies}x protected (thesis protocol), {args.repeats} splits, "
+            f"{'full' if args.full else 'quick'} attacks; chance (closed) {100 / max(mon, 1):.1f} %. "
+            f"AP: histograms fitted on this corpus, budget {args.budget}, idle {args.idle} s; "
+            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]}-{args.front_w[1]} s.\n\n"
+            + table(rows, args.attacks) + f"\n_{time.monotonic() - start:.0f} s_\n")
+    emit(text, args.report)
+    return 0
+
+
+def _defense_list(text: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    bad = [n for n in names if n not in defense_catalog.NAMES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"unknown defence(s) {bad}; choose from {', '.join(defense_catalog.NAMES)}")
+    return names
+
+
+def _window(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--front-w: expected W_MIN,W_MAX in seconds, got {text!r}")
+    if not 0 < lo <= hi:
+        raise argparse.ArgumentTypeError(f"--front-w: need 0 < W_MIN <= W_MAX, got {text!r}")
+    return lo, hi
+
+
+class Condition(NamedTuple):
+    """How a collected condition runs braid: the scheduler at both ends,
+    whether the second WAN is used, and HyWF-AP's parts: braid's adaptive
+    padding at both ends (collect's --padding-budget) and the kernel's
+    p-drift (--n-chp, the thesis's dynamic p)."""
+
+    scheduler: str
+    multipath: bool = True
+    padded: bool = False
+    drift: bool = False
+    # net.mptcp.* settings at both ends, with the scheduler
+    sysctls: tuple[tuple[str, int], ...] = ()
+
+
+# The even split: every segment to either WAN with probability 1/2
+# (bernoulli at a fixed 500 per mille, one segment per decision): round
+# robin's shares, in random rather than alternating order. braid's kernel
+# has no round-robin scheduler (upstream's is a BPF selftest).
+EVEN_SPLIT = (("bernoulli_adaptive", 0), ("bernoulli_permille", 500), ("bernoulli_batch", 1))
+
+
+# Unmonitored load n is corpus site UNMONITORED_BASE + n, whatever --sites
+# is, so a dataset can grow its monitored sites later (resuming with a
+# larger --sites) without a monitored site ever being one of its
+# unmonitored ones. (Datasets before 2026-11-26 used --sites + n.)
+UNMONITORED_BASE = 100_000
+
+
+def check_numbering(meta: Path) -> None:
+    """Refuse to resume a dataset whose unmonitored loads were numbered
+    after its monitored sites (the old scheme): their names would now mean
+    other corpus sites."""
+    if not meta.exists():
+        return
+    for line in meta.read_text().splitlines():
+        r = json.loads(line)
+        if "-" not in r["file"] and r["site"] != UNMONITORED_BASE + int(r["file"]):
+            raise SystemExit(f"{meta.parent}: its unmonitored loads are numbered after the monitored "
+                             f"sites (load {r['file']} is site {r['site']}), not from {UNMONITORED_BASE}; "
+                             "collect into a new --out")
+
+
+# A load's trace runs until this long after its last object arrived: the
+# padding that follows the last data (braid-proxy's padding_idle, 1 s) is
+# part of what the observer sees. At most TAIL_OF_GAP of the pause before
+# the next load (collect's --gap-ms, 1.5 s), which must not leak in.
+TRACE_TAIL_S = 1.2
+TAIL_OF_GAP = 0.8
+
+CONDITIONS = {"single": Condition("default", multipath=False), "default": Condition("default"),
+              "hywf": Condition("hywf"), "even": Condition("bernoulli", sysctls=EVEN_SPLIT),
+              "ap": Condition("default", padded=True),
+              "hywf-ap": Condition("hywf", padded=True, drift=True)}
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Loads through braid-proxy on the standard testbed, both WANs captured,
+    one trace per load and WAN (and their union, what one observer of an
+    unsplit load would see). Resumable: loads whose traces exist are skipped."""
+    from braid_eval.analysis.dss import WIRE_MSS
+    from braid_eval.measure.proxy_pair import SERVER_PORT, BraidProxyPair
+    from braid_testbed import LinkSpec, StandardTestbed, ip
+    from braid_testbed.topology import kernel_has_netem
+    from braid_wf.corpus import corpus_server, load_pages
+
+    cond = CONDITIONS[args.condition]
+    sched = cond.scheduler
+    if args.padding_histograms:
+        if not cond.padded:
+            raise SystemExit(f"--padding-histograms: condition {args.condition} does not pad")
+        # Refused here, not by both braid-proxy ends after the testbed is up.
+        histograms_from_json(args.padding_histograms.read_text())
+        args.padding_histograms = args.padding_histograms.resolve()
+    if args.host:
+        if sched != "default":
+            raise SystemExit(f"condition {args.condition} needs braid's kernel (scheduler {sched}); "
+                             "run it through kernel/vm without --host")
+        spec = LinkSpec()
+    else:
+        if not kernel_has_netem():
+            raise SystemExit("shaped links need netem (braid's kernel); use --host on the host kernel")
+        spec = LinkSpec(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
+    label = args.condition + ("-1conn" if args.one_connection else "")
+    root = args.out / label
+    dirs = {k: root / k for k in ("wan1", "wan2", "all")}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    loads = [(s, i) for i in range(args.instances) for s in range(args.sites)]
+    loads += [(UNMONITORED_BASE + n, 0) for n in range(args.unmonitored)]
+    check_numbering(root / "loads.jsonl")
+
+    def name(s: int, i: int) -> str:
+        return f"{s}-{i}" if s < UNMONITORED_BASE else str(s - UNMONITORED_BASE)
+
+    todo = [(s, i) for s, i in loads if not (dirs["all"] / name(s, i)).exists()]
+    log(f"{label}: {len(loads) - len(todo)} of {len(loads)} loads already collected")
+    if not todo:
+        return 0
+    tail_s = min(TRACE_TAIL_S, TAIL_OF_GAP * args.gap_ms / 1000)
+    clients = {ip("client", "wan1"), ip("client", "wan2")}
+    tag = f"wf{args.condition[:3]}"
+    with StandardTestbed(tag, wan1=spec, wan2=spec) as tb:
+        if cond.multipath:
+            tb.enable_kernel_pm()
+        if sched != "default":
+            tb.set_scheduler(sched)
+        settings = cond.sysctls + ((("hywf_nchp", args.n_chp),) if cond.drift else ())
+        for node in ("client", "proxy"):
+            for key, value in settings:
+                tb[node].sysctl(f"net.mptcp.{key}", value)
+        pad: tuple[str, ...] = ("-padding-budget", str(args.padding_budget)) if cond.padded else ()
+        if args.padding_histograms:
+            pad += ("-padding-histograms", str(args.padding_histograms))
+        client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
+        with (corpus_server(tb),
+              BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
+            done = len(loads) - len(todo)
+            for b in range(0, len(todo), args.batch):
+                batch = todo[b : b + args.batch]
+                extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()))
+                with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
+                    proc, results = load_pages(tb, pair.socks, batch, args.gap_ms, extra)
+                with open(root / "loads.jsonl", "a") as meta:
+                    for r in results:
+                        if not r["ok"]:
+                            log(f"load {r['name']} failed; it will be retried")
+                            continue
+                        nm = name(r["site"], r["instance"])
+                        parts = {}
+                        for w, cap in ((1, cap1), (2, cap2)):
+                            parts[w] = trace_from_packets(cap.packets, clients, r["start"],
+                                                          r["end"] + tail_s,
+                                                          port=SERVER_PORT, segment=WIRE_MSS)
+                            write_trace(parts[w], dirs[f"wan{w}"] / nm)
+                        both = Trace(np.concatenate([parts[1].times, parts[2].times]),
+                                     np.concatenate([parts[1].sizes, parts[2].sizes]))
+                        order = np.argsort(both.times, kind="stable")
+                        write_trace(Trace(both.times[order], both.sizes[order]), dirs["all"] / nm)
+                        meta.write(json.dumps({**r, "file": nm, "condition": label,
+                                               **({"padding_histograms": str(args.padding_histograms)}
+                                                  if args.padding_histograms else {})}) + "\n")
+                        done += 1
+                cap1.cleanup()
+                cap2.cleanup()
+                log(f"{label}: {done}/{len(loads)} loads")
+                if proc.returncode != 0 and not results:
+                    raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m braid_wf.cli", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def limits(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--max-sites", type=int, help="use only the first N monitored sites")
+        sp.add_argument("--max-instances", type=int, help="use at most N loads per site")
+        sp.add_argument("--max-unmonitored", type=int, help="use at most N unmonitored loads")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--attacks", type=lambda s: s.split(","), default=list(ATTACKS),
+                        help="comma-separated of kfp,knn,cumul,df (default kfp,knn,cumul; df is slow)")
+        sp.add_argument("--repeats", type=int, default=3, help="random splits (default 3; thesis 5)")
+        sp.add_argument("--copies", type=int, default=2,
+                        help="simulated protections per training trace (thesis 7; default 2)")
+        sp.add_argument("--full", action="store_true", help="full-size attacks (1000 trees, full SVM grid)")
+        sp.add_argument("--open-world", action="store_true", help="also the open world (needs unmonitored loads)")
+        sp.add_argument("--seed", type=int, default=1, help="seed of splits and synthetic loads (default 1)")
+        sp.add_argument("--report", type=Path, help="write the Markdown report here too")
+
+    q = sub.add_parser("quick", help="synthetic corpus: attacks work, shuffled labels at chance")
+    common(q)
+    q.add_argument("--sites", type=int, default=10, help="synthetic monitored sites (default 10)")
+    q.add_argument("--instances", type=int, default=12, help="synthetic loads per site (default 12)")
+    q.add_argument("--unmonitored", type=int, default=60, help="synthetic unmonitored loads (default 60)")
+    e = sub.add_parser("evaluate", help="attacks on a dataset directory (WF format)")
+    common(e)
+    e.add_argument("--data", type=Path, required=True, help="original (undefended) traces")
+    e.add_argument("--defense", choices=sorted(hywf_sim.SPLITS), help="protect training/test traces by simulation")
+    e.add_argument("--protected", type=Path, help="captured protected traces of the same loads (same names)")
+    e.add_argument("--label", help="the defence's name in the table (default: HyWF, or the "
+                   "condition directory of --protected)")
+    limits(e)
+    s = sub.add_parser("synth", help="write a simulated dataset (not captures) in WF format")
+    s.add_argument("--out", type=Path, required=True, help="directory for the WF-format dataset")
+    s.add_argument("--sites", type=int, default=50, help="monitored sites (default 50)")
+    s.add_argument("--instances", type=int, default=30, help="loads per site (default 30)")
+    s.add_argument("--unmonitored", type=int, default=500, help="unmonitored loads (default 500)")
+    s.add_argument("--seed", type=int, default=1, help="corpus seed (default 1)")
+    c = sub.add_parser("collect", help="capture loads through braid-proxy on the testbed")
+    c.add_argument("--out", type=Path, default=Path("out/wf"),
+                   help="datasets root; the condition's traces go to OUT/CONDITION (default out/wf)")
+    c.add_argument("--condition", choices=sorted(CONDITIONS), default="default",
+                   help="scheduler and padding at both ends (default: default)")
+    c.add_argument("--host", action="store_true", help="host kernel: default scheduler, unshaped links")
+    c.add_argument("--sites", type=int, default=50, help="monitored sites (default 50)")
+    c.add_argument("--instances", type=int, default=30, help="loads per monitored site (default 30)")
+    c.add_argument("--unmonitored", type=int, default=0, help="unmonitored sites, one load each (default 0)")
+    c.add_argument("--batch", type=int, default=50, help="loads per capture (default 50)")
+    c.add_argument("--gap-ms", type=int, default=1500, help="pause between loads, ms (default 1500)")
+    c.add_argument("--one-connection", action="store_true",
+                   help="each load over one connection (HTTP/2-like; padding then spans the load); "
+                        "stored as CONDITION-1conn")
+    c.add_argument("--rate-mbit", type=float, default=20, help="each WAN's rate (default 20)")
+    c.add_argument("--delay-ms", type=float, default=10, help="each WAN's one-way delay (default 10)")
+    c.add_argument("--seed", type=int, default=1, help="corpus and load-variation seed (default 1)")
+    c.add_argument("--padding-budget", type=float, default=0.4,
+                   help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
+                   "bytes at most this many times each end's data bytes (default 0.4)")
+    c.add_argument("--padding-histograms", type=Path,
+                   help="the ap and hywf-ap conditions: delay histograms for both ends (JSON, as `wf "
+                   "histograms` writes; default: braid-proxy's built-in ones)")
+    c.add_argument("--n-chp", type=int, default=100,
+                   help="hywf-ap: the kernel's p-drift at both ends, mean packets between redraws of "
+                   "the split (net.mptcp.hywf_nchp; default 100, the thesis's)")
+    h = sub.add_parser("histograms", help="fit adaptive padding's delay histograms on a dataset's loads",
+                       description="Fit WTF-PAD's H_B (between bursts) and H_G (in bursts) per direction on the "
+                       "loads of a WF-format dataset (e.g. collect's OUT/CONDITION/all) and write them in the "
+                       "JSON braid-proxy reads (padding_histograms). Prints each histogram's spread.")
+    h.add_argument("--data", type=Path, required=True, help="the loads to fit on (WF format)")
+    h.add_argument("--out", type=Path, required=True, help="the histograms file to write")
+    limits(h)
+    h.add_argument("--seed", type=int, default=1, help="seed of the printed spread's draws (default 1)")
+    k = sub.add_parser("costs", help="page-load time and bandwidth overhead per collected condition")
+    k.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out")
+    k.add_argument("--baseline", default="default", help="condition the others are compared with (default: default)")
+    k.add_argument("--report", type=Path, help="write the Markdown table here too")
+    d = sub.add_parser("defenses", help="none / hywf / AP / hywf+AP / FRONT side by side with overhead",
+                       description="Simulated trace-level defences (defenses/) against the attacks, with the "
+                       "bandwidth overhead measured on the corpus. Quick by default (8 sites x 10 loads + 40 "
+                       "unmonitored, 200 trees); --full: 50 x 30 + 500, 1000 trees. The open world is "
+                       "evaluated whenever the corpus has unmonitored loads.")
+    common(d)
+    d.set_defaults(attacks=["kfp"])
+    d.add_argument("--defenses", type=_defense_list, default=["none", "hywf", "ap", "hywf-ap", "front"],
+                   help=f"comma-separated of {','.join(defense_catalog.NAMES)} (default none,hywf,ap,hywf-ap,front)")
+    d.add_argument("--data", type=Path, help="a dataset in WF format instead of the synthetic corpus")
+    d.add_argument("--sites", type=int, help="synthetic monitored sites (quick 8, full 50)")
+    d.add_argument("--instances", type=int, help="synthetic loads per site (quick 10, full 30)")
+    d.add_argument("--unmonitored", type=int, help="synthetic unmonitored loads (quick 40, full 500; 0: closed only)")
+    limits(d)
+    d.add_argument("--budget", type=float, default=0.4,
+                   help="AP: max dummy bytes per real byte of each end (default 0.4, the target's overhead bound)")
+    d.add_argument("--idle", type=float, default=defense_catalog.DefenseParams.idle,
+                   help="no padding this many seconds after the last real packet (default 1)")
+    d.add_argument("--n-chp", type=int, default=hywf_sim.N_CHP,
+                   help="hywf-ap's (and hywf-drift's) p-drift: mean packets between p redraws "
+                   "(thesis 100; 0 = off); plain hywf does not drift")
+    d.add_argument("--front-n", type=int, default=SYNTH_FRONT_N,
+                   help=f"FRONT: max dummies per end, N (default {SYNTH_FRONT_N})")
+    d.add_argument("--front-w", type=_window, default=SYNTH_FRONT_W_S,
+                   help=f"FRONT: W_MIN,W_MAX in s (default {SYNTH_FRONT_W_S[0]},{SYNTH_FRONT_W_S[1]}: the paper's "
+                   "1-14 s scaled to the synthetic corpus's ~0.6 s loads; give the paper's for Tor traces)")
+    args = p.parse_args(argv)
+    if args.cmd == "defenses":
+        if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.front_n < 1:
+            p.error("defenses: --budget >= 0, --idle > 0, --n-chp >= 0 and --front-n >= 1 are required")
+    if getattr(args, "attacks", None):
+        bad = [a for a in args.attacks if a not in ALL_ATTACKS]
+        if bad:
+            p.error(f"unknown attack(s) {bad}; choose from {', '.join(ALL_ATTACKS)}")
+    if args.cmd == "evaluate" and args.defense and args.protected:
+        p.error("--defense (simulated) and --protected (captured) are alternatives")
+    if args.cmd == "quick":
+        args.defense = "hywf"
+        return cmd_quick(args)
+    try:
+        return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
+                "costs": cmd_costs, "defenses": cmd_defenses, "histograms": cmd_histograms}[args.cmd](args)
+    except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
+        raise SystemExit(f"wf {args.cmd}: {err}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

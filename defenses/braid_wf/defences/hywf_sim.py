@@ -1,0 +1,118 @@
+"""HyWF and the other splits, applied to a whole trace: what each network's
+observer would see had the load been split that way (thesis §6.5).
+
+The WF evaluation's attacker knows the defence and trains on traces
+protected with fresh randomness (thesis §6.1); this is how those protected
+training traces are made from original ones, and how the host-only quick
+mode stands in for the kernel's ``hywf`` scheduler.
+
+HyWF (Algorithm 2): per website access each end draws its own p ~ U[0, 1]
+(the client for outgoing packets, the proxy for incoming ones); packets go
+in bursts of geometric length (mean ``ncons``), each burst on network 1
+with probability p.
+
+p-drift (thesis §6.7, the dynamic p of HyWF-AP): with ``n_chp`` > 0 each
+end draws a mean p_d ~ U[0, 1] per access instead, and p itself is drawn
+uniformly on [0, 2 p_d] (p_d <= 1/2) or [2 p_d - 1, 1] (p_d > 1/2), redrawn
+after a geometric number of packets of mean ``n_chp`` (thesis: 100). The
+share of each network over a load is still about p_d ~ U[0, 1]; within
+the load it wanders.
+
+Usage::
+
+    wan1, wan2 = hywf_split(trace, rng)
+    wan1, wan2 = hywf_split(trace, rng, n_chp=100)       # with p-drift
+    on1 = hywf_mask(trace, rng)                          # True: network 1
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from braid_wf.trace import Trace
+
+NCONS = 20
+N_CHP = 100  # the thesis's mean packets between p redraws (0 = no drift)
+
+
+def drifting_p(n: int, p_mean: float, n_chp: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
+    """p per packet for n packets: uniform around ``p_mean`` on the widest
+    interval inside [0, 1] centred on it, redrawn after Geometric(1/n_chp)
+    packets (support 1, 2, ...; mean n_chp)."""
+    lo, hi = (0.0, 2 * p_mean) if p_mean <= 0.5 else (2 * p_mean - 1, 1.0)
+    out = np.empty(n, dtype=np.float64)
+    i = 0
+    while i < n:
+        run = int(rng.geometric(1.0 / n_chp))
+        out[i : i + run] = rng.uniform(lo, hi)
+        i += run
+    return out
+
+
+def bursty_choice(n: int, p: float | npt.NDArray[np.float64], ncons: int,
+                   rng: np.random.Generator) -> npt.NDArray[np.bool_]:
+    """For n packets: True where the packet goes on network 1. Bursts of
+    1 + Geometric0(1/ncons) packets (mean ncons), each on network 1 w.p. p
+    (with p per packet: the p at the burst's first packet)."""
+    out = np.empty(n, dtype=bool)
+    i = 0
+    while i < n:
+        burst = 1 + (int(rng.geometric(1.0 / ncons)) - 1 if ncons > 1 else 0)
+        out[i : i + burst] = rng.random() < (float(p[i]) if isinstance(p, np.ndarray) else p)
+        i += burst
+    return out
+
+
+def _part(trace: Trace, mask: np.ndarray) -> Trace:
+    return Trace(trace.times[mask], trace.sizes[mask])
+
+
+def hywf_mask(trace: Trace, rng: np.random.Generator, ncons: int = NCONS,
+              p_client: float | None = None, p_proxy: float | None = None,
+              n_chp: int = 0) -> npt.NDArray[np.bool_]:
+    """True for the packets HyWF sends on network 1: the client splits the
+    outgoing packets, the proxy the incoming ones, each with its own p
+    (with ``n_chp``: its own mean p_d, p drifting around it)."""
+    if ncons < 1 or n_chp < 0:
+        raise ValueError(f"hywf: ncons must be >= 1 (got {ncons}), n_chp >= 0 (got {n_chp})")
+    pc = rng.random() if p_client is None else p_client
+    pp = rng.random() if p_proxy is None else p_proxy
+    on1 = np.empty(len(trace), dtype=bool)
+    out = trace.sizes > 0
+    for sel, p in ((out, pc), (~out, pp)):
+        n = int(sel.sum())
+        ps: float | npt.NDArray[np.float64] = drifting_p(n, p, n_chp, rng) if n_chp else p
+        on1[sel] = bursty_choice(n, ps, ncons, rng)
+    return on1
+
+
+def hywf_split(trace: Trace, rng: np.random.Generator, ncons: int = NCONS,
+               p_client: float | None = None, p_proxy: float | None = None,
+               n_chp: int = 0) -> tuple[Trace, Trace]:
+    """The two networks' partial traces under HyWF (independent p per end)."""
+    on1 = hywf_mask(trace, rng, ncons, p_client, p_proxy, n_chp)
+    return _part(trace, on1), _part(trace, ~on1)
+
+
+def even_mask(trace: Trace, rng: np.random.Generator) -> npt.NDArray[np.bool_]:
+    """Round-robin-style even split: packets alternate, per direction,
+    starting on a random network."""
+    on1 = np.empty(len(trace), dtype=bool)
+    for d in (trace.sizes > 0, trace.sizes < 0):
+        k = int(d.sum())
+        on1[d] = (np.arange(k) + int(rng.integers(2))) % 2 == 0
+    return on1
+
+
+def even_split(trace: Trace, rng: np.random.Generator) -> tuple[Trace, Trace]:
+    on1 = even_mask(trace, rng)
+    return _part(trace, on1), _part(trace, ~on1)
+
+
+def single(trace: Trace, rng: np.random.Generator) -> tuple[Trace, Trace]:
+    """No split: everything on network 1."""
+    return trace, Trace(trace.times[:0], trace.sizes[:0])
+
+
+SPLITS = {"hywf": hywf_split, "even": even_split, "single": single}
