@@ -21,7 +21,7 @@ if [ "${BRAID_IN_VM:-0}" != 1 ]; then
 	make -s all
 	[ "${BRAID_VM_PREPARE_ONLY:-0}" = 1 ] && exit 0
 	# kernel/vm runs the command in this directory, inside the guest.
-	exec ../kernel/vm run --timeout "${VM_TIMEOUT:-720}" -- ./test-vm.sh
+	exec ../kernel/vm run --timeout "${VM_TIMEOUT:-720}" -- ./vm-test.sh
 fi
 VM_TESTS="${VM_TESTS:-one_subflow_per_healthy_gateway}"
 exec python3 -m pytest -q -rfE -p no:cacheprovider --durations=0 \
