@@ -9,9 +9,10 @@ observer can reconstruct from them is ``split_analysis``'s subject.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from braid_testbed.pcap import DssMapping, TcpPacket
 
@@ -71,3 +72,88 @@ def first_sends(ordered: Iterable[tuple[Segment, T]]) -> Iterator[tuple[Segment,
             continue
         yield seg, tag
         end = seg.dsn + seg.length
+
+
+class _Carried(Generic[T]):
+    """Data sequence intervals and the tag of the segment that carried each first."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.spans: list[list[int]] = []  # [start, end) per interval
+        self.tags: list[T] = []
+
+    def carry(self, start: int, end: int, tag: T) -> dict[T, int]:
+        """Record [start, end) as carried by ``tag`` where nothing carried it yet;
+        return the bytes of it that others (or ``tag``) carried before, by their tag."""
+        before: dict[T, int] = {}
+        gaps = []
+        pos = start
+        i = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        while i < len(self.spans) and self.spans[i][0] < end:
+            s, e = self.spans[i]
+            if e > pos:
+                if s > pos:
+                    gaps.append((pos, min(s, end)))
+                covered = min(e, end) - max(s, pos)
+                if covered > 0:
+                    before[self.tags[i]] = before.get(self.tags[i], 0) + covered
+                pos = max(pos, e)
+            i += 1
+        if pos < end:
+            gaps.append((pos, end))
+        for s, e in gaps:
+            self._insert(s, e, tag)
+        return before
+
+    def _insert(self, start: int, end: int, tag: T) -> None:
+        if self.spans and self.spans[-1][1] == start and self.tags[-1] == tag:
+            self.spans[-1][1] = end  # the common case: the stream grows at its end
+            return
+        i = bisect.bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.spans.insert(i, [start, end])
+        self.tags.insert(i, tag)
+
+
+def resent_bytes(tagged: Iterable[tuple[TcpPacket, T]], port: int, upload: bool,
+                 since: float = 0.0) -> dict[tuple[T, T], int]:
+    """Data a connection sent again at the MPTCP level: segments new on their
+    subflow (not a TCP retransmission, which repeats subflow sequence
+    numbers) whose data sequence numbers an earlier segment carried, on any
+    subflow. Returns {(tag that sent them again, tag that carried them
+    first): bytes}, counting what was sent again from ``since`` on.
+
+    ``tagged``: the packets of the captures with a tag each (e.g. the WAN
+    they were captured on); towards (upload) or from the server ``port``.
+    """
+    carried: _Carried[T] = _Carried()
+    isn: dict[tuple[str, int, str, int], int] = {}
+    mapping: dict[tuple[str, int, str, int], DssMapping] = {}
+    sent_end: dict[tuple[str, int, str, int], int] = {}
+    out: dict[tuple[T, T], int] = {}
+    for p, tag in sorted(tagged, key=lambda pt: pt[0].ts):
+        if (p.dport if upload else p.sport) != port:
+            continue
+        if p.syn:
+            isn[p.flow] = p.seq
+            continue
+        if not p.payload_len:
+            continue
+        if p.dss is not None:
+            mapping[p.flow] = p.dss
+        m, base = mapping.get(p.flow), isn.get(p.flow)
+        if m is None or base is None:
+            continue
+        rel = (p.seq - base) % SEQ_MOD
+        if rel + p.payload_len <= sent_end.get(p.flow, 0):
+            continue  # a TCP retransmission on its subflow
+        sent_end[p.flow] = rel + p.payload_len
+        offset = (rel - m.ssn) % SEQ_MOD
+        if offset >= m.length:
+            continue
+        dsn = m.dsn + offset
+        for first, n in carried.carry(dsn, dsn + p.payload_len, tag).items():
+            if p.ts >= since:
+                key = (tag, first)
+                out[key] = out.get(key, 0) + n
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from braid_eval.analysis.dss import Segment, data_segments
+from braid_eval.analysis.dss import Segment, data_segments, resent_bytes
 from braid_eval.analysis.split_analysis import pooled_burst_mean, run_lengths
 from braid_testbed.pcap import DssMapping, TcpPacket, _parse_dss
 
@@ -47,3 +47,40 @@ def test_runs_skip_retransmissions_and_edges() -> None:
 def test_pooled_estimate_undoes_merged_bursts() -> None:
     # with share 0.5, runs of mean 40 mean bursts of mean 20
     assert pooled_burst_mean([([30, 50], 0.5), ([40], 0.5)]) == pytest.approx(20)
+
+
+def sf(ts: float, sport: int, seq: int, length: int, dss: DssMapping | None = None,
+       syn: bool = False) -> TcpPacket:
+    """A packet of the subflow from client port ``sport``, its ISN at ISN + sport."""
+    return TcpPacket(ts=ts, src="10.1.0.2", dst="10.9.0.2", sport=sport, dport=5201,
+                     flags=0x02 if syn else 0x10, seq=(ISN + sport + seq) % (1 << 32),
+                     payload_len=length, mptcp_subtype=2, dss=dss)
+
+
+def test_resent_bytes_tell_reinjection_from_tcp_retransmission() -> None:
+    a, b = 1, 2  # subflow client ports, tags = WANs
+    packets = [(sf(0, a, 0, 0, syn=True), "wan1"), (sf(0, b, 0, 0, syn=True), "wan2"),
+               # wan1 carries DSN 0..2999, wan2 3000..4999
+               (sf(1, a, 1, 3 * MSS, DssMapping(0, 1, 3 * MSS)), "wan1"),
+               (sf(1, b, 1, 2 * MSS, DssMapping(3 * MSS, 1, 2 * MSS)), "wan2"),
+               # wan1 retransmits its own second segment at the TCP level: not a re-send
+               (sf(2, a, 1 + MSS, MSS), "wan1"),
+               # wan2 goes away; wan1 sends again wan2's 3000..4999 and its own 2000..2999
+               (sf(3, a, 1 + 3 * MSS, MSS, DssMapping(2 * MSS, 1 + 3 * MSS, MSS)), "wan1"),
+               (sf(3, a, 1 + 4 * MSS, 2 * MSS, DssMapping(3 * MSS, 1 + 4 * MSS, 2 * MSS)), "wan1"),
+               # then new data, half of it overlapping what wan2 sent
+               (sf(4, a, 1 + 6 * MSS, MSS, DssMapping(5 * MSS, 1 + 6 * MSS, MSS)), "wan1")]
+    assert resent_bytes(packets, 5201, upload=True) == {("wan1", "wan1"): MSS, ("wan1", "wan2"): 2 * MSS}
+    # counted from a time on, in whatever order the captures come
+    assert resent_bytes(reversed(packets), 5201, upload=True, since=3.5) == {}
+    assert resent_bytes(packets, 5201, upload=False) == {}
+
+
+def test_resent_bytes_count_partial_overlaps() -> None:
+    a, b = 1, 2
+    packets = [(sf(0, a, 0, 0, syn=True), 1), (sf(0, b, 0, 0, syn=True), 2),
+               (sf(1, a, 1, MSS, DssMapping(0, 1, MSS)), 1),
+               (sf(1, b, 1, MSS, DssMapping(2 * MSS, 1, MSS)), 2),
+               # 500..2499: half of wan1's, the gap between, half of wan2's
+               (sf(2, b, 1 + MSS, 2 * MSS, DssMapping(MSS // 2, 1 + MSS, 2 * MSS)), 2)]
+    assert resent_bytes(packets, 5201, upload=True) == {(2, 1): MSS // 2, (2, 2): MSS // 2}

@@ -229,7 +229,8 @@ static struct mptcp_sched_ops mptcp_sched_bernoulli = {
 	.subflow_closed	= bern_subflow_closed,
 	.name		= "bernoulli",
 	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
-			  MPTCP_SCHED_FLAG_EARLY_JOIN,
+			  MPTCP_SCHED_FLAG_EARLY_JOIN |
+			  MPTCP_SCHED_FLAG_REINJECT_CARRIED,
 	.owner		= THIS_MODULE,
 };
 

@@ -202,7 +202,8 @@ static struct mptcp_sched_ops mptcp_sched_delaybal = {
 	.init		= dbal_init,
 	.name		= "delaybal",
 	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
-			  MPTCP_SCHED_FLAG_EARLY_JOIN,
+			  MPTCP_SCHED_FLAG_EARLY_JOIN |
+			  MPTCP_SCHED_FLAG_REINJECT_CARRIED,
 	.owner		= THIS_MODULE,
 };
 

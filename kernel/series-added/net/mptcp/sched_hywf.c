@@ -436,7 +436,8 @@ static struct mptcp_sched_ops mptcp_sched_hywf = {
 	.name		= "hywf",
 	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
 			  MPTCP_SCHED_FLAG_FULL_PACKET_END |
-			  MPTCP_SCHED_FLAG_EARLY_JOIN,
+			  MPTCP_SCHED_FLAG_EARLY_JOIN |
+			  MPTCP_SCHED_FLAG_REINJECT_CARRIED,
 	.owner		= THIS_MODULE,
 };
 
