@@ -40,9 +40,10 @@ PACKAGES = (
     "nftables",
     "iproute2",
     "procps",
+    # braid's Python tools in a venv (braid_python)
+    "python3-venv",
     # Tor mode (braid_tor) and braid-openvpn (braid_openvpn)
     "tor",
-    "python3-stem",
     "openvpn",
     "easy-rsa",
     "iptables",

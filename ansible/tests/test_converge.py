@@ -2,11 +2,12 @@
 
 The targets are debootstrap'd root filesystems reached through Ansible's
 ``community.general.chroot`` connection: real Debian userlands with the real
-packages (mptcpd, nftables, systemd, python3-pyroute2), without booting.
+packages (mptcpd, nftables, systemd, tor, openvpn), without booting.
 What a chroot cannot do: start services (no systemd runs there), so the
 playbooks run with ``braid_start_services: false`` (units installed and
 enabled, nothing started) and this test checks what the playbooks left:
-the second run changes nothing; configs pass the programs' own validators
+the second run changes nothing; braid's Python tools run from the venv
+of its wheel, and nothing sets PYTHONPATH; configs pass the programs' own validators
 inside the target (gwsteer-check, systemd-analyze verify/security, nft);
 the routing helper installed in the target steers in a namespace; the
 sysctl file applies in a namespace; the firewall rules, loaded into
@@ -23,6 +24,7 @@ import json
 import os
 import re
 import subprocess
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -68,12 +70,17 @@ OPENVPN: dict[str, Any] = {
     "full_tunnel": {"subnet": "10.201.0.0/30", "port": 1194, "lan": ["10.50.0.0/24"], "nat_out": "eth0"},
 }
 TUNNEL_SOURCES = {"10.200.1.2", "10.200.2.2"}
+# braid's wheel and its pinned dependencies (the braid_python role's venv),
+# and the console scripts the roles link into /usr/local/bin.
+VENV = "/opt/braid/venv"
+VENV_COMMANDS = ("gwsteer-cli", "gwsteer-route", "braid-tor", "braid-openvpn")
 
 
 @dataclass
 class Converged:
     client: Path
     proxy: Path
+    artifacts: Path
     first: PlaybookResult
     second: PlaybookResult
     client_key_after_first: str
@@ -105,7 +112,7 @@ def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.Te
         assert first.ok, first.output[-6000:]
         key = (client / "etc/braid/client.keys").read_text()
         second = run_playbook("site.yml", inventory)
-        yield Converged(client, proxy, first, second, key)
+        yield Converged(client, proxy, artifacts, first, second, key)
 
 
 def test_second_run_changes_nothing(converged: Converged) -> None:
@@ -131,6 +138,63 @@ def test_client_key_generated_once_kept_and_given_to_the_proxy(converged: Conver
     # Secrets never reach the log.
     for result in (converged.first, converged.second):
         assert key not in result.output
+
+
+def _pinned_versions() -> dict[str, str]:
+    """braid's version (pyproject.toml) and its dependencies' pins (requirements.txt)."""
+    versions = {"braid": tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]}
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        if name in ("pyroute2", "stem"):
+            versions[name] = version.strip()
+    return versions
+
+
+_PROBE = """
+import importlib.metadata, json, sys
+import braid_openvpn, braid_tor, gwsteer, pyroute2, stem
+print(json.dumps({"files": [m.__file__ for m in (braid_openvpn, braid_tor, gwsteer, pyroute2, stem)],
+                  "path": sys.path,
+                  "versions": {d: importlib.metadata.version(d) for d in ("braid", "pyroute2", "stem")}}))
+"""
+
+
+@pytest.mark.parametrize("side", ["client", "proxy"])
+def test_python_tools_run_from_the_venv(converged: Converged, side: str) -> None:
+    """braid's wheel and its pinned dependencies in one venv with nothing of the system's Python;
+    the commands on PATH and in the units are its console scripts; no unit or launcher sets
+    PYTHONPATH; the source trees of the earlier layout are gone."""
+    root = converged.client if side == "client" else converged.proxy
+    venv = root / VENV.lstrip("/")
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    # The pins of the install (each wheel's sha256), recorded when it finished:
+    # what the role compares to decide whether to install again.
+    assert (venv / "braid-requirements.txt").read_text() == \
+        (converged.artifacts / "wheels/requirements.txt").read_text()
+    probe = json.loads(in_root(root, f"{VENV}/bin/python", "-c", _PROBE).stdout)
+    assert all(f.startswith(f"{VENV}/lib/") for f in probe["files"]), probe["files"]
+    assert not any("dist-packages" in p for p in probe["path"]), probe["path"]
+    assert probe["versions"] == _pinned_versions()
+    for command in VENV_COMMANDS:
+        link = root / "usr/local/bin" / command
+        assert os.readlink(link) == f"{VENV}/bin/{command}", command
+        ran = in_root(root, command, "--version", check=False)
+        assert ran.returncode == 0 and _pinned_versions()["braid"] in ran.stdout, (command, ran.stdout + ran.stderr)
+    units = ["braid-openvpn@.service"]
+    units += ["braid-gwsteer-route.service", "braid-tor-client.service"] if side == "client" \
+        else ["braid-tor-bridge.service"]
+    for unit in units:
+        assert _exec_start(root / "etc/systemd/system" / unit)[0].startswith(f"{VENV}/bin/"), unit
+    # Units and drop-ins, the launchers on PATH and the venv's scripts (links
+    # are checked above; systemd's *.wants links point at the units).
+    scripts = [*(root / "etc/systemd/system").rglob("*"), *(root / "usr/local/bin").iterdir(),
+               *(venv / "bin").iterdir()]
+    for path in scripts:
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        assert data.startswith(b"\x7fELF") or b"PYTHONPATH" not in data, path
+    assert not (root / "usr/local/lib/braid").exists()
 
 
 def test_gateways_conf_passes_gwsteer_check_in_the_target(converged: Converged) -> None:
@@ -230,7 +294,7 @@ def test_sysctl_files_apply_in_a_namespace(converged: Converged) -> None:
 
 
 def test_routing_helper_installed_in_the_target_steers(converged: Converged) -> None:
-    """The target's gwsteer-route (with Debian's python3-pyroute2) installs and removes steering."""
+    """The target's gwsteer-route (from the venv, with the pinned pyroute2) installs and removes steering."""
     topo = FirewallTopology(tag("rt"))
     topo.node("box")
     for gw, n in (("gw1", 1), ("gw2", 2), ("gw3", 3)):

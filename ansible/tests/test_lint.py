@@ -32,3 +32,11 @@ def test_syntax_check(playbook: str) -> None:
         cwd=ANSIBLE_DIR, env=_env(), capture_output=True, text=True, timeout=120, check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_no_pythonpath_in_the_playbooks() -> None:
+    """braid's tools run as console scripts of its wheel from the targets' venv (and the validators
+    from build-artifacts' venv): no play, task, template or variable sets PYTHONPATH."""
+    files = [*ANSIBLE_DIR.glob("*.yml"), *(ANSIBLE_DIR / "tasks").rglob("*"), *(ANSIBLE_DIR / "roles").rglob("*")]
+    offenders = [str(f.relative_to(ANSIBLE_DIR)) for f in files if f.is_file() and "PYTHONPATH" in f.read_text()]
+    assert offenders == []

@@ -101,13 +101,14 @@ def cmd_run(tunnels: Tunnels, up_timeout: float) -> int:
 
 
 def _is_braid_openvpn(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) braid-openvpn process."""
+    """Whether ``pid`` is a live (not zombie) braid-openvpn process: ``python3 -m braid_openvpn``
+    (the source tree's launcher) or the ``braid-openvpn`` console script (an installed wheel)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (FileNotFoundError, IndexError, ProcessLookupError):
         return False
-    return state != "Z" and b"braid_openvpn" in cmdline
+    return state != "Z" and (b"braid_openvpn" in cmdline or b"braid-openvpn" in cmdline)
 
 
 def cmd_stop(cfg: Config, role: str, timeout: float) -> int:
