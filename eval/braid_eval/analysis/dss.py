@@ -30,19 +30,17 @@ class Segment:
     length: int
 
 
-def data_segments(packets: Iterable[TcpPacket], port: int, upload: bool) -> list[Segment]:
-    """Data segments towards (upload) or from the server ``port``, with DSNs.
-
-    A segment's DSN comes from the latest DSS mapping of its subflow that
-    covers it; the subflow's initial sequence number comes from its SYN.
-    Segments that cannot be placed (capture started mid-flow) are skipped.
-    """
+def _placed(tagged: Iterable[tuple[TcpPacket, T]], port: int,
+            upload: bool) -> Iterator[tuple[TcpPacket, T, int, int]]:
+    """Data segments towards (upload) or from the server ``port``, each with
+    its tag, its subflow sequence number relative to the subflow's initial
+    one (from its SYN) and its DSN (from the latest DSS mapping of its
+    subflow that covers it). Segments that cannot be placed (capture
+    started mid-flow) are skipped."""
     isn: dict[tuple[str, int, str, int], int] = {}
     mapping: dict[tuple[str, int, str, int], DssMapping] = {}
-    out: list[Segment] = []
-    for p in packets:
-        towards = p.dport == port if upload else p.sport == port
-        if not towards:
+    for p, tag in tagged:
+        if (p.dport if upload else p.sport) != port:
             continue
         if p.syn:
             isn[p.flow] = p.seq
@@ -56,10 +54,14 @@ def data_segments(packets: Iterable[TcpPacket], port: int, upload: bool) -> list
             continue
         rel = (p.seq - base) % SEQ_MOD
         offset = (rel - m.ssn) % SEQ_MOD
-        if offset >= m.length:
-            continue
-        out.append(Segment(m.dsn + offset, p.payload_len))
-    return out
+        if offset < m.length:
+            yield p, tag, rel, m.dsn + offset
+
+
+def data_segments(packets: Iterable[TcpPacket], port: int, upload: bool) -> list[Segment]:
+    """Data segments towards (upload) or from the server ``port``, with DSNs
+    (see ``_placed``)."""
+    return [Segment(dsn, p.payload_len) for p, _, _, dsn in _placed(((p, None) for p in packets), port, upload)]
 
 
 def first_sends(ordered: Iterable[tuple[Segment, T]]) -> Iterator[tuple[Segment, T]]:
@@ -127,31 +129,12 @@ def resent_bytes(tagged: Iterable[tuple[TcpPacket, T]], port: int, upload: bool,
     they were captured on); towards (upload) or from the server ``port``.
     """
     carried: _Carried[T] = _Carried()
-    isn: dict[tuple[str, int, str, int], int] = {}
-    mapping: dict[tuple[str, int, str, int], DssMapping] = {}
     sent_end: dict[tuple[str, int, str, int], int] = {}
     out: dict[tuple[T, T], int] = {}
-    for p, tag in sorted(tagged, key=lambda pt: pt[0].ts):
-        if (p.dport if upload else p.sport) != port:
-            continue
-        if p.syn:
-            isn[p.flow] = p.seq
-            continue
-        if not p.payload_len:
-            continue
-        if p.dss is not None:
-            mapping[p.flow] = p.dss
-        m, base = mapping.get(p.flow), isn.get(p.flow)
-        if m is None or base is None:
-            continue
-        rel = (p.seq - base) % SEQ_MOD
+    for p, tag, rel, dsn in _placed(sorted(tagged, key=lambda pt: pt[0].ts), port, upload):
         if rel + p.payload_len <= sent_end.get(p.flow, 0):
             continue  # a TCP retransmission on its subflow
         sent_end[p.flow] = rel + p.payload_len
-        offset = (rel - m.ssn) % SEQ_MOD
-        if offset >= m.length:
-            continue
-        dsn = m.dsn + offset
         for first, n in carried.carry(dsn, dsn + p.payload_len, tag).items():
             if p.ts >= since:
                 key = (tag, first)
