@@ -292,6 +292,10 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         packets = caps.stop()
         joins_no_token = read_mib(topo.srv.run(["nstat", "-az"]), "MPTcpExtMPJoinNoTokenFound")
         sent = json.loads(out) if out.strip() else {"ok": False, "bytes": 0}
+        if not any(p.payload_len for pkts in packets.values() for p in pkts):
+            counts = {dev: len(pkts) for dev, pkts in packets.items()}
+            raise RuntimeError(f"e3: {mode}: no data on the server's links (packets captured: {counts}); "
+                               f"client: {(err or out).strip()[-300:] or 'no output'}")
         received = json.loads((tmp / "recv.json").read_text())
     if not sent.get("ok"):
         print(f"e3: {mode} transfer not byte-exact: {err.strip()[-300:]}", file=sys.stderr)
@@ -342,7 +346,9 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
     useful: list[TcpPacket] = []
     delivery = in_order_delivery([p for pkts in packets.values() for p in pkts], useful)
     if not delivery.times:
-        raise RuntimeError(f"{mode}: no data captured")
+        every = [p for pkts in packets.values() for p in pkts]
+        raise RuntimeError(f"{mode}: no data placed in the data sequence ({sum(bool(p.payload_len) for p in every)} "
+                           f"data packets, {sum(p.syn for p in every)} SYNs captured)")
     # gw1's packets that brought the receiver data it did not hold yet: a
     # removed subflow's late retransmission of re-injected data is no re-use.
     gw1_packets = {id(p) for p in packets["g1"]}
