@@ -22,11 +22,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import TOOLS_DIR
 from .mptcpd_lab import PLUGIN_DIR, Lab, Namespace, Topology, popen_text, start_mptcpd
 from .wait import TIME_SCALE
 
 ROUTE = str(PLUGIN_DIR / "gwsteer-route")
-XFER = str(Path(__file__).resolve().parent / "mptcp_xfer.py")
+XFER = str(TOOLS_DIR / "mptcp_xfer.py")
 SERVER = "10.99.0.1"
 SERVER6 = "fc00:99::1"
 PORT = 5201

@@ -24,6 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from . import TOOLS_DIR
 from .link import LinkSpec
 from .netns import Namespace, stop_process
 from .standard import ADDRESSES, StandardTestbed, ip
@@ -40,7 +41,7 @@ SERVER = ip("server", "inet")
 INNER = "10.200.0.1"
 UP_TIMEOUT_S = 30
 LISTEN_TIMEOUT_S = scaled(15)
-BULK = REPO / "eval" / "braid_testbed" / "bulk.py"
+BULK = TOOLS_DIR / "bulk.py"
 
 
 def settings(pki: Path, run_dir: Path, **overrides: Any) -> dict[str, Any]:
