@@ -243,8 +243,8 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		offered = offered || m == want
 	}
 	if !offered {
-		socks5.WriteMethod(conn, socks5.MethodNone)
 		c.socksError(conn, "no_method", fmt.Errorf("client does not offer method %#x", want), 0xff)
+		socks5.WriteMethod(conn, socks5.MethodNone)
 		return
 	}
 	if err := socks5.WriteMethod(conn, want); err != nil {
@@ -257,12 +257,15 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 			return
 		}
 		ok := rt.users.Check(user, pass)
-		socks5.WriteUserPassStatus(conn, ok)
 		if !ok {
+			// Counted and logged before the refusal is sent, so that
+			// whoever has seen the refusal also sees it counted.
 			c.metrics.Counter("socks_auth_failures").Add(1)
 			c.socksError(conn, "auth", errors.New("bad user name or password"), 0xff)
+			socks5.WriteUserPassStatus(conn, false)
 			return
 		}
+		socks5.WriteUserPassStatus(conn, true)
 	}
 	pre = c.startDial(rt)
 	req, err := socks5.ReadRequest(br)
