@@ -10,9 +10,8 @@ from .netns import Namespace, leftover_namespaces
 from .standard import ADDRESSES, StandardTestbed, ip, scheduler_testbed
 from .topology import Topology, kernel_has_netem
 
-#: The testbed's standalone tools (bulk.py, mptcp_xfer.py, pages.py,
-#: messages.py, websites.py), run as scripts inside namespaces, sit next to
-#: this file.
+#: The testbed's standalone tools (bulk.py, pages.py, messages.py,
+#: websites.py), run as scripts inside namespaces, sit next to this file.
 TOOLS_DIR = Path(__file__).resolve().parent
 
 __all__ = [

@@ -21,7 +21,11 @@ that goes idle and resumes, as a browser's does between page loads);
 ``phased-download`` asks the server for each chunk in turn instead.
 ``paced`` uploads one chunk of ``nbytes`` per rate in ``--rates`` (Mbit/s,
 0 for as fast as the connection takes it), back to back, each at its rate
-(an application whose load changes: the adaptive scheduler's input). ``rr``
+(an application whose load changes: the adaptive scheduler's input). An
+upload (plain or paced) can stop early after ``--seconds`` (the digest then
+covers what was sent) and can keep its connection open, idle, after the data
+until ``--hold-file`` exists (a test that inspects the connection's subflows
+before it closes). ``rr``
 mode sends ``--requests`` request/response exchanges of ``nbytes`` each way
 and reports latency percentiles. ``--count`` runs that many connections one
 after another; every result line carries wall-clock ``start``/``end`` times
@@ -48,6 +52,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -91,9 +96,11 @@ def stream(seed: int, nbytes: int):  # type: ignore[no-untyped-def]
         left -= n
 
 
-def make_socket(mptcp: bool) -> socket.socket:
+def make_socket(mptcp: bool, address: str = "") -> socket.socket:
+    """A stream socket for ``address``'s family (IPv6 if it has a colon)."""
     proto = IPPROTO_MPTCP if mptcp else socket.IPPROTO_TCP
-    return socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return socket.socket(family, socket.SOCK_STREAM, proto)
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -131,20 +138,50 @@ def receive_stream(sock: socket.socket, nbytes: int,
     return digest.digest(), got, last - first
 
 
-def send_stream(sock: socket.socket, seed: int, nbytes: int) -> bytes:
+@dataclass
+class Upload:
+    """How an upload ends: ``deadline`` (monotonic, 0: none) stops the data
+    early; ``hold`` makes the sender wait, connection open and idle, until
+    that file exists (at most ``hold_s``) before it half-closes."""
+
+    deadline: float = 0.0
+    hold: Path | None = None
+    hold_s: float = IDLE_TIMEOUT_S
+
+    def over(self) -> bool:
+        return bool(self.deadline) and time.monotonic() >= self.deadline
+
+    def finish(self, sock: socket.socket) -> None:
+        if self.hold is not None:
+            limit = time.monotonic() + self.hold_s
+            while not self.hold.exists():
+                if time.monotonic() > limit:
+                    raise TimeoutError(f"{self.hold} did not appear within {self.hold_s:.0f} s")
+                time.sleep(0.05)
+        sock.shutdown(socket.SHUT_WR)
+
+
+def send_stream(sock: socket.socket, seed: int, nbytes: int,
+                upload: Upload | None = None) -> tuple[bytes, int]:
+    """Send the seeded stream, then half-close; (digest, bytes sent)."""
+    upload = upload or Upload()
     digest = hashlib.sha256()
+    sent = 0
     for chunk in stream(seed, nbytes):
+        if upload.over():
+            break
         digest.update(chunk)
         sock.sendall(chunk)
-    sock.shutdown(socket.SHUT_WR)
-    return digest.digest()
+        sent += len(chunk)
+    upload.finish(sock)
+    return digest.digest(), sent
 
 
-def send_paced(sock: socket.socket, seed: int, nbytes: int,
-               rates: list[float]) -> tuple[bytes, list[list[float]]]:
+def send_paced(sock: socket.socket, seed: int, nbytes: int, rates: list[float],
+               upload: Upload | None = None) -> tuple[bytes, int, list[list[float]]]:
     """One chunk of ``nbytes`` per rate (Mbit/s, 0: unpaced) from the
     seeded stream, in PACED_WRITE writes on schedule; half-closes. Returns
-    the digest and each chunk's wall-clock window.
+    the digest, the bytes sent and each chunk's wall-clock window.
 
     The stream is generated as it is sent: generating a long paced run
     first kept the connection silent for seconds after it opened (7 s for
@@ -167,7 +204,9 @@ def send_paced(sock: socket.socket, seed: int, nbytes: int,
             n -= k
         return b"".join(parts)
 
+    upload = upload or Upload()
     windows = []
+    sent = 0
     for rate in rates:
         t0, m0 = time.time(), time.monotonic()
         for off in range(0, nbytes, PACED_WRITE):
@@ -175,12 +214,17 @@ def send_paced(sock: socket.socket, seed: int, nbytes: int,
                 delay = m0 + off * 8 / (rate * 1e6) - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+            if upload.over():
+                break
             piece = take(min(PACED_WRITE, nbytes - off))
             digest.update(piece)
             sock.sendall(piece)
+            sent += len(piece)
         windows.append([t0, time.time()])
-    sock.shutdown(socket.SHUT_WR)
-    return digest.digest(), windows
+        if upload.over():
+            break
+    upload.finish(sock)
+    return digest.digest(), sent, windows
 
 
 def parse_rates(text: str) -> list[float]:
@@ -208,9 +252,10 @@ def progress_writer(path: Path | None, conn: socket.socket) -> Callable[[int], N
     return report
 
 
-def handle(conn: socket.socket, progress: Path | None = None) -> None:
+def handle(conn: socket.socket, progress: Path | None = None,
+           timeout: float = IDLE_TIMEOUT_S) -> None:
     with conn:
-        conn.settimeout(IDLE_TIMEOUT_S)
+        conn.settimeout(timeout)
         magic, mode, nbytes, seed = HEADER.unpack(recv_exact(conn, HEADER.size))
         if magic != MAGIC:
             return
@@ -253,7 +298,7 @@ def handle(conn: socket.socket, progress: Path | None = None) -> None:
 
 
 def listen(args: argparse.Namespace) -> socket.socket:
-    srv = make_socket(args.mptcp)
+    srv = make_socket(args.mptcp, args.bind)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((args.bind, args.port))
     srv.listen(128)
@@ -289,7 +334,7 @@ def serve(args: argparse.Namespace) -> int:
             continue
         conn.settimeout(None)
         served += 1
-        t = threading.Thread(target=handle, args=(conn, args.progress), daemon=True)
+        t = threading.Thread(target=handle, args=(conn, args.progress, args.timeout), daemon=True)
         t.start()
         if args.count and served >= args.count:
             t.join()
@@ -297,8 +342,8 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def client_socket(args: argparse.Namespace) -> socket.socket:
-    sock = make_socket(args.mptcp)
-    sock.settimeout(IDLE_TIMEOUT_S)
+    sock = make_socket(args.mptcp, args.host)
+    sock.settimeout(args.timeout)
     if args.source:
         sock.bind((args.source, 0))
     return sock
@@ -329,19 +374,22 @@ def transfer(args: argparse.Namespace, seed: int,
     total = args.bytes * len(args.rates) if args.mode == "paced" else args.bytes
     sock.sendall(HEADER.pack(MAGIC, mode, total, seed))
     result: dict[str, object] = {"mode": args.mode, "seed": seed, "start": start_wall}
+    start = time.monotonic()
+    upload = Upload(deadline=start + args.seconds if args.seconds else 0.0,
+                    hold=args.hold_file, hold_s=args.timeout)
     if args.mode == "paced":
-        start = time.monotonic()
-        sent_digest, windows = send_paced(sock, seed, args.bytes, args.rates)
+        sent_digest, sent, windows = send_paced(sock, seed, args.bytes, args.rates, upload)
         digest, got, _ = REPLY.unpack(recv_exact(sock, REPLY.size))
         secs = time.monotonic() - start
-        ok = digest == sent_digest and got == total
+        ok = digest == sent_digest and got == sent
         result["phases"] = windows
+        result["sent"] = sent
     elif mode == MODE_UPLOAD:
-        start = time.monotonic()
-        sent_digest = send_stream(sock, seed, args.bytes)
+        sent_digest, sent = send_stream(sock, seed, args.bytes, upload)
         digest, got, secs = REPLY.unpack(recv_exact(sock, REPLY.size))
         secs = secs or time.monotonic() - start
-        ok = digest == sent_digest and got == args.bytes
+        ok = digest == sent_digest and got == sent
+        result["sent"] = sent
     elif mode == MODE_DOWNLOAD:
         digest, got, secs = receive_stream(sock, args.bytes)
         expected = hashlib.sha256()
@@ -454,7 +502,7 @@ def send(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         result = transfer(args, args.seed + 1000 * i, reused)
         if not result["digest_ok"]:
             print(f"bulk: connection {i + 1} of {args.count} ({args.mode}): "
-                  f"{result['bytes']} bytes arrived, not the {args.bytes} sent "
+                  f"{result['bytes']} bytes arrived, not the {result.get('sent', args.bytes)} sent "
                   "or not byte-exact (SHA-256 differs)", file=err)
         ok = ok and bool(result["digest_ok"])
         print(json.dumps(result), file=out, flush=True)
@@ -479,6 +527,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     s.add_argument("--progress", type=Path,
                    help=f"upload mode: append 'unix-time peer-port bytes' lines to this file every "
                    f"{PROGRESS_S} s per connection (an arrival timeline)")
+    s.add_argument("--timeout", type=float, default=IDLE_TIMEOUT_S,
+                   help="seconds a connection may stay silent before it is dropped")
     c = sub.add_parser("send", help="run one transfer and print a JSON result")
     c.add_argument("--host", required=True)
     c.add_argument("--port", type=int, required=True)
@@ -498,6 +548,13 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     c.add_argument("--rates", type=parse_rates, default=[0.0],
                    help="paced mode: Mbit/s per chunk, comma-separated, 0 for unpaced (e.g. 0,2)")
     c.add_argument("--source", help="local address to bind the first subflow to")
+    c.add_argument("--seconds", type=float, default=0,
+                   help="upload and paced modes: stop sending after this long (0: send every byte)")
+    c.add_argument("--hold-file", type=Path,
+                   help="upload and paced modes: after the data, keep the connection open and idle "
+                   "until this file exists (at most --timeout)")
+    c.add_argument("--timeout", type=float, default=IDLE_TIMEOUT_S,
+                   help="seconds the connection may stay silent before the transfer fails")
     args = parser.parse_args(argv)
     try:
         return serve(args) if args.cmd == "serve" else send(args, out, err)

@@ -27,7 +27,7 @@ from .mptcpd_lab import PLUGIN_DIR, Lab, Namespace, Topology, popen_text, start_
 from .wait import TIME_SCALE
 
 ROUTE = str(PLUGIN_DIR / "gwsteer-route")
-XFER = str(TOOLS_DIR / "mptcp_xfer.py")
+BULK = str(TOOLS_DIR / "bulk.py")
 SERVER = "10.99.0.1"
 SERVER6 = "fc00:99::1"
 PORT = 5201
@@ -98,31 +98,40 @@ class Topo:
         self.procs.append(proc)
         return proc
 
-    def server(self, out: str = "recv.json", timeout: float = 60,
+    def server(self, progress: str = "received", timeout: float = 60,
                bind: str = SERVER) -> subprocess.Popen[bytes]:
-        """Start the byte-counting receiver on srv; return once it listens.
+        """Start bulk.py's receiver for one upload on srv; return once it
+        listens. Its byte count goes to ``progress`` (received_bytes()).
 
         A client started before the listener exists is refused, and how
         long an interpreter takes to start varies (seconds in braid's
         emulated VM), so wait for the socket rather than for a fixed time.
         """
-        proc = self.srv.popen([sys.executable, XFER, "server", "--bind", bind,
-                               "--port", str(PORT), "--out", str(self.tmp / out),
+        proc = self.srv.popen([sys.executable, BULK, "serve", "--bind", bind, "--port", str(PORT),
+                               "--count", "1", "--progress", str(self.tmp / progress),
                                "--timeout", str(timeout * TIME_SCALE)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.srv.wait_listening(PORT, bind, 10 * TIME_SCALE, proc=proc)
         return proc
 
+    def received_bytes(self, progress: str = "received") -> int:
+        """What the receiver last counted (0 if nothing arrived)."""
+        path = self.tmp / progress
+        lines = path.read_text().split() if path.exists() else []
+        return int(lines[-1]) if lines else 0
+
     def client(self, nbytes: int, rate: float = 0, source: str | None = None,
                seconds: float | None = None, hold: Path | None = None,
                dst: str = SERVER) -> subprocess.Popen[str]:
-        """Start the sender on cli (stdout: JSON result).
+        """Start a checksummed upload on cli (stdout: bulk.py's JSON line),
+        paced at ``rate`` bytes/s if given, stopped after ``seconds``.
 
         With ``hold`` the sender keeps the connection open after the data
         until that file exists (create it to let the transfer finish).
         """
-        args = [sys.executable, XFER, "client", "--dst", dst, "--port", str(PORT),
-                "--bytes", str(nbytes), "--rate", str(rate), "--timeout", str(60 * TIME_SCALE)]
+        args = [sys.executable, BULK, "send", "--host", dst, "--port", str(PORT),
+                "--bytes", str(nbytes), "--timeout", str(60 * TIME_SCALE)]
+        args += ["--mode", "paced", "--rates", f"{rate * 8 / 1e6:g}"] if rate else ["--mode", "upload"]
         if source:
             args += ["--source", source]
         if seconds is not None:

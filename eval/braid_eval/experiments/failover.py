@@ -3,7 +3,7 @@ settings, outage length swept, metrics from per-packet time stamps.
 
 Topology (braid_testbed/gateway_topologies.py ``onlink``): a client with two
 gateways to one server, each client uplink tbf-shaped to ``--mbit``. An
-unpaced MPTCP upload (mptcp_xfer.py, checksummed) starts with its initial
+unpaced MPTCP upload (bulk.py, checksummed) starts with its initial
 subflow through gw1; at T_CUT gw1 stops forwarding (an nftables drop on
 gw1, invisible to the client's links), and after the outage it forwards
 again. Only the client's path manager differs between the two modes:
@@ -81,6 +81,7 @@ from braid_eval.measure.transfer import read_mib
 from braid_testbed.gateway_topologies import PORT, Topo, onlink, onlink_gateways
 from braid_testbed.mptcpd_lab import Lab, start_mptcpd, stop_process
 from braid_testbed.pcap import TcpPacket, read_tcp_packets
+from braid_testbed.wait import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
 PLUGINS = REPO / "mptcpd-plugins"
@@ -151,16 +152,11 @@ class Run:
             self.gw_up_s = None
 
 
-def _wait_gateways_up(status: Path, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if all(g["up"] for g in json.loads(status.read_text())["gateways"]):
-                return
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"gwsteer did not report every gateway up within {timeout:g} s ({status})")
+def _every_gateway_up(status: Path) -> bool:
+    try:
+        return all(g["up"] for g in json.loads(status.read_text())["gateways"])
+    except (OSError, ValueError, KeyError):
+        return False  # not written yet, or caught mid-write
 
 
 def gwsteer_settings(mode: str) -> str:
@@ -187,7 +183,8 @@ def setup(lab: Lab, tmp: Path, mbit: int, mode: str,
         topo.cli.sysctl(key, value)
     if mode.startswith("gwsteer"):
         start_mptcpd(topo.cli, topo.config, tmp / "client.log")
-        _wait_gateways_up(tmp / "gateways.json")
+        status = tmp / "gateways.json"
+        wait_for(f"gwsteer to report every gateway up ({status})", lambda: _every_gateway_up(status), 5.0)
     elif mode == "kernel":
         topo.cli.sysctl("net.mptcp.pm_type", "0")
         topo.cli.sysctl("net.mptcp.stale_loss_cnt", FAIL_AFTER)
@@ -212,12 +209,9 @@ class Captures:
                     ["tcpdump", "-i", dev, "-n", "-s", "200", "-B", "8192", "--immediate-mode", "-U",
                      "-w", str(path),
                      f"tcp and dst port {PORT}"], stdout=subprocess.DEVNULL, stderr=log))
-        deadline = time.monotonic() + 10
-        while not all(p.exists() and p.stat().st_size >= 24 for p in self.paths.values()):
-            if time.monotonic() > deadline:
-                raise RuntimeError("tcpdump did not start within 10 s: " + ", ".join(
-                    log.read_text().strip() for log in self.logs.values()))
-            time.sleep(0.05)
+        wait_for("tcpdump to start", lambda: all(p.exists() and p.stat().st_size >= 24
+                                                 for p in self.paths.values()), 10.0,
+                 diagnosis=lambda: ", ".join(log.read_text().strip() for log in self.logs.values()))
         time.sleep(0.2)  # margin: the header is written just before the capture loop starts
 
     def stop(self) -> dict[str, list[TcpPacket]]:
@@ -291,17 +285,17 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         server.wait(timeout=60)
         packets = caps.stop()
         joins_no_token = read_mib(topo.srv.run(["nstat", "-az"]), "MPTcpExtMPJoinNoTokenFound")
-        sent = json.loads(out) if out.strip() else {"ok": False, "bytes": 0}
+        sent = json.loads(out) if out.strip() else {"digest_ok": False, "bytes": 0}
         if not any(p.payload_len for pkts in packets.values() for p in pkts):
             counts = {dev: len(pkts) for dev, pkts in packets.items()}
             raise RuntimeError(f"e3: {mode}: no data on the server's links (packets captured: {counts}); "
                                f"client: {(err or out).strip()[-300:] or 'no output'}")
-        received = json.loads((tmp / "recv.json").read_text())
-    if not sent.get("ok"):
+        received = topo.received_bytes()
+    if not sent.get("digest_ok"):
         print(f"e3: {mode} transfer not byte-exact: {err.strip()[-300:]}", file=sys.stderr)
     return Cycle(packets, cut, restored, seen,
-                 byte_exact=bool(sent.get("ok")) and received["bytes"] == sent["bytes"],
-                 received=int(received["bytes"]), joins_no_token=joins_no_token)
+                 byte_exact=bool(sent.get("digest_ok")) and received == sent["bytes"],
+                 received=received, joins_no_token=joins_no_token)
 
 
 def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
