@@ -35,10 +35,12 @@ How close each is to its paper:
   distance between sites is than within a site (after scaling), instead
   of Wang's iterative WLLCC. Closed world k = 1; open world k = 3, all
   neighbours must agree.
-- **DF** (Sirinam et al. 2018): a CPU-sized version of its CNN written
-  in numpy (df.py says what is kept and what is cut, and why not
-  PyTorch). Slow (minutes per fit on a few thousand traces), so it runs
-  only when asked for (``--attacks ...,df``).
+- **DF** (Sirinam et al. 2018), **Tik-Tok** (Rahman et al. 2020) and
+  **RF** (Shen et al. 2023): the published networks and training recipes
+  in JAX (braid_wf.deep), an optional extra. On a CPU a fit of the
+  published size takes hours, so they run only when asked for
+  (``--attacks ...,df,tiktok,rf``); quick mode trains them on shorter
+  inputs for fewer epochs.
 """
 
 from __future__ import annotations
@@ -287,19 +289,31 @@ class WangKnn:
         return out
 
 
-def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0) -> Attack:
+def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0,
+                progress: Callable[[str], None] | None = None) -> Attack:
+    """``progress`` gets the deep attacks' line per epoch (they train for
+    minutes to hours)."""
     if name == "kfp":
         return KFingerprinting(trees=200 if quick else 1000, open_world=open_world, seed=seed)
     if name == "cumul":
         return Cumul(quick=quick, seed=seed)
     if name == "knn":
         return WangKnn(open_world=open_world)
-    if name == "df":
-        from braid_wf.df import DeepFingerprinting
+    if name in DEEP_ATTACKS:
+        from braid_wf.deep.train import DeepAttack
 
-        return DeepFingerprinting(epochs=15 if quick else 40, seed=seed)
-    raise ValueError(f"unknown attack {name!r} (kfp, cumul, knn, df)")
+        quick_size = {"df": QUICK_LENGTH, "tiktok": QUICK_LENGTH, "rf": QUICK_SLOTS}[name]
+        if quick:
+            return DeepAttack(name, size=quick_size, epochs=QUICK_EPOCHS, batch=QUICK_BATCH, seed=seed,
+                              progress=progress)
+        return DeepAttack(name, seed=seed, progress=progress)
+    raise ValueError(f"unknown attack {name!r} ({', '.join(ALL_ATTACKS)})")
 
 
 ATTACKS = ("kfp", "knn", "cumul")  # the default set
-ALL_ATTACKS = (*ATTACKS, "df")
+DEEP_ATTACKS = ("df", "tiktok", "rf")
+ALL_ATTACKS = (*ATTACKS, *DEEP_ATTACKS)
+# Quick mode for the deep attacks: the published networks on 1000-packet
+# inputs (DF, Tik-Tok) or 360 TAM slots (16 s of a load, RF), 10 epochs of
+# batches of 32 (small datasets need more, smaller steps).
+QUICK_LENGTH, QUICK_SLOTS, QUICK_EPOCHS, QUICK_BATCH = 1000, 360, 10, 32

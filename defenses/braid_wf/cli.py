@@ -39,8 +39,9 @@ from typing import NamedTuple
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
-from braid_wf.attacks import ALL_ATTACKS, ATTACKS
+from braid_wf.attacks import ALL_ATTACKS, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import compare, table
+from braid_wf.deep import require_jax
 from braid_wf.defences import catalog as defense_catalog
 from braid_wf.defences import hywf_sim
 from braid_wf.defences.adaptive_padding import fit_histograms, histograms_from_json, histograms_to_json
@@ -50,16 +51,16 @@ from braid_wf.trace import Dataset, Trace, load_dataset, save_dataset, trace_fro
 
 # Thesis Table 6.1 (closed world, Wang's dataset), TPR %, per attack.
 THESIS_CLOSED = {
-# The thesis has no DF results.
-    "orig": {"kfp": "90.7±0.3", "knn": "91.0±0.3", "cumul": "90.2±0.6", "df": "—"},
-    "model_orig": {"kfp": "90.8±0.3", "knn": "82.6±1.9", "cumul": "75.9±1.3", "df": "—"},
-    "model_prot": {"kfp": "36.3±0.6", "knn": "15.3±1.7", "cumul": "12.4±0.4", "df": "—"},
+# The thesis has no results for the deep attacks (DF, Tik-Tok, RF).
+    "orig": {"kfp": "90.7±0.3", "knn": "91.0±0.3", "cumul": "90.2±0.6"},
+    "model_orig": {"kfp": "90.8±0.3", "knn": "82.6±1.9", "cumul": "75.9±1.3"},
+    "model_prot": {"kfp": "36.3±0.6", "knn": "15.3±1.7", "cumul": "12.4±0.4"},
 }
 # Table 6.2 (open world, Wang's dataset, k-FP): overhead / TPR / FPR %.
 THESIS_OPEN = {"model_orig": "0 / 88.7 / 0.2", "model_prot": "0 / 14.7 / 1.0", "orig": "—"}
 ROW_NAMES = {"orig": "Orig. traces (trained on orig.)", "model_orig": "{d} model, orig. traces",
              "model_prot": "{d} model, prot. traces"}
-ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF"}
+ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF", "tiktok": "Tik-Tok", "rf": "RF"}
 
 
 def log(msg: str) -> None:
@@ -79,7 +80,7 @@ def closed_table(results: dict[str, dict[str, Score]], defense: str, title: str)
              "(its defence rows are HyWF), Wang's dataset.",
              "", head, "|---" * (1 + 2 * len(attacks)) + "|"]
     for row in results[attacks[0]]:
-        cells = [f"{results[a][row].tpr_text} | {THESIS_CLOSED[row][a]}" for a in attacks]
+        cells = [f"{results[a][row].tpr_text} | {THESIS_CLOSED[row].get(a, '—')}" for a in attacks]
         lines.append(f"| {ROW_NAMES[row].format(d=defense)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -452,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--attacks", type=lambda s: s.split(","), default=list(ATTACKS),
-                        help="comma-separated of kfp,knn,cumul,df (default kfp,knn,cumul; df is slow)")
+                        help="comma-separated of kfp,knn,cumul,df,tiktok,rf (default kfp,knn,cumul; the deep "
+                        "attacks df, tiktok and rf need the wf-deep extra and are slow on a CPU)")
         sp.add_argument("--repeats", type=int, default=3, help="random splits (default 3; thesis 5)")
         sp.add_argument("--copies", type=int, default=2,
                         help="simulated protections per training trace (thesis 7; default 2)")
@@ -552,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
         bad = [a for a in args.attacks if a not in ALL_ATTACKS]
         if bad:
             p.error(f"unknown attack(s) {bad}; choose from {', '.join(ALL_ATTACKS)}")
+        if any(a in DEEP_ATTACKS for a in args.attacks):
+            try:
+                require_jax()
+            except ImportError as err:
+                p.error(str(err))
     if args.cmd == "evaluate" and args.defense and args.protected:
         p.error("--defense (simulated) and --protected (captured) are alternatives")
     if args.cmd == "quick":

@@ -111,7 +111,7 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
 
         msg = f"{attack} rep {rep + 1}/{repeats}:"
         if baseline:
-            model = make_attack(attack, quick, open_world, seed + rep)
+            model = make_attack(attack, quick, open_world, seed + rep, progress)
             model.fit([orig.traces[i] for i in train], y_train)
             t, f = score(model.predict([orig.traces[i] for i in test]), y_test)
             _record(rows["orig"], t, f)
@@ -122,7 +122,7 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
             n = copies if protected is None else 1
             xs = [orig.traces[i] for i in train] * n + [protected_of(i) for _ in range(n) for i in train]
             ys = y_train * (2 * n)
-            model = make_attack(attack, quick, open_world, seed + rep)
+            model = make_attack(attack, quick, open_world, seed + rep, progress)
             model.fit(xs, ys)
             t, f = score(model.predict([orig.traces[i] for i in test]), y_test)
             _record(rows["model_orig"], t, f)

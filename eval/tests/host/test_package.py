@@ -70,17 +70,20 @@ def test_console_script_names_its_version(installed: Path, script: str) -> None:
 
 def test_no_module_is_left_outside_the_distribution() -> None:
     """Each folder holding an ``__init__.py`` under the product's component
-    folders is a package of the distribution, or test code."""
-    mapped = {REPO / path for path in PROJECT["tool"]["setuptools"]["package-dir"].values()}
+    folders is a package the distribution lists (a subpackage left out of
+    ``packages`` is not installed), or test code."""
+    setuptools = PROJECT["tool"]["setuptools"]
+    mapped = {REPO / path: name for name, path in setuptools["package-dir"].items()}
     loose = []
     for init in REPO.glob("*/**/__init__.py"):
         pkg = init.parent
         if any(part in ("tests", "out", ".cache", "upstream") for part in pkg.relative_to(REPO).parts):
             continue
-        if not any(pkg == m or pkg.is_relative_to(m) for m in mapped):
+        names = [".".join([name, *pkg.relative_to(root).parts]) for root, name in mapped.items()
+                 if pkg == root or pkg.is_relative_to(root)]
+        if not names or names[0] not in setuptools["packages"]:
             loose.append(str(pkg.relative_to(REPO)))
-    assert not loose, f"packages outside pyproject.toml's [tool.setuptools]: {loose}"
-
+    assert not loose, f"packages missing from pyproject.toml's [tool.setuptools] packages: {loose}"
 
 
 def package_files() -> list[Path]:

@@ -1,0 +1,215 @@
+"""Training and prediction for the deep attacks, with each paper's recipe.
+
+``DeepAttack`` has the interface of braid_wf.attacks (``fit(traces,
+labels)``, ``predict(traces)``; label -1 is the open world's unmonitored
+class, learnt as one more class, as DF's and RF's open-world evaluations
+do).
+
+The recipes (optimiser, learning rate, batch, epochs) are the papers':
+
+  DF, Tik-Tok  Adamax, lr 0.002 (beta 0.9 / 0.999, eps 1e-8), batch 128,
+               30 epochs
+  RF           Adam, lr 5e-4 decayed by 0.2^(epoch / epochs), L2 weight
+               decay 1e-3 (added to the gradient, as PyTorch's Adam does),
+               batch 200, 30 epochs
+
+One step is braid's: after the last epoch the batch-norm statistics used
+for prediction are recomputed over the whole training set (the mean of
+every training batch's statistics, dropout on, as in training) instead of
+being the running average of the last few hundred steps. On a dataset of
+the papers' size the two agree; on a small one (a quick run, a test) the
+running average has not forgotten its initial value, and predictions made
+with it are noise.
+
+``size`` (input length or TAM slots), ``epochs`` and ``batch`` can be set
+smaller for a quick run (the tests): the networks stay the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from braid_wf.deep import inputs, require_jax
+from braid_wf.trace import Trace
+
+UNMONITORED = -1
+PREDICT_BATCH = 256
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one attack reads a trace and is trained."""
+
+    name: str
+    encode: Callable[[Sequence[Trace], int], npt.NDArray[np.float32]]
+    size: int  # input length (DF, Tik-Tok) or TAM slots (RF)
+    optimizer: str
+    lr: float
+    batch: int
+    epochs: int
+
+
+def _tam(traces: Sequence[Trace], slots: int) -> npt.NDArray[np.float32]:
+    """The TAM with the paper's slot width (80 s / 1800): fewer slots cover less time."""
+    return inputs.tam(traces, slots, slots * inputs.TAM_MAX_TIME_S / inputs.TAM_SLOTS)
+
+
+RECIPES = {
+    "df": Recipe("DF", inputs.direction, inputs.DF_LENGTH, "adamax", 0.002, 128, 30),
+    "tiktok": Recipe("Tik-Tok", inputs.directional_timing, inputs.DF_LENGTH, "adamax", 0.002, 128, 30),
+    "rf": Recipe("RF", _tam, inputs.TAM_SLOTS, "adam-decay", 5e-4, 200, 30),
+}
+
+
+def _net(attack: str, size: int, classes: int) -> Any:
+    from braid_wf.deep.models import DFNet, RFNet
+
+    return RFNet(size, classes) if attack == "rf" else DFNet(size, classes)
+
+
+def _optimizer(name: str, lr: float, epochs: int, steps_per_epoch: int) -> Any:
+    import optax
+
+    if name == "adamax":
+        return optax.adamax(lr, b1=0.9, b2=0.999, eps=1e-8)
+
+    def schedule(step: Any) -> Any:
+        return lr * 0.2 ** ((step // steps_per_epoch) / epochs)
+
+    return optax.chain(optax.add_decayed_weights(1e-3), optax.scale_by_adam(),
+                       optax.scale_by_learning_rate(schedule))
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One network and optimiser with its jitted functions: built once per
+    network, input size, classes and training schedule, so that another fit
+    of the same shape (another repeat, the shuffled-label control, Tik-Tok
+    after DF: the same network) does not compile again (seconds each on a
+    CPU)."""
+
+    net: Any
+    opt: Any
+    step: Any  # (params, state, opt_state, x, y, key) -> (params, state, opt_state, loss, accuracy)
+    stats: Any  # (params, state, x, key) -> that batch's own batch-norm statistics
+    predict: Any  # (params, state, x) -> class indices
+
+
+def _compiled(attack: str, recipe: Recipe, classes: int, steps_per_epoch: int) -> Compiled:
+    network = "rf" if attack == "rf" else "df"  # Tik-Tok is DF's network
+    return _compile(network, recipe.size, classes, steps_per_epoch, recipe.optimizer, recipe.lr, recipe.epochs)
+
+
+@lru_cache(maxsize=8)
+def _compile(network: str, size: int, classes: int, steps_per_epoch: int, optimizer: str, lr: float,
+             epochs: int) -> Compiled:
+    import jax
+    import optax
+
+    from braid_wf.deep.models import DFNet, RFNet
+
+    net = RFNet(size, classes) if network == "rf" else DFNet(size, classes)
+    opt = _optimizer(optimizer, lr, epochs, steps_per_epoch)
+
+    def step(params: Any, state: Any, opt_state: Any, xb: Any, yb: Any, k: Any) -> Any:
+        def loss_fn(p: Any) -> Any:
+            logits, new_state = net.apply(p, state, xb, True, k)
+            loss = optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
+            return loss, (new_state, (logits.argmax(-1) == yb).mean())
+
+        (loss, (new_state, acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_state, opt_state, loss, acc
+
+    def stats(params: Any, state: Any, xb: Any, k: Any) -> Any:
+        return net.apply(params, state, xb, True, k, stats_momentum=0.0)[1]
+
+    def predict(params: Any, state: Any, xb: Any) -> Any:
+        return net.apply(params, state, xb, False, jax.random.PRNGKey(0))[0].argmax(-1)
+
+    return Compiled(net, opt, jax.jit(step, donate_argnums=(0, 1, 2)), jax.jit(stats), jax.jit(predict))
+
+
+class DeepAttack:
+    """One of DF, Tik-Tok, RF; ``progress`` gets a line per epoch."""
+
+    def __init__(self, attack: str, *, size: int | None = None, epochs: int | None = None,
+                 batch: int | None = None, seed: int = 0,
+                 progress: Callable[[str], None] | None = None) -> None:
+        if attack not in RECIPES:
+            raise ValueError(f"unknown deep attack {attack!r} ({', '.join(RECIPES)})")
+        require_jax()
+        base = RECIPES[attack]
+        self.attack = attack
+        self.recipe = Recipe(base.name, base.encode, size or base.size, base.optimizer, base.lr,
+                             batch or base.batch, epochs or base.epochs)
+        self.name = base.name
+        self.seed = seed
+        self.progress = progress
+
+    def _encode(self, traces: Sequence[Trace]) -> npt.NDArray[np.float32]:
+        return self.recipe.encode(traces, self.recipe.size)
+
+    def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
+        import jax
+
+        self.classes = np.asarray(sorted(set(labels)), dtype=np.int64)
+        y = np.searchsorted(self.classes, np.asarray(labels)).astype(np.int32)
+        x = self._encode(traces)
+        batch = min(self.recipe.batch, len(x))
+        steps = len(x) // batch  # the last partial batch is left for the next epoch's shuffle
+        c = _compiled(self.attack, self.recipe, len(self.classes), steps)
+        key = jax.random.PRNGKey(self.seed)
+        key, init_key = jax.random.split(key)
+        params, state = c.net.init(init_key)
+        opt_state = c.opt.init(params)
+        rng = np.random.default_rng(self.seed)
+        start = time.monotonic()
+        for epoch in range(self.recipe.epochs):
+            order = rng.permutation(len(x))
+            losses, accs = [], []
+            for s in range(steps):
+                idx = order[s * batch:(s + 1) * batch]
+                key, k = jax.random.split(key)
+                params, state, opt_state, loss, acc = c.step(params, state, opt_state, x[idx], y[idx], k)
+                losses.append(loss)
+                accs.append(acc)
+            if self.progress:
+                done = time.monotonic() - start
+                eta = done / (epoch + 1) * (self.recipe.epochs - epoch - 1)
+                self.progress(f"{self.name}: epoch {epoch + 1}/{self.recipe.epochs}, "
+                              f"loss {float(np.mean(losses)):.3f}, train accuracy {float(np.mean(accs)):.3f}, "
+                              f"{done:.0f} s, ETA {eta:.0f} s")
+        self.compiled, self.params = c, params
+        self.state = self._batch_statistics(x, batch, state, key)
+
+    def _batch_statistics(self, x: npt.NDArray[np.float32], batch: int, state: Any, key: Any) -> Any:
+        """The batch-norm state for prediction: every training batch's own
+        statistics, averaged (module docstring)."""
+        import jax
+
+        total = None
+        batches = max(1, len(x) // batch)
+        for s in range(batches):
+            key, k = jax.random.split(key)
+            one = self.compiled.stats(self.params, state, x[s * batch:(s + 1) * batch], k)
+            total = one if total is None else jax.tree_util.tree_map(lambda a, b: a + b, total, one)
+        return jax.tree_util.tree_map(lambda a: a / batches, total)
+
+    def predict(self, traces: Sequence[Trace]) -> npt.NDArray[np.int64]:
+        x = self._encode(traces)
+        out = []
+        for s in range(0, len(x), PREDICT_BATCH):
+            xb = x[s:s + PREDICT_BATCH]
+            pad = PREDICT_BATCH - len(xb)  # one shape, one compilation
+            if pad:
+                xb = np.concatenate([xb, np.zeros((pad, *xb.shape[1:]), np.float32)])
+            out.append(np.asarray(self.compiled.predict(self.params, self.state, xb))[:PREDICT_BATCH - pad])
+        return np.asarray(self.classes[np.concatenate(out)], dtype=np.int64)

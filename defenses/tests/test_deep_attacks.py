@@ -1,0 +1,106 @@
+"""The deep WF attacks (DF, Tik-Tok, RF): their inputs, the published
+networks' shapes, and that each one learns, in quick mode, on a small
+synthetic corpus, and learns nothing when the labels are shuffled.
+
+Needs the wf-deep extra (defenses/test.sh installs it first).
+
+Learning: 8 sites x 16 training loads, 8 x 8 test loads (chance 1/8); each
+attack must get at least 40 % of the test loads right. Training is seeded
+and deterministic, so this is not a statistical test: it fails when an
+attack stops learning.
+
+Shuffled labels: the same training with the training labels permuted, so
+the model cannot know which site is which. Its right answers are then
+compared with those it would get under each of the 8! namings of the
+sites (a permutation test: the test loads of a site share their errors,
+so they are not independent draws). Without a leak the true naming is one
+of 40,320 exchangeable ones; the test fails only if it beats every other
+naming, which happens by chance with probability 1/40,320 = 2.5e-5 per
+attack, 7.4e-5 for the three.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from braid_wf.attacks import make_attack
+from braid_wf.deep import inputs
+from braid_wf.deep.models import DFNet, RFNet
+from braid_wf.synth import synthetic_dataset
+from braid_wf.trace import Trace
+
+SITES, TRAIN, TEST = 8, 16, 8
+LEARNT = 0.40
+
+
+def naming_p_value(pred: np.ndarray, truth: np.ndarray) -> float:
+    """Share of the namings of the sites under which the predictions are
+    right at least as often as under the true one (itself included)."""
+    confusion = np.zeros((SITES, SITES), dtype=np.int64)
+    np.add.at(confusion, (pred, truth), 1)
+    perms = np.asarray(list(itertools.permutations(range(SITES))))
+    right = confusion[perms, np.arange(SITES)].sum(axis=1)
+    return float((right >= np.trace(confusion)).mean())
+
+
+def test_direction_and_timing_inputs_pad_and_cut() -> None:
+    t = Trace(np.asarray([0.0, 0.5, 1.25]), np.asarray([600, -1448, -1448]))
+    d = inputs.direction([t], 4)
+    assert d.shape == (1, 4, 1) and d[0, :, 0].tolist() == [1, -1, -1, 0]
+    assert inputs.direction([t], 2)[0, :, 0].tolist() == [1, -1]
+    assert inputs.directional_timing([t], 4)[0, :, 0].tolist() == [0.0, -0.5, -1.25, 0.0]
+
+
+def test_tam_counts_packets_per_slot_and_direction() -> None:
+    # 10 slots over 9 s: slot = int(t * 9 / 9) = int(t); late packets in the last slot.
+    t = Trace(np.asarray([0.1, 0.2, 1.5, 3.0, 3.1, 20.0]), np.asarray([100, -1448, -1448, 100, 100, -1448]))
+    m = inputs.tam([t], slots=10, max_time=9.0)[0, :, :, 0]
+    assert m[0].tolist() == [1, 0, 0, 2, 0, 0, 0, 0, 0, 0]
+    assert m[1].tolist() == [1, 1, 0, 0, 0, 0, 0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("net, shape", [(DFNet(inputs.DF_LENGTH, 100), (2, inputs.DF_LENGTH, 1)),
+                                        (RFNet(inputs.TAM_SLOTS, 100), (2, 2, inputs.TAM_SLOTS, 1))])
+def test_published_networks_map_their_inputs_to_one_score_per_class(net: DFNet | RFNet,
+                                                                     shape: tuple[int, ...]) -> None:
+    params, state = jax.eval_shape(net.init, jax.random.PRNGKey(0))
+    logits, _ = jax.eval_shape(lambda p, s: net.apply(p, s, jnp.zeros(shape), True, jax.random.PRNGKey(0)),
+                               params, state)
+    assert logits.shape == (2, 100)
+    if isinstance(net, DFNet):
+        # 5000 -> 1250 -> 313 -> 79 -> 20 after four 'same' pools of stride 4, 256 filters
+        assert params["fc0"]["w"].shape == (20 * 256, 512)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> tuple[list[Trace], list[int], list[Trace], np.ndarray]:
+    ds = synthetic_dataset(SITES, TRAIN + TEST, seed=9)
+    inst = [int(n.split("-")[1]) for n in ds.names]
+    train = [i for i, k in enumerate(inst) if k < TRAIN]
+    test = [i for i, k in enumerate(inst) if k >= TRAIN]
+    return ([ds.traces[i] for i in train], [ds.labels[i] for i in train],
+            [ds.traces[i] for i in test], np.asarray([ds.labels[i] for i in test]))
+
+
+@pytest.mark.parametrize("attack", ["df", "tiktok", "rf"])
+def test_attack_learns_and_learns_nothing_from_shuffled_labels(
+        attack: str, corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray]) -> None:
+    train, labels, test, truth = corpus
+    model = make_attack(attack, quick=True, open_world=False, seed=1)
+    model.fit(train, labels)
+    right = int((model.predict(test) == truth).sum())
+    shuffled = list(np.random.default_rng(3).permutation(labels))
+    blind = make_attack(attack, quick=True, open_world=False, seed=1)
+    blind.fit(train, shuffled)
+    blind_pred = blind.predict(test)
+    blind_right = int((blind_pred == truth).sum())
+    p = naming_p_value(blind_pred, truth)
+    print(f"\n{attack}: {right}/{len(truth)} right; with shuffled labels {blind_right}/{len(truth)} "
+          f"(permutation p = {p:.3f})")
+    assert right >= LEARNT * len(truth)
+    assert p > 1 / 40_320
