@@ -70,6 +70,7 @@ type Server struct {
 
 	failLog rateLimiter
 	padCtrs wire.PadCounters
+	unauth  unauthClose // this server's pre-auth deadlines and failed-hello close
 
 	// Resolver and Dial are replaceable for tests.
 	Resolver *net.Resolver
@@ -95,6 +96,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 		Resolver:  net.DefaultResolver,
 		failLog:   rateLimiter{perSecond: 10},
 		padCtrs:   wire.NewPadCounters(m.Counter),
+		unauth:    newUnauthClose(),
 	}
 	s.preauth = preauth.New(func(reason string) {
 		m.Counter("conns_evicted_preauth_" + reason).Add(1)
@@ -278,7 +280,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 	s.metrics.Counter("conns_total").Add(1)
 	// Silent for at most first_byte_timeout (a client's spare waits for
 	// its next connection), then handshake_timeout for the rest.
-	c.SetDeadline(time.Now().Add(time.Duration(cfg.FirstByteTimeout)))
+	c.SetDeadline(time.Now().Add(s.unauth.deadline(cfg.FirstByteTimeout)))
 
 	// A connection that has not spoken yet (a client's spare, kept ready
 	// for its next connection) carries nothing: at shutdown it is closed at
@@ -386,7 +388,7 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	_, err := br.Peek(1)
 	spokeFirst := err == nil
 	if spokeFirst {
-		c.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
+		c.SetDeadline(time.Now().Add(s.unauth.deadline(rt.cfg.HandshakeTimeout)))
 	}
 	var hello [auth.ClientHelloLen]byte
 	if err == nil {
@@ -425,6 +427,7 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 			reason = "malformed"
 		}
 		s.authFailure(c.RemoteAddr(), reason, err, id)
+		s.unauth.drain(s.quietCtx, c, br) // until the handshake deadline (unauthclose.go)
 		return nil
 	}
 	var keys auth.SessionKeys
@@ -544,7 +547,7 @@ func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		}
 		return nil
 	}
-	c.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
+	c.SetDeadline(time.Now().Add(s.unauth.deadline(rt.cfg.HandshakeTimeout)))
 	tc := tls.Server(&prefixConn{TCPConn: c, prefix: first[:]}, rt.tls)
 	err := tc.Handshake()
 	if !spoke() {
