@@ -310,6 +310,7 @@ def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0,
     raise ValueError(f"unknown attack {name!r} ({', '.join(ALL_ATTACKS)})")
 
 
+ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF", "tiktok": "Tik-Tok", "rf": "RF"}
 ATTACKS = ("kfp", "knn", "cumul")  # the default set
 DEEP_ATTACKS = ("df", "tiktok", "rf")
 ALL_ATTACKS = (*ATTACKS, *DEEP_ATTACKS)

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
-from braid_wf.attacks import ALL_ATTACKS, ATTACKS, DEEP_ATTACKS
+from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import compare, table
 from braid_wf.deep import require_jax
 from braid_wf.defences import catalog as defense_catalog
@@ -60,7 +60,6 @@ THESIS_CLOSED = {
 THESIS_OPEN = {"model_orig": "0 / 88.7 / 0.2", "model_prot": "0 / 14.7 / 1.0", "orig": "—"}
 ROW_NAMES = {"orig": "Orig. traces (trained on orig.)", "model_orig": "{d} model, orig. traces",
              "model_prot": "{d} model, prot. traces"}
-ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF", "tiktok": "Tik-Tok", "rf": "RF"}
 
 
 def log(msg: str) -> None:

@@ -30,12 +30,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from braid_wf.attacks import ATTACK_NAMES
 from braid_wf.defences.adaptive_padding import fit_histograms
 from braid_wf.defences.catalog import Defense, DefenseParams, make_defense
 from braid_wf.evaluate import Score, evaluate
 from braid_wf.trace import Dataset, Trace
-
-ATTACK_NAMES = {"kfp": "k-FP", "knn": "k-NN", "cumul": "CUMUL", "df": "DF"}
 
 
 @dataclasses.dataclass

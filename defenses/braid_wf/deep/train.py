@@ -39,7 +39,6 @@ import numpy.typing as npt
 from braid_wf.deep import inputs, require_jax
 from braid_wf.trace import Trace
 
-UNMONITORED = -1
 PREDICT_BATCH = 256
 
 
@@ -66,12 +65,6 @@ RECIPES = {
     "tiktok": Recipe("Tik-Tok", inputs.directional_timing, inputs.DF_LENGTH, "adamax", 0.002, 128, 30),
     "rf": Recipe("RF", _tam, inputs.TAM_SLOTS, "adam-decay", 5e-4, 200, 30),
 }
-
-
-def _net(attack: str, size: int, classes: int) -> Any:
-    from braid_wf.deep.models import DFNet, RFNet
-
-    return RFNet(size, classes) if attack == "rf" else DFNet(size, classes)
 
 
 def _optimizer(name: str, lr: float, epochs: int, steps_per_epoch: int) -> Any:

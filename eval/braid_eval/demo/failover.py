@@ -114,7 +114,8 @@ def main() -> int:
         print(f"demo failover: {missing}", file=sys.stderr)
         return 2
     mbit = 20
-    print("demo: gateway failover under gwsteer (this machine's kernel)...", flush=True)
+    print(f"demo failover: gw2 alone for the reference, then an upload with gw1 cut for {args.outage:g} s "
+          "(about 15 s)...", flush=True)
     capacity = calibrate(mbit)
     cycle = capture_cycle("gwsteer", mbit, args.outage, after=4.0)
     run = measure_cycle("gwsteer", args.outage, 0, cycle, capacity)
