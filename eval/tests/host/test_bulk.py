@@ -1,0 +1,95 @@
+"""bulk.py's uploads on loopback (host kernel, MPTCP): an upload stopped
+after --seconds still checks out, --hold-file keeps the connection open
+until the file appears, and IPv6 addresses work."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from braid_testbed import bulk
+
+
+def free_port(family: int = socket.AF_INET, host: str = "127.0.0.1") -> int:
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def serve_one(host: str, port: int, progress: Path) -> threading.Thread:
+    """A bulk.py server for one connection, in a thread; returns once its
+    port is taken (a bind of ours then fails)."""
+    t = threading.Thread(target=bulk.main, args=(["serve", "--bind", host, "--port", str(port), "--count", "1",
+                                                  "--progress", str(progress)], io.StringIO(), io.StringIO()),
+                         daemon=True)
+    t.start()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    deadline = time.monotonic() + 10
+    while True:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                time.sleep(0.05)  # bound: listen() follows at once
+                return t
+        assert time.monotonic() < deadline, "bulk.py serve did not listen"
+        time.sleep(0.01)
+
+
+def send(args: list[str]) -> tuple[int, dict[str, object], str]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = bulk.main(["send", *args], out, err)
+    lines = out.getvalue().splitlines()
+    return rc, json.loads(lines[-1]) if lines else {}, err.getvalue()
+
+
+def received(progress: Path) -> int:
+    return int(progress.read_text().split()[-1])
+
+
+def test_upload_stopped_after_seconds_checks_out(tmp_path: Path) -> None:
+    port = free_port()
+    server = serve_one("127.0.0.1", port, tmp_path / "progress")
+    start = time.monotonic()
+    # 10 MiB at 40 Mbit/s would take 2.1 s: bounded even if --seconds were ignored.
+    rc, result, err = send(["--host", "127.0.0.1", "--port", str(port), "--bytes", "10M",
+                            "--rates", "40", "--mode", "paced", "--seconds", "0.5"])
+    server.join(10)
+    assert rc == 0, err
+    assert time.monotonic() - start < 1.5
+    assert result["digest_ok"] is True and 0 < int(str(result["sent"])) < 10 << 20
+    assert result["bytes"] == result["sent"] == received(tmp_path / "progress")
+
+
+def test_hold_file_keeps_the_connection_open_until_it_exists(tmp_path: Path) -> None:
+    port = free_port()
+    server = serve_one("127.0.0.1", port, tmp_path / "progress")
+    release = tmp_path / "release"
+    done: list[tuple[int, dict[str, object], str]] = []
+    sender = threading.Thread(target=lambda: done.append(send(
+        ["--host", "127.0.0.1", "--port", str(port), "--bytes", "64K", "--hold-file", str(release)])))
+    sender.start()
+    time.sleep(0.5)
+    assert not done, "the sender closed before the hold file existed"
+    release.touch()
+    sender.join(10)
+    server.join(10)
+    rc, result, err = done[0]
+    assert rc == 0 and result["digest_ok"] is True and result["bytes"] == 64 << 10, err
+
+
+def test_upload_over_ipv6(tmp_path: Path) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 in this Python")
+    port = free_port(socket.AF_INET6, "::1")
+    server = serve_one("::1", port, tmp_path / "progress")
+    rc, result, err = send(["--host", "::1", "--port", str(port), "--bytes", "256K"])
+    server.join(10)
+    assert rc == 0 and result["digest_ok"] is True, err
+    assert received(tmp_path / "progress") == 256 << 10
