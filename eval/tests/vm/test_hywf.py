@@ -29,7 +29,9 @@ from braid_eval.measure.transfer import (
     BULK_PORT,
     BulkServer,
     ConnectionTrace,
+    bulk_client,
     longest_data_gap,
+    read_mib,
     replace_wan2_subflow,
     sched_bursts_moved,
     share_once_joined,
@@ -411,6 +413,61 @@ def test_idle_connection_draws_a_new_split(bed: StandardTestbed, mode: str) -> N
         kept = phase_share_differences(bed, idle_ms=60_000, count=count // 2, mode=mode)
         print(f"|share change| after idle, control: {sorted(round(d, 2) for d in kept)}")
         assert sum(d > CHANGED for d in kept) <= 1
+
+
+# Peer-scope test: more peers than the 64 slots hywf's peer table once
+# had. The peers are the proxy's: client source addresses on wan1.
+PEERS = 80
+PEER_BASE = 100  # 10.1.0.100 onwards
+
+
+@contextmanager
+def client_sources(tb: StandardTestbed) -> Iterator[list[str]]:
+    """PEERS more addresses on the client's wan1, gone when the block ends."""
+    sources = [f"10.1.0.{PEER_BASE + k}" for k in range(PEERS)]
+    tb.client.batch([["addr", "add", f"{a}/24", "dev", "wan1"] for a in sources])
+    try:
+        yield sources
+    finally:
+        tb.client.batch([["addr", "del", f"{a}/24", "dev", "wan1"] for a in sources])
+
+
+def split_counters(tb: StandardTestbed, node: str) -> tuple[int, int]:
+    """``node``'s (MPTcpExtSchedSplitDrawn, MPTcpExtSchedPeerTableFull)."""
+    nstat = tb[node].run(["nstat", "-az"])
+    return read_mib(nstat, "MPTcpExtSchedSplitDrawn"), read_mib(nstat, "MPTcpExtSchedPeerTableFull")
+
+
+def test_more_than_64_peers_keep_their_splits(bed: StandardTestbed) -> None:
+    """Per peer (hywf_scope 1 on the proxy), a peer's split outlives the
+    splits of many other peers drawn meanwhile: a download to client source
+    A, one to each of PEERS - 1 other sources, then A again within
+    hywf_idle_ms. Every new peer draws one split (MPTcpExtSchedSplitDrawn);
+    A's second connection draws none, and no connection is left to split
+    on its own (MPTcpExtSchedPeerTableFull). Counters, not statistics:
+    exact. The proxy's first flights wait for the client's join
+    (hywf_join_wait_ms 5 s), so that each connection has two paths when it
+    draws."""
+    settings = {"net.mptcp.hywf_scope": 1, "net.mptcp.hywf_idle_ms": 600_000,
+                "net.mptcp.hywf_join_wait_ms": 5000}
+    with changed_sysctls(bed, ("proxy",), settings), client_sources(bed) as sources, \
+            BulkServer(bed) as server:
+        def download(source: str) -> None:
+            r = bulk_client(bed, ["send", "--host", bed.proxy_ip, "--port", str(server.port), "--source", source,
+                                  "--mode", "download", "--bytes", "16K"], 60)
+            assert r.returncode == 0, f"download to {source}: {r.stderr}"
+
+        drawn0, full0 = split_counters(bed, "proxy")
+        for source in sources:
+            download(source)
+        drawn1, _ = split_counters(bed, "proxy")
+        download(sources[0])
+        drawn2, full2 = split_counters(bed, "proxy")
+    print(f"\nsplits drawn: {drawn1 - drawn0} for {PEERS} peers, {drawn2 - drawn1} for the first peer's "
+          f"second connection; connections without room: {full2 - full0}")
+    assert drawn1 - drawn0 == PEERS
+    assert drawn2 - drawn1 == 0, "the first peer's split was taken while it was in use"
+    assert full2 - full0 == 0
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])

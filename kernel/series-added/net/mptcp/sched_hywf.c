@@ -33,7 +33,11 @@
  *
  * and paths are numbered in the same order in every connection (by
  * subflow addresses), so that "path 1" is the same network for all of
- * them. Bursts stay per connection. An epoch starts a new split when all
+ * them. Per peer, the namespace keeps up to HYWF_PEERS_MAX peers' splits
+ * at once and never takes one from a peer whose page is under way: a
+ * connection to a further peer splits on its own
+ * (MPTcpExtSchedPeerTableFull counts them). MPTcpExtSchedSplitDrawn
+ * counts the splits drawn. Bursts stay per connection. An epoch starts a new split when all
  * of its connections have been idle for hywf_idle_ms (a Tor connection
  * carries many page loads), and when its number of paths changes:
  *
@@ -81,11 +85,13 @@
 
 #define pr_fmt(fmt) "MPTCP: " fmt
 
+#include <linux/hashtable.h>
 #include <linux/init.h>
 #include <linux/jhash.h>
 #include <linux/jiffies.h>
 #include <linux/kernel.h>
 #include <linux/random.h>
+#include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/sysctl.h>
 #include <net/net_namespace.h>
@@ -111,9 +117,13 @@
 #define HYWF_NCHP_MAX			10000
 /* how often a held first flight looks for a joined subflow */
 #define HYWF_JOIN_POLL_MS		5
-/* peers with an epoch of their own per namespace, and slots probed per peer */
-#define HYWF_PEER_SLOTS			64
-#define HYWF_PEER_PROBES		4
+/* Peers with a split of their own, per namespace: the most at once, and
+ * the hash table that finds them. A peer idle for hywf_idle_ms has no page
+ * under way; its entry is freed when its bucket is next used, or by a
+ * sweep of the table when it is full (at most once per hywf_idle_ms).
+ */
+#define HYWF_PEERS_MAX			4096
+#define HYWF_PEER_HASH_BITS		8
 
 enum hywf_join {
 	HYWF_JOIN_UNDECIDED,	/* no data scheduled yet */
@@ -146,14 +156,14 @@ struct hywf_sock {
 
 /**
  * struct hywf_peer - the epoch of every connection to one peer
- * @addr: the peer's address, IPv4 mapped into IPv6; unused when @used is 0
+ * @node: in hywf_pernet's @peers
+ * @addr: the peer's address, IPv4 mapped into IPv6
  * @epoch: its split
- * @used: the slot holds a peer
  */
 struct hywf_peer {
+	struct hlist_node node;
 	struct in6_addr addr;
 	struct hywf_epoch epoch;
-	u8 used;
 };
 
 /**
@@ -176,8 +186,9 @@ struct hywf_settings {
  * @lock: protects @ns_epoch and @peers
  * @hash_seed: keeps remote peers from choosing which slots they share
  * @ns_epoch: the split of every connection, for HYWF_SCOPE_NAMESPACE
- * @peers: the splits per peer, for HYWF_SCOPE_PEER (least recently used
- *	   of HYWF_PEER_PROBES slots is replaced when all are taken)
+ * @peers: the splits per peer, for HYWF_SCOPE_PEER
+ * @nr_peers: entries in @peers, at most HYWF_PEERS_MAX
+ * @swept_ms: when @peers was last swept for idle peers
  * @ctl_hdr: registered sysctl table
  */
 struct hywf_pernet {
@@ -185,7 +196,9 @@ struct hywf_pernet {
 	spinlock_t lock;	/* protects ns_epoch and peers */
 	u32 hash_seed;
 	struct hywf_epoch ns_epoch;
-	struct hywf_peer peers[HYWF_PEER_SLOTS];
+	DECLARE_HASHTABLE(peers, HYWF_PEER_HASH_BITS);
+	u32 nr_peers;
+	u32 swept_ms;
 	struct ctl_table_header *ctl_hdr;
 };
 
@@ -219,59 +232,89 @@ static u32 hywf_peer_hash(const struct hywf_pernet *pn,
 	return jhash(addr, sizeof(*addr), pn->hash_seed);
 }
 
-/* The slot of @addr's connections (@hash: hywf_peer_hash()), or NULL.
+/* The epoch of @addr's connections (@hash: hywf_peer_hash()), or NULL.
  * Called with pn->lock held.
  */
 static struct hywf_epoch *hywf_peer_find(struct hywf_pernet *pn,
 					 const struct in6_addr *addr, u32 hash)
 {
-	struct hywf_peer *slot;
-	u32 i;
+	struct hywf_peer *peer;
 
-	for (i = 0; i < HYWF_PEER_PROBES; i++) {
-		slot = &pn->peers[(hash + i) % HYWF_PEER_SLOTS];
-		if (slot->used && ipv6_addr_equal(&slot->addr, addr))
-			return &slot->epoch;
-	}
+	hash_for_each_possible(pn->peers, peer, node, hash)
+		if (ipv6_addr_equal(&peer->addr, addr))
+			return &peer->epoch;
 	return NULL;
 }
 
-/* The epoch of @addr's connections: its slot, or the least recently used
- * of the slots it may take, started afresh. Called with pn->lock held.
+static void hywf_peer_free(struct hywf_pernet *pn, struct hywf_peer *peer)
+{
+	hash_del(&peer->node);
+	kfree(peer);
+	pn->nr_peers--;
+}
+
+/* Free the entries of @bucket's peers that are idle: their next burst
+ * would draw a new split anyway. Called with pn->lock held.
+ */
+static void hywf_peers_reap(struct hywf_pernet *pn, struct hlist_head *bucket,
+			    u32 now, u32 idle_ms)
+{
+	struct hlist_node *tmp;
+	struct hywf_peer *peer;
+
+	hlist_for_each_entry_safe(peer, tmp, bucket, node)
+		if (hywf_idle_expired(now, peer->epoch.last_ms, idle_ms))
+			hywf_peer_free(pn, peer);
+}
+
+/* The epoch of @addr's connections, a new one if @addr has none. NULL when
+ * the table is full of peers with a page under way: no peer's split is
+ * taken from it mid-page to make room. Called with pn->lock held.
  */
 static struct hywf_epoch *hywf_peer_epoch(struct hywf_pernet *pn,
-					  const struct in6_addr *addr, u32 now)
+					  const struct in6_addr *addr, u32 now,
+					  u32 idle_ms)
 {
 	u32 hash = hywf_peer_hash(pn, addr);
-	struct hywf_peer *slot, *victim = NULL;
+	struct hywf_peer *peer;
 	struct hywf_epoch *epoch;
-	u32 i;
+	u32 bkt;
 
 	epoch = hywf_peer_find(pn, addr, hash);
 	if (epoch)
 		return epoch;
-	for (i = 0; i < HYWF_PEER_PROBES; i++) {
-		slot = &pn->peers[(hash + i) % HYWF_PEER_SLOTS];
-		if (!victim || (victim->used &&
-				(!slot->used ||
-				 now - slot->epoch.last_ms > now - victim->epoch.last_ms)))
-			victim = slot;
+	hywf_peers_reap(pn, &pn->peers[hash_min(hash, HYWF_PEER_HASH_BITS)],
+			now, idle_ms);
+	if (pn->nr_peers >= HYWF_PEERS_MAX &&
+	    hywf_idle_expired(now, pn->swept_ms, idle_ms)) {
+		pn->swept_ms = now;
+		for (bkt = 0; bkt < HASH_SIZE(pn->peers); bkt++)
+			hywf_peers_reap(pn, &pn->peers[bkt], now, idle_ms);
 	}
-	memset(victim, 0, sizeof(*victim));
-	victim->addr = *addr;
-	victim->used = 1;
-	return &victim->epoch;
+	if (pn->nr_peers >= HYWF_PEERS_MAX)
+		return NULL;
+	peer = kzalloc(sizeof(*peer), GFP_ATOMIC);
+	if (!peer)
+		return NULL;
+	peer->addr = *addr;
+	hash_add(pn->peers, &peer->node, hash);
+	pn->nr_peers++;
+	return &peer->epoch;
 }
 
-/* Draw the next burst from the connection's epoch. */
+/* Draw the next burst from the connection's epoch. A connection whose peer
+ * finds no room in a full table splits on its own, as with
+ * HYWF_SCOPE_CONNECTION.
+ */
 static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 {
 	struct hywf_pernet *pn = hywf_pernet(msk);
+	struct net *net = sock_net((struct sock *)msk);
 	struct hywf_sock *hs = hywf_sk(msk);
 	struct in6_addr local, remote;
 	struct hywf_params params;
 	struct hywf_epoch *epoch;
-	u32 idle_ms, scope, path;
+	u32 idle_ms, scope, path, draws;
 
 	params.ps_permille = READ_ONCE(pn->cfg.params.ps_permille);
 	params.ncons = READ_ONCE(pn->cfg.params.ncons);
@@ -279,26 +322,38 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 	idle_ms = READ_ONCE(pn->cfg.idle_ms);
 	scope = READ_ONCE(pn->cfg.scope);
 
-	if (scope == HYWF_SCOPE_CONNECTION)
-		return hywf_next_burst(&hs->own, &params, n, now, idle_ms,
+	if (scope == HYWF_SCOPE_CONNECTION) {
+		draws = hs->own.draws;
+		path = hywf_next_burst(&hs->own, &params, n, now, idle_ms,
 				       &hs->drift, &hywf_rand, pkts);
+		if (hs->own.draws != draws)
+			MPTCP_INC_STATS(net, MPTCP_MIB_SCHEDSPLITDRAWN);
+		return path;
+	}
 
 	spin_lock_bh(&pn->lock);
 	if (scope == HYWF_SCOPE_NAMESPACE) {
 		epoch = &pn->ns_epoch;
 	} else {
 		mptcp_sched_sk_addrs((struct sock *)msk, &local, &remote);
-		epoch = hywf_peer_epoch(pn, &remote, now);
+		epoch = hywf_peer_epoch(pn, &remote, now, idle_ms);
+		if (!epoch) {
+			MPTCP_INC_STATS(net, MPTCP_MIB_SCHEDPEERTABLEFULL);
+			epoch = &hs->own;
+		}
 	}
+	draws = epoch->draws;
 	path = hywf_next_burst(epoch, &params, n, now, idle_ms, &hs->drift,
 			       &hywf_rand, pkts);
+	if (epoch->draws != draws)
+		MPTCP_INC_STATS(net, MPTCP_MIB_SCHEDSPLITDRAWN);
 	spin_unlock_bh(&pn->lock);
 	return path;
 }
 
 /* The connection's burst goes on: keep its page's split alive (see
- * hywf_epoch_touch_due()). A peer's slot is looked up, never taken: a slot
- * given to another peer meanwhile holds another page.
+ * hywf_epoch_touch_due()). A peer's entry is looked up, never made: one
+ * freed meanwhile held a page that is over.
  */
 static void hywf_keep_epoch(struct mptcp_sock *msk, u32 n, u32 now,
 			    u32 idle_ms)
@@ -523,6 +578,7 @@ static int __net_init hywf_net_init(struct net *net)
 	pn->cfg = hywf_defaults;
 	spin_lock_init(&pn->lock);
 	pn->hash_seed = get_random_u32();
+	hash_init(pn->peers);
 	pn->ctl_hdr = mptcp_sched_register_sysctl(net, hywf_sysctl_table,
 						  ARRAY_SIZE(hywf_sysctl_table),
 						  &hywf_defaults, &pn->cfg);
@@ -534,8 +590,13 @@ static int __net_init hywf_net_init(struct net *net)
 static void __net_exit hywf_net_exit(struct net *net)
 {
 	struct hywf_pernet *pn = net_generic(net, hywf_net_id);
+	struct hlist_node *tmp;
+	struct hywf_peer *peer;
+	u32 bkt;
 
 	mptcp_sched_unregister_sysctl(pn->ctl_hdr);
+	hash_for_each_safe(pn->peers, bkt, tmp, peer, node)
+		hywf_peer_free(pn, peer);
 }
 
 static struct pernet_operations hywf_net_ops = {
