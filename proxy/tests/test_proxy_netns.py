@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -293,20 +294,27 @@ CURL_PROXY_REFUSED = 97
 CURL_RESET_OR_EMPTY = (52, 55, 56)
 
 
-def curl_through(bed: Bed, proxy_flag: str, proxy: str, url: str) -> subprocess.CompletedProcess[str]:
+def curl_through(bed: Bed, proxy_flag: str, proxy: str, url: str,
+                 max_time: int = 10) -> subprocess.CompletedProcess[str]:
     """curl ``url`` from "c" through a SOCKS proxy, failures returned, not raised."""
-    return bed.run("c", "curl", "-s", "--max-time", "10", proxy_flag, proxy, url, check=False)
+    return bed.run("c", "curl", "-s", "--max-time", str(max_time), proxy_flag, proxy, url, check=False)
 
 
 def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None:
-    # Wrong key: a second client with another key. Answering SOCKS when
-    # connected, it sends a general failure; answering early (the default),
-    # it resets the connection once the server has closed on it.
+    # Wrong key: a second client with another key. The server answers
+    # nothing and closes at its handshake deadline (10-15 s: its own
+    # stretch of handshake_timeout). Answering SOCKS when connected, the
+    # client then sends a general failure; answering early (the default),
+    # it resets the connection. Both at once, to wait for the deadline once.
     bad_keys = write_secret(tmp_path / "bad.keys", "box1 " + "c3" * 32 + "\n")
     start_second_client(bed, bad_keys, 2080, "-socks-reply", "connected")
     start_second_client(bed, bad_keys, 2081)
-    for port, codes in ((2080, (CURL_PROXY_REFUSED,)), (2081, CURL_RESET_OR_EMPTY)):
-        r = curl_through(bed, "--socks5-hostname", f"127.0.0.1:{port}", f"http://{DEST_NAME}:{WEB_PORT}/blob.bin")
+    cases = ((2080, (CURL_PROXY_REFUSED,)), (2081, CURL_RESET_OR_EMPTY))
+    with ThreadPoolExecutor(len(cases)) as pool:
+        runs = list(pool.map(lambda case: curl_through(bed, "--socks5-hostname", f"127.0.0.1:{case[0]}",
+                                                        f"http://{DEST_NAME}:{WEB_PORT}/blob.bin", max_time=25),
+                             cases))
+    for (port, codes), r in zip(cases, runs, strict=True):
         assert r.returncode in codes and not r.stdout, (port, r)
     # No auth: plain SOCKS straight at the server gets nothing back.
     r = curl_through(bed, "--socks5-hostname", f"{SERVER_PUBLIC}:{SERVER_PORT}", f"http://{DEST_NAME}:{WEB_PORT}/")

@@ -167,7 +167,8 @@ func socksConnect(t *testing.T, socks, args string, to netip.AddrPort) (net.Conn
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	// A wrong key is answered at the server's handshake deadline (10-15 s).
+	c.SetDeadline(time.Now().Add(20 * time.Second))
 	msg := []byte{5, 1, socks5.MethodUserPass}
 	msg = append(msg, 1, byte(len(args)))
 	msg = append(msg, args...)
@@ -236,7 +237,8 @@ func TestClientRefusesBadBridgeArgs(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// A wrong key passes the argument check but the server sends nothing
-	// back: the SOCKS reply is a failure and no relay starts.
+	// back and closes at its handshake deadline: the SOCKS reply is a
+	// failure and no relay starts.
 	wrong := make([]byte, 32)
 	rand.Read(wrong)
 	c, rep := socksConnect(t, p.socks, "key="+hex.EncodeToString(wrong), p.serverAddr)

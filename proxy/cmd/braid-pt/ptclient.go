@@ -253,7 +253,10 @@ func runClient(out *pt.Out) error {
 // the bridge line's arguments, the destination is the bridge's address
 // (the braid pt server).
 func handleSOCKS(conn *net.TCPConn, b *bridges, log *slog.Logger) {
-	conn.SetDeadline(time.Now().Add(config.DefaultHandshakeTimeout))
+	// Long enough for the upstream exchange to fail on its own limits
+	// (dial, then the handshake) and tor to hear why: a server that no key
+	// opens answers nothing and closes only at its handshake deadline.
+	conn.SetDeadline(time.Now().Add(config.DefaultDialTimeout + config.DefaultHandshakeTimeout))
 	br := bufio.NewReaderSize(conn, 1024)
 	methods, err := socks5.ReadGreeting(br)
 	if err != nil {
