@@ -48,6 +48,21 @@ def _bn(published: dict[str, float], stats_momentum: float | None) -> dict[str, 
     return published if stats_momentum is None else {**published, "momentum": stats_momentum}
 
 
+def _conv_bn_init(params: Params, state: Params, name: str, key: jax.Array, kernel: tuple[int, ...],
+                  cin: int, cout: int, init: str = "glorot") -> None:
+    """A convolution ``conv<name>`` and its batch norm ``bn<name>``."""
+    params[f"conv{name}"] = nn.conv_init(key, kernel, cin, cout, init)
+    params[f"bn{name}"], state[f"bn{name}"] = nn.batchnorm_init(cout)
+
+
+def _conv_bn(params: Params, state: Params, new: Params, name: str, x: jax.Array, train: bool,
+             bn: dict[str, float], padding: str | tuple[tuple[int, int], ...] = "SAME") -> jax.Array:
+    """``conv<name>`` then ``bn<name>``, its new statistics put in ``new``."""
+    x = nn.conv(params[f"conv{name}"], x, padding)
+    x, new[f"bn{name}"] = nn.batchnorm(params[f"bn{name}"], state[f"bn{name}"], x, train, **bn)
+    return x
+
+
 def _pooled_length(length: int, blocks: int) -> int:
     for _ in range(blocks):
         length = -(-length // DF_POOL_STRIDE)  # 'same' padding
@@ -68,8 +83,7 @@ class DFNet:
         cin = 1
         for b, f in enumerate(DF_FILTERS):
             for c in range(2):
-                params[f"conv{b}{c}"] = nn.conv_init(next(keys), (DF_KERNEL,), cin, f)
-                params[f"bn{b}{c}"], state[f"bn{b}{c}"] = nn.batchnorm_init(f)
+                _conv_bn_init(params, state, f"{b}{c}", next(keys), (DF_KERNEL,), cin, f)
                 cin = f
         flat = _pooled_length(self.length, len(DF_FILTERS)) * cin
         params["fc0"] = nn.dense_init(next(keys), flat, DF_DENSE)
@@ -86,8 +100,7 @@ class DFNet:
         keys = iter(jax.random.split(key, 8))
         for b in range(len(DF_FILTERS)):
             for c in range(2):
-                x = nn.conv(params[f"conv{b}{c}"], x)
-                x, new[f"bn{b}{c}"] = nn.batchnorm(params[f"bn{b}{c}"], state[f"bn{b}{c}"], x, train, **bn)
+                x = _conv_bn(params, state, new, f"{b}{c}", x, train, bn)
                 x = jax.nn.elu(x) if b == 0 else jax.nn.relu(x)
             x = nn.max_pool(x, (DF_POOL,), (DF_POOL_STRIDE,), "SAME")
             x = nn.dropout(next(keys), x, 0.1, train)
@@ -120,15 +133,13 @@ class RFNet:
         cin = 1
         for b, (filters, _pool) in enumerate(RF_2D):
             for c in range(2):
-                params[f"conv{b}{c}"] = nn.conv_init(next(keys), RF_KERNEL_2D, cin, filters, init="he")
-                params[f"bn{b}{c}"], state[f"bn{b}{c}"] = nn.batchnorm_init(filters)
+                _conv_bn_init(params, state, f"{b}{c}", next(keys), RF_KERNEL_2D, cin, filters, init="he")
                 cin = filters
         cin = RF_CHANNELS_1D
         for i, f in enumerate((*RF_1D, self.classes)):
             if isinstance(f, str):  # a pool
                 continue
-            params[f"conv1d{i}"] = nn.conv_init(next(keys), (3,), cin, f, init="he")
-            params[f"bn1d{i}"], state[f"bn1d{i}"] = nn.batchnorm_init(f)
+            _conv_bn_init(params, state, f"1d{i}", next(keys), (3,), cin, f, init="he")
             cin = f
         return params, state
 
@@ -139,9 +150,7 @@ class RFNet:
         keys = iter(jax.random.split(key, 4))
         for b, (_f, pool) in enumerate(RF_2D):
             for c in range(2):
-                x = nn.conv(params[f"conv{b}{c}"], x, RF_PAD_2D)
-                x, new[f"bn{b}{c}"] = nn.batchnorm(params[f"bn{b}{c}"], state[f"bn{b}{c}"], x, train, **bn)
-                x = jax.nn.relu(x)
+                x = jax.nn.relu(_conv_bn(params, state, new, f"{b}{c}", x, train, bn, RF_PAD_2D))
             x = nn.dropout(next(keys), nn.max_pool(x, pool, pool), 0.1, train)
         # (n, 1, W, 64) -> the reference's channel-major view as 32 channels of 2W.
         n = x.shape[0]
@@ -151,7 +160,5 @@ class RFNet:
             if isinstance(f, str):
                 x = nn.dropout(next(keys), nn.max_pool(x, (3,), (3,)), 0.3, train)
                 continue
-            x = nn.conv(params[f"conv1d{i}"], x)
-            x, new[f"bn1d{i}"] = nn.batchnorm(params[f"bn1d{i}"], state[f"bn1d{i}"], x, train, **bn)
-            x = jax.nn.relu(x)
+            x = jax.nn.relu(_conv_bn(params, state, new, f"1d{i}", x, train, bn))
         return x.mean(axis=1), new
