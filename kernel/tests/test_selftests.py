@@ -31,9 +31,19 @@ def test_build_and_scheduler_in_every_namespace(tmp_path: Path) -> None:
         ip() {{ echo "ip $*" >> {log}; }}
         mptcp_lib_ns_init ns1 ns2 ns3
     """
-    r = subprocess.run(["bash", "-c", script], cwd=stage, env={"BRAID_SCHED": "bernoulli", "PATH": "/usr/bin:/bin"},
+    env = {"BRAID_SCHED": "bernoulli", "BRAID_SYSCTLS": "net.mptcp.bernoulli_batch=16", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run(["bash", "-c", script], cwd=stage, env=env,
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = log.read_text().splitlines()
     for ns in ("ns1", "ns2", "ns3"):
         assert f"ip netns exec braid-test-{ns} sysctl -q net.mptcp.scheduler=bernoulli" in lines, lines
+        assert f"ip netns exec braid-test-{ns} sysctl -q net.mptcp.bernoulli_batch=16" in lines, lines
+
+
+@pytest.mark.parametrize("args", [["--sysctl", "bernoulli_batch=16", "simult_flows.sh"],
+                                  ["--sysctl"], ["--bogus", "simult_flows.sh"], ["dir/simult_flows.sh"]])
+def test_bad_arguments_are_refused_before_anything_runs(args: list[str]) -> None:
+    r = subprocess.run([str(KERNEL / "selftests"), *args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "selftests:" in r.stderr or "Usage" in r.stdout + r.stderr or "kernel/selftests" in r.stdout

@@ -115,9 +115,13 @@ def test_adaptive_split_follows_the_load(bed: StandardTestbed) -> None:
     """One connection uploads 3 MB as fast as it can (~25 Mbit/s offered,
     above lambda0: both WANs), then 1 MB at 2 Mbit/s (below lambda0: the
     fast WAN alone). The load estimate needs a few of its 100 ms intervals
-    to come down, so the light phase is judged after its first 1.5 s."""
+    to come down, so the light phase is judged after its first 1.5 s.
+    The heavy phase fills the send buffer: its runs go where the data
+    leaves first (MPTcpExtSchedBacklogRun), not by the model's split."""
     with BulkServer(bed) as server:
+        backlog = read_mib(bed["client"].run(["nstat", "-az"]), BACKLOG_RUNS)
         [trace] = traced_series(bed, server, 1, 1 << 20, "paced", ["--rates", "0,0,0,2"])
+        backlog = read_mib(bed["client"].run(["nstat", "-az"]), BACKLOG_RUNS) - backlog
     assert trace.result["digest_ok"]
     phases = cast(list[tuple[float, float]], trace.result["phases"])
     heavy_start, heavy_end = phases[0][0], phases[2][1]
@@ -125,13 +129,15 @@ def test_adaptive_split_follows_the_load(bed: StandardTestbed) -> None:
     heavy, heavy_bytes = window_share(trace, heavy_start, heavy_end)
     light, light_bytes = window_share(trace, light_start + 1.5, light_end)
     print(f"\nheavy phase: wan1 share {heavy:.3f} of {heavy_bytes} B; "
-          f"light phase (after 1.5 s): wan1 share {light:.3f} of {light_bytes} B")
+          f"light phase (after 1.5 s): wan1 share {light:.3f} of {light_bytes} B; backlogged runs {backlog}")
     assert light_bytes > 200_000
     assert light >= 0.95, "light load should stay on the fast WAN"
     assert 0.05 <= 1 - heavy, "heavy load should use the slow WAN too"
+    assert backlog > 0, "a sender that fills its buffer was never treated as backlogged"
 
 
-RR_COUNTERS = ("MPTcpExtMPTCPRetrans", "MPTcpExtSubflowStale")
+BACKLOG_RUNS = "MPTcpExtSchedBacklogRun"
+RR_COUNTERS = ("MPTcpExtMPTCPRetrans", "MPTcpExtSubflowStale", BACKLOG_RUNS)
 
 
 def rr_counters(tb: StandardTestbed) -> dict[str, int]:
@@ -144,7 +150,8 @@ def rr_counters(tb: StandardTestbed) -> dict[str, int]:
 
 def test_small_exchanges_are_not_re_sent(bed: StandardTestbed) -> None:
     """100 request/response exchanges of 1 KiB on loss-free WANs: nothing
-    is re-sent at the MPTCP level and no subflow is marked stale. Without
+    is re-sent at the MPTCP level, no subflow is marked stale, and no run
+    is taken for a backlogged sender's (the model's split decides). Without
     the kernel's fix to the retransmission timer's interval, each send
     after an acknowledged exchange armed the MPTCP retransmission timer
     for 0 jiffies: it fired every jiffy until the answer came, marked the
@@ -165,7 +172,7 @@ def test_small_exchanges_are_not_re_sent(bed: StandardTestbed) -> None:
     grew = {k: after[k] - before[k] for k in after if after[k] != before[k]}
     print(f"\n1 KiB rr: latency {result['latency_ms']}, data bytes per WAN {data}, counters grown {grew}")
     assert result["digest_ok"]
-    assert not grew, "MPTCP-level retransmissions or stale subflows with no loss"
+    assert not grew, "MPTCP-level retransmissions, stale subflows or backlogged runs with no load"
 
 
 def test_run_ends_with_its_subflow(bed: StandardTestbed) -> None:
