@@ -18,7 +18,9 @@
 // Security properties:
 //   - The first message is authenticated by the PSK (psk0); a recorded one
 //     is refused when its time is outside ±MaxSkew or its ephemeral key is
-//     already in the replay cache (entries live 2·MaxSkew).
+//     already in the replay cache (entries live 2·MaxSkew). A client id
+//     flooding its share of the cache loses early data, not connections
+//     (ReplayCache, ErrEarlyDataRefused).
 //   - The server proves the PSK by the second message, which also carries
 //     its ephemeral key: the session keys (Noise Split after ee) are
 //     forward secret. A stolen PSK decrypts neither past sessions' relayed
@@ -87,6 +89,11 @@ var (
 	ErrMalformed  = errors.New("malformed hello")
 	ErrServerAuth = errors.New("server failed to authenticate (wrong key or not a braid v2 server)")
 )
+
+// ErrEarlyDataRefused is returned for an authentic, fresh hello whose early
+// data the server cannot vouch for (its client id's replay share is full,
+// see ReplayCache); the client may connect again without early data.
+var ErrEarlyDataRefused = errors.New("early data refused: this client id's replay share is full")
 
 var suite = noise.NewCipherSuite(pooledDH{}, noise.CipherAESGCM, noise.HashSHA256)
 
@@ -296,8 +303,11 @@ func (v *Verifier) check(a *Accepted, payload []byte, eph [PublicLen]byte) error
 		return fmt.Errorf("%w: early data stamped before the replay cache started (%v earlier)",
 			ErrReplay, v.Replay.Start.Sub(a.Time).Round(time.Millisecond))
 	}
-	if !v.Replay.Add(a.ID, eph, now) {
+	switch v.Replay.Add(a.ID, eph, now, a.Flags&FlagEarlyData != 0) {
+	case ReplaySeen:
 		return ErrReplay
+	case ReplayFull:
+		return ErrEarlyDataRefused
 	}
 	return nil
 }

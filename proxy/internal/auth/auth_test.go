@@ -226,39 +226,67 @@ func TestReplayCacheExpiryAndBound(t *testing.T) {
 	c := NewReplayCache(time.Second, 2)
 	t0 := time.Unix(1000, 0)
 	n := func(b byte) (x [PublicLen]byte) { x[0] = b; return }
-	if !c.Add("a", n(1), t0) || !c.Add("a", n(2), t0) {
+	if c.Add("a", n(1), t0, true) != ReplayFresh || c.Add("a", n(2), t0, true) != ReplayFresh {
 		t.Fatal("fresh nonces refused")
 	}
-	if c.Add("a", n(3), t0) {
-		t.Fatal("cache over its bound accepted a nonce")
+	if got := c.Add("a", n(3), t0, true); got != ReplayFull {
+		t.Fatalf("early data over the share: %v, want ReplayFull", got)
 	}
-	if c.Add("a", n(1), t0.Add(500*time.Millisecond)) {
-		t.Fatal("replay accepted")
+	if got := c.Add("a", n(1), t0.Add(500*time.Millisecond), false); got != ReplaySeen {
+		t.Fatalf("replay: %v, want ReplaySeen", got)
 	}
-	if !c.Add("a", n(3), t0.Add(2*time.Second)) || c.Len() != 1 {
+	if c.Add("a", n(3), t0.Add(2*time.Second), true) != ReplayFresh || c.Len() != 1 {
 		t.Fatalf("expiry did not free entries: len %d", c.Len())
 	}
 }
 
-// One key holder filling its share does not lock out another client id.
+// A key holder sending more hellos than its share: from then on its hellos
+// with early data are refused, those without accepted by forgetting its
+// oldest nonces (fail open), at the production share of 65,536. A nonce
+// still remembered is still a replay, and another id is untouched.
+func TestReplayCacheFullShareFailsOpenWithoutEarlyData(t *testing.T) {
+	const share = 1 << 16
+	c := NewReplayCache(time.Minute, share)
+	t0 := time.Unix(1000, 0)
+	nonce := func(i int) (x [PublicLen]byte) { x[0], x[1], x[2] = byte(i), byte(i>>8), byte(i>>16); return }
+	for i := 0; i < share+1000; i++ {
+		if got := c.Add("flooded", nonce(i), t0, false); got != ReplayFresh {
+			t.Fatalf("hello %d without early data: %v, want accepted", i, got)
+		}
+	}
+	if c.Len() != share || c.Forgotten() != 1000 {
+		t.Fatalf("%d entries, %d forgotten; want %d and 1000", c.Len(), c.Forgotten(), share)
+	}
+	if got := c.Add("flooded", nonce(share+5000), t0, true); got != ReplayFull {
+		t.Fatalf("early data with the share full: %v, want ReplayFull", got)
+	}
+	if got := c.Add("flooded", nonce(share+999), t0, false); got != ReplaySeen {
+		t.Fatalf("a remembered nonce again: %v, want ReplaySeen", got)
+	}
+	if got := c.Add("other", nonce(0), t0, true); got != ReplayFresh {
+		t.Fatalf("another id: %v, want accepted", got)
+	}
+}
+
+// One key holder filling its share does not touch another client id's.
 func TestReplayCacheBudgetPerID(t *testing.T) {
 	c := NewReplayCache(time.Minute, 100)
 	t0 := time.Unix(1000, 0)
 	var x [PublicLen]byte
 	for i := 0; i < 1000; i++ {
 		x[0], x[1] = byte(i), byte(i>>8)
-		c.Add("greedy", x, t0)
+		c.Add("greedy", x, t0, false)
 	}
 	if c.Len() != 100 {
 		t.Fatalf("greedy id holds %d entries, want its budget 100", c.Len())
 	}
 	x[0], x[1] = 0xff, 0xff
-	if !c.Add("other", x, t0) {
+	if c.Add("other", x, t0, true) != ReplayFresh {
 		t.Fatal("another client id locked out by one that filled its budget")
 	}
 	x[0] = 0xfe
-	if c.Add("greedy", x, t0) {
-		t.Fatal("greedy id accepted over its budget")
+	if c.Add("greedy", x, t0, true) != ReplayFull {
+		t.Fatal("greedy id's early data accepted over its budget")
 	}
 }
 
@@ -270,24 +298,24 @@ func TestReplayCacheTTLChangeKeepsEntries(t *testing.T) {
 	n := func(b byte) (x [PublicLen]byte) { x[0] = b; return }
 
 	c := NewReplayCache(time.Minute, 100)
-	c.Add("a", n(1), t0)
+	c.Add("a", n(1), t0, true)
 	c.setTTL(2*time.Minute, t0.Add(time.Second))
-	if c.Add("a", n(1), t0.Add(90*time.Second)) {
+	if c.Add("a", n(1), t0.Add(90*time.Second), true) == ReplayFresh {
 		t.Fatal("TTL raised 1 -> 2 min: a nonce stored before was forgotten after 90 s")
 	}
 
 	c = NewReplayCache(time.Minute, 100)
-	c.Add("a", n(1), t0)
+	c.Add("a", n(1), t0, true)
 	c.setTTL(10*time.Second, t0.Add(time.Second))
-	c.Add("a", n(2), t0.Add(2*time.Second))
-	if c.Add("a", n(1), t0.Add(30*time.Second)) {
+	c.Add("a", n(2), t0.Add(2*time.Second), true)
+	if c.Add("a", n(1), t0.Add(30*time.Second), true) == ReplayFresh {
 		t.Fatal("TTL lowered 1 min -> 10 s: a nonce stored before was forgotten after 30 s")
 	}
-	if !c.Add("a", n(1), t0.Add(62*time.Second)) {
+	if c.Add("a", n(1), t0.Add(62*time.Second), true) != ReplayFresh {
 		t.Fatal("nonce still kept after the old TTL")
 	}
 	// From then on the shorter TTL applies.
-	if !c.Add("a", n(3), t0.Add(62*time.Second)) || !c.Add("a", n(3), t0.Add(73*time.Second)) {
+	if c.Add("a", n(3), t0.Add(62*time.Second), true) != ReplayFresh || c.Add("a", n(3), t0.Add(73*time.Second), true) != ReplayFresh {
 		t.Fatal("the shorter TTL never took effect")
 	}
 }

@@ -48,6 +48,7 @@ type Client struct {
 	conns      acceptloop.Conns
 	pool       *preconnect
 	padCtrs    wire.PadCounters
+	early      earlyGate
 }
 
 type runtimeState struct {
@@ -286,7 +287,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	}
 	// The upstream exchange has its own time limits (dial and handshake).
 	conn.SetDeadline(time.Time{})
-	early := rt.cfg.SOCKSReply == config.SOCKSReplyEarly
+	early := rt.cfg.SOCKSReply == config.SOCKSReplyEarly && c.early.allowed(time.Now())
 	replied := false
 	if _, _, err := pre.wait(); err == nil && early {
 		// The server connection is up (usually a spare): answer before
@@ -344,8 +345,9 @@ func (c *Client) handleTransparent(conn *net.TCPConn, rt *runtimeState) {
 		return
 	}
 	// Nothing to answer: the application believes it is connected already,
-	// so its data goes out with the hello (early).
-	up, status, err := c.open(rt, dest.FromIP(od), nil, true)
+	// so its data goes out with the hello (early), unless the server refused
+	// early data lately; then it waits in the socket for the answer.
+	up, status, err := c.open(rt, dest.FromIP(od), nil, c.early.allowed(time.Now()))
 	if err != nil || status != wire.StatusOK {
 		c.upstreamFailed(status, err)
 		conn.SetLinger(0) // the application sees a reset, as it would from the far end

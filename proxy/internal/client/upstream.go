@@ -165,6 +165,16 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		raw.SetWriteDeadline(time.Time{})
 		up.await = func() error {
 			status, err := answer()
+			if err == nil && status == wire.StatusRetryWithoutEarlyData {
+				off := c.early.refused(time.Now())
+				c.metrics.Counter("early_data_refused").Add(1)
+				c.log.Warn("server refused early data (this client id's replay share is full: is someone else using its key?); "+
+					"connections wait for the server's answer", "for", off.String())
+				return fmt.Errorf("server refused early data")
+			}
+			if err == nil && status == wire.StatusOK {
+				c.early.accepted()
+			}
 			if err == nil && status != wire.StatusOK {
 				err = fmt.Errorf("server answered %s", status)
 			}
@@ -178,6 +188,10 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		return up, wire.StatusOK, nil
 	}
 	status, err := answer()
+	if err == nil && status == wire.StatusRetryWithoutEarlyData {
+		// Only early data is ever refused this way.
+		return nil, wire.StatusGeneralFailure, fmt.Errorf("server refused early data the client did not send")
+	}
 	if err != nil || status != wire.StatusOK {
 		return nil, status, err
 	}

@@ -38,10 +38,11 @@ import (
 	"braid/proxy/internal/wire"
 )
 
-// replayPerClient bounds each client id's share of the replay cache: at
-// most this many of its hellos can be accepted per 2·max_clock_skew window
-// (about 1,100 per second at the default skew), after which its new hellos
-// are refused rather than risk forgetting one (its ephemeral key). Other ids keep theirs.
+// replayPerClient bounds each client id's share of the replay cache: this
+// many of its hellos per 2·max_clock_skew window (about 1,100 per second at
+// the default skew). Past it, its hellos with early data are answered
+// "retry without" and those without are accepted, its oldest nonce
+// forgotten (auth.ReplayCache). Other ids keep their shares.
 const replayPerClient = 1 << 16
 
 // Server is a running relay.
@@ -86,6 +87,10 @@ type runtimeState struct {
 	pad      *wire.Padder // adaptive padding of the download; nil = off
 }
 
+// SetReplayShare sets each client id's share of the replay cache
+// (replayPerClient by default): tests use a small one to reach it.
+func (s *Server) SetReplayShare(n int) { s.replay.SetPerID(n) }
+
 // New builds a server from a validated configuration.
 func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, error) {
 	s := &Server{
@@ -109,6 +114,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 	m.Gauge("conns_active", s.conns.Active)
 	m.Gauge("conns_preauth", s.preauth.Active)
 	m.Gauge("replay_cache_entries", func() int64 { return int64(s.replay.Len()) })
+	m.Gauge("replay_cache_forgotten", s.replay.Forgotten)
 	m.Gauge("padding_groups", func() int64 {
 		if rt := s.rt.Load(); rt != nil && rt.pad != nil {
 			return int64(rt.pad.Groups())
@@ -413,6 +419,22 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		return nil
 	}
 	acc, err := rt.verifier.Verify(hello[:])
+	if errors.Is(err, auth.ErrEarlyDataRefused) {
+		// Authentic and fresh, but its early data cannot be vouched for:
+		// say so (under the handshake, so only the key holder reads it) and
+		// let the client come back without; nothing was acted on.
+		s.metrics.Counter("hellos_early_data_refused").Add(1)
+		if s.failLog.allow() {
+			s.log.Warn("early data refused: client id over its replay share; answered retry without",
+				"remote", c.RemoteAddr().String(), "client_id", acc.ID)
+		} else {
+			s.metrics.Counter("log_suppressed").Add(1)
+		}
+		if sh, _, err := acc.ServerHello(wire.AppendReply(nil, wire.StatusRetryWithoutEarlyData)); err == nil {
+			c.Write(sh)
+		}
+		return nil
+	}
 	if err != nil {
 		reason, id := "bad_hello", ""
 		if acc != nil {

@@ -32,6 +32,11 @@ const (
 	StatusHostUnreachable Status = 0x04
 	StatusConnRefused     Status = 0x05
 	StatusTTLExpired      Status = 0x06
+
+	// StatusRetryWithoutEarlyData is not a SOCKS code: the server refused
+	// the hello's early data (its client id's replay share is full) and
+	// did nothing with it; the client connects again without early data.
+	StatusRetryWithoutEarlyData Status = 0xe0
 )
 
 func (s Status) String() string {
@@ -50,6 +55,8 @@ func (s Status) String() string {
 		return "connection refused"
 	case StatusTTLExpired:
 		return "timed out"
+	case StatusRetryWithoutEarlyData:
+		return "early data refused, retry without"
 	}
 	return fmt.Sprintf("status(%d)", byte(s))
 }

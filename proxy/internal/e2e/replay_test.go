@@ -1,0 +1,53 @@
+package e2e
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"braid/proxy/internal/auth"
+	"braid/proxy/internal/wire"
+)
+
+// A key holder floods valid hellos for the client's id past its share of
+// the server's replay cache (8 here, 65,536 in production; the cache's own
+// test runs at that size). The server still answers hellos without early
+// data, refuses early data with an authenticated "retry without" that acts
+// on nothing, and the client, told so, loses one connection and then
+// connects by waiting for the answer: the id is never locked out.
+func TestFloodedClientIDStillConnects(t *testing.T) {
+	p := startPair(t, opts{})
+	const share = 8
+	p.srv.SetReplayShare(share)
+	_, port, _ := net.SplitHostPort(p.sink)
+	sink := "127.0.0.1:" + port
+	for i := 0; i < 3*share; i++ {
+		_, hello, err := auth.NewClientHello(testPSK(), 0, time.Now(), wire.AppendRequest(nil, mustDest(sink)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := p.rawServerN(hello, auth.ServerHelloLen); len(out) != auth.ServerHelloLen {
+			t.Fatalf("flood hello %d without early data got %d bytes, want an answer", i, len(out))
+		}
+	}
+	if got := p.counter(p.srvM, "auth_failures"); got != 0 {
+		t.Fatalf("hellos without early data refused: %d auth failures", got)
+	}
+
+	hs, flight, _ := earlyFlight(t, time.Now(), sink, []byte("must not reach the sink"))
+	_, reply, _ := sendFlight(t, p, hs, flight)
+	if st, err := wire.ParseReply(reply); err != nil || st != wire.StatusRetryWithoutEarlyData {
+		t.Fatalf("early data with the share full: reply %v %v, want retry without early data", st, err)
+	}
+	if got := p.counter(p.srvM, "hellos_early_data_refused"); got != 1 {
+		t.Fatalf("early-data refusals counted %d, want 1", got)
+	}
+
+	// The client's own early connection meets the same refusal; it may
+	// fail that one, never the next.
+	p.mustWorkPastDeadSpare("after the flood")
+	p.mustWork()
+	if got := p.counter(p.clM, "early_data_refused"); got != 1 {
+		t.Fatalf("client met %d early-data refusals, want 1 (then it waits for answers)", got)
+	}
+}
