@@ -11,9 +11,10 @@
 // Every message has a fixed size (ClientHelloLen, ServerHelloLen) and
 // nothing in clear but the ephemeral public keys, whose always-zero top bit
 // is randomised on the wire (X25519 ignores it): no magic, no client id, no
-// lengths. The server finds the client by trying each configured key on
-// the first message (only the right one opens its AEAD tag), so the cost
-// of a hello grows with the number of client ids (see the README).
+// lengths. The server finds the client by trying every configured key on
+// the first message (only the right one opens its AEAD tag; all are tried
+// so that the time taken does not tell which), so the cost of a hello
+// grows with the number of client ids (see the README).
 //
 // Security properties:
 //   - The first message is authenticated by the PSK (psk0); a recorded one
@@ -239,6 +240,8 @@ type Verifier struct {
 	MaxSkew time.Duration
 	Replay  *ReplayCache
 	Now     func() time.Time // for tests; nil means time.Now
+
+	trials int // keys tried, for tests (not synchronised)
 }
 
 // Accepted is a verified client hello.
@@ -262,21 +265,32 @@ func (v *Verifier) Verify(msg []byte) (*Accepted, error) {
 	var m [ClientHelloLen]byte
 	copy(m[:], msg)
 	unmaskTopBit(m[:])
+	// Every key is tried, whichever opens the hello: the time a hello
+	// takes says nothing about which client sent it, or where in the key
+	// file a replayed one's id is.
+	var (
+		found   *Accepted
+		payload []byte
+	)
 	for i := range v.PSKs {
 		a := &Accepted{ID: v.PSKs[i].ID, psk: v.PSKs[i].Key}
 		hs, err := newHandshake(&a.psk, false)
 		if err != nil {
 			return nil, err
 		}
-		payload, _, _, err := hs.ReadMessage(make([]byte, 0, helloPayloadLen), m[:])
-		if err != nil {
+		v.trials++
+		p, _, _, err := hs.ReadMessage(make([]byte, 0, helloPayloadLen), m[:])
+		if err != nil || found != nil {
 			continue
 		}
 		a.hs = hs
 		copy(a.h1[:], hs.ChannelBinding())
-		return a, v.check(a, payload, [PublicLen]byte(m[:PublicLen]))
+		found, payload = a, p
 	}
-	return nil, ErrBadHello
+	if found == nil {
+		return nil, ErrBadHello
+	}
+	return found, v.check(found, payload, [PublicLen]byte(m[:PublicLen]))
 }
 
 // check decodes an authenticated payload and applies the clock window and

@@ -113,6 +113,28 @@ func TestSessionKeysNeedEphemeralSecrets(t *testing.T) {
 	}
 }
 
+// Every configured key is tried for every hello, whichever opens it and
+// whether any does: the work (and so the time) is the same for each client
+// id's hellos and for garbage.
+func TestVerifyTriesEveryKey(t *testing.T) {
+	now := time.Now().Add(10 * time.Millisecond)
+	v := newVerifier(now)
+	_, hello, _ := NewClientHello(testPSK, 0, now, req)
+	if a, err := v.Verify(hello); err != nil || a.ID != "box1" {
+		t.Fatalf("hello of box1: %v %v", a, err)
+	}
+	if v.trials != len(v.PSKs) {
+		t.Fatalf("a valid hello tried %d of %d keys", v.trials, len(v.PSKs))
+	}
+	garbage := bytes.Repeat([]byte{0x42}, ClientHelloLen)
+	if _, err := v.Verify(garbage); !errors.Is(err, ErrBadHello) {
+		t.Fatalf("garbage: %v", err)
+	}
+	if v.trials != 2*len(v.PSKs) {
+		t.Fatalf("garbage tried %d of %d keys", v.trials-len(v.PSKs), len(v.PSKs))
+	}
+}
+
 func TestVerifyFailures(t *testing.T) {
 	now := time.Now()
 	_, good, _ := NewClientHello(testPSK, 0, now, req)
