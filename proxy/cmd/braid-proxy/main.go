@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -248,6 +249,7 @@ limits; SIGTERM drains relays for -shutdown-grace, then exits.`)
 	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
 	setMaxProcs(cfg.MaxProcs, 0)
 	m := metrics.New()
+	m.SetBuildInfo("server", strings.TrimPrefix(buildinfo.Version("braid-proxy"), "braid-proxy "))
 	srv, err := server.New(cfg, log, m)
 	if err != nil {
 		return inputErr(err) // the files the configuration names
@@ -315,6 +317,7 @@ gateway settings; SIGTERM drains relays, then exits.`)
 	log, lv := newLogger(cfg.LogLevel, cfg.LogFormat)
 	setMaxProcs(cfg.MaxProcs, 0)
 	m := metrics.New()
+	m.SetBuildInfo("client", strings.TrimPrefix(buildinfo.Version("braid-proxy"), "braid-proxy "))
 	cl, err := client.New(cfg, log, m)
 	if err != nil {
 		return inputErr(err) // the files the configuration names

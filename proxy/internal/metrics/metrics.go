@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +35,10 @@ type Registry struct {
 	subflows sync.Map   // string -> *Gateway
 	// nSubflows bounds subflows: the server keys them by client address,
 	// which an Internet-facing relay sees without end.
-	nSubflows int
-	gauges    map[string]func() int64
+	nSubflows    int
+	gauges       map[string]func() int64
+	counterFuncs map[string]func() int64
+	info         [2]string // role, version: braid_proxy_build_info
 }
 
 // MaxSubflowKeys bounds the per-address subflow counters; addresses seen
@@ -65,7 +66,7 @@ func (g *Gateway) Add(up bool, n int64) {
 
 // New returns an empty registry.
 func New() *Registry {
-	return &Registry{start: time.Now(), gauges: map[string]func() int64{}}
+	return &Registry{start: time.Now(), gauges: map[string]func() int64{}, counterFuncs: map[string]func() int64{}}
 }
 
 // Counter returns (creating) the named counter.
@@ -128,35 +129,57 @@ func (r *Registry) Snapshot() map[string]any {
 		return true
 	})
 	r.mu.Lock()
-	gauges := make(map[string]func() int64, len(r.gauges))
+	funcs := make(map[string]func() int64, len(r.gauges)+len(r.counterFuncs))
 	for k, f := range r.gauges {
-		gauges[k] = f
+		funcs[k] = f
+	}
+	for k, f := range r.counterFuncs {
+		funcs[k] = f
 	}
 	r.mu.Unlock()
-	for k, f := range gauges { // outside the lock: a gauge may take others
+	for k, f := range funcs { // outside the lock: a gauge may take others
 		out[k] = f()
 	}
+	out["gateways"] = r.gatewayValues()
+	out["subflows"] = r.subflowValues()
+	for k, v := range r.processValues() {
+		out[k] = v
+	}
+	return out
+}
+
+// gatewayValues returns each gateway's counters by name.
+func (r *Registry) gatewayValues() map[string]map[string]int64 {
 	gws := map[string]map[string]int64{}
 	r.gateways.Range(func(k, v any) bool {
 		g := v.(*Gateway)
 		gws[k.(string)] = map[string]int64{"conns": g.Conns.Load(), "bytes_up": g.Up.Load(), "bytes_down": g.Down.Load(), "race_wins": g.RaceWins.Load()}
 		return true
 	})
-	out["gateways"] = gws
+	return gws
+}
+
+// subflowValues returns each subflow address's counters by name.
+func (r *Registry) subflowValues() map[string]map[string]int64 {
 	sfs := map[string]map[string]int64{}
 	r.subflows.Range(func(k, v any) bool {
 		g := v.(*Gateway)
 		sfs[k.(string)] = map[string]int64{"subflows": g.Conns.Load(), "bytes_sent": g.Up.Load(), "bytes_received": g.Down.Load()}
 		return true
 	})
-	out["subflows"] = sfs
-	out["goroutines"] = int64(runtime.NumGoroutine())
-	out["open_fds"] = openFDs()
+	return sfs
+}
+
+// processValues returns the process's own gauges.
+func (r *Registry) processValues() map[string]int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	out["heap_inuse_bytes"] = int64(ms.HeapInuse)
-	out["uptime_seconds"] = int64(time.Since(r.start).Seconds())
-	return out
+	return map[string]int64{
+		"goroutines":       int64(runtime.NumGoroutine()),
+		"open_fds":         openFDs(),
+		"heap_inuse_bytes": int64(ms.HeapInuse),
+		"uptime_seconds":   int64(time.Since(r.start).Seconds()),
+	}
 }
 
 func openFDs() int64 {
@@ -177,40 +200,8 @@ func (r *Registry) Handler() http.Handler {
 		enc.Encode(r.Snapshot())
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		snap := r.Snapshot()
-		gws := snap["gateways"].(map[string]map[string]int64)
-		sfs := snap["subflows"].(map[string]map[string]int64)
-		delete(snap, "gateways")
-		delete(snap, "subflows")
-		keys := make([]string, 0, len(snap))
-		for k := range snap {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(w, "braid_proxy_%s %v\n", k, snap[k])
-		}
-		ids := make([]string, 0, len(gws))
-		for id := range gws {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			for _, m := range []string{"conns", "bytes_up", "bytes_down", "race_wins"} {
-				fmt.Fprintf(w, "braid_proxy_gateway_%s{gateway=%q} %d\n", m, id, gws[id][m])
-			}
-		}
-		addrs := make([]string, 0, len(sfs))
-		for a := range sfs {
-			addrs = append(addrs, a)
-		}
-		sort.Strings(addrs)
-		for _, a := range addrs {
-			for _, m := range []string{"subflows", "bytes_sent", "bytes_received"} {
-				fmt.Fprintf(w, "braid_proxy_subflow_%s{addr=%q} %d\n", m, a, sfs[a][m])
-			}
-		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		r.WritePrometheus(w)
 	})
 	return mux
 }

@@ -114,7 +114,7 @@ func New(cfg *config.Server, log *slog.Logger, m *metrics.Registry) (*Server, er
 	m.Gauge("conns_active", s.conns.Active)
 	m.Gauge("conns_preauth", s.preauth.Active)
 	m.Gauge("replay_cache_entries", func() int64 { return int64(s.replay.Len()) })
-	m.Gauge("replay_cache_forgotten", s.replay.Forgotten)
+	m.CounterFunc("replay_cache_forgotten", s.replay.Forgotten)
 	m.Gauge("padding_groups", func() int64 {
 		if rt := s.rt.Load(); rt != nil && rt.pad != nil {
 			return int64(rt.pad.Groups())
