@@ -69,6 +69,7 @@ func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, er
 		return nil, err
 	}
 	m.Gauge("conns_active", c.conns.Active)
+	c.exportGateways(m)
 	c.pool = newPreconnect(c)
 	go c.pool.run(c.connCtx)
 	return c, nil

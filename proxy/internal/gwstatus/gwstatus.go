@@ -117,7 +117,8 @@ type Watcher struct {
 	modTime   time.Time
 	size      int64
 	ranked    []Gateway
-	lastState string // for log-once
+	all       []Gateway // every gateway of the file as last read; nil if none
+	lastState string    // for log-once
 }
 
 // NewWatcher returns a watcher for path.
@@ -129,25 +130,38 @@ func NewWatcher(path string, log *slog.Logger) *Watcher {
 func (w *Watcher) Best(n int) []Gateway {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
-	if now.Sub(w.checked) >= w.MinInterval || w.checked.IsZero() {
-		w.checked = now
-		w.refresh()
-	}
+	w.maybeRefresh()
 	if len(w.ranked) < n {
 		n = len(w.ranked)
 	}
 	return append([]Gateway(nil), w.ranked[:n]...)
 }
 
+// All returns every gateway in the file, up or not, and whether the file
+// was read (false: off, missing or invalid).
+func (w *Watcher) All() ([]Gateway, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.maybeRefresh()
+	return append([]Gateway(nil), w.all...), w.lastState == "ok"
+}
+
+func (w *Watcher) maybeRefresh() {
+	now := time.Now()
+	if now.Sub(w.checked) >= w.MinInterval || w.checked.IsZero() {
+		w.checked = now
+		w.refresh()
+	}
+}
+
 func (w *Watcher) refresh() {
 	if w.Path == "" { // off: the kernel chooses, nothing to report
-		w.ranked = nil
+		w.ranked, w.all = nil, nil
 		return
 	}
 	st, err := os.Stat(w.Path)
 	if err != nil {
-		w.ranked = nil
+		w.ranked, w.all = nil, nil
 		w.note("unavailable", "gateway status file unavailable; kernel chooses the first subflow's source", "path", w.Path, "err", errText(err))
 		return
 	}
@@ -163,12 +177,12 @@ func (w *Watcher) refresh() {
 		s, err = Parse(data)
 	}
 	if err != nil {
-		w.ranked = nil
+		w.ranked, w.all = nil, nil
 		w.note("invalid", "gateway status file unreadable; kernel chooses the first subflow's source", "path", w.Path, "err", errText(err))
 		return
 	}
 	w.modTime, w.size = st.ModTime(), st.Size()
-	w.ranked = s.Ranked()
+	w.ranked, w.all = s.Ranked(), s.Gateways
 	w.note("ok", "gateway status loaded", "path", w.Path, "usable", len(w.ranked))
 }
 

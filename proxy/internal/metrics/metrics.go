@@ -38,6 +38,7 @@ type Registry struct {
 	nSubflows    int
 	gauges       map[string]func() int64
 	counterFuncs map[string]func() int64
+	families     map[string]GaugeFamily
 	info         [2]string // role, version: braid_proxy_build_info
 }
 
@@ -66,7 +67,8 @@ func (g *Gateway) Add(up bool, n int64) {
 
 // New returns an empty registry.
 func New() *Registry {
-	return &Registry{start: time.Now(), gauges: map[string]func() int64{}, counterFuncs: map[string]func() int64{}}
+	return &Registry{start: time.Now(), gauges: map[string]func() int64{}, counterFuncs: map[string]func() int64{},
+		families: map[string]GaugeFamily{}}
 }
 
 // Counter returns (creating) the named counter.
@@ -144,6 +146,9 @@ func (r *Registry) Snapshot() map[string]any {
 	out["subflows"] = r.subflowValues()
 	for k, v := range r.processValues() {
 		out[k] = v
+	}
+	for k, f := range r.gaugeFamilies() {
+		out[k] = f.Values()
 	}
 	return out
 }

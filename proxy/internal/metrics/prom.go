@@ -84,6 +84,7 @@ var gaugeHelp = map[string]string{
 	"preconnect_idle":        "Spare connections waiting.",
 	"preconnect_idle_joined": "Spare connections waiting with every subflow joined.",
 	"replay_cache_entries":   "Hello nonces remembered by the replay cache.",
+	"gateway_status_loaded":  "1 if the client has read the path manager's gateway status file, 0 if it is off, missing or invalid.",
 	"goroutines":             "Goroutines.",
 	"open_fds":               "Open file descriptors.",
 	"heap_inuse_bytes":       "Heap memory in use, bytes.",
@@ -93,6 +94,29 @@ var gaugeHelp = map[string]string{
 // counterFuncHelp describes the counters computed when read.
 var counterFuncHelp = map[string]string{
 	"replay_cache_forgotten": "Hello nonces forgotten before their time to let a hello without early data in.",
+}
+
+// GaugeFamily is a gauge per label value, read when /metrics or /status is.
+type GaugeFamily struct {
+	Label, Help string
+	Values      func() map[string]float64
+}
+
+// AddGaugeFamily registers a gauge family under name.
+func (r *Registry) AddGaugeFamily(name string, f GaugeFamily) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.families[name] = f
+}
+
+func (r *Registry) gaugeFamilies() map[string]GaugeFamily {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]GaugeFamily, len(r.families))
+	for k, f := range r.families {
+		out[k] = f
+	}
+	return out
 }
 
 // family is one metric family's lines.
@@ -179,6 +203,22 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 	}
 	for name, v := range r.processValues() {
 		add(name, "gauge", gaugeHelp[name], fmt.Sprintf("%s_%s %d", Namespace, name, v))
+	}
+	for name, f := range r.gaugeFamilies() {
+		values := f.Values()
+		keys := make([]string, 0, len(values))
+		for k := range values {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		s := make([]string, 0, len(keys))
+		for _, k := range keys {
+			s = append(s, fmt.Sprintf("%s_%s{%s=\"%s\"} %s", Namespace, name, f.Label, escapeLabel(k),
+				strconv.FormatFloat(values[k], 'g', -1, 64)))
+		}
+		if len(s) > 0 {
+			add(name, "gauge", f.Help, s...)
+		}
 	}
 	add("build_info", "gauge", "The build this process runs, and its role: always 1.",
 		fmt.Sprintf("%s_build_info{role=\"%s\",version=\"%s\"} 1", Namespace, escapeLabel(info[0]), escapeLabel(info[1])))

@@ -27,6 +27,8 @@ func filledRegistry() *Registry {
 	r.Counter("conns_evicted_preauth_source").Add(4)
 	r.Gauge("conns_active", func() int64 { return 7 })
 	r.CounterFunc("replay_cache_forgotten", func() int64 { return 9 })
+	r.AddGaugeFamily("gateway_probe_rtt_seconds", GaugeFamily{Label: "gateway", Help: "RTT.",
+		Values: func() map[string]float64 { return map[string]float64{"gw1": 0.0125, "gw2": 0} }})
 	r.Gateway(`dsl "home"`).Up.Add(10)
 	r.Subflow("10.1.1.2").Down.Add(20)
 	return r
@@ -61,6 +63,7 @@ func TestPrometheusExpositionPassesPromlint(t *testing.T) {
 		`braid_proxy_gateway_up_bytes_total{gateway="dsl \"home\""} 10`,
 		`braid_proxy_subflow_received_bytes_total{addr="10.1.1.2"} 20`,
 		"# TYPE braid_proxy_conns_active gauge",
+		`braid_proxy_gateway_probe_rtt_seconds{gateway="gw1"} 0.0125`,
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("missing %q in\n%s", want, b.String())
