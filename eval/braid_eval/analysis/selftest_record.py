@@ -24,11 +24,13 @@ from braid_eval.analysis.provenance import installed_version, provenance
 
 # "03 balanced bwidth with unbalanced delay   7541 max 7906   [ OK ]", or on
 # failure "... transfer slower than expected! runtime 7928 ms, expected
-# 7906 ms[...] max 7906   [FAIL]" (one runtime per side that timed it).
-ROW = re.compile(r"^(?P<n>\d\d) (?P<rest>.*?)\s+max (?P<max>\d+)\s+\[\s*(?P<verdict>OK|FAIL)\s*\]\s*$")
+# 7906 ms[...] max 7906   [FAIL]" (one runtime per side that timed it);
+# "[IGNO] (flaky)" is a failure of a test upstream marks flaky.
+ROW = re.compile(r"^(?P<n>\d\d) (?P<rest>.*?)\s+max (?P<max>\d+)\s+"
+                 r"\[\s*(?P<verdict>OK|FAIL|IGNO)\s*\](?: \(flaky\))?\s*$")
 RUNTIME = re.compile(r"runtime (\d+) ms")
 TRAILING_MS = re.compile(r"^(?P<name>.*?\D)\s*(?P<ms>\d+)$")
-KERNEL = re.compile(r"^selftests: \S+ under net\.mptcp\.scheduler=\S+ in (\S+)$", re.M)
+KERNEL = re.compile(r"^selftests: \S+ under net\.mptcp\.scheduler=\S+(?: net\.\S+=\S+)* in (\S+)$", re.M)
 
 
 def parse(text: str) -> list[dict[str, Any]]:
