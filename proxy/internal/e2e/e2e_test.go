@@ -283,11 +283,16 @@ func TestPlaintextNeedsServerConsent(t *testing.T) {
 }
 
 func TestWrongKey(t *testing.T) {
-	e := startPair(t, opts{clientKey: strings.Repeat("a5", 32)})
+	// The server answers a wrong key with nothing until its handshake
+	// deadline (unauthclose.go): short ones keep the test short.
+	wrong := fastTimeouts
+	wrong.clientKey = strings.Repeat("a5", 32)
+	e := startPair(t, wrong)
 	if r := e.transfer(e.sink, 10, 10); !isReset(r.Err) {
 		t.Fatalf("wrong key, early answer: %v", r.Err)
 	}
-	p := startPair(t, opts{clientKey: strings.Repeat("a5", 32), clientMut: connected})
+	wrong.clientMut = both(fastTimeouts.clientMut, connected)
+	p := startPair(t, wrong)
 	r := p.transfer(p.sink, 10, 10)
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "code 1") {
 		t.Fatalf("wrong key: %v", r.Err)
