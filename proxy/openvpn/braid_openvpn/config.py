@@ -30,7 +30,7 @@ from typing import Any
 IPv4 = ipaddress.IPv4Address
 Net = ipaddress.IPv4Network
 
-DEFAULT_RUN_DIR = "/run/braid/openvpn"
+DEFAULT_RUN_DIR = "/run/braid-openvpn"
 DEFAULT_PKI_DIR = "/etc/braid/openvpn/pki"
 DEFAULT_INNER_ADDRESS = "10.200.0.1"
 PATH_MANAGERS = ("kernel", "gwsteer")
