@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/flynn/noise"
@@ -241,7 +242,7 @@ type Verifier struct {
 	Replay  *ReplayCache
 	Now     func() time.Time // for tests; nil means time.Now
 
-	trials int // keys tried, for tests (not synchronised)
+	trials atomic.Int64 // keys tried, for tests
 }
 
 // Accepted is a verified client hello.
@@ -278,7 +279,7 @@ func (v *Verifier) Verify(msg []byte) (*Accepted, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.trials++
+		v.trials.Add(1)
 		p, _, _, err := hs.ReadMessage(make([]byte, 0, helloPayloadLen), m[:])
 		if err != nil || found != nil {
 			continue

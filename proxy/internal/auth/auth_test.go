@@ -123,15 +123,15 @@ func TestVerifyTriesEveryKey(t *testing.T) {
 	if a, err := v.Verify(hello); err != nil || a.ID != "box1" {
 		t.Fatalf("hello of box1: %v %v", a, err)
 	}
-	if v.trials != len(v.PSKs) {
-		t.Fatalf("a valid hello tried %d of %d keys", v.trials, len(v.PSKs))
+	if v.trials.Load() != int64(len(v.PSKs)) {
+		t.Fatalf("a valid hello tried %d of %d keys", v.trials.Load(), len(v.PSKs))
 	}
 	garbage := bytes.Repeat([]byte{0x42}, ClientHelloLen)
 	if _, err := v.Verify(garbage); !errors.Is(err, ErrBadHello) {
 		t.Fatalf("garbage: %v", err)
 	}
-	if v.trials != 2*len(v.PSKs) {
-		t.Fatalf("garbage tried %d of %d keys", v.trials-len(v.PSKs), len(v.PSKs))
+	if v.trials.Load() != 2*int64(len(v.PSKs)) {
+		t.Fatalf("garbage tried %d of %d keys", v.trials.Load()-int64(len(v.PSKs)), len(v.PSKs))
 	}
 }
 
