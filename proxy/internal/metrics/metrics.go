@@ -130,24 +130,18 @@ func (r *Registry) Snapshot() map[string]any {
 		out[k.(string)] = v.(*atomic.Int64).Load()
 		return true
 	})
-	r.mu.Lock()
-	funcs := make(map[string]func() int64, len(r.gauges)+len(r.counterFuncs))
-	for k, f := range r.gauges {
-		funcs[k] = f
-	}
-	for k, f := range r.counterFuncs {
-		funcs[k] = f
-	}
-	r.mu.Unlock()
-	for k, f := range funcs { // outside the lock: a gauge may take others
-		out[k] = f()
+	gauges, counters, families, _ := r.registered()
+	for _, funcs := range []map[string]func() int64{gauges, counters} {
+		for k, f := range funcs { // outside the lock: a gauge may take others
+			out[k] = f()
+		}
 	}
 	out["gateways"] = r.gatewayValues()
 	out["subflows"] = r.subflowValues()
 	for k, v := range r.processValues() {
 		out[k] = v
 	}
-	for k, f := range r.gaugeFamilies() {
+	for k, f := range families {
 		out[k] = f.Values()
 	}
 	return out

@@ -3,6 +3,8 @@ package metrics
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,14 +111,23 @@ func (r *Registry) AddGaugeFamily(name string, f GaugeFamily) {
 	r.families[name] = f
 }
 
-func (r *Registry) gaugeFamilies() map[string]GaugeFamily {
+// registered copies, under the lock, what is computed when read: gauges,
+// computed counters, gauge families and the build info. The callers run
+// the functions outside the lock, since a gauge may take other locks.
+func (r *Registry) registered() (gauges, counters map[string]func() int64, families map[string]GaugeFamily, info [2]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]GaugeFamily, len(r.families))
-	for k, f := range r.families {
-		out[k] = f
+	return maps.Clone(r.gauges), maps.Clone(r.counterFuncs), maps.Clone(r.families), r.info
+}
+
+// labelledSamples formats one sample per key of values, sorted by key:
+// name{label="key"} value.
+func labelledSamples(name, label string, values map[string]string) []string {
+	s := make([]string, 0, len(values))
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		s = append(s, fmt.Sprintf("%s_%s{%s=\"%s\"} %s", Namespace, name, label, escapeLabel(k), values[k]))
 	}
-	return out
+	return s
 }
 
 // family is one metric family's lines.
@@ -176,18 +187,8 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		}
 	}
 
-	r.mu.Lock()
-	gauges := make(map[string]func() int64, len(r.gauges))
-	for k, f := range r.gauges {
-		gauges[k] = f
-	}
-	cfuncs := make(map[string]func() int64, len(r.counterFuncs))
-	for k, f := range r.counterFuncs {
-		cfuncs[k] = f
-	}
-	info := r.info
-	r.mu.Unlock()
-	for name, f := range gauges { // outside the lock: a gauge may take others
+	gauges, cfuncs, families, info := r.registered()
+	for name, f := range gauges {
 		help, ok := gaugeHelp[name]
 		if !ok {
 			help = "Gauge " + name + " (no description yet)."
@@ -204,20 +205,13 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 	for name, v := range r.processValues() {
 		add(name, "gauge", gaugeHelp[name], fmt.Sprintf("%s_%s %d", Namespace, name, v))
 	}
-	for name, f := range r.gaugeFamilies() {
-		values := f.Values()
-		keys := make([]string, 0, len(values))
-		for k := range values {
-			keys = append(keys, k)
+	for name, f := range families {
+		values := map[string]string{}
+		for k, v := range f.Values() {
+			values[k] = strconv.FormatFloat(v, 'g', -1, 64)
 		}
-		sort.Strings(keys)
-		s := make([]string, 0, len(keys))
-		for _, k := range keys {
-			s = append(s, fmt.Sprintf("%s_%s{%s=\"%s\"} %s", Namespace, name, f.Label, escapeLabel(k),
-				strconv.FormatFloat(values[k], 'g', -1, 64)))
-		}
-		if len(s) > 0 {
-			add(name, "gauge", f.Help, s...)
+		if len(values) > 0 {
+			add(name, "gauge", f.Help, labelledSamples(name, f.Label, values)...)
 		}
 	}
 	add("build_info", "gauge", "The build this process runs, and its role: always 1.",
@@ -225,19 +219,13 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 
 	gws, sfs := r.gatewayValues(), r.subflowValues()
 	perKey := func(family, label, help string, values map[string]map[string]int64, field string) {
-		keys := make([]string, 0, len(values))
-		for k := range values {
-			keys = append(keys, k)
+		column := make(map[string]string, len(values))
+		for k, v := range values {
+			column[k] = strconv.FormatInt(v[field], 10)
 		}
-		if len(keys) == 0 {
-			return
+		if len(column) > 0 {
+			add(family, "counter", help, labelledSamples(family, label, column)...)
 		}
-		sort.Strings(keys)
-		s := make([]string, 0, len(keys))
-		for _, k := range keys {
-			s = append(s, fmt.Sprintf("%s_%s{%s=\"%s\"} %d", Namespace, family, label, escapeLabel(k), values[k][field]))
-		}
-		add(family, "counter", help, s...)
 	}
 	perKey("gateway_conns_total", "gateway", "Connections whose first subflow left through the gateway.", gws, "conns")
 	perKey("gateway_up_bytes_total", "gateway", "Bytes relayed up on connections first routed through the gateway.", gws, "bytes_up")
