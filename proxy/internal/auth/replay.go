@@ -47,6 +47,12 @@ type idNonces struct {
 	head  int
 }
 
+// dropOldest forgets the id's oldest nonce.
+func (n *idNonces) dropOldest() {
+	delete(n.seen, n.order[n.head].nonce)
+	n.head++
+}
+
 type replayEntry struct {
 	nonce [PublicLen]byte
 	added time.Time
@@ -84,8 +90,7 @@ func (c *ReplayCache) Add(id string, nonce [PublicLen]byte, now time.Time, early
 		c.ids[id] = n
 	}
 	for n.head < len(n.order) && now.Sub(n.order[n.head].added) > c.ttl {
-		delete(n.seen, n.order[n.head].nonce)
-		n.head++
+		n.dropOldest()
 		c.entries--
 	}
 	if n.head > 1024 && n.head*2 > len(n.order) {
@@ -99,8 +104,7 @@ func (c *ReplayCache) Add(id string, nonce [PublicLen]byte, now time.Time, early
 		if early {
 			return ReplayFull
 		}
-		delete(n.seen, n.order[n.head].nonce)
-		n.head++
+		n.dropOldest()
 		c.entries--
 		c.forgotten++
 	}
