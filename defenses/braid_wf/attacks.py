@@ -65,6 +65,24 @@ class Attack(Protocol):
 
     def predict(self, traces: Sequence[Trace]) -> npt.NDArray[np.int64]: ...
 
+    # The same on features computed beforehand (``feature_function``), so
+    # that they can be computed in other processes: fit(traces, y) is
+    # fit_features(feature_function(...)(traces), y).
+    def fit_features(self, x: npt.NDArray[Any], labels: Sequence[int]) -> None: ...
+
+    def predict_features(self, x: npt.NDArray[Any]) -> npt.NDArray[np.int64]: ...
+
+
+class Stacked:
+    """A per-trace feature function applied to many traces: picklable, so
+    that worker processes can run it."""
+
+    def __init__(self, one: Callable[[Trace], Array]) -> None:
+        self.one = one
+
+    def __call__(self, traces: Sequence[Trace]) -> Array:
+        return np.stack([self.one(t) for t in traces])
+
 
 # -- CUMUL ------------------------------------------------------------------
 
@@ -94,12 +112,14 @@ class Cumul:
         self.seed = seed
 
     def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
+        self.fit_features(Stacked(cumul_features)(traces), labels)
+
+    def fit_features(self, x: npt.NDArray[Any], labels: Sequence[int]) -> None:
         from sklearn.model_selection import GridSearchCV, StratifiedKFold
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import MinMaxScaler
         from sklearn.svm import SVC
 
-        x = np.stack([cumul_features(t) for t in traces])
         y = np.asarray(labels)
         grid = {"svc__C": [2.0**k for k in ((11, 15) if self.quick else (11, 13, 15, 17))],
                 "svc__gamma": [2.0**k for k in ((-3, 1) if self.quick else (-3, -1, 1, 3))]}
@@ -122,7 +142,10 @@ class Cumul:
             self.model = pipe.fit(x, y)
 
     def predict(self, traces: Sequence[Trace]) -> npt.NDArray[np.int64]:
-        return np.asarray(self.model.predict(np.stack([cumul_features(t) for t in traces])), dtype=np.int64)
+        return self.predict_features(Stacked(cumul_features)(traces))
+
+    def predict_features(self, x: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        return np.asarray(self.model.predict(x), dtype=np.int64)
 
 
 # -- k-FP -------------------------------------------------------------------
@@ -178,30 +201,58 @@ def kfp_features(tr: Trace) -> Array:
 class KFingerprinting:
     name = "k-FP"
 
-    def __init__(self, trees: int = 1000, k: int = 3, open_world: bool = False, seed: int = 0) -> None:
-        self.trees, self.k, self.open_world, self.seed = trees, k, open_world, seed
+    def __init__(self, trees: int = 1000, k: int = 3, open_world: bool = False, seed: int = 0,
+                 n_jobs: int = 1) -> None:
+        self.trees, self.k, self.open_world, self.seed, self.n_jobs = trees, k, open_world, seed, n_jobs
 
     def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
+        self.fit_features(Stacked(kfp_features)(traces), labels)
+
+    def fit_features(self, x: npt.NDArray[Any], labels: Sequence[int]) -> None:
         from sklearn.ensemble import RandomForestClassifier
 
-        x = np.stack([kfp_features(t) for t in traces])
         self.y = np.asarray(labels, dtype=np.int64)
-        self.forest = RandomForestClassifier(n_estimators=self.trees, oob_score=False, n_jobs=1,
+        # The forest is the same whatever n_jobs (each tree's seed comes from random_state).
+        self.forest = RandomForestClassifier(n_estimators=self.trees, oob_score=False, n_jobs=self.n_jobs,
                                              random_state=self.seed).fit(x, self.y)
         if self.open_world:
-            self.leaves = self.forest.apply(x)
+            self.offsets = np.cumsum([0] + [e.tree_.node_count for e in self.forest.estimators_])
+            self.train_leaves = self._leaf_matrix(x)
+
+    def _leaf_matrix(self, x: npt.NDArray[Any]) -> Any:
+        """One row per trace, one column per (tree, node): 1 where the trace lands."""
+        from scipy import sparse
+
+        leaves = self.forest.apply(x) + self.offsets[:-1]
+        n, trees = leaves.shape
+        return sparse.csr_matrix((np.ones(n * trees, dtype=np.int32), leaves.ravel(),
+                                  np.arange(0, n * trees + 1, trees)), shape=(n, int(self.offsets[-1])))
 
     def predict(self, traces: Sequence[Trace]) -> npt.NDArray[np.int64]:
-        x = np.stack([kfp_features(t) for t in traces])
+        return self.predict_features(Stacked(kfp_features)(traces))
+
+    def predict_features(self, x: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
         if not self.open_world:
             return np.asarray(self.forest.predict(x), dtype=np.int64)
-        leaves = self.forest.apply(x)
+        # Hamming similarity of leaf vectors (trees in which two traces land
+        # on the same leaf) to every training trace, as a sparse product:
+        # a leaf holds few training traces, so this is fast where comparing
+        # leaf vectors pairwise is not. Nearest k by similarity, ties to the
+        # earlier training trace; all k must agree.
+        query = self._leaf_matrix(x)
         out = np.empty(len(x), dtype=np.int64)
-        for i, row in enumerate(leaves):
-            # Hamming similarity: trees in which the two land on the same leaf
-            same = (self.leaves == row).sum(axis=1)
-            near = self.y[np.argsort(-same, kind="stable")[: self.k]]
-            out[i] = near[0] if (near == near[0]).all() else UNMONITORED
+        n_train = self.train_leaves.shape[0]
+        for start in range(0, len(x), 512):
+            same = (query[start:start + 512] @ self.train_leaves.T).tocsr()
+            for r in range(same.shape[0]):
+                cols = same.indices[same.indptr[r]:same.indptr[r + 1]]
+                counts = same.data[same.indptr[r]:same.indptr[r + 1]]
+                near = cols[np.lexsort((cols, -counts))[: self.k]]
+                if len(near) < self.k:  # fewer similar traces than k: the first ones with similarity 0
+                    rest = np.setdiff1d(np.arange(min(n_train, self.k + len(cols))), cols)
+                    near = np.concatenate([near, rest[: self.k - len(near)]])
+                labs = self.y[near]
+                out[start + r] = labs[0] if (labs == labs[0]).all() else UNMONITORED
         return out
 
 
@@ -251,7 +302,9 @@ class WangKnn:
         self.open_world = open_world
 
     def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
-        x = np.stack([knn_features(t) for t in traces])
+        self.fit_features(Stacked(knn_features)(traces), labels)
+
+    def fit_features(self, x: npt.NDArray[Any], labels: Sequence[int]) -> None:
         self.y = np.asarray(labels, dtype=np.int64)
         with warnings.catch_warnings():  # all-missing columns (short traces) are expected
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -277,7 +330,10 @@ class WangKnn:
             self.w = np.ones_like(self.w)
 
     def predict(self, traces: Sequence[Trace]) -> npt.NDArray[np.int64]:
-        q = np.stack([knn_features(t) for t in traces]) / self.scale
+        return self.predict_features(Stacked(knn_features)(traces))
+
+    def predict_features(self, x: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        q = x / self.scale
         out = np.empty(len(q), dtype=np.int64)
         for i, row in enumerate(q):
             dist = np.nansum(np.abs(self.x - row) * self.w, axis=1)
@@ -290,11 +346,14 @@ class WangKnn:
 
 
 def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0,
-                progress: Callable[[str], None] | None = None) -> Attack:
+                progress: Callable[[str], None] | None = None, *, epochs: int | None = None,
+                tam_seconds: float | None = None, n_jobs: int = 1) -> Attack:
     """``progress`` gets the deep attacks' line per epoch (they train for
-    minutes to hours)."""
+    minutes to hours); ``epochs`` replaces a deep attack's number of epochs,
+    ``tam_seconds`` the time RF's full TAM spans (the paper's 80 s);
+    ``n_jobs``: k-FP's forest trains on that many threads."""
     if name == "kfp":
-        return KFingerprinting(trees=200 if quick else 1000, open_world=open_world, seed=seed)
+        return KFingerprinting(trees=200 if quick else 1000, open_world=open_world, seed=seed, n_jobs=n_jobs)
     if name == "cumul":
         return Cumul(quick=quick, seed=seed)
     if name == "knn":
@@ -302,11 +361,24 @@ def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0,
     if name in DEEP_ATTACKS:
         from braid_wf.deep.train import DeepAttack
 
-        quick_size = {"df": QUICK_LENGTH, "tiktok": QUICK_LENGTH, "rf": QUICK_SLOTS}[name]
         if quick:
-            return DeepAttack(name, size=quick_size, epochs=QUICK_EPOCHS, batch=QUICK_BATCH, seed=seed,
-                              progress=progress)
-        return DeepAttack(name, seed=seed, progress=progress)
+            return DeepAttack(name, size=QUICK_SIZES[name], epochs=epochs or QUICK_EPOCHS, batch=QUICK_BATCH,
+                              seed=seed, progress=progress, tam_seconds=tam_seconds)
+        return DeepAttack(name, seed=seed, progress=progress, epochs=epochs, tam_seconds=tam_seconds)
+    raise ValueError(f"unknown attack {name!r} ({', '.join(ALL_ATTACKS)})")
+
+
+def feature_function(name: str, quick: bool, tam_seconds: float | None = None
+                     ) -> Callable[[Sequence[Trace]], npt.NDArray[Any]]:
+    """What ``make_attack(name, quick, ...)`` computes from traces before it
+    fits or predicts; picklable and numpy-only (no JAX), for worker
+    processes."""
+    if name in ("kfp", "cumul", "knn"):
+        return Stacked({"kfp": kfp_features, "cumul": cumul_features, "knn": knn_features}[name])
+    if name in DEEP_ATTACKS:
+        from braid_wf.deep.train import encoder
+
+        return encoder(name, QUICK_SIZES[name] if quick else None, tam_seconds)
     raise ValueError(f"unknown attack {name!r} ({', '.join(ALL_ATTACKS)})")
 
 
@@ -318,3 +390,4 @@ ALL_ATTACKS = (*ATTACKS, *DEEP_ATTACKS)
 # inputs (DF, Tik-Tok) or 360 TAM slots (16 s of a load, RF), 10 epochs of
 # batches of 32 (small datasets need more, smaller steps).
 QUICK_LENGTH, QUICK_SLOTS, QUICK_EPOCHS, QUICK_BATCH = 1000, 360, 10, 32
+QUICK_SIZES = {"df": QUICK_LENGTH, "tiktok": QUICK_LENGTH, "rf": QUICK_SLOTS}

@@ -16,8 +16,10 @@ Commands::
                                       # adaptive padding's delay histograms fitted on loads,
                                       # for braid-proxy's padding_histograms (collect's too)
     python3 -m braid_wf defenses [--full] [--data DIR] [--budget 0.4] [--n-chp 100]
-                                      # none / hywf / AP / hywf+AP / FRONT side by side, k-FP,
-                                      # with measured overhead (simulated defences; quick by default)
+                                      [--attacks kfp,df,tiktok,rf] [--json F] [--plot F] [--jobs N]
+                                      # none / hywf / AP / hywf+AP / FRONT side by side (k-FP by
+                                      # default), with measured overhead (simulated defences; quick
+                                      # by default)
 
 ``evaluate`` reads any dataset in the WF literature's format (Wang's or
 Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
@@ -40,12 +42,13 @@ import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
-from braid_wf.compare import compare, table
+from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
 from braid_wf.deep import require_jax
 from braid_wf.defences import catalog as defense_catalog
 from braid_wf.defences import hywf_sim
 from braid_wf.defences.adaptive_padding import fit_histograms, histograms_from_json, histograms_to_json
 from braid_wf.evaluate import Score, evaluate
+from braid_wf.parallel import default_jobs
 from braid_wf.synth import synthetic_dataset
 from braid_wf.trace import Dataset, Trace, load_dataset, save_dataset, trace_from_packets, write_trace
 
@@ -242,31 +245,87 @@ SYNTH_FRONT_W_S = (0.05, 0.7)
 def cmd_defenses(args: argparse.Namespace) -> int:
     """Trace-level defences side by side on one corpus (synthetic unless --data)."""
     start = time.monotonic()
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if args.data:
         ds = load_limited(args.data, args)
         what = f"{args.data}"
+        sites, inst, unmon = ds.monitored, None, sum(1 for x in ds.labels if x < 0)
     else:
         sites, inst, unmon = (DEFENSES_FULL if args.full else DEFENSES_QUICK)
         sites, inst, unmon = (args.sites or sites, args.instances or inst,
                               unmon if args.unmonitored is None else args.unmonitored)
-        ds = synthetic_dataset(sites, inst, unmon, seed=args.seed)
+        ds = synthetic_dataset(sites, inst, unmon, seed=args.seed, jobs=args.jobs)
         what = (f"synthetic corpus (braid_wf.synth: simulated loads, not wire captures), {sites} sites x {inst} "
                 f"loads, {unmon} unmonitored")
-    log(f"{what}: {len(ds.traces)} traces; defences {', '.join(args.defenses)}")
+    corpus_s = time.monotonic() - start
+    log(f"{what}: {len(ds.traces)} traces in {corpus_s:.1f} s ({args.jobs} workers); "
+        f"defences {', '.join(args.defenses)}; attacks {', '.join(args.attacks)}")
+    devices = None
+    if any(a in DEEP_ATTACKS for a in args.attacks):
+        import jax
+
+        devices = [str(d) for d in jax.devices()]
+        log(f"JAX {jax.__version__} on {', '.join(devices)}")
     params = defense_catalog.DefenseParams(budget=args.budget, idle=args.idle, n_chp=args.n_chp,
                                            front_n=args.front_n, front_w=(args.front_w[0], args.front_w[1]))
     open_world = any(lab < 0 for lab in ds.labels)
-    rows = compare(ds, args.defenses, params, attacks=args.attacks, repeats=args.repeats, quick=not args.full,
-                   open_world=open_world, copies=args.copies, seed=args.seed, progress=log)
     mon = ds.monitored
-    text = (f"# WF defences side by side ({what})\n\n"
+    head = (f"# WF defences side by side ({what})\n\n"
             f"Defences simulated on the traces (defenses/); observer: network 1; attacker trained on "
             f"originals + {args.copies}x protected (thesis protocol), {args.repeats} splits, "
-            f"{'full' if args.full else 'quick'} attacks; chance (closed) {100 / max(mon, 1):.1f} %. "
+            f"{'full' if args.full else 'quick'} attacks"
+            + (f", deep attacks {args.epochs} epochs" if args.epochs else "")
+            + (f", RF's TAM over {args.tam_seconds} s" if args.tam_seconds else "")
+            + f"; chance (closed) {100 / max(mon, 1):.1f} %. "
             f"AP: histograms fitted on this corpus, budget {args.budget}, idle {args.idle} s; "
-            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]}-{args.front_w[1]} s.\n\n"
-            + table(rows, args.attacks) + f"\n_{time.monotonic() - start:.0f} s_\n")
-    emit(text, args.report)
+            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]}-{args.front_w[1]} s."
+            + (f" Open world: precision at base rate {args.base_rate:g} (monitored share of loads); "
+               "recall = TPR." if open_world else "") + "\n\n")
+    meta = {"command": "defenses", "started": started, "corpus": what, "data": str(args.data) if args.data else None,
+            "sites": sites, "instances": inst, "unmonitored": unmon, "traces": len(ds.traces),
+            "defences": args.defenses, "attacks": args.attacks, "attack_names": [ATTACK_NAMES[a] for a in args.attacks],
+            "full": args.full, "repeats": args.repeats, "copies": args.copies, "seed": args.seed,
+            "epochs": args.epochs, "tam_seconds": args.tam_seconds, "base_rate": args.base_rate,
+            "open_world": open_world, "jobs": args.jobs, "deadline_s": args.deadline, "jax_devices": devices,
+            "params": {"budget": args.budget, "idle": args.idle, "n_chp": args.n_chp, "front_n": args.front_n,
+                       "front_w": list(args.front_w)},
+            "corpus_s": round(corpus_s, 2), "version": installed_version()}
+
+    def write(rows: list[DefenseResult], done: bool, final: bool = False) -> None:
+        text = head + table(rows, args.attacks, args.base_rate) + f"\n_{time.monotonic() - start:.0f} s_\n"
+        if final:
+            emit(text, args.report)
+        elif args.report:
+            args.report.parent.mkdir(parents=True, exist_ok=True)
+            args.report.write_text(text)
+        if args.json:
+            doc = {"meta": {**meta, "elapsed_s": round(time.monotonic() - start, 1), "complete": done},
+                   "results": to_json(rows, args.attacks, args.base_rate)}
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            tmp = args.json.with_name(args.json.name + ".tmp")
+            tmp.write_text(json.dumps(doc, indent=1) + "\n")
+            tmp.replace(args.json)
+        if final and args.plot:
+            plot(rows, args.attacks, args.plot, f"WF attacks vs defences: {what}"[:150], args.base_rate)
+            log(f"plot written to {args.plot}")
+
+    latest: list[DefenseResult] = []
+
+    def on_cell(rows: list[DefenseResult]) -> None:
+        latest[:] = rows
+        write(rows, done=False)
+
+    try:
+        rows = compare(ds, args.defenses, params, attacks=args.attacks, repeats=args.repeats, quick=not args.full,
+                       open_world=open_world, copies=args.copies, seed=args.seed, jobs=args.jobs,
+                       epochs=args.epochs, tam_seconds=args.tam_seconds, deadline=args.deadline, start=start,
+                       base_rate=args.base_rate, progress=log, on_cell=on_cell)
+    except KeyboardInterrupt:
+        log("interrupted: writing the cells done so far")
+        meta["interrupted"] = True
+        write(latest, done=False, final=True)
+        return 130
+    write(rows, done=True, final=True)
     return 0
 
 
@@ -542,6 +601,19 @@ def main(argv: list[str] | None = None) -> int:
                    "(thesis 100; 0 = off); plain hywf does not drift")
     d.add_argument("--front-n", type=int, default=SYNTH_FRONT_N,
                    help=f"FRONT: max dummies per end, N (default {SYNTH_FRONT_N})")
+    d.add_argument("--jobs", type=int, default=default_jobs(),
+                   help="worker processes for the corpus, defence simulation and features, and k-FP's "
+                   "threads (default: all CPUs)")
+    d.add_argument("--json", type=Path, help="write the results as JSON here (rewritten after every cell)")
+    d.add_argument("--plot", type=Path, help="plot accuracy against overhead here (.png, .svg, .pdf)")
+    d.add_argument("--epochs", type=int, help="the deep attacks' training epochs (default: the papers' 30; "
+                   "quick 10)")
+    d.add_argument("--tam-seconds", type=float,
+                   help="RF: the time its 1800-slot TAM spans (default the paper's 80 s)")
+    d.add_argument("--deadline", type=float,
+                   help="seconds from the start: skip a cell whose estimated end is later (closed world first)")
+    d.add_argument("--base-rate", type=float, default=BASE_RATE,
+                   help=f"open world: share of loads to monitored sites for precision (default {BASE_RATE})")
     d.add_argument("--front-w", type=_window, default=SYNTH_FRONT_W_S,
                    help=f"FRONT: W_MIN,W_MAX in s (default {SYNTH_FRONT_W_S[0]},{SYNTH_FRONT_W_S[1]}: the paper's "
                    "1-14 s scaled to the synthetic corpus's ~0.6 s loads; give the paper's for Tor traces)")
@@ -549,6 +621,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "defenses":
         if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.front_n < 1:
             p.error("defenses: --budget >= 0, --idle > 0, --n-chp >= 0 and --front-n >= 1 are required")
+        if args.jobs < 1 or (args.epochs is not None and args.epochs < 1) or not 0 < args.base_rate < 1 \
+                or args.repeats < 1 or args.copies < 1:
+            p.error("defenses: --jobs, --epochs, --repeats, --copies >= 1 and 0 < --base-rate < 1 are required")
     if getattr(args, "attacks", None):
         bad = [a for a in args.attacks if a not in ALL_ATTACKS]
         if bad:

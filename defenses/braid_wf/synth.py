@@ -15,9 +15,13 @@ code works, not how braid fares. braid's figures come from captures
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
+
 import numpy as np
 
 from braid_testbed.websites import MSS, load_waves
+from braid_wf.parallel import map_chunks, workers
 from braid_wf.trace import Dataset, Trace
 
 PARALLEL = 6
@@ -52,17 +56,25 @@ def simulate_load(site: int, instance: int, seed: int = 1) -> Trace:
     return Trace(np.asarray(times)[order], np.asarray(sizes)[order])
 
 
-def synthetic_dataset(sites: int, instances: int, unmonitored: int = 0, seed: int = 1) -> Dataset:
+def _loads(which: Sequence[tuple[int, int]], seed: int, idx: Sequence[int]) -> list[Trace]:
+    return [simulate_load(*which[i], seed) for i in idx]
+
+
+def synthetic_dataset(sites: int, instances: int, unmonitored: int = 0, seed: int = 1, jobs: int = 1) -> Dataset:
     """``sites`` x ``instances`` monitored loads and ``unmonitored`` loads of
-    other sites (one each), labelled as a published dataset would be."""
+    other sites (one each), labelled as a published dataset would be;
+    simulated in ``jobs`` processes (the same loads whatever ``jobs``)."""
     ds = Dataset([], [], [])
+    which: list[tuple[int, int]] = []
     for inst in range(instances):
         for s in range(sites):
-            ds.traces.append(simulate_load(s, inst, seed))
+            which.append((s, inst))
             ds.labels.append(s)
             ds.names.append(f"{s}-{inst}")
     for n in range(unmonitored):
-        ds.traces.append(simulate_load(100_000 + n, 0, seed))
+        which.append((100_000 + n, 0))
         ds.labels.append(-1)
         ds.names.append(str(n))
+    with workers(jobs if len(which) >= 200 else 1) as pool:
+        ds.traces.extend(map_chunks(pool, partial(_loads, which, seed), len(which), jobs))
     return ds

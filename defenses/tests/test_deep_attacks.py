@@ -68,8 +68,8 @@ def test_tam_counts_packets_per_slot_and_direction() -> None:
                                         (RFNet(inputs.TAM_SLOTS, 100), (2, 2, inputs.TAM_SLOTS, 1))])
 def test_published_networks_map_their_inputs_to_one_score_per_class(net: DFNet | RFNet,
                                                                      shape: tuple[int, ...]) -> None:
-    params, state = jax.eval_shape(net.init, jax.random.PRNGKey(0))
-    logits, _ = jax.eval_shape(lambda p, s: net.apply(p, s, jnp.zeros(shape), True, jax.random.PRNGKey(0)),
+    params, state = jax.eval_shape(net.init, jax.random.key(0))
+    logits, _ = jax.eval_shape(lambda p, s: net.apply(p, s, jnp.zeros(shape), True, jax.random.key(0)),
                                params, state)
     assert logits.shape == (2, 100)
     if isinstance(net, DFNet):

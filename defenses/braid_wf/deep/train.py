@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -55,9 +55,10 @@ class Recipe:
     epochs: int
 
 
-def _tam(traces: Sequence[Trace], slots: int) -> npt.NDArray[np.float32]:
-    """The TAM with the paper's slot width (80 s / 1800): fewer slots cover less time."""
-    return inputs.tam(traces, slots, slots * inputs.TAM_MAX_TIME_S / inputs.TAM_SLOTS)
+def _tam(traces: Sequence[Trace], slots: int, span: float = inputs.TAM_MAX_TIME_S) -> npt.NDArray[np.float32]:
+    """The TAM with the slot width of ``span`` seconds in 1800 slots (the
+    paper's 80 s): fewer slots cover less time."""
+    return inputs.tam(traces, slots, slots * span / inputs.TAM_SLOTS)
 
 
 RECIPES = {
@@ -67,17 +68,33 @@ RECIPES = {
 }
 
 
-def _optimizer(name: str, lr: float, epochs: int, steps_per_epoch: int) -> Any:
+def encoder(attack: str, size: int | None = None, tam_seconds: float | None = None
+            ) -> Callable[[Sequence[Trace]], npt.NDArray[np.float32]]:
+    """The attack's input from traces (numpy only, picklable): what
+    ``DeepAttack(attack, size=size, tam_seconds=tam_seconds)`` encodes."""
+    recipe = RECIPES[attack]
+    if attack == "rf":
+        return partial(_tam, slots=size or recipe.size, span=tam_seconds or inputs.TAM_MAX_TIME_S)
+    return partial(inputs.direction if attack == "df" else inputs.directional_timing, length=size or recipe.size)
+
+
+def _optimizer(name: str) -> Any:
+    """The recipe's optimiser up to its learning rate, which the training
+    step multiplies in (by -lr, as optax.scale_by_learning_rate does): the
+    rate is an argument of the compiled step, so that one compilation
+    serves every training-set size and schedule."""
     import optax
 
-    if name == "adamax":
-        return optax.adamax(lr, b1=0.9, b2=0.999, eps=1e-8)
+    if name == "adamax":  # optax.adamax(lr, b1=0.9, b2=0.999, eps=1e-8)
+        return optax.scale_by_adamax(b1=0.9, b2=0.999, eps=1e-8)
+    return optax.chain(optax.add_decayed_weights(1e-3), optax.scale_by_adam())
 
-    def schedule(step: Any) -> Any:
-        return lr * 0.2 ** ((step // steps_per_epoch) / epochs)
 
-    return optax.chain(optax.add_decayed_weights(1e-3), optax.scale_by_adam(),
-                       optax.scale_by_learning_rate(schedule))
+def learning_rate(recipe: Recipe, epoch: int) -> float:
+    """Adamax's constant rate; RF's decayed by 0.2^(epoch / epochs)."""
+    if recipe.optimizer == "adamax":
+        return recipe.lr
+    return float(recipe.lr * 0.2 ** (epoch / recipe.epochs))
 
 
 @dataclass(frozen=True)
@@ -90,28 +107,27 @@ class Compiled:
 
     net: Any
     opt: Any
-    step: Any  # (params, state, opt_state, x, y, key) -> (params, state, opt_state, loss, accuracy)
+    step: Any  # (params, state, opt_state, x, y, key, lr) -> (params, state, opt_state, loss, accuracy)
     stats: Any  # (params, state, x, key) -> that batch's own batch-norm statistics
     predict: Any  # (params, state, x) -> class indices
 
 
-def _compiled(attack: str, recipe: Recipe, classes: int, steps_per_epoch: int) -> Compiled:
+def _compiled(attack: str, recipe: Recipe, classes: int) -> Compiled:
     network = "rf" if attack == "rf" else "df"  # Tik-Tok is DF's network
-    return _compile(network, recipe.size, classes, steps_per_epoch, recipe.optimizer, recipe.lr, recipe.epochs)
+    return _compile(network, recipe.size, classes, recipe.optimizer)
 
 
 @lru_cache(maxsize=8)
-def _compile(network: str, size: int, classes: int, steps_per_epoch: int, optimizer: str, lr: float,
-             epochs: int) -> Compiled:
+def _compile(network: str, size: int, classes: int, optimizer: str) -> Compiled:
     import jax
     import optax
 
     from braid_wf.deep.models import DFNet, RFNet
 
     net = RFNet(size, classes) if network == "rf" else DFNet(size, classes)
-    opt = _optimizer(optimizer, lr, epochs, steps_per_epoch)
+    opt = _optimizer(optimizer)
 
-    def step(params: Any, state: Any, opt_state: Any, xb: Any, yb: Any, k: Any) -> Any:
+    def step(params: Any, state: Any, opt_state: Any, xb: Any, yb: Any, k: Any, lr: Any) -> Any:
         def loss_fn(p: Any) -> Any:
             logits, new_state = net.apply(p, state, xb, True, k)
             loss = optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
@@ -119,13 +135,14 @@ def _compile(network: str, size: int, classes: int, steps_per_epoch: int, optimi
 
         (loss, (new_state, acc)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, opt_state = opt.update(grads, opt_state, params)
+        updates = jax.tree_util.tree_map(lambda u: u * -lr, updates)
         return optax.apply_updates(params, updates), new_state, opt_state, loss, acc
 
     def stats(params: Any, state: Any, xb: Any, k: Any) -> Any:
         return net.apply(params, state, xb, True, k, stats_momentum=0.0)[1]
 
     def predict(params: Any, state: Any, xb: Any) -> Any:
-        return net.apply(params, state, xb, False, jax.random.PRNGKey(0))[0].argmax(-1)
+        return net.apply(params, state, xb, False, jax.random.key(0))[0].argmax(-1)
 
     return Compiled(net, opt, jax.jit(step, donate_argnums=(0, 1, 2)), jax.jit(stats), jax.jit(predict))
 
@@ -135,7 +152,7 @@ class DeepAttack:
 
     def __init__(self, attack: str, *, size: int | None = None, epochs: int | None = None,
                  batch: int | None = None, seed: int = 0,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, tam_seconds: float | None = None) -> None:
         if attack not in RECIPES:
             raise ValueError(f"unknown deep attack {attack!r} ({', '.join(RECIPES)})")
         require_jax()
@@ -146,20 +163,24 @@ class DeepAttack:
         self.name = base.name
         self.seed = seed
         self.progress = progress
-
-    def _encode(self, traces: Sequence[Trace]) -> npt.NDArray[np.float32]:
-        return self.recipe.encode(traces, self.recipe.size)
+        self._encode = encoder(attack, self.recipe.size, tam_seconds)
 
     def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
+        self.fit_features(self._encode(traces), labels)
+
+    def fit_features(self, x: npt.NDArray[Any], labels: Sequence[int]) -> None:
+        """Train on inputs ``encoder`` made."""
         import jax
 
         self.classes = np.asarray(sorted(set(labels)), dtype=np.int64)
         y = np.searchsorted(self.classes, np.asarray(labels)).astype(np.int32)
-        x = self._encode(traces)
+        x = np.asarray(x, dtype=np.float32)
         batch = min(self.recipe.batch, len(x))
         steps = len(x) // batch  # the last partial batch is left for the next epoch's shuffle
-        c = _compiled(self.attack, self.recipe, len(self.classes), steps)
-        key = jax.random.PRNGKey(self.seed)
+        c = _compiled(self.attack, self.recipe, len(self.classes))
+        # The training set goes to the device once; batches are gathered there.
+        xd, yd = jax.device_put(x), jax.device_put(y)
+        key = jax.random.key(self.seed)
         key, init_key = jax.random.split(key)
         params, state = c.net.init(init_key)
         opt_state = c.opt.init(params)
@@ -168,10 +189,11 @@ class DeepAttack:
         for epoch in range(self.recipe.epochs):
             order = rng.permutation(len(x))
             losses, accs = [], []
+            lr = np.float32(learning_rate(self.recipe, epoch))
             for s in range(steps):
-                idx = order[s * batch:(s + 1) * batch]
+                idx = jax.device_put(order[s * batch:(s + 1) * batch])
                 key, k = jax.random.split(key)
-                params, state, opt_state, loss, acc = c.step(params, state, opt_state, x[idx], y[idx], k)
+                params, state, opt_state, loss, acc = c.step(params, state, opt_state, xd[idx], yd[idx], k, lr)
                 losses.append(loss)
                 accs.append(acc)
             if self.progress:
@@ -181,9 +203,9 @@ class DeepAttack:
                               f"loss {float(np.mean(losses)):.3f}, train accuracy {float(np.mean(accs)):.3f}, "
                               f"{done:.0f} s, ETA {eta:.0f} s")
         self.compiled, self.params = c, params
-        self.state = self._batch_statistics(x, batch, state, key)
+        self.state = self._batch_statistics(xd, batch, state, key)
 
-    def _batch_statistics(self, x: npt.NDArray[np.float32], batch: int, state: Any, key: Any) -> Any:
+    def _batch_statistics(self, x: Any, batch: int, state: Any, key: Any) -> Any:
         """The batch-norm state for prediction: every training batch's own
         statistics, averaged (module docstring)."""
         import jax
@@ -197,7 +219,10 @@ class DeepAttack:
         return jax.tree_util.tree_map(lambda a: a / batches, total)
 
     def predict(self, traces: Sequence[Trace]) -> npt.NDArray[np.int64]:
-        x = self._encode(traces)
+        return self.predict_features(self._encode(traces))
+
+    def predict_features(self, x: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+        x = np.asarray(x, dtype=np.float32)
         out = []
         for s in range(0, len(x), PREDICT_BATCH):
             xb = x[s:s + PREDICT_BATCH]
