@@ -14,11 +14,11 @@ echo "== C unit tests"
 ./test_plugin
 
 echo "== ruff"
-ruff check gwsteer tests gwsteer-route gwsteer-cli
+ruff check gwsteer braid_status tests gwsteer-route gwsteer-cli braid
 
 echo "== mypy --strict"
-# gwsteer is type-checked on its own (its tests import each other as top-level modules)
-MYPYPATH=../eval mypy --config-file /dev/null --strict --ignore-missing-imports gwsteer tests
+# gwsteer and braid_status are type-checked on their own (their tests import each other as top-level modules)
+MYPYPATH=../eval mypy --config-file /dev/null --strict --ignore-missing-imports gwsteer braid_status tests
 
 echo "== doctests"
 python3 -m doctest gwsteer/config.py
