@@ -73,6 +73,21 @@ SIMULT_FLOWS = {"params": {"test": "simult_flows.sh", "schedulers": ["default", 
                             for s, ms in (("default", 7418), ("delaybal", 8001))}}
 
 
+
+def wf_cell(attack: str, tpr: float | None) -> dict[str, object]:
+    return {"attack": attack, "tpr_mean": tpr, "skipped": None if tpr is not None else "deadline"}
+
+
+def wf_deep(epochs: int, rf_under_hywf_ap: float | None) -> dict[str, object]:
+    closed = {"none": (0.95, 0.91), "hywf": (0.35, 0.20), "hywf-ap": (rf_under_hywf_ap, 0.12)}
+    return {"meta": {"corpus": "synthetic corpus", "started": "2026-11-29T22:25:26+0000", "jax_devices": ["cpu"],
+                     "repeats": 1, "copies": 1, "epochs": epochs, "tam_seconds": 4.0,
+                     "attacks": ["rf", "df"], "attack_names": ["RF", "DF"]},
+            "results": {d: {"overhead": 0.15 if d == "hywf-ap" else 0.0,
+                            "closed": {"rf": wf_cell("RF", rf), "df": wf_cell("DF", df)}}
+                        for d, (rf, df) in closed.items()}}
+
+
 def e3(g: float | None, k: float | None) -> dict[str, object]:
     runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4}
             for m, v in (("gwsteer", g), ("kernel", k))]
@@ -94,8 +109,17 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
     write(tmp_path, "bench-pageload", BENCH_PAGELOAD, nested=False)
     write(tmp_path, "simult-flows", SIMULT_FLOWS, nested=False)
+    write(tmp_path, "wf-deep-12ep", wf_deep(12, 0.25), nested=False)
+    write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
+    twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")
+    assert "| hywf-ap | 15.0 | 25.0 | 12.0 |" in twelve
+    assert "`hywf`: strongest attack run RF at 35.0 % with 0.0 % bandwidth overhead" in twelve
+    assert "**not met**" in twelve and "**met by these attacks**" in twelve
+    assert "| hywf-ap | 15.0 | not run (time) | 12.0 |" in thirty
+    assert "**not established (RF not run)**" in thirty
+    assert "Undefended, every attack reaches 90 %." in thirty
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
     assert "| default | 12.5 (2.38x TCP) | 5.9 | 8.5 |" in text
     assert "| tcp-gw1 | 5.2 | 4.6 | 0.0 |" in text
@@ -118,7 +142,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e1b", "e2", "bench-sched", "bench-pageload", "simult-flows"]
+    assert missing == ["e1", "e1b", "e2", "bench-sched", "bench-pageload", "simult-flows",
+                       "wf-deep-12ep", "wf-deep-30ep"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text and "e1, e1b, e2, bench-sched, bench-pageload" in text
 
