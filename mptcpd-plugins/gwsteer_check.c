@@ -179,6 +179,10 @@ static bool status_dir_ok(char const *status_file)
         return ok;
 }
 
+#ifndef GWSTEER_VERSION
+#define GWSTEER_VERSION "unknown"
+#endif
+
 int main(int argc, char **argv)
 {
         bool json = false;
@@ -187,9 +191,13 @@ int main(int argc, char **argv)
         for (int i = 1; i < argc; ++i) {
                 if (strcmp(argv[i], "--json") == 0)
                         json = true;
-                else if (strcmp(argv[i], "-h") == 0
+                else if (strcmp(argv[i], "--version") == 0) {
+                        printf("gwsteer-check %s\n", GWSTEER_VERSION);
+                        return 0;
+                } else if (strcmp(argv[i], "-h") == 0
                          || strcmp(argv[i], "--help") == 0) {
-                        printf("usage: gwsteer-check [--json] [FILE]\n\n"
+                        printf("usage: gwsteer-check [--json] [FILE]\n"
+                               "       gwsteer-check --version\n\n"
                                "Validate a gwsteer gateway configuration "
                                "with the mptcpd plugin's own loader.\n"
                                "FILE defaults to $%s, else %s.\n"

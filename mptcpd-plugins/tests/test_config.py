@@ -9,6 +9,7 @@ validator is missing.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from gwsteer.config import ConfigError, check_command, load_config, load_config_text, read_defaults
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 
 GOOD = """
 [gwsteer]
@@ -112,6 +114,15 @@ def test_validator_is_built() -> None:
     """The validator exists: a missing one must fail the suite, not skip it."""
     p = subprocess.run([check_command(), "--help"], capture_output=True, text=True, check=False)
     assert p.returncode == 0 and "gwsteer-check" in p.stdout
+
+
+def test_validator_says_its_version() -> None:
+    """--version names braid's release, as every braid command does."""
+    release = re.search(r'^version = "(.*)"', (REPO / "pyproject.toml").read_text(), re.M)
+    assert release is not None
+    p = subprocess.run([check_command(), "--version"], capture_output=True, text=True, check=False)
+    assert p.returncode == 0
+    assert p.stdout.startswith(f"gwsteer-check {release.group(1)}"), p.stdout
 
 
 def test_odd_input_is_a_clean_error(tmp_path: Path) -> None:
