@@ -305,19 +305,22 @@ def test_abuse_logged_and_server_keeps_serving(bed: Bed, tmp_path: Path) -> None
     # nothing and closes at its handshake deadline (10-15 s: its own
     # stretch of handshake_timeout). Answering SOCKS when connected, the
     # client then sends a general failure; answering early (the default),
-    # it resets the connection. Both at once, to wait for the deadline once.
+    # it resets the connection. No auth: plain SOCKS straight at the server
+    # gets nothing back (curl gives up after 10 s, before the server's
+    # deadline). All three at once, to wait for the deadlines once.
     bad_keys = write_secret(tmp_path / "bad.keys", "box1 " + "c3" * 32 + "\n")
     start_second_client(bed, bad_keys, 2080, "-socks-reply", "connected")
     start_second_client(bed, bad_keys, 2081)
     cases = ((2080, (CURL_PROXY_REFUSED,)), (2081, CURL_RESET_OR_EMPTY))
-    with ThreadPoolExecutor(len(cases)) as pool:
+    with ThreadPoolExecutor(len(cases) + 1) as pool:
+        no_auth = pool.submit(curl_through, bed, "--socks5-hostname", f"{SERVER_PUBLIC}:{SERVER_PORT}",
+                              f"http://{DEST_NAME}:{WEB_PORT}/")
         runs = list(pool.map(lambda case: curl_through(bed, "--socks5-hostname", f"127.0.0.1:{case[0]}",
                                                         f"http://{DEST_NAME}:{WEB_PORT}/blob.bin", max_time=25),
                              cases))
-    for (port, codes), r in zip(cases, runs, strict=True):
-        assert r.returncode in codes and not r.stdout, (port, r)
-    # No auth: plain SOCKS straight at the server gets nothing back.
-    r = curl_through(bed, "--socks5-hostname", f"{SERVER_PUBLIC}:{SERVER_PORT}", f"http://{DEST_NAME}:{WEB_PORT}/")
+        r = no_auth.result()
+    for (port, codes), run in zip(cases, runs, strict=True):
+        assert run.returncode in codes and not run.stdout, (port, run)
     assert r.returncode != 0
     # Refused destination: the proxy's own loopback and the metadata address
     # (the main client answers SOCKS early: the refusal is a reset).

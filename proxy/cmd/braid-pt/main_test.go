@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"braid/proxy/internal/config"
 	"braid/proxy/internal/dest"
 	"braid/proxy/internal/socks5"
 	"braid/proxy/internal/testserve"
@@ -27,11 +29,22 @@ import (
 // to it over real sockets.
 func TestMain(m *testing.M) {
 	if os.Getenv("BRAID_PT_TEST_MAIN") == "1" {
+		if v := os.Getenv(handshakeTimeoutEnv); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				panic(handshakeTimeoutEnv + ": " + err.Error())
+			}
+			serverConfigHook = func(c *config.Server) { c.HandshakeTimeout = config.Duration(d) }
+		}
 		main()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
+
+// handshakeTimeoutEnv sets the server transport's handshake timeout in the
+// test binary (TestMain): a wrong key is answered only at that deadline.
+const handshakeTimeoutEnv = "BRAID_PT_TEST_HANDSHAKE_TIMEOUT"
 
 type ptProc struct {
 	cmd   *exec.Cmd
@@ -112,17 +125,21 @@ type pair struct {
 	key            string
 }
 
-func startPair(t *testing.T) pair {
+// startPair starts a server and a client transport; serverEnv adds to the
+// server's environment.
+func startPair(t *testing.T, serverEnv map[string]string) pair {
 	orport := testserve.Loopback(t, testserve.Echo) // the bridge's ORPort
 	dir := t.TempDir()
-	srv := startPT(t, map[string]string{
+	env := map[string]string{
 		"TOR_PT_MANAGED_TRANSPORT_VER": "1",
 		"TOR_PT_STATE_LOCATION":        filepath.Join(dir, "server"),
 		"TOR_PT_SERVER_TRANSPORTS":     "braid",
 		"TOR_PT_SERVER_BINDADDR":       "braid-127.0.0.1:0",
 		"TOR_PT_ORPORT":                orport,
 		"TOR_PT_EXIT_ON_STDIN_CLOSE":   "1",
-	})
+	}
+	maps.Copy(env, serverEnv)
+	srv := startPT(t, env)
 	sm, ok := srv.line("SMETHOD braid ")
 	if !ok || srv.lines[0] != "VERSION 1" {
 		t.Fatalf("server said %q", srv.lines)
@@ -167,7 +184,8 @@ func socksConnect(t *testing.T, socks, args string, to netip.AddrPort) (net.Conn
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A wrong key is answered at the server's handshake deadline (10-15 s).
+	// A wrong key is answered at the server's handshake deadline (10-15 s
+	// by default, 1-1.5 s where a test sets handshakeTimeoutEnv).
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	msg := []byte{5, 1, socks5.MethodUserPass}
 	msg = append(msg, 1, byte(len(args)))
@@ -193,7 +211,7 @@ func socksConnect(t *testing.T, socks, args string, to netip.AddrPort) (net.Conn
 }
 
 func TestClientServerRelayToORPort(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, nil)
 	c, rep := socksConnect(t, p.socks, "key="+p.key, p.serverAddr)
 	defer c.Close()
 	if rep != socks5.ReplySucceeded {
@@ -219,7 +237,9 @@ func TestClientServerRelayToORPort(t *testing.T) {
 }
 
 func TestClientRefusesBadBridgeArgs(t *testing.T) {
-	p := startPair(t)
+	// The wrong key below waits for the server's handshake deadline: a
+	// short one keeps the test short (no valid connection here needs more).
+	p := startPair(t, map[string]string{handshakeTimeoutEnv: "1s"})
 	for _, args := range []string{"id=tor", "key=00", "key=" + p.key + ";cert=x", "key"} {
 		c, rep := socksConnect(t, p.socks, args, p.serverAddr)
 		c.Close()
@@ -249,7 +269,7 @@ func TestClientRefusesBadBridgeArgs(t *testing.T) {
 }
 
 func TestExitOnStdinClose(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, nil)
 	for _, proc := range []*ptProc{p.client, p.server} {
 		proc.stdin.Close()
 		done := make(chan error, 1)
@@ -280,7 +300,10 @@ func TestEnvironmentErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		cmd := exec.Command(os.Args[0])
-		cmd.Env = []string{"BRAID_PT_TEST_MAIN=1"}
+		// Only stdout counts here (not the exit status, which a race report
+		// would set): a race-built binary need not linger 1 s at exit for
+		// late reports.
+		cmd.Env = []string{"BRAID_PT_TEST_MAIN=1", "GORACE=atexit_sleep_ms=0"}
 		for k, v := range tc.env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}

@@ -19,6 +19,12 @@ import (
 	"braid/proxy/internal/server"
 )
 
+// serverConfigHook, when set, adjusts the server's configuration before it
+// is validated. Only the tests set it, in the test binary that doubles as
+// braid-pt: a wrong key waits for the server's handshake deadline, which
+// they shorten from its 10 s default.
+var serverConfigHook func(*config.Server)
+
 func runServer(out *pt.Out) error {
 	env, err := pt.ParseServer(os.Getenv)
 	if err != nil {
@@ -79,6 +85,9 @@ func runServer(out *pt.Out) error {
 		}
 	}
 	pad.apply(&cfg.Common)
+	if serverConfigHook != nil {
+		serverConfigHook(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		return fail(err)
 	}

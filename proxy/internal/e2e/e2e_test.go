@@ -283,6 +283,8 @@ func TestPlaintextNeedsServerConsent(t *testing.T) {
 }
 
 func TestWrongKey(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	// The server answers a wrong key with nothing until its handshake
 	// deadline (unauthclose.go): short ones keep the test short.
 	wrong := fastTimeouts
@@ -315,6 +317,12 @@ func (p *pair) rawServer(in []byte) ([]byte, bool) {
 	p.t.Helper()
 	c := p.dialServer()
 	defer c.Close()
+	return rawExchange(c, in)
+}
+
+// rawExchange writes in to c and returns what came back and whether the
+// peer closed c (rather than the read timing out after 5 s).
+func rawExchange(c net.Conn, in []byte) ([]byte, bool) {
 	c.Write(in)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	out, err := io.ReadAll(c)
@@ -349,18 +357,38 @@ func (p *pair) rawServerN(in []byte, n int) []byte {
 // deadline (1-1.5 s here), whatever their length: a hello-sized one that no
 // key opens is read and discarded until then (unauthclose.go).
 func TestServerRefusesUnauthenticated(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	p := startPair(t, fastTimeouts)
 	junk := bytes.Repeat([]byte{0x5a}, auth.ClientHelloLen+100)
 	// Plain SOCKS5 straight at the server (an open-proxy probe), HTTP,
-	// a v1 hello's start, a hello-sized block of junk, nothing.
-	for _, probe := range []string{"\x05\x01\x00\x05\x01\x00\x01\x01\x01\x01\x01\x00\x50", "GET / HTTP/1.1\r\n\r\n", "BRD\x01\x00\xffxx", string(junk), ""} {
+	// a v1 hello's start, a hello-sized block of junk, nothing. Each waits
+	// for the deadline on its own connection, all at once.
+	probes := []string{"\x05\x01\x00\x05\x01\x00\x01\x01\x01\x01\x01\x00\x50", "GET / HTTP/1.1\r\n\r\n", "BRD\x01\x00\xffxx", string(junk), ""}
+	type result struct {
+		out    []byte
+		closed bool
+		el     time.Duration
+	}
+	results := make([]result, len(probes))
+	var wg sync.WaitGroup
+	for i, probe := range probes {
 		start := time.Now()
-		out, closed := p.rawServer([]byte(probe))
-		if len(out) != 0 {
-			t.Fatalf("server answered an unauthenticated probe %q with %q", probe, out)
+		c := p.dialServer()
+		defer c.Close()
+		wg.Go(func() {
+			out, closed := rawExchange(c, []byte(probe))
+			results[i] = result{out, closed, time.Since(start)}
+		})
+	}
+	wg.Wait()
+	for i, probe := range probes {
+		r := results[i]
+		if len(r.out) != 0 {
+			t.Fatalf("server answered an unauthenticated probe %q with %q", probe, r.out)
 		}
-		if el := time.Since(start); !closed || el > 3*time.Second {
-			t.Fatalf("probe %.20q: server closed %v after %v (handshake timeout 1 s)", probe, closed, el)
+		if !r.closed || r.el > 3*time.Second {
+			t.Fatalf("probe %.20q: server closed %v after %v (handshake timeout 1 s)", probe, r.closed, r.el)
 		}
 	}
 	if !waitFor(func() bool {
@@ -373,6 +401,8 @@ func TestServerRefusesUnauthenticated(t *testing.T) {
 }
 
 func TestReplayedHandshake(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	p := startPair(t, fastTimeouts) // the refused replay is drained until the handshake deadline
 	_, port, _ := net.SplitHostPort(p.sink)
 	_, first, err := auth.NewClientHello(testPSK(), 0, time.Now(), wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
@@ -395,6 +425,8 @@ func TestReplayedHandshake(t *testing.T) {
 }
 
 func TestSOCKSErrors(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	p := startPair(t, opts{serverMut: fastTimeouts.serverMut, clientMut: both(fastTimeouts.clientMut, connected)})
 	_, port, _ := net.SplitHostPort(p.sink)
 	reply := func(code byte) string {
@@ -443,6 +475,8 @@ func TestSOCKSErrors(t *testing.T) {
 }
 
 func TestSlowlorisCutByHandshakeTimeout(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	p := startPair(t, fastTimeouts)
 	c, err := net.Dial("tcp", p.socks)
 	if err != nil {
@@ -465,6 +499,8 @@ func TestSlowlorisCutByHandshakeTimeout(t *testing.T) {
 // most a hello plus 8 KiB) is spent, so garbage of any length meets no fixed
 // close.
 func TestFailedHelloIsDrainedUntilTheDeadline(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	p := startPair(t, fastTimeouts)
 	garbage := make([]byte, auth.ClientHelloLen)
 	rand.Read(garbage)

@@ -107,6 +107,8 @@ func TestEarlyDataInFirstFlight(t *testing.T) {
 // before a restart, where no replay cache remembers it: refused without a
 // byte back. The same hello time without early data is answered.
 func TestEarlyDataOlderThanServerRefused(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	p := startPair(t, fastTimeouts) // the refusal is drained until the handshake deadline
 	time.Sleep(20 * time.Millisecond)
 	_, port, _ := net.SplitHostPort(p.sink)

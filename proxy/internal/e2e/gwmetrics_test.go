@@ -15,6 +15,8 @@ import (
 // file it reads: a gateway that goes down there is down on /metrics at the
 // next read (the file is re-read at most every 500 ms).
 func TestClientExportsGatewayStates(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	gw := filepath.Join(t.TempDir(), "gw.json")
 	write := func(secondUp bool) {
 		up := "false"

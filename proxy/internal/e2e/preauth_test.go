@@ -177,6 +177,8 @@ func TestPreauthSlotsReservedForAuthenticated(t *testing.T) {
 // one that has started its hello gets handshake_timeout from its first
 // byte.
 func TestFirstByteTimeoutSeparateFromHandshake(t *testing.T) {
+	// Waits for deadlines, in parallel: see doc.go.
+	t.Parallel()
 	p := startPair(t, opts{
 		serverMut: func(s *config.Server) {
 			s.FirstByteTimeout = config.Duration(300 * time.Millisecond)
