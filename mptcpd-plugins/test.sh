@@ -21,7 +21,7 @@ echo "== mypy --strict"
 MYPYPATH=../eval mypy --config-file /dev/null --strict --ignore-missing-imports gwsteer braid_status tests
 
 echo "== doctests"
-python3 -m doctest gwsteer/config.py
+python3 -m doctest gwsteer/config.py gwsteer/ss.py
 
 echo "== pytest (config parity + host-netns integration)"
 if [ "$(id -u)" -ne 0 ]; then

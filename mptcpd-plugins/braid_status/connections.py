@@ -17,9 +17,10 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
+from gwsteer.ss import SUBFLOW_FLAGS_RE, split_endpoint
+
 _SS_TIMEOUT_S = 10
 _TOKEN_RE = re.compile(r"\btoken:(?:[0-9a-f]+\(id:\d+\)/)?([0-9a-f]+)")
-_FLAGS_RE = re.compile(r"tcp-ulp-mptcp flags:(\w*)")
 _NUM_RE = re.compile(r"\b(bytes_sent|bytes_acked|bytes_received|bytes_retrans|subflows):(\d+)")
 _RTT_RE = re.compile(r"\brtt:([\d.]+)/")
 
@@ -36,7 +37,7 @@ class Subflow:
     remote: str
     state: str
     token: str
-    #: ss's MPTCP subflow flags: b = our backup flag, B = the peer's, j = join, M/m = initial.
+    #: ss's MPTCP subflow flags (gwsteer.ss.SUBFLOW_FLAGS_RE).
     flags: str
     bytes_sent: int
     bytes_acked: int
@@ -78,16 +79,6 @@ def _token(hex_text: str) -> str:
     return f"{int(hex_text, 16):08x}"
 
 
-def split_endpoint(text: str) -> tuple[str, str]:
-    """``10.1.1.2:4000`` or ``[fc00::2]:4000`` (maybe ``%dev``) -> (address, port).
-
-    >>> split_endpoint("[fe80::1%e1]:5201")
-    ('fe80::1', '5201')
-    """
-    addr, _, port = text.rpartition(":")
-    return addr.strip("[]").split("%", 1)[0], port
-
-
 def _records(text: str) -> list[tuple[list[str], str]]:
     """ss's output as (header columns, info text): an info line starts with white space."""
     records: list[tuple[list[str], str]] = []
@@ -116,7 +107,7 @@ def parse_ss(text: str) -> list[Connection]:
             continue
         ulp = info[info.index("tcp-ulp-mptcp"):]
         token = _TOKEN_RE.search(ulp)
-        flags = _FLAGS_RE.search(ulp)
+        flags = SUBFLOW_FLAGS_RE.search(ulp)
         nums = {k: int(v) for k, v in _NUM_RE.findall(info[:info.index("tcp-ulp-mptcp")])}
         rtt = _RTT_RE.search(info)
         sf = Subflow(local, remote, state, _token(token.group(1)) if token else "?",

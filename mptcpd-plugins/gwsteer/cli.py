@@ -23,11 +23,10 @@ from typing import Any
 from gwsteer import version
 
 from .config import ConfigError, load_config
+from .ss import SUBFLOW_FLAGS_RE, split_endpoint
 
 # ss prints "token:<join token>(id:N)/<connection token>(id:M)".
 _TOKEN_RE = re.compile(r"token:\w+\(id:\d+\)/(\w+)")
-# ... and "flags:<letters>": b = our backup flag, B = the peer's.
-_FLAGS_RE = re.compile(r"tcp-ulp-mptcp flags:(\w*)")
 
 
 @dataclass(frozen=True)
@@ -39,11 +38,6 @@ class Subflow:
     token: str
     #: Whether the kernel carries our backup flag on it (what the peer's scheduler sees).
     backup: bool = False
-
-
-def _split_endpoint(text: str) -> tuple[str, str]:
-    addr, _, port = text.rpartition(":")
-    return addr.strip("[]"), port
 
 
 def list_subflows() -> list[Subflow]:
@@ -60,7 +54,7 @@ def list_subflows() -> list[Subflow]:
         if "tcp-ulp-mptcp" not in info:
             continue
         m = _TOKEN_RE.search(info)
-        f = _FLAGS_RE.search(info)
+        f = SUBFLOW_FLAGS_RE.search(info)
         subflows.append(Subflow(cols[2], cols[3], m.group(1) if m else "?",
                                 backup=bool(f and "b" in f.group(1))))
     return subflows
@@ -86,7 +80,7 @@ def gather(status: dict[str, Any], only: str | None = None) -> list[dict[str, An
     for gw in status.get("gateways", []):
         if only and gw["id"] != only:
             continue
-        using = [s for s in subflows if _split_endpoint(s.local)[0] == gw["source"]]
+        using = [s for s in subflows if split_endpoint(s.local)[0] == gw["source"]]
         rows.append(dict(gw, subflow_list=[s.__dict__ for s in using]))
     if only and not rows:
         known = ", ".join(g["id"] for g in status.get("gateways", [])) or "none"

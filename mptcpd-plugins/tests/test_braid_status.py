@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from braid_status import cli, connections, exporter, gateways, kernel, report
+from braid_status import cli, exporter, gateways, kernel, report
 from braid_status.connections import parse_ss, traffic_by
 from braid_status.exporter import Exporter, ListenError, parse_listen
 from braid_status.exposition import exposition
@@ -174,7 +174,7 @@ def test_exporter_serves_metrics_over_http(tmp_path: Path) -> None:
     assert {"braid_build_info", "braid_kernel_info", "braid_gateway_status_loaded"} <= names
 
 
-@pytest.mark.parametrize("module", [gateways, kernel, connections, report, exporter], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [gateways, kernel, report, exporter], ids=lambda m: m.__name__)
 def test_doctests(module: ModuleType) -> None:
     failed, tried = doctest.testmod(module)
     assert tried and not failed
