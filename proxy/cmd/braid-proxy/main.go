@@ -41,6 +41,7 @@ Usage:
   braid-proxy client [-config FILE] [flags]   run on the client box
   braid-proxy server [-config FILE] [flags]   run on the relay (Internet side)
   braid-proxy genkey -id ID [-out FILE]       create a pre-shared key line
+  braid-proxy genkey -static -out FILE        create the server's static key; prints its public key
   braid-proxy gencert -name N -cert F -key F  create a self-signed certificate
                                               for auth tls; prints its pin
   braid-proxy check client|server [-config FILE] [flags]
@@ -65,9 +66,11 @@ client: listens for SOCKS5 (RFC 1928 CONNECT, names resolved by the server,
   destination instead: real SOCKS error codes, one round trip slower).
 
 server: MPTCP listener. Clients authenticate with a pre-shared key (protocol
-  v2: a Noise NNpsk0 handshake, mutual, replay-protected, forward-secret
-  session keys, nothing in clear; data encrypted with AES-256-GCM unless
-  both sides opt out) or, with -auth tls, with mutual TLS 1.3 and pinned
+  v3: a Noise NNpsk0 handshake, mutual, replay-protected, forward-secret
+  session keys, nothing in clear but keys encoded to look random; with
+  -static-key-file NKpsk0, and clients given the server's public key accept
+  no other server; data encrypted with AES-256-GCM unless both sides opt
+  out) or, with -auth tls, with mutual TLS 1.3 and pinned
   certificates. Unauthenticated connections are capped in total and per
   source (-max-preauth-conns, -max-preauth-per-source) and closed after
   -first-byte-timeout of silence. Loopback, private, link-local, CGNAT,
@@ -424,8 +427,20 @@ func runGenkey(args []string) error {
 	fs := flag.NewFlagSet("braid-proxy genkey", flag.ContinueOnError)
 	id := fs.String("id", "", "client id (A-Z a-z 0-9 . _ -)")
 	out := fs.String("out", "", "append the line to this file (created mode 0600); default stdout")
+	static := fs.Bool("static", false, "make the server's static key instead: -out names the new file (server.static_key_file), and the public key clients need (client.server_public_key) is printed")
 	if err := fs.Parse(args); err != nil {
 		return inputErr(err)
+	}
+	if *static {
+		if *out == "" {
+			return inputErr(errors.New("-static needs -out FILE (the static key file to create)"))
+		}
+		k, err := auth.NewStaticKeyFile(*out)
+		if err != nil {
+			return inputErr(fmt.Errorf("-out: %w", err))
+		}
+		fmt.Println(auth.EncodePublicKey(k.Public))
+		return nil
 	}
 	if err := auth.CheckID(*id); err != nil {
 		return inputErr(fmt.Errorf("-id: %w", err))

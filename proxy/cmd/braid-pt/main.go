@@ -28,11 +28,13 @@ import (
 
 const (
 	transport = "braid"
-	// serverID is the client id tor's clients use unless the bridge line
-	// names another (one key per bridge, shared by its users, like obfs4's
-	// cert).
-	serverID       = "tor"
+	// publicID is the client id of every user of the public bridge line
+	// (pub= only): its pre-shared key is derived from the bridge's public
+	// key, so the line holds no secret. A bridge line may instead carry a
+	// user's own id= and key=, from the bridge's key file.
+	publicID       = "bridge"
 	serverKeyFile  = "braid_server.keys"
+	staticKeyFile  = "braid_static.key"
 	bridgeLineFile = "braid_bridgeline.txt"
 	shutdownGrace  = 2 * time.Second
 )
@@ -44,7 +46,7 @@ names its build). Client torrc:
 
   UseBridges 1
   ClientTransportPlugin braid exec /usr/local/bin/braid-pt
-  Bridge braid <pt-server addr:port> <bridge fingerprint> key=<hex> [id=<client id>] [padding=<budget>] [padding-idle=<duration>]
+  Bridge braid <pt-server addr:port> <bridge fingerprint> pub=<bridge public key> [id=<user> key=<user key>] [padding=<budget>] [padding-idle=<duration>]
 
 Bridge torrc:
 

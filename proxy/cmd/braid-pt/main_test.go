@@ -122,7 +122,8 @@ type pair struct {
 	server, client *ptProc
 	serverAddr     netip.AddrPort
 	socks          string
-	key            string
+	pub            string // the bridge line's pub=
+	userKey        string // user alice's own key in the bridge's key file
 }
 
 // startPair starts a server and a client transport; serverEnv adds to the
@@ -130,6 +131,16 @@ type pair struct {
 func startPair(t *testing.T, serverEnv map[string]string) pair {
 	orport := testserve.Loopback(t, testserve.Echo) // the bridge's ORPort
 	dir := t.TempDir()
+	// An operator's line for a user's own credential, kept when the bridge
+	// writes the public line's entry.
+	userKey := make([]byte, 32)
+	rand.Read(userKey)
+	if err := os.MkdirAll(filepath.Join(dir, "server"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "server", serverKeyFile), []byte("alice "+hex.EncodeToString(userKey)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{
 		"TOR_PT_MANAGED_TRANSPORT_VER": "1",
 		"TOR_PT_STATE_LOCATION":        filepath.Join(dir, "server"),
@@ -145,17 +156,23 @@ func startPair(t *testing.T, serverEnv map[string]string) pair {
 		t.Fatalf("server said %q", srv.lines)
 	}
 	f := strings.Fields(sm)
-	if len(f) != 4 || !strings.HasPrefix(f[3], "ARGS:key=") {
+	if len(f) != 4 || !strings.HasPrefix(f[3], "ARGS:pub=") {
 		t.Fatalf("SMETHOD line %q", sm)
 	}
-	p := pair{server: srv, serverAddr: netip.MustParseAddrPort(f[2]), key: strings.TrimPrefix(f[3], "ARGS:key=")}
-	fi, err := os.Stat(filepath.Join(dir, "server", serverKeyFile))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("server key file: %v %v", fi, err)
+	p := pair{server: srv, serverAddr: netip.MustParseAddrPort(f[2]), pub: strings.TrimPrefix(f[3], "ARGS:pub="), userKey: hex.EncodeToString(userKey)}
+	for _, name := range []string{serverKeyFile, staticKeyFile} {
+		fi, err := os.Stat(filepath.Join(dir, "server", name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("server's %s: %v %v", name, fi, err)
+		}
 	}
 	bl, err := os.ReadFile(filepath.Join(dir, "server", bridgeLineFile))
-	if err != nil || !strings.Contains(string(bl), "Bridge braid "+f[2]+" <FINGERPRINT> key="+p.key+"\n") {
+	if err != nil || !strings.Contains(string(bl), "Bridge braid "+f[2]+" <FINGERPRINT> pub="+p.pub+"\n") {
 		t.Fatalf("bridge line file %q %v", bl, err)
+	}
+	keys, err := os.ReadFile(filepath.Join(dir, "server", serverKeyFile))
+	if err != nil || !strings.Contains(string(keys), "alice "+p.userKey+"\n") {
+		t.Fatalf("the bridge dropped the operator's line from its key file: %v", err)
 	}
 	p.client = startPT(t, map[string]string{
 		"TOR_PT_MANAGED_TRANSPORT_VER": "1",
@@ -212,7 +229,7 @@ func socksConnect(t *testing.T, socks, args string, to netip.AddrPort) (net.Conn
 
 func TestClientServerRelayToORPort(t *testing.T) {
 	p := startPair(t, nil)
-	c, rep := socksConnect(t, p.socks, "key="+p.key, p.serverAddr)
+	c, rep := socksConnect(t, p.socks, "pub="+p.pub, p.serverAddr)
 	defer c.Close()
 	if rep != socks5.ReplySucceeded {
 		t.Fatalf("SOCKS reply %#x", rep)
@@ -228,11 +245,11 @@ func TestClientServerRelayToORPort(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("echoed bytes differ")
 	}
-	// Escaped, split arguments (user + password) with an explicit id.
-	c2, rep := socksConnect(t, p.socks, "id=tor;key="+p.key, p.serverAddr)
+	// A user's own credential from the bridge's key file.
+	c2, rep := socksConnect(t, p.socks, "pub="+p.pub+";id=alice;key="+p.userKey, p.serverAddr)
 	defer c2.Close()
 	if rep != socks5.ReplySucceeded {
-		t.Fatalf("with id: SOCKS reply %#x", rep)
+		t.Fatalf("with a user's credential: SOCKS reply %#x", rep)
 	}
 }
 
@@ -240,7 +257,7 @@ func TestClientRefusesBadBridgeArgs(t *testing.T) {
 	// The wrong key below waits for the server's handshake deadline: a
 	// short one keeps the test short (no valid connection here needs more).
 	p := startPair(t, map[string]string{handshakeTimeoutEnv: "1s"})
-	for _, args := range []string{"id=tor", "key=00", "key=" + p.key + ";cert=x", "key"} {
+	for _, args := range []string{"id=alice", "key=" + p.userKey, "pub=00", "pub=" + p.pub + ";cert=x", "pub"} {
 		c, rep := socksConnect(t, p.socks, args, p.serverAddr)
 		c.Close()
 		if rep != 0xff {
@@ -249,22 +266,41 @@ func TestClientRefusesBadBridgeArgs(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !slices.ContainsFunc(p.client.laterLines(), func(l string) bool {
-		return strings.HasPrefix(l, "LOG SEVERITY=error MESSAGE=\"braid: bridge line has no key= argument")
+		return strings.HasPrefix(l, "LOG SEVERITY=error MESSAGE=\"braid: bridge line has no pub= argument")
 	}) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no LOG line for tor about the missing key; got %q", p.client.laterLines())
+			t.Fatalf("no LOG line for tor about the missing pub=; got %q", p.client.laterLines())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// A wrong key passes the argument check but the server sends nothing
-	// back and closes at its handshake deadline: the SOCKS reply is a
-	// failure and no relay starts.
+	// A wrong user key passes the argument check but the server sends
+	// nothing back and closes at its handshake deadline: the SOCKS reply
+	// is a failure and no relay starts.
 	wrong := make([]byte, 32)
 	rand.Read(wrong)
-	c, rep := socksConnect(t, p.socks, "key="+hex.EncodeToString(wrong), p.serverAddr)
+	c, rep := socksConnect(t, p.socks, "pub="+p.pub+";id=alice;key="+hex.EncodeToString(wrong), p.serverAddr)
 	c.Close()
 	if rep == socks5.ReplySucceeded || rep == 0xff {
 		t.Fatalf("wrong key: reply %#x", rep)
+	}
+}
+
+// Whoever holds the bridge line (its pub= and so the public line's key)
+// can run a braid-pt server of their own, but cannot pass for the
+// bridge: a client given the real line and sent to that forged server
+// gets no relay.
+func TestForgedBridgeRefused(t *testing.T) {
+	real := startPair(t, nil)
+	forged := startPair(t, map[string]string{handshakeTimeoutEnv: "1s"})
+	c, rep := socksConnect(t, real.socks, "pub="+real.pub, forged.serverAddr)
+	c.Close()
+	if rep == socks5.ReplySucceeded || rep == 0xff {
+		t.Fatalf("client relayed through a forged bridge: reply %#x", rep)
+	}
+	c, rep = socksConnect(t, real.socks, "pub="+real.pub, real.serverAddr)
+	c.Close()
+	if rep != socks5.ReplySucceeded {
+		t.Fatalf("genuine bridge: reply %#x", rep)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 
 // bridgeArgs are the per-bridge arguments of a braid bridge line.
 type bridgeArgs struct {
+	pub []byte // the bridge's static public key
 	id  string
 	key []byte
 	pad padArgs
@@ -73,20 +74,26 @@ func (p padArgs) apply(c *config.Common) {
 	}
 }
 
-// parseBridgeArgs checks the bridge line's arguments: key (hex or base64,
-// required) and id (optional); anything else is refused so that a typo is
-// not silently ignored.
+// parseBridgeArgs checks the bridge line's arguments: pub (the bridge's
+// public key, required), id and key (a user's own credential, both or
+// neither); anything else is refused so that a typo is not silently
+// ignored.
 func parseBridgeArgs(args pt.Args) (bridgeArgs, error) {
-	b := bridgeArgs{id: serverID}
-	var haveKey bool
+	var b bridgeArgs
 	for _, kv := range args {
 		switch kv.Key {
+		case "pub":
+			pub, err := auth.ParsePublicKey(kv.Value)
+			if err != nil {
+				return b, fmt.Errorf("bridge argument pub: %w", err)
+			}
+			b.pub = pub
 		case "key":
 			k, err := auth.ParseKeys([]byte("x " + kv.Value))
 			if err != nil {
 				return b, fmt.Errorf("bridge argument key: %w", stripLine(err))
 			}
-			b.key, haveKey = k["x"], true
+			b.key = k["x"]
 		case "id":
 			if err := auth.CheckID(kv.Value); err != nil {
 				return b, fmt.Errorf("bridge argument id: %w", err)
@@ -98,12 +105,21 @@ func parseBridgeArgs(args pt.Args) (bridgeArgs, error) {
 				return b, fmt.Errorf("bridge %w", err)
 			}
 			if !ok {
-				return b, fmt.Errorf("unknown bridge argument %q (braid takes key=, id=, padding= and padding-idle=)", kv.Key)
+				return b, fmt.Errorf("unknown bridge argument %q (braid takes pub=, id=, key=, padding= and padding-idle=)", kv.Key)
 			}
 		}
 	}
-	if !haveKey {
-		return b, errors.New("bridge line has no key= argument (copy it from the bridge's braid_bridgeline.txt)")
+	if b.pub == nil {
+		if b.key != nil {
+			return b, errors.New("bridge line has key= but no pub= argument: it is from an older braid-pt; copy the bridge's new line from its braid_bridgeline.txt")
+		}
+		return b, errors.New("bridge line has no pub= argument (copy it from the bridge's braid_bridgeline.txt)")
+	}
+	if (b.id == "") != (b.key == nil) {
+		return b, errors.New("bridge arguments id= and key= go together (a user's own credential from the bridge's key file)")
+	}
+	if b.key == nil {
+		b.id, b.key = publicID, auth.BridgePSK(b.pub)
 	}
 	return b, nil
 }
@@ -131,6 +147,7 @@ type bridges struct {
 func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%g\x00%s\x00", server, a.id, a.pad.budget, a.pad.idle)
+	h.Write(a.pub)
 	h.Write(a.key)
 	tag := hex.EncodeToString(h.Sum(nil)[:8])
 	b.mu.Lock()
@@ -148,6 +165,7 @@ func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, erro
 	cfg.Server = server.String()
 	cfg.ClientID = a.id
 	cfg.KeyFile = keyFile
+	cfg.ServerPublicKey = auth.EncodePublicKey(a.pub)
 	cfg.SOCKSListen = b.socks // the transport's own listener
 	cfg.MetricsListen = ""
 	// tor holds its bridge connection for hours, idle between pages: no idle
@@ -268,10 +286,10 @@ func handleSOCKS(conn *net.TCPConn, b *bridges, log *slog.Logger) {
 		offered = offered || m == socks5.MethodUserPass
 	}
 	if !offered {
-		// No arguments means no key: tor's bridge line lacks key=.
+		// No arguments means no key: tor's bridge line lacks pub=.
 		socks5.WriteMethod(conn, socks5.MethodNone)
-		log.Error("bridge line has no arguments; braid needs key=")
-		b.out.Log("error", "braid: the bridge line has no arguments; it needs key=")
+		log.Error("bridge line has no arguments; braid needs pub=")
+		b.out.Log("error", "braid: the bridge line has no arguments; it needs pub=")
 		return
 	}
 	if err := socks5.WriteMethod(conn, socks5.MethodUserPass); err != nil {

@@ -1,29 +1,44 @@
 package main
 
 import (
+	"bytes"
+	"encoding/hex"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"braid/proxy/internal/auth"
 	"braid/proxy/internal/pt"
 )
 
 func TestParseBridgeArgs(t *testing.T) {
 	key := strings.Repeat("ab", 32)
+	pubKey, err := auth.NewStaticKeyFile(filepath.Join(t.TempDir(), "static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := auth.EncodePublicKey(pubKey.Public)
 	tests := []struct {
 		name   string
 		args   pt.Args
 		id     string
 		errHas string
 	}{
-		{"key only, default id", pt.Args{{Key: "key", Value: key}}, serverID, ""},
-		{"key and id", pt.Args{{Key: "id", Value: "box1"}, {Key: "key", Value: key}}, "box1", ""},
-		{"base64 key", pt.Args{{Key: "key", Value: "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="}}, serverID, ""},
-		{"no key", pt.Args{{Key: "id", Value: "box1"}}, "", "no key= argument"},
-		{"no args", nil, "", "no key= argument"},
-		{"short key", pt.Args{{Key: "key", Value: "abcd"}}, "", "bridge argument key: key is 2 bytes"},
-		{"not hex or base64", pt.Args{{Key: "key", Value: "zz!"}}, "", "neither hex nor base64"},
-		{"bad id", pt.Args{{Key: "key", Value: key}, {Key: "id", Value: "a b"}}, "", "bridge argument id"},
-		{"unknown argument", pt.Args{{Key: "key", Value: key}, {Key: "cert", Value: "x"}}, "", `unknown bridge argument "cert"`},
+		{"public line", pt.Args{{Key: "pub", Value: pub}}, publicID, ""},
+		{"hex pub", pt.Args{{Key: "pub", Value: hex.EncodeToString(pubKey.Public)}}, publicID, ""},
+		{"a user's own credential", pt.Args{{Key: "pub", Value: pub}, {Key: "id", Value: "box1"}, {Key: "key", Value: key}}, "box1", ""},
+		{"base64 key", pt.Args{{Key: "pub", Value: pub}, {Key: "id", Value: "box1"}, {Key: "key", Value: "q6urq6urq6urq6urq6urq6urq6urq6urq6urq6urq6s="}}, "box1", ""},
+		{"an older line", pt.Args{{Key: "key", Value: key}}, "", "older braid-pt"},
+		{"no pub", pt.Args{{Key: "id", Value: "box1"}}, "", "no pub= argument"},
+		{"no args", nil, "", "no pub= argument"},
+		{"short pub", pt.Args{{Key: "pub", Value: "abcd"}}, "", "bridge argument pub: not a 32-byte"},
+		{"small-order pub", pt.Args{{Key: "pub", Value: strings.Repeat("00", 32)}}, "", "small-order"},
+		{"id without key", pt.Args{{Key: "pub", Value: pub}, {Key: "id", Value: "box1"}}, "", "go together"},
+		{"key without id", pt.Args{{Key: "pub", Value: pub}, {Key: "key", Value: key}}, "", "go together"},
+		{"short key", pt.Args{{Key: "pub", Value: pub}, {Key: "id", Value: "box1"}, {Key: "key", Value: "abcd"}}, "", "bridge argument key: key is 2 bytes"},
+		{"not hex or base64", pt.Args{{Key: "pub", Value: pub}, {Key: "key", Value: "zz!"}}, "", "neither hex nor base64"},
+		{"bad id", pt.Args{{Key: "pub", Value: pub}, {Key: "key", Value: key}, {Key: "id", Value: "a b"}}, "", "bridge argument id"},
+		{"unknown argument", pt.Args{{Key: "pub", Value: pub}, {Key: "cert", Value: "x"}}, "", `unknown bridge argument "cert"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,25 +55,29 @@ func TestParseBridgeArgs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if b.id != tc.id || len(b.key) < 16 {
-				t.Fatalf("got id %q, key %d bytes", b.id, len(b.key))
+			if b.id != tc.id || len(b.key) < 16 || !bytes.Equal(b.pub, pubKey.Public) {
+				t.Fatalf("got id %q, key %d bytes, pub %x", b.id, len(b.key), b.pub)
 			}
 		})
 	}
 }
 
 func TestParsePaddingArgs(t *testing.T) {
-	key := strings.Repeat("ab", 32)
-	b, err := parseBridgeArgs(pt.Args{{Key: "key", Value: key}, {Key: "padding", Value: "0.4"}, {Key: "padding-idle", Value: "500ms"}})
+	k, err := auth.NewStaticKeyFile(filepath.Join(t.TempDir(), "static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := auth.EncodePublicKey(k.Public)
+	b, err := parseBridgeArgs(pt.Args{{Key: "pub", Value: key}, {Key: "padding", Value: "0.4"}, {Key: "padding-idle", Value: "500ms"}})
 	if err != nil || b.pad.budget != 0.4 || b.pad.idle.Milliseconds() != 500 {
 		t.Fatalf("%+v %v", b.pad, err)
 	}
 	for _, bad := range []pt.KV{{Key: "padding", Value: "-1"}, {Key: "padding", Value: "x"}, {Key: "padding", Value: "11"}, {Key: "padding-idle", Value: "0s"}} {
-		if _, err := parseBridgeArgs(pt.Args{{Key: "key", Value: key}, bad}); err == nil || !strings.Contains(err.Error(), bad.Key) {
+		if _, err := parseBridgeArgs(pt.Args{{Key: "pub", Value: key}, bad}); err == nil || !strings.Contains(err.Error(), bad.Key) {
 			t.Errorf("%v: err %v", bad, err)
 		}
 	}
-	b, _ = parseBridgeArgs(pt.Args{{Key: "key", Value: key}})
+	b, _ = parseBridgeArgs(pt.Args{{Key: "pub", Value: key}})
 	if b.pad.budget != 0 {
 		t.Fatal("padding on without the argument")
 	}

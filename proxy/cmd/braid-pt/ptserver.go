@@ -3,7 +3,6 @@ package main
 // The server role: a braid relay whose only destination is the ORPort.
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"braid/proxy/internal/auth"
 	"braid/proxy/internal/config"
@@ -61,7 +61,8 @@ func runServer(out *pt.Out) error {
 		bind = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 	}
 	keyFile := filepath.Join(env.StateDir, serverKeyFile)
-	key, err := serverKey(keyFile)
+	staticFile := filepath.Join(env.StateDir, staticKeyFile)
+	pub, err := bridgeKeys(staticFile, keyFile)
 	if err != nil {
 		return fail(err)
 	}
@@ -71,6 +72,7 @@ func runServer(out *pt.Out) error {
 	cfg := config.DefaultServer()
 	cfg.Listen = bind.String()
 	cfg.KeyFile = keyFile
+	cfg.StaticKeyFile = staticFile
 	cfg.MetricsListen = ""
 	cfg.IdleTimeout = 0 // tor's own keepalives (and TCP's) manage its connections
 	// ServerTransportOptions braid padding=<budget> [padding-idle=<d>]
@@ -103,7 +105,7 @@ func runServer(out *pt.Out) error {
 		return fail(err)
 	}
 	addr := ln.Addr().(*net.TCPAddr).AddrPort()
-	args := pt.Args{{Key: "key", Value: key}}
+	args := pt.Args{{Key: "pub", Value: auth.EncodePublicKey(pub)}}
 	if err := writeBridgeLine(env.StateDir, addr, args); err != nil {
 		ln.Close()
 		return fail(err)
@@ -125,25 +127,39 @@ func runServer(out *pt.Out) error {
 	return err
 }
 
-// serverKey returns the hex key of serverID from path, creating the file
-// with a fresh 32-byte key on first start.
-func serverKey(path string) (string, error) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		k := make([]byte, 32)
-		rand.Read(k)
-		if err := writeSecret(path, fmt.Sprintf("%s %s\n", serverID, hex.EncodeToString(k))); err != nil {
-			return "", err
-		}
+// bridgeKeys returns the bridge's static public key, creating its static
+// key file on first start, and writes the public bridge line's entry
+// (publicID, its key derived from the public key) into the key file,
+// keeping every other line: users' own credentials an operator added.
+func bridgeKeys(staticPath, keysPath string) ([]byte, error) {
+	k, err := auth.LoadStaticKey(staticPath)
+	if errors.Is(err, os.ErrNotExist) {
+		k, err = auth.NewStaticKeyFile(staticPath)
 	}
-	keys, err := auth.LoadKeys(path)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	k, ok := keys[serverID]
-	if !ok {
-		return "", fmt.Errorf("%s: no key for id %q (the one the bridge line advertises)", path, serverID)
+	text := fmt.Sprintf("# %s: the public bridge line's key (derived from the bridge's public key, not a secret);\n"+
+		"# add \"<id> <key>\" lines for users' own credentials (bridge line id=<id> key=<key>)\n%s %s\n",
+		publicID, publicID, hex.EncodeToString(auth.BridgePSK(k.Public)))
+	if old, err := os.ReadFile(keysPath); err == nil {
+		for _, line := range strings.SplitAfter(string(old), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || strings.HasPrefix(f[0], "#") || f[0] == publicID {
+				continue
+			}
+			text += line
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
 	}
-	return hex.EncodeToString(k), nil
+	if err := writeSecret(keysPath, text); err != nil {
+		return nil, err
+	}
+	if _, err := auth.LoadKeys(keysPath); err != nil {
+		return nil, err
+	}
+	return k.Public, nil
 }
 
 func writeBridgeLine(dir string, addr netip.AddrPort, args pt.Args) error {

@@ -1,20 +1,26 @@
-// Package auth implements braid's handshake (protocol v2) between the client
+// Package auth implements braid's handshake (protocol v3) between the client
 // box and the relay server: mutual authentication with the client's
 // pre-shared key, forward-secret session keys, and the first request
 // carried in the first flight (0-RTT), on the Noise protocol framework
 // (github.com/flynn/noise):
 //
-//	Noise_NNpsk0_25519_AESGCM_SHA256, prologue "braid-proxy v2"
+//	Noise_NNpsk0_25519_AESGCM_SHA256, prologue "braid-proxy v3"
 //	  -> psk, e     payload: time (ms, 8) | flags (1) | len (2) | request | zero padding
 //	  <- e, ee      payload: the reply (2)
 //
+// or, where the server has a static key whose public half its clients
+// hold (a Tor bridge line's pub=), Noise_NKpsk0 (<- s ... -> psk, e, es):
+// then only the holder of the private key can read a hello or answer it,
+// whoever else knows the PSK.
+//
 // Every message has a fixed size (ClientHelloLen, ServerHelloLen) and
-// nothing in clear but the ephemeral public keys, whose always-zero top bit
-// is randomised on the wire (X25519 ignores it): no magic, no client id, no
-// lengths. The server finds the client by trying every configured key on
-// the first message (only the right one opens its AEAD tag; all are tried
-// so that the time taken does not tell which), so the cost of a hello
-// grows with the number of client ids (see the README).
+// nothing in clear but the ephemeral public keys, which travel as
+// Elligator2 representatives (elligator.go) and so look like random
+// bytes: no magic, no client id, no lengths. The server finds the client
+// by trying every configured key on the first message (only the right one
+// opens its AEAD tag; all are tried so that the time taken does not tell
+// which), so the cost of a hello grows with the number of client ids (see
+// the README).
 //
 // Security properties:
 //   - The first message is authenticated by the PSK (psk0); a recorded one
@@ -27,8 +33,9 @@
 //     forward secret. A stolen PSK decrypts neither past sessions' relayed
 //     data nor their replies.
 //   - Data the client sends before the server's answer (FlagEarlyData) is
-//     sealed with an early key, HKDF-SHA256(PSK, salt = the handshake hash
-//     after the first message, "braid-v2 early c2s") — as TLS 1.3 derives
+//     sealed with an early key, HKDF-SHA256(PSK || es, salt = the handshake
+//     hash after the first message, "braid-v3 early c2s"; es, the DH with
+//     the server's static key, only under NKpsk0) — as TLS 1.3 derives
 //     its client_early_traffic_secret from the PSK and the ClientHello. It
 //     is as replayable and as exposed to a PSK theft as TLS 0-RTT data, so
 //     the client switches to the forward-secret key as soon as the answer
@@ -39,7 +46,6 @@ package auth
 
 import (
 	"crypto/hkdf"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -78,9 +84,9 @@ const (
 	// Servers that predate it ignore the flag and answer without.
 	FlagPadding = 0x04
 
-	prologue = "braid-proxy v2"
+	prologue = "braid-proxy v3"
 	labelPSK = "braid-v2 noise psk"
-	labelEar = "braid-v2 early c2s"
+	labelEar = "braid-v3 early c2s"
 )
 
 // Errors returned by the handshake; all mean "not authenticated".
@@ -125,48 +131,57 @@ func PSKs(keys Keys) []PSK {
 	return out
 }
 
-// handshakeConfig is the Noise configuration of one end of a handshake.
-func handshakeConfig(psk *[KeyLen]byte, initiator bool) noise.Config {
-	return noise.Config{
-		CipherSuite:           suite,
+// handshakeConfig is the Noise configuration of one end of a handshake:
+// NKpsk0 when the server has a static key (static on the server, peer on
+// the client), NNpsk0 otherwise.
+func handshakeConfig(dh handshakeDH, psk *[KeyLen]byte, initiator bool, static *DHKey, peer []byte) noise.Config {
+	cfg := noise.Config{
+		CipherSuite:           noise.NewCipherSuite(dh, noise.CipherAESGCM, noise.HashSHA256),
 		Pattern:               noise.HandshakeNN,
 		Initiator:             initiator,
 		Prologue:              []byte(prologue),
 		PresharedKey:          psk[:],
 		PresharedKeyPlacement: 0,
 	}
+	if static != nil || peer != nil {
+		cfg.Pattern = noise.HandshakeNK
+		cfg.PeerStatic = peer
+		if static != nil {
+			cfg.StaticKeypair = *static
+		}
+	}
+	return cfg
 }
 
-func newHandshake(psk *[KeyLen]byte, initiator bool) (*noise.HandshakeState, error) {
-	hs, err := noise.NewHandshakeState(handshakeConfig(psk, initiator))
+func newHandshake(dh handshakeDH, psk *[KeyLen]byte, initiator bool, static *DHKey, peer []byte) (*noise.HandshakeState, error) {
+	hs, err := noise.NewHandshakeState(handshakeConfig(dh, psk, initiator, static, peer))
 	if err != nil {
 		return nil, fmt.Errorf("noise handshake: %w", err)
 	}
 	return hs, nil
 }
 
-// earlyKey is HKDF-SHA256(psk, salt = h1, "braid-v2 early c2s").
-func earlyKey(psk *[KeyLen]byte, h1 []byte) [KeyLen]byte {
-	b, err := hkdf.Key(sha256.New, psk[:], h1, labelEar, KeyLen)
+// earlyKey is HKDF-SHA256(psk || es, salt = h1, "braid-v3 early c2s"); es
+// (the first message's DH with the server's static key) is empty without
+// one.
+func earlyKey(psk *[KeyLen]byte, es, h1 []byte) [KeyLen]byte {
+	ikm := append(append(make([]byte, 0, KeyLen+len(es)), psk[:]...), es...)
+	b, err := hkdf.Key(sha256.New, ikm, h1, labelEar, KeyLen)
 	if err != nil {
 		panic("auth: HKDF of 32 bytes failed: " + err.Error())
 	}
 	return [KeyLen]byte(b)
 }
 
-// maskTopBit sets the top bit of the little-endian X25519 public key at
-// the start of msg at random, so the key's first 32 bytes look uniform in
-// that bit too; unmaskTopBit clears it before Noise reads the key.
-func maskTopBit(msg []byte) error {
-	var r [1]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return fmt.Errorf("random: %w", err)
-	}
-	msg[PublicLen-1] |= r[0] & 0x80
-	return nil
-}
+// toWire replaces the ephemeral public key Noise wrote at the start of msg
+// with the representative it travels as; fromWire turns a received one
+// back into the key, in place, before Noise reads it.
+func toWire(msg []byte, e *ephemeral) { copy(msg[:PublicLen], e.wire[:]) }
 
-func unmaskTopBit(msg []byte) { msg[PublicLen-1] &= 0x7f }
+func fromWire(msg []byte) {
+	u := publicFromWire(msg[:PublicLen])
+	copy(msg[:PublicLen], u[:])
+}
 
 // SessionKeys are a connection's forward-secret relay keys, one per
 // direction.
@@ -178,6 +193,7 @@ type SessionKeys struct {
 type ClientHandshake struct {
 	hs  *noise.HandshakeState
 	psk [KeyLen]byte
+	es  []byte
 	h1  [sha256.Size]byte
 }
 
@@ -193,14 +209,19 @@ func helloPayload(flags byte, now time.Time, request []byte) [helloPayloadLen]by
 }
 
 // NewClientHello builds the client's first message carrying request
-// (at most MaxRequestLen bytes).
-func NewClientHello(psk [KeyLen]byte, flags byte, now time.Time, request []byte) (*ClientHandshake, []byte, error) {
+// (at most MaxRequestLen bytes). serverPublic is the server's static
+// public key, or nil for a server without one.
+func NewClientHello(psk [KeyLen]byte, serverPublic []byte, flags byte, now time.Time, request []byte) (*ClientHandshake, []byte, error) {
 	if len(request) > MaxRequestLen {
 		return nil, nil, fmt.Errorf("request of %d bytes exceeds %d", len(request), MaxRequestLen)
 	}
+	if serverPublic != nil && len(serverPublic) != PublicLen {
+		return nil, nil, fmt.Errorf("server public key of %d bytes, want %d", len(serverPublic), PublicLen)
+	}
 	payload := helloPayload(flags, now, request)
 	c := &ClientHandshake{psk: psk}
-	hs, err := newHandshake(&c.psk, true)
+	dh := newHandshakeDH()
+	hs, err := newHandshake(dh, &c.psk, true, nil, serverPublic)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -208,16 +229,19 @@ func NewClientHello(psk [KeyLen]byte, flags byte, now time.Time, request []byte)
 	if err != nil {
 		return nil, nil, fmt.Errorf("writing hello: %w", err)
 	}
-	if err := maskTopBit(msg); err != nil {
-		return nil, nil, err
+	if serverPublic != nil {
+		if c.es, err = dh.DH(dh.e.key.Private, serverPublic); err != nil {
+			return nil, nil, err
+		}
 	}
+	toWire(msg, dh.e)
 	c.hs = hs
 	copy(c.h1[:], hs.ChannelBinding()) // Noise updates h in place later
 	return c, msg, nil
 }
 
 // EarlyKey is the key for data sent before the server's answer.
-func (c *ClientHandshake) EarlyKey() [KeyLen]byte { return earlyKey(&c.psk, c.h1[:]) }
+func (c *ClientHandshake) EarlyKey() [KeyLen]byte { return earlyKey(&c.psk, c.es, c.h1[:]) }
 
 // ReadServerHello checks the server's answer (exactly ServerHelloLen
 // bytes) and returns its reply and the session keys.
@@ -227,7 +251,7 @@ func (c *ClientHandshake) ReadServerHello(msg []byte) ([]byte, SessionKeys, erro
 	}
 	var m [ServerHelloLen]byte
 	copy(m[:], msg)
-	unmaskTopBit(m[:])
+	fromWire(m[:])
 	reply, cs1, cs2, err := c.hs.ReadMessage(nil, m[:])
 	if err != nil || cs1 == nil || len(reply) != ReplyLen {
 		return nil, SessionKeys{}, ErrServerAuth
@@ -238,6 +262,7 @@ func (c *ClientHandshake) ReadServerHello(msg []byte) ([]byte, SessionKeys, erro
 // Verifier checks client hellos on the server.
 type Verifier struct {
 	PSKs    []PSK
+	Static  *DHKey // the server's static key pair: NKpsk0; nil: NNpsk0
 	MaxSkew time.Duration
 	Replay  *ReplayCache
 	Now     func() time.Time // for tests; nil means time.Now
@@ -253,7 +278,9 @@ type Accepted struct {
 	Request []byte
 
 	hs  *noise.HandshakeState
+	dh  handshakeDH
 	psk [KeyLen]byte
+	es  []byte
 	h1  [sha256.Size]byte
 }
 
@@ -265,17 +292,19 @@ func (v *Verifier) Verify(msg []byte) (*Accepted, error) {
 	}
 	var m [ClientHelloLen]byte
 	copy(m[:], msg)
-	unmaskTopBit(m[:])
+	fromWire(m[:])
 	// Every key is tried, whichever opens the hello: the time a hello
 	// takes says nothing about which client sent it, or where in the key
-	// file a replayed one's id is.
+	// file a replayed one's id is. The trials share one DH function, so
+	// es is computed once.
+	dh := newHandshakeDH()
 	var (
 		found   *Accepted
 		payload []byte
 	)
 	for i := range v.PSKs {
-		a := &Accepted{ID: v.PSKs[i].ID, psk: v.PSKs[i].Key}
-		hs, err := newHandshake(&a.psk, false)
+		a := &Accepted{ID: v.PSKs[i].ID, psk: v.PSKs[i].Key, dh: dh}
+		hs, err := newHandshake(dh, &a.psk, false, v.Static, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -290,6 +319,13 @@ func (v *Verifier) Verify(msg []byte) (*Accepted, error) {
 	}
 	if found == nil {
 		return nil, ErrBadHello
+	}
+	if v.Static != nil {
+		es, err := dh.DH(v.Static.Private, m[:PublicLen])
+		if err != nil {
+			return nil, ErrBadHello
+		}
+		found.es = es
 	}
 	return found, v.check(found, payload, [PublicLen]byte(m[:PublicLen]))
 }
@@ -328,7 +364,7 @@ func (v *Verifier) check(a *Accepted, payload []byte, eph [PublicLen]byte) error
 }
 
 // EarlyKey is the key of the client's data sent before the answer.
-func (a *Accepted) EarlyKey() [KeyLen]byte { return earlyKey(&a.psk, a.h1[:]) }
+func (a *Accepted) EarlyKey() [KeyLen]byte { return earlyKey(&a.psk, a.es, a.h1[:]) }
 
 // ServerHello builds the answer carrying reply (ReplyLen bytes) and
 // returns it with the session keys.
@@ -340,8 +376,6 @@ func (a *Accepted) ServerHello(reply []byte) ([]byte, SessionKeys, error) {
 	if err != nil {
 		return nil, SessionKeys{}, fmt.Errorf("writing server hello: %w", err)
 	}
-	if err := maskTopBit(msg); err != nil {
-		return nil, SessionKeys{}, err
-	}
+	toWire(msg, a.dh.e)
 	return msg, SessionKeys{C2S: cs1.UnsafeKey(), S2C: cs2.UnsafeKey()}, nil
 }

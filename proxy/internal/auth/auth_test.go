@@ -27,7 +27,7 @@ func newVerifier(now time.Time) *Verifier {
 
 func TestHandshakeRoundTrip(t *testing.T) {
 	now := time.Now().Add(10 * time.Millisecond) // after the replay cache starts
-	ch, msg1, err := NewClientHello(testPSK, FlagPlaintext|FlagEarlyData, now, req)
+	ch, msg1, err := NewClientHello(testPSK, nil, FlagPlaintext|FlagEarlyData, now, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +62,8 @@ func TestHandshakeRoundTrip(t *testing.T) {
 // magic, and two hellos of one client share no byte pattern.
 func TestHellosCarryNothingInClear(t *testing.T) {
 	now := time.Now()
-	_, m1, _ := NewClientHello(testPSK, 0, now, req)
-	_, m2, _ := NewClientHello(testPSK, 0, now, req)
+	_, m1, _ := NewClientHello(testPSK, nil, 0, now, req)
+	_, m2, _ := NewClientHello(testPSK, nil, 0, now, req)
 	for _, m := range [][]byte{m1, m2} {
 		if bytes.Contains(m, []byte("box1")) || bytes.Contains(m, []byte("BRD")) || bytes.Contains(m, req) {
 			t.Fatal("hello carries the id, a magic or the request in clear")
@@ -81,7 +81,7 @@ func TestHellosCarryNothingInClear(t *testing.T) {
 	// The top bit of the ephemeral key varies (it would always be 0).
 	top := map[byte]bool{}
 	for i := 0; i < 64; i++ {
-		_, m, _ := NewClientHello(testPSK, 0, now, req)
+		_, m, _ := NewClientHello(testPSK, nil, 0, now, req)
 		top[m[PublicLen-1]>>7] = true
 	}
 	if len(top) != 2 {
@@ -94,7 +94,7 @@ func TestHellosCarryNothingInClear(t *testing.T) {
 // own gets other keys than the real server's session.
 func TestSessionKeysNeedEphemeralSecrets(t *testing.T) {
 	now := time.Now()
-	ch, msg1, _ := NewClientHello(testPSK, 0, now, req)
+	ch, msg1, _ := NewClientHello(testPSK, nil, 0, now, req)
 	a, err := newVerifier(now).Verify(msg1)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestSessionKeysNeedEphemeralSecrets(t *testing.T) {
 func TestVerifyTriesEveryKey(t *testing.T) {
 	now := time.Now().Add(10 * time.Millisecond)
 	v := newVerifier(now)
-	_, hello, _ := NewClientHello(testPSK, 0, now, req)
+	_, hello, _ := NewClientHello(testPSK, nil, 0, now, req)
 	if a, err := v.Verify(hello); err != nil || a.ID != "box1" {
 		t.Fatalf("hello of box1: %v %v", a, err)
 	}
@@ -137,13 +137,13 @@ func TestVerifyTriesEveryKey(t *testing.T) {
 
 func TestVerifyFailures(t *testing.T) {
 	now := time.Now()
-	_, good, _ := NewClientHello(testPSK, 0, now, req)
-	_, wrongKey, _ := NewClientHello(NoisePSK(bytes.Repeat([]byte{8}, 32)), 0, now, req)
-	_, old, _ := NewClientHello(testPSK, 0, now.Add(-time.Minute), req)
-	_, future, _ := NewClientHello(testPSK, 0, now.Add(time.Minute), req)
-	_, tampered, _ := NewClientHello(testPSK, 0, now, req)
+	_, good, _ := NewClientHello(testPSK, nil, 0, now, req)
+	_, wrongKey, _ := NewClientHello(NoisePSK(bytes.Repeat([]byte{8}, 32)), nil, 0, now, req)
+	_, old, _ := NewClientHello(testPSK, nil, 0, now.Add(-time.Minute), req)
+	_, future, _ := NewClientHello(testPSK, nil, 0, now.Add(time.Minute), req)
+	_, tampered, _ := NewClientHello(testPSK, nil, 0, now, req)
 	tampered[PublicLen+3] ^= 1
-	_, tamperedKey, _ := NewClientHello(testPSK, 0, now, req)
+	_, tamperedKey, _ := NewClientHello(testPSK, nil, 0, now, req)
 	tamperedKey[0] ^= 1
 
 	v := newVerifier(now)
@@ -171,7 +171,7 @@ func TestVerifyFailures(t *testing.T) {
 
 func TestServerHelloWrongKey(t *testing.T) {
 	now := time.Now()
-	ch, msg1, _ := NewClientHello(testPSK, 0, now, req)
+	ch, msg1, _ := NewClientHello(testPSK, nil, 0, now, req)
 	// A server with another key cannot even open the hello; one that
 	// could would still have to answer under the client's PSK.
 	v := newVerifier(now)
@@ -179,7 +179,7 @@ func TestServerHelloWrongKey(t *testing.T) {
 	if _, err := v.Verify(msg1); !errors.Is(err, ErrBadHello) {
 		t.Fatalf("hello opened with another key: %v", err)
 	}
-	other, m1, _ := NewClientHello(NoisePSK(bytes.Repeat([]byte{9}, 32)), 0, now, req)
+	other, m1, _ := NewClientHello(NoisePSK(bytes.Repeat([]byte{9}, 32)), nil, 0, now, req)
 	_ = other
 	a, err := v.Verify(m1)
 	if err != nil {
@@ -209,7 +209,7 @@ func TestEarlyDataOlderThanReplayCacheRefused(t *testing.T) {
 		{0, before, false},
 		{FlagEarlyData, v.Replay.Start.Add(time.Millisecond), false},
 	} {
-		_, msg, _ := NewClientHello(testPSK, tc.flags, tc.stamp, req)
+		_, msg, _ := NewClientHello(testPSK, nil, tc.flags, tc.stamp, req)
 		_, err := v.Verify(msg)
 		if refused := errors.Is(err, ErrReplay); refused != tc.refused || (!tc.refused && err != nil) {
 			t.Errorf("flags %#x stamped %v before start: %v, want refused=%v", tc.flags, v.Replay.Start.Sub(tc.stamp), err, tc.refused)
@@ -221,7 +221,7 @@ func TestEarlyDataOlderThanReplayCacheRefused(t *testing.T) {
 // decodes to what the client sent, and any changed byte (but the
 // ephemeral key's random top bit) is refused.
 func FuzzVerify(f *testing.F) {
-	_, msg, _ := NewClientHello(testPSK, 0, time.Now(), req)
+	_, msg, _ := NewClientHello(testPSK, nil, 0, time.Now(), req)
 	f.Add(msg, uint16(40))
 	f.Add(make([]byte, ClientHelloLen), uint16(0))
 	f.Fuzz(func(t *testing.T, in []byte, pos uint16) {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -28,9 +29,9 @@ import (
 //     fixed-base table for key generation: on the test machine a key pair
 //     takes 17 us instead of 31 and a DH 26 us instead of 31 (measured).
 //
-// The key pairs come from a background goroutine, while the process waits
-// for the network, rather than on a connection's critical path; the ee DH
-// stays on it, one multiplication at each end.
+// The ephemeral key pairs (representable ones, see elligator.go) come from
+// a background goroutine, while the process waits for the network, rather
+// than on a connection's critical path; the DHs stay on it.
 type pooledDH struct{}
 
 // DHKey is a Noise key pair.
@@ -38,8 +39,15 @@ type DHKey = noise.DHKey
 
 const ephemeralPoolSize = 8
 
+// ephemeral is a key pair with the representative its public key travels
+// as.
+type ephemeral struct {
+	key  DHKey
+	wire [PublicLen]byte
+}
+
 var (
-	ephemerals     = make(chan DHKey, ephemeralPoolSize)
+	ephemerals     = make(chan ephemeral, ephemeralPoolSize)
 	ephemeralsOnce sync.Once
 
 	errLowOrder = errors.New("X25519: low-order public key")
@@ -54,28 +62,41 @@ func newKeypair(rng io.Reader) (DHKey, error) {
 	return DHKey{Private: priv[:], Public: pub[:]}, nil
 }
 
+func newEphemeral(rng io.Reader) (ephemeral, error) {
+	k, w, err := representableKeypair(rng)
+	return ephemeral{key: k, wire: w}, err
+}
+
 func fillEphemerals() {
 	for {
-		k, err := newKeypair(rand.Reader)
+		e, err := newEphemeral(rand.Reader)
 		if err != nil {
-			time.Sleep(time.Second) // the system's random source failed; GenerateKeypair reports it
+			time.Sleep(time.Second) // the system's random source failed; nextEphemeral reports it
 			continue
 		}
-		ephemerals <- k
+		ephemerals <- e
 	}
 }
 
-func (pooledDH) GenerateKeypair(rng io.Reader) (DHKey, error) {
+// nextEphemeral returns a pooled ephemeral key pair, or a new one when
+// the pool is empty.
+func nextEphemeral() (ephemeral, error) {
 	ephemeralsOnce.Do(func() { go fillEphemerals() })
 	select {
-	case k := <-ephemerals:
-		return k, nil
+	case e := <-ephemerals:
+		return e, nil
 	default:
-		if rng == nil {
-			rng = rand.Reader
-		}
-		return newKeypair(rng)
+		return newEphemeral(rand.Reader)
 	}
+}
+
+// GenerateKeypair makes a plain X25519 key pair (static keys); handshakes
+// take their ephemeral keys from handshakeDH.
+func (pooledDH) GenerateKeypair(rng io.Reader) (DHKey, error) {
+	if rng == nil {
+		rng = rand.Reader
+	}
+	return newKeypair(rng)
 }
 
 // DH is X25519(priv, pub). A public key of low order, which would make
@@ -94,3 +115,42 @@ func (pooledDH) DH(priv, pub []byte) ([]byte, error) {
 
 func (pooledDH) DHLen() int     { return x25519.Size }
 func (pooledDH) DHName() string { return "25519" }
+
+// handshakeDH is one handshake's DH function: its ephemeral key pair is a
+// representable one, drawn when Noise asks for it (a server drawing one
+// for every garbage hello would drain the pool), and the result of the
+// last DH is kept, so that a server trying each client's key on a hello
+// computes the hello's es only once.
+type handshakeDH struct {
+	pooledDH
+	e    *ephemeral // set by GenerateKeypair
+	last *dhMemo
+}
+
+type dhMemo struct {
+	priv, pub, out []byte
+}
+
+func newHandshakeDH() handshakeDH {
+	return handshakeDH{e: new(ephemeral), last: new(dhMemo)}
+}
+
+func (d handshakeDH) GenerateKeypair(io.Reader) (DHKey, error) {
+	e, err := nextEphemeral()
+	if err != nil {
+		return DHKey{}, err
+	}
+	*d.e = e
+	return e.key, nil
+}
+
+func (d handshakeDH) DH(priv, pub []byte) ([]byte, error) {
+	if m := d.last; m.out != nil && bytes.Equal(m.priv, priv) && bytes.Equal(m.pub, pub) {
+		return bytes.Clone(m.out), nil
+	}
+	out, err := d.pooledDH.DH(priv, pub)
+	if err == nil {
+		*d.last = dhMemo{priv: bytes.Clone(priv), pub: bytes.Clone(pub), out: bytes.Clone(out)}
+	}
+	return out, err
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"testing"
 	"time"
 
@@ -82,37 +83,64 @@ func TestDHRefusesLowOrderKeys(t *testing.T) {
 	}
 }
 
+// refDH is flynn/noise's own 25519 (crypto/ecdh) for every DH, with an
+// ephemeral key chosen by the test (Noise draws its own otherwise).
+type refDH struct {
+	noise.DHFunc
+	e DHKey
+}
+
+func (r refDH) GenerateKeypair(io.Reader) (DHKey, error) { return r.e, nil }
+
 // A client on flynn/noise's own 25519 (crypto/ecdh) completes a handshake
-// with braid's server: the wire protocol is the Noise pattern named in the
-// package comment, whatever X25519 code either end runs.
+// with braid's server, with and without the server's static key: the wire
+// protocol is the Noise pattern named in the package comment with the
+// ephemeral keys sent as their representatives, whatever X25519 code
+// either end runs.
 func TestHandshakeWithReferenceNoiseDH(t *testing.T) {
-	now := time.Now().Add(10 * time.Millisecond)
-	psk := testPSK
-	cfg := handshakeConfig(&psk, true)
-	cfg.CipherSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherAESGCM, noise.HashSHA256)
-	ref, err := noise.NewHandshakeState(cfg)
+	static, err := newKeypair(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := helloPayload(0, now, req)
-	msg1, _, _, err := ref.WriteMessage(nil, payload[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := newVerifier(now).Verify(msg1)
-	if err != nil || a.ID != "box1" || !bytes.Equal(a.Request, req) {
-		t.Fatalf("reference hello: %+v, %v", a, err)
-	}
-	msg2, sk, err := a.ServerHello([]byte{5, 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmaskTopBit(msg2)
-	reply, cs1, cs2, err := ref.ReadMessage(nil, msg2)
-	if err != nil || !bytes.Equal(reply, []byte{5, 0}) || cs1 == nil {
-		t.Fatalf("reference client read the answer: %v, %v", reply, err)
-	}
-	if cs1.UnsafeKey() != sk.C2S || cs2.UnsafeKey() != sk.S2C {
-		t.Fatal("session keys differ from the reference client's")
+	for _, withStatic := range []bool{false, true} {
+		now := time.Now().Add(10 * time.Millisecond)
+		psk := testPSK
+		e, err := newEphemeral(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var peer []byte
+		v := newVerifier(now)
+		if withStatic {
+			peer, v.Static = static.Public, &static
+		}
+		cfg := handshakeConfig(newHandshakeDH(), &psk, true, nil, peer)
+		cfg.CipherSuite = noise.NewCipherSuite(refDH{noise.DH25519, e.key}, noise.CipherAESGCM, noise.HashSHA256)
+		ref, err := noise.NewHandshakeState(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := helloPayload(0, now, req)
+		msg1, _, _, err := ref.WriteMessage(nil, payload[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(msg1, e.wire[:])
+		a, err := v.Verify(msg1)
+		if err != nil || a.ID != "box1" || !bytes.Equal(a.Request, req) {
+			t.Fatalf("static %v: reference hello: %+v, %v", withStatic, a, err)
+		}
+		msg2, sk, err := a.ServerHello([]byte{5, 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromWire(msg2)
+		reply, cs1, cs2, err := ref.ReadMessage(nil, msg2)
+		if err != nil || !bytes.Equal(reply, []byte{5, 0}) || cs1 == nil {
+			t.Fatalf("static %v: reference client read the answer: %v, %v", withStatic, reply, err)
+		}
+		if cs1.UnsafeKey() != sk.C2S || cs2.UnsafeKey() != sk.S2C {
+			t.Fatalf("static %v: session keys differ from the reference client's", withStatic)
+		}
 	}
 }

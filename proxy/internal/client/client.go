@@ -55,6 +55,7 @@ type runtimeState struct {
 	cfg      *config.Client
 	id       string
 	psk      [auth.KeyLen]byte // auth psk: the Noise PSK from the key file
+	server   []byte            // auth psk: the server's static public key, or nil
 	tls      *tls.Config       // auth tls
 	users    Users
 	gateways *gwstatus.Watcher
@@ -144,6 +145,11 @@ func (c *Client) Reload(cfg *config.Client) error {
 	}
 	if key != nil {
 		rs.psk = auth.NoisePSK(key)
+	}
+	if cfg.ServerPublicKey != "" {
+		if rs.server, err = auth.ParsePublicKey(cfg.ServerPublicKey); err != nil {
+			return fmt.Errorf("client.server_public_key: %w", err)
+		}
 	}
 	c.rt.Store(rs)
 	return nil

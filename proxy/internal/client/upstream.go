@@ -57,7 +57,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		if cfg.Encrypt {
 			flags |= auth.FlagPadding // this client drops padding frames
 		}
-		if hs, first, err = auth.NewClientHello(rt.psk, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
+		if hs, first, err = auth.NewClientHello(rt.psk, rt.server, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
 			return nil, wire.StatusGeneralFailure, err
 		}
 		if early && cfg.Encrypt {

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"braid/proxy/internal/auth"
 )
 
 // Defaults shared by documentation, flags and validation.
@@ -159,9 +161,13 @@ type Client struct {
 	Server            string `json:"server"`             // host:port of braid-proxy server
 	ClientID          string `json:"client_id"`
 	KeyFile           string `json:"key_file"`
-	Encrypt           bool   `json:"encrypt"`
-	SOCKSReply        string `json:"socks_reply"`      // early (default) or connected
-	SOCKSUsersFile    string `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
+	// ServerPublicKey is the server's static public key (its
+	// static_key_file's): the client then accepts only that server, not
+	// any holder of its pre-shared key. "" = a server without one.
+	ServerPublicKey string `json:"server_public_key"`
+	Encrypt         bool   `json:"encrypt"`
+	SOCKSReply      string `json:"socks_reply"`      // early (default) or connected
+	SOCKSUsersFile  string `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
 	// AllowPublicSOCKS permits a non-loopback socks_listen without a
 	// users file (an open proxy to whoever reaches it: only behind a
 	// firewall that limits who does).
@@ -181,8 +187,14 @@ type Client struct {
 // Server is the relay role.
 type Server struct {
 	Common
-	Listen            string   `json:"listen"`
-	KeyFile           string   `json:"key_file"`
+	Listen  string `json:"listen"`
+	KeyFile string `json:"key_file"`
+	// StaticKeyFile holds the server's static X25519 key (braid-proxy
+	// genkey -static): clients that are given its public key
+	// (server_public_key) can tell this server from anyone else who
+	// knows their pre-shared key. "" = none; every client must then
+	// have no server_public_key.
+	StaticKeyFile     string   `json:"static_key_file"`
 	AllowPlaintext    bool     `json:"allow_plaintext"`
 	AllowCIDRs        []string `json:"allow_cidrs"`
 	AllowList         []string `json:"allow_list"`
@@ -338,6 +350,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.StringVar(&c.Server, "server", c.Server, "braid-proxy server host:port (required)")
 	fs.StringVar(&c.ClientID, "client-id", c.ClientID, "this client's id in the key file")
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "pre-shared key file, mode 0600 (required)")
+	fs.StringVar(&c.ServerPublicKey, "server-public-key", c.ServerPublicKey, "the server's static public key (base64, from braid-proxy genkey -static): accept only the server holding its private key")
 	fs.BoolVar(&c.Encrypt, "encrypt", c.Encrypt, "encrypt relayed data (the server must allow_plaintext for false)")
 	fs.StringVar(&c.SOCKSReply, "socks-reply", c.SOCKSReply, "when to answer a SOCKS request: \"early\" once the server connection is up (the request and the first data go out together; a refused destination then shows as a reset connection), or \"connected\" after the server reached the destination (real SOCKS error codes, one round trip slower)")
 	fs.StringVar(&c.SOCKSUsersFile, "socks-users-file", c.SOCKSUsersFile, "require SOCKS5 user/password (file of user:password lines, mode 0600)")
@@ -358,6 +371,7 @@ func BindServer(s *Server, fs *flag.FlagSet) {
 	BindCommon(&s.Common, fs)
 	fs.StringVar(&s.Listen, "listen", s.Listen, "MPTCP listen address")
 	fs.StringVar(&s.KeyFile, "key-file", s.KeyFile, "pre-shared keys file (\"client-id key\" lines), mode 0600 (required)")
+	fs.StringVar(&s.StaticKeyFile, "static-key-file", s.StaticKeyFile, "the server's static key file, mode 0600 (braid-proxy genkey -static); clients then need its public key as -server-public-key")
 	fs.BoolVar(&s.AllowPlaintext, "allow-plaintext", s.AllowPlaintext, "let authenticated clients relay without encryption")
 	fs.Var((*listFlag)(&s.AllowCIDRs), "allow-cidr", "re-allow a refused range, e.g. 127.0.0.1/32 (repeatable)")
 	fs.Var((*listFlag)(&s.AllowList), "allow", "restrict destinations to CIDRs / names / *.suffix (repeatable)")
@@ -544,6 +558,14 @@ func (c *Client) Validate() error {
 	if err := validateHostPort("client.server", c.Server, true); err != nil {
 		return err
 	}
+	if c.ServerPublicKey != "" {
+		if c.Auth != "psk" {
+			return ferr("client.server_public_key", "only with auth psk (auth tls pins the server's certificate: tls_server_pin)")
+		}
+		if _, err := auth.ParsePublicKey(c.ServerPublicKey); err != nil {
+			return ferr("client.server_public_key", "%v", err)
+		}
+	}
 	if c.Auth == "psk" && c.KeyFile == "" {
 		return ferr("client.key_file", "required with auth psk")
 	}
@@ -595,6 +617,9 @@ func (s *Server) Validate() error {
 	}
 	if s.Auth == "psk" && s.KeyFile == "" {
 		return ferr("server.key_file", "required with auth psk")
+	}
+	if s.StaticKeyFile != "" && s.Auth != "psk" {
+		return ferr("server.static_key_file", "only with auth psk (auth tls has the server certificate)")
 	}
 	if s.Auth == "tls" {
 		if s.TLSCertFile == "" || s.TLSKeyFile == "" {

@@ -405,7 +405,7 @@ func TestReplayedHandshake(t *testing.T) {
 	t.Parallel()
 	p := startPair(t, fastTimeouts) // the refused replay is drained until the handshake deadline
 	_, port, _ := net.SplitHostPort(p.sink)
-	_, first, err := auth.NewClientHello(testPSK(), 0, time.Now(), wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
+	_, first, err := auth.NewClientHello(testPSK(), nil, 0, time.Now(), wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func testPSK() [auth.KeyLen]byte {
 // returns the early sealer for what follows.
 func earlyFlight(t *testing.T, stamp time.Time, target string, data []byte) (*auth.ClientHandshake, []byte, *wire.Sealer) {
 	t.Helper()
-	hs, msg, err := auth.NewClientHello(testPSK(), auth.FlagEarlyData, stamp, wire.AppendRequest(nil, mustDest(target)))
+	hs, msg, err := auth.NewClientHello(testPSK(), nil, auth.FlagEarlyData, stamp, wire.AppendRequest(nil, mustDest(target)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestEarlyDataOlderThanServerRefused(t *testing.T) {
 	if !waitFor(func() bool { return p.counter(p.srvM, "auth_failures_replay") == 1 }) {
 		t.Fatalf("not counted as a replay: %v", p.srvM.Snapshot())
 	}
-	_, first, _ := auth.NewClientHello(testPSK(), 0, old, wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
+	_, first, _ := auth.NewClientHello(testPSK(), nil, 0, old, wire.AppendRequest(nil, mustDest("127.0.0.1:"+port)))
 	if out := p.rawServerN(first, auth.ServerHelloLen); len(out) != auth.ServerHelloLen {
 		t.Fatalf("hello without early data not answered: %d bytes", len(out))
 	}
@@ -132,7 +132,7 @@ func TestEarlyDataOlderThanServerRefused(t *testing.T) {
 func TestPlaintextEarlyDataInFirstFlight(t *testing.T) {
 	p := startPair(t, opts{serverMut: func(s *config.Server) { s.AllowPlaintext = true }})
 	echo := echoServer(t)
-	hs, flight, err := auth.NewClientHello(testPSK(), auth.FlagEarlyData|auth.FlagPlaintext, time.Now(), wire.AppendRequest(nil, mustDest(echo)))
+	hs, flight, err := auth.NewClientHello(testPSK(), nil, auth.FlagEarlyData|auth.FlagPlaintext, time.Now(), wire.AppendRequest(nil, mustDest(echo)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func FuzzServerHandshake(f *testing.F) {
 	target := "127.0.0.1:" + port
 	// A hello under another key: the right size and shape, no key opens it.
 	wrongKey := auth.NoisePSK(bytes.Repeat([]byte{0xa5}, 32))
-	_, hello, _ := auth.NewClientHello(wrongKey, auth.FlagEarlyData, time.Now(), wire.AppendRequest(nil, mustDest(target)))
+	_, hello, _ := auth.NewClientHello(wrongKey, nil, auth.FlagEarlyData, time.Now(), wire.AppendRequest(nil, mustDest(target)))
 	f.Add(byte(0), hello)
 	f.Add(byte(0), []byte("\x05\x01\x00"))
 	f.Add(byte(0), make([]byte, auth.ClientHelloLen))
@@ -33,7 +33,7 @@ func FuzzServerHandshake(f *testing.F) {
 		valid := mode&1 == 1
 		flight := in
 		if valid {
-			hs, h, err := auth.NewClientHello(testPSK(), auth.FlagEarlyData, time.Now(), wire.AppendRequest(nil, mustDest(target)))
+			hs, h, err := auth.NewClientHello(testPSK(), nil, auth.FlagEarlyData, time.Now(), wire.AppendRequest(nil, mustDest(target)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -393,7 +393,7 @@ func TestPaddingServerSparesAnOldClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	hs, hello, err := auth.NewClientHello(auth.NoisePSK([]byte(hexOf(keyHex))), 0, time.Now(), wire.AppendRequest(nil, mustDest(target)))
+	hs, hello, err := auth.NewClientHello(auth.NoisePSK([]byte(hexOf(keyHex))), nil, 0, time.Now(), wire.AppendRequest(nil, mustDest(target)))
 	if err != nil {
 		t.Fatal(err)
 	}

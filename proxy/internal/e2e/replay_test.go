@@ -22,7 +22,7 @@ func TestFloodedClientIDStillConnects(t *testing.T) {
 	_, port, _ := net.SplitHostPort(p.sink)
 	sink := "127.0.0.1:" + port
 	for i := 0; i < 3*share; i++ {
-		_, hello, err := auth.NewClientHello(testPSK(), 0, time.Now(), wire.AppendRequest(nil, mustDest(sink)))
+		_, hello, err := auth.NewClientHello(testPSK(), nil, 0, time.Now(), wire.AppendRequest(nil, mustDest(sink)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -171,8 +171,16 @@ func (s *Server) Reload(cfg *config.Server) error {
 		if err != nil {
 			return fmt.Errorf("server.key_file: %w", err)
 		}
+		var static *auth.DHKey
+		if cfg.StaticKeyFile != "" {
+			k, err := auth.LoadStaticKey(cfg.StaticKeyFile)
+			if err != nil {
+				return fmt.Errorf("server.static_key_file: %w", err)
+			}
+			static = &k
+		}
 		s.replay.SetTTL(2 * time.Duration(cfg.MaxClockSkew))
-		rt.verifier = &auth.Verifier{PSKs: auth.PSKs(keys), MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
+		rt.verifier = &auth.Verifier{PSKs: auth.PSKs(keys), Static: static, MaxSkew: time.Duration(cfg.MaxClockSkew), Replay: s.replay}
 	}
 	s.rt.Store(rt)
 	return nil

@@ -2,7 +2,7 @@
 // after the hellos: AEAD-sealed frames, the request that names a
 // destination and the server's reply.
 //
-// A frame (protocol v2) is two AES-256-GCM ciphertexts under the
+// A frame (protocol v2 and v3) is two AES-256-GCM ciphertexts under the
 // direction's key:
 //
 //	seal(length (uint16, big endian) | flags (1))  19 bytes
