@@ -5,16 +5,20 @@
 // (github.com/flynn/noise):
 //
 //	Noise_NNpsk0_25519_AESGCM_SHA256, prologue "braid-proxy v3"
-//	  -> psk, e     payload: time (ms, 8) | flags (1) | len (2) | request | zero padding
-//	  <- e, ee      payload: the reply (2)
+//	  -> psk, e     payload: time (ms, 8) | flags (1) | len (2) | pad (2) | request | zero padding
+//	  <- e, ee      payload: the reply (2) [| pad (2), with FlagPadReply]
+//
+// Each message is followed by pad random bytes (0..MaxHelloPad,
+// 0..MaxReplyPad), their count sealed in the message.
 //
 // or, where the server has a static key whose public half its clients
 // hold (a Tor bridge line's pub=), Noise_NKpsk0 (<- s ... -> psk, e, es):
 // then only the holder of the private key can read a hello or answer it,
 // whoever else knows the PSK.
 //
-// Every message has a fixed size (ClientHelloLen, ServerHelloLen) and
-// nothing in clear but the ephemeral public keys, which travel as
+// Every message has a fixed size (ClientHelloLen, ServerHelloLen or
+// ServerHelloPadLen) before its random tail, so the first flight's and the
+// answer's sizes vary, and nothing is in clear but the ephemeral public keys, which travel as
 // Elligator2 representatives (elligator.go) and so look like random
 // bytes: no magic, no client id, no lengths. The server finds the client
 // by trying every configured key on the first message (only the right one
@@ -45,11 +49,14 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -65,12 +72,21 @@ const (
 	MaxRequestLen = 260
 	ReplyLen      = 2
 
-	helloPayloadLen = 8 + 1 + 2 + MaxRequestLen
+	helloPayloadLen = 8 + 1 + 2 + 2 + MaxRequestLen
+	replyPayloadLen = ReplyLen + 2 // with FlagPadReply: the reply and its pad length
 
 	// ClientHelloLen is the fixed size of the client's first message.
 	ClientHelloLen = PublicLen + helloPayloadLen + TagLen
-	// ServerHelloLen is the fixed size of the server's answer.
-	ServerHelloLen = PublicLen + ReplyLen + TagLen
+	// ServerHelloLen is the fixed size of the server's answer, and
+	// ServerHelloPadLen its fixed part when the client set FlagPadReply.
+	ServerHelloLen    = PublicLen + ReplyLen + TagLen
+	ServerHelloPadLen = PublicLen + replyPayloadLen + TagLen
+
+	// MaxHelloPad and MaxReplyPad bound the random bytes after each
+	// message: the first flight's and the answer's sizes vary, uniformly
+	// over that range, instead of being always 321 and 50 bytes.
+	MaxHelloPad = 1000
+	MaxReplyPad = 500
 
 	// FlagPlaintext asks the server to relay data without encryption after
 	// the authenticated exchange (only honoured if the server allows it).
@@ -83,6 +99,10 @@ const (
 	// wire.ReplyFlagPadding when the client may pad towards the server.
 	// Servers that predate it ignore the flag and answer without.
 	FlagPadding = 0x04
+	// FlagPadReply asks the server to follow its answer with random bytes
+	// (their count in the answer). Every braid client sets it; the flag
+	// only keeps the answer's size known to a peer that did not.
+	FlagPadReply = 0x08
 
 	prologue = "braid-proxy v3"
 	labelPSK = "braid-v2 noise psk"
@@ -191,26 +211,39 @@ type SessionKeys struct {
 
 // ClientHandshake is the client's side of one handshake.
 type ClientHandshake struct {
-	hs  *noise.HandshakeState
-	psk [KeyLen]byte
-	es  []byte
-	h1  [sha256.Size]byte
+	hs    *noise.HandshakeState
+	psk   [KeyLen]byte
+	flags byte
+	es    []byte
+	h1    [sha256.Size]byte
 }
 
 // helloPayload is the first message's payload: time, flags, request
-// (at most MaxRequestLen bytes) and zero padding.
-func helloPayload(flags byte, now time.Time, request []byte) [helloPayloadLen]byte {
+// length, the count of random bytes after the message, the request (at
+// most MaxRequestLen bytes) and zero padding.
+func helloPayload(flags byte, now time.Time, pad int, request []byte) [helloPayloadLen]byte {
 	var payload [helloPayloadLen]byte
 	binary.BigEndian.PutUint64(payload[0:], uint64(now.UnixMilli()))
 	payload[8] = flags
 	binary.BigEndian.PutUint16(payload[9:], uint16(len(request)))
-	copy(payload[11:], request)
+	binary.BigEndian.PutUint16(payload[11:], uint16(pad))
+	copy(payload[13:], request)
 	return payload
 }
 
-// NewClientHello builds the client's first message carrying request
-// (at most MaxRequestLen bytes). serverPublic is the server's static
-// public key, or nil for a server without one.
+// appendPad appends n random bytes to msg.
+func appendPad(msg []byte, n int) ([]byte, error) {
+	msg = append(msg, make([]byte, n)...)
+	if _, err := rand.Read(msg[len(msg)-n:]); err != nil {
+		return nil, fmt.Errorf("random: %w", err)
+	}
+	return msg, nil
+}
+
+// NewClientHello builds the client's first flight carrying request (at
+// most MaxRequestLen bytes): the message and 0..MaxHelloPad random bytes.
+// serverPublic is the server's static public key, or nil for a server
+// without one.
 func NewClientHello(psk [KeyLen]byte, serverPublic []byte, flags byte, now time.Time, request []byte) (*ClientHandshake, []byte, error) {
 	if len(request) > MaxRequestLen {
 		return nil, nil, fmt.Errorf("request of %d bytes exceeds %d", len(request), MaxRequestLen)
@@ -218,14 +251,15 @@ func NewClientHello(psk [KeyLen]byte, serverPublic []byte, flags byte, now time.
 	if serverPublic != nil && len(serverPublic) != PublicLen {
 		return nil, nil, fmt.Errorf("server public key of %d bytes, want %d", len(serverPublic), PublicLen)
 	}
-	payload := helloPayload(flags, now, request)
-	c := &ClientHandshake{psk: psk}
+	pad := mrand.IntN(MaxHelloPad + 1)
+	payload := helloPayload(flags, now, pad, request)
+	c := &ClientHandshake{psk: psk, flags: flags}
 	dh := newHandshakeDH()
 	hs, err := newHandshake(dh, &c.psk, true, nil, serverPublic)
 	if err != nil {
 		return nil, nil, err
 	}
-	msg, _, _, err := hs.WriteMessage(make([]byte, 0, ClientHelloLen), payload[:])
+	msg, _, _, err := hs.WriteMessage(make([]byte, 0, ClientHelloLen+pad), payload[:])
 	if err != nil {
 		return nil, nil, fmt.Errorf("writing hello: %w", err)
 	}
@@ -237,26 +271,44 @@ func NewClientHello(psk [KeyLen]byte, serverPublic []byte, flags byte, now time.
 	toWire(msg, dh.e)
 	c.hs = hs
 	copy(c.h1[:], hs.ChannelBinding()) // Noise updates h in place later
+	if msg, err = appendPad(msg, pad); err != nil {
+		return nil, nil, err
+	}
 	return c, msg, nil
 }
 
 // EarlyKey is the key for data sent before the server's answer.
 func (c *ClientHandshake) EarlyKey() [KeyLen]byte { return earlyKey(&c.psk, c.es, c.h1[:]) }
 
-// ReadServerHello checks the server's answer (exactly ServerHelloLen
-// bytes) and returns its reply and the session keys.
-func (c *ClientHandshake) ReadServerHello(msg []byte) ([]byte, SessionKeys, error) {
-	if len(msg) != ServerHelloLen {
-		return nil, SessionKeys{}, ErrServerAuth
+// ServerHelloLen is the size of the server's answer before its random
+// bytes: ServerHelloPadLen when this hello asked for them.
+func (c *ClientHandshake) ServerHelloLen() int {
+	if c.flags&FlagPadReply != 0 {
+		return ServerHelloPadLen
 	}
-	var m [ServerHelloLen]byte
-	copy(m[:], msg)
-	fromWire(m[:])
-	reply, cs1, cs2, err := c.hs.ReadMessage(nil, m[:])
-	if err != nil || cs1 == nil || len(reply) != ReplyLen {
-		return nil, SessionKeys{}, ErrServerAuth
+	return ServerHelloLen
+}
+
+// ReadServerHello checks the server's answer (exactly c.ServerHelloLen()
+// bytes) and returns its reply, the session keys and the count of random
+// bytes that follow it, for the caller to skip.
+func (c *ClientHandshake) ReadServerHello(msg []byte) ([]byte, SessionKeys, int, error) {
+	if len(msg) != c.ServerHelloLen() {
+		return nil, SessionKeys{}, 0, ErrServerAuth
 	}
-	return reply, SessionKeys{C2S: cs1.UnsafeKey(), S2C: cs2.UnsafeKey()}, nil
+	m := bytes.Clone(msg)
+	fromWire(m)
+	payload, cs1, cs2, err := c.hs.ReadMessage(nil, m)
+	if err != nil || cs1 == nil || len(payload) != len(msg)-PublicLen-TagLen {
+		return nil, SessionKeys{}, 0, ErrServerAuth
+	}
+	pad := 0
+	if c.flags&FlagPadReply != 0 {
+		if pad = int(binary.BigEndian.Uint16(payload[ReplyLen:])); pad > MaxReplyPad {
+			return nil, SessionKeys{}, 0, ErrServerAuth
+		}
+	}
+	return payload[:ReplyLen], SessionKeys{C2S: cs1.UnsafeKey(), S2C: cs2.UnsafeKey()}, pad, nil
 }
 
 // Verifier checks client hellos on the server.
@@ -276,6 +328,7 @@ type Accepted struct {
 	Flags   byte
 	Time    time.Time
 	Request []byte
+	Pad     int // random bytes after the hello, for the caller to skip
 
 	hs  *noise.HandshakeState
 	dh  handshakeDH
@@ -284,10 +337,12 @@ type Accepted struct {
 	h1  [sha256.Size]byte
 }
 
-// Verify authenticates a first message (exactly ClientHelloLen bytes),
-// checks its time and records its ephemeral key in the replay cache.
+// Verify authenticates the first message at the start of msg (its first
+// ClientHelloLen bytes; what follows is the caller's: Accepted.Pad says
+// how much of it is padding), checks its time and records its ephemeral
+// key in the replay cache.
 func (v *Verifier) Verify(msg []byte) (*Accepted, error) {
-	if len(msg) != ClientHelloLen {
+	if len(msg) < ClientHelloLen {
 		return nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(msg))
 	}
 	var m [ClientHelloLen]byte
@@ -342,7 +397,10 @@ func (v *Verifier) check(a *Accepted, payload []byte, eph [PublicLen]byte) error
 	if n > MaxRequestLen {
 		return fmt.Errorf("%w: request length %d", ErrMalformed, n)
 	}
-	a.Request = payload[11 : 11+n]
+	if a.Pad = int(binary.BigEndian.Uint16(payload[11:])); a.Pad > MaxHelloPad {
+		return fmt.Errorf("%w: %d bytes of padding", ErrMalformed, a.Pad)
+	}
+	a.Request = payload[13 : 13+n]
 	now := time.Now()
 	if v.Now != nil {
 		now = v.Now()
@@ -366,16 +424,25 @@ func (v *Verifier) check(a *Accepted, payload []byte, eph [PublicLen]byte) error
 // EarlyKey is the key of the client's data sent before the answer.
 func (a *Accepted) EarlyKey() [KeyLen]byte { return earlyKey(&a.psk, a.es, a.h1[:]) }
 
-// ServerHello builds the answer carrying reply (ReplyLen bytes) and
+// ServerHello builds the answer carrying reply (ReplyLen bytes), followed
+// by 0..MaxReplyPad random bytes if the client asked (FlagPadReply), and
 // returns it with the session keys.
 func (a *Accepted) ServerHello(reply []byte) ([]byte, SessionKeys, error) {
 	if len(reply) != ReplyLen {
 		return nil, SessionKeys{}, fmt.Errorf("reply of %d bytes, want %d", len(reply), ReplyLen)
 	}
-	msg, cs1, cs2, err := a.hs.WriteMessage(make([]byte, 0, ServerHelloLen), reply)
+	pad := 0
+	if a.Flags&FlagPadReply != 0 {
+		pad = mrand.IntN(MaxReplyPad + 1)
+		reply = binary.BigEndian.AppendUint16(bytes.Clone(reply), uint16(pad))
+	}
+	msg, cs1, cs2, err := a.hs.WriteMessage(make([]byte, 0, ServerHelloPadLen+pad), reply)
 	if err != nil {
 		return nil, SessionKeys{}, fmt.Errorf("writing server hello: %w", err)
 	}
 	toWire(msg, a.dh.e)
+	if msg, err = appendPad(msg, pad); err != nil {
+		return nil, SessionKeys{}, err
+	}
 	return msg, SessionKeys{C2S: cs1.UnsafeKey(), S2C: cs2.UnsafeKey()}, nil
 }

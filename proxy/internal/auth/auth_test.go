@@ -31,15 +31,16 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msg1) != ClientHelloLen {
-		t.Fatalf("hello is %d bytes, want %d", len(msg1), ClientHelloLen)
+	if len(msg1) < ClientHelloLen || len(msg1) > ClientHelloLen+MaxHelloPad {
+		t.Fatalf("hello is %d bytes, want %d plus up to %d", len(msg1), ClientHelloLen, MaxHelloPad)
 	}
 	v := newVerifier(now)
 	a, err := v.Verify(msg1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.ID != "box1" || a.Flags != FlagPlaintext|FlagEarlyData || !bytes.Equal(a.Request, req) || a.Time.UnixMilli() != now.UnixMilli() {
+	if a.ID != "box1" || a.Flags != FlagPlaintext|FlagEarlyData || !bytes.Equal(a.Request, req) ||
+		a.Time.UnixMilli() != now.UnixMilli() || a.Pad != len(msg1)-ClientHelloLen {
 		t.Fatalf("accepted %+v", a)
 	}
 	if ch.EarlyKey() != a.EarlyKey() {
@@ -49,7 +50,7 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if err != nil || len(msg2) != ServerHelloLen {
 		t.Fatalf("server hello %d bytes: %v", len(msg2), err)
 	}
-	reply, ck, err := ch.ReadServerHello(msg2)
+	reply, ck, _, err := ch.ReadServerHello(msg2)
 	if err != nil || !bytes.Equal(reply, []byte{5, 0}) {
 		t.Fatalf("reply %v: %v", reply, err)
 	}
@@ -70,15 +71,16 @@ func TestHellosCarryNothingInClear(t *testing.T) {
 		}
 	}
 	same := 0
-	for i := range m1 {
+	for i := range ClientHelloLen { // the messages; their random tails are another test's
 		if m1[i] == m2[i] {
 			same++
 		}
 	}
-	if same > 12 { // about 1.25 expected by chance among 319 bytes
+	if same > 12 { // about 1.25 expected by chance among 321 bytes
 		t.Fatalf("two hellos agree on %d of %d bytes", same, len(m1))
 	}
-	// The top bit of the ephemeral key varies (it would always be 0).
+	// The top bit of the ephemeral key's representative varies (it would
+	// always be 0).
 	top := map[byte]bool{}
 	for i := 0; i < 64; i++ {
 		_, m, _ := NewClientHello(testPSK, nil, 0, now, req)
@@ -108,7 +110,7 @@ func TestSessionKeysNeedEphemeralSecrets(t *testing.T) {
 	if forged == real {
 		t.Fatal("a second answer to the same hello derived the same session keys")
 	}
-	if _, ck, err := ch.ReadServerHello(msg2); err != nil || ck != real {
+	if _, ck, _, err := ch.ReadServerHello(msg2); err != nil || ck != real {
 		t.Fatal("client disagrees with the real server")
 	}
 }
@@ -186,10 +188,10 @@ func TestServerHelloWrongKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	msg2, _, _ := a.ServerHello([]byte{5, 0})
-	if _, _, err := ch.ReadServerHello(msg2); !errors.Is(err, ErrServerAuth) {
+	if _, _, _, err := ch.ReadServerHello(msg2); !errors.Is(err, ErrServerAuth) {
 		t.Fatalf("answer under another key accepted: %v", err)
 	}
-	if _, _, err := ch.ReadServerHello(msg2[:10]); !errors.Is(err, ErrServerAuth) {
+	if _, _, _, err := ch.ReadServerHello(msg2[:10]); !errors.Is(err, ErrServerAuth) {
 		t.Fatalf("short answer accepted: %v", err)
 	}
 }

@@ -154,6 +154,49 @@ func TestFirstFlightsLookRandom(t *testing.T) {
 	if st := observe(plain); st.uniform() || st.curvePoint != n || st.primeOnly == n {
 		t.Errorf("the observer does not tell plain X25519 keys: %+v", st)
 	}
+	// Their sizes: uniform over the MaxHelloPad+1 possible, so no size
+	// repeats often. A size drawn 20 times of 2,000 (expected about 2) has
+	// probability below 1e-12 for each of the 1,001 sizes.
+	sizes := map[int]int{}
+	for _, f := range flights {
+		sizes[len(f)]++
+	}
+	most := 0
+	for _, c := range sizes {
+		most = max(most, c)
+	}
+	if most >= 20 || len(sizes) < 700 {
+		t.Errorf("first flight sizes: %d distinct, the most common %d times of %d", len(sizes), most, n)
+	}
+}
+
+// The answer to a client that asks for it (every braid client does) has a
+// random tail too, whose length the client learns under the handshake.
+func TestServerAnswerIsPadded(t *testing.T) {
+	now := time.Now().Add(10 * time.Millisecond)
+	sizes := map[int]bool{}
+	for range 200 {
+		ch, hello, err := NewClientHello(testPSK, nil, FlagPadReply, now, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := newVerifier(now).Verify(hello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, sk, err := a.ServerHello([]byte{0, 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[len(answer)] = true
+		reply, ck, pad, err := ch.ReadServerHello(answer[:ch.ServerHelloLen()])
+		if err != nil || ck != sk || !bytes.Equal(reply, []byte{0, 0}) || ch.ServerHelloLen()+pad != len(answer) {
+			t.Fatalf("answer of %d bytes: reply %v, pad %d, %v", len(answer), reply, pad, err)
+		}
+	}
+	if len(sizes) < 100 { // 200 draws from 501 sizes: about 165 distinct
+		t.Fatalf("answers took only %d sizes", len(sizes))
+	}
 }
 
 // A client holding the server's public key accepts only the server that
@@ -197,7 +240,7 @@ func TestStaticKeyStopsAForgedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ch.ReadServerHello(answer); err != ErrServerAuth {
+	if _, _, _, err := ch.ReadServerHello(answer); err != ErrServerAuth {
 		t.Fatalf("client accepted a forged answer: %v", err)
 	}
 
@@ -217,7 +260,7 @@ func TestStaticKeyStopsAForgedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ck, err := ch.ReadServerHello(answer); err != nil || ck != sk {
+	if _, ck, _, err := ch.ReadServerHello(answer); err != nil || ck != sk {
 		t.Fatalf("genuine server's answer: %v", err)
 	}
 }

@@ -120,7 +120,7 @@ func TestHandshakeWithReferenceNoiseDH(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		payload := helloPayload(0, now, req)
+		payload := helloPayload(0, now, 0, req)
 		msg1, _, _, err := ref.WriteMessage(nil, payload[:])
 		if err != nil {
 			t.Fatal(err)

@@ -47,7 +47,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		err         error
 	)
 	if rt.tls == nil {
-		var flags byte
+		flags := byte(auth.FlagPadReply) // the answer's size varies too
 		if !cfg.Encrypt {
 			flags |= auth.FlagPlaintext
 		}
@@ -223,8 +223,8 @@ func (c *Client) startPadding(rt *runtimeState, wc *wire.Conn, peerKnows bool) {
 // serverHello reads and checks the server's answer and returns its reply
 // and the session keys.
 func (c *Client) serverHello(rt *runtimeState, src io.Reader, hs *auth.ClientHandshake) ([]byte, auth.SessionKeys, wire.Status, error) {
-	var sh [auth.ServerHelloLen]byte
-	if _, err := io.ReadFull(src, sh[:]); err != nil {
+	sh := make([]byte, hs.ServerHelloLen())
+	if _, err := io.ReadFull(src, sh); err != nil {
 		if isConnectError(err) { // with Fast Open, connect errors surface here
 			c.metrics.Counter("upstream_dial_failures").Add(1)
 			return nil, auth.SessionKeys{}, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", rt.cfg.Server, err)
@@ -236,7 +236,10 @@ func (c *Client) serverHello(rt *runtimeState, src io.Reader, hs *auth.ClientHan
 		c.log.Error("server handshake failed", "err", err)
 		return nil, auth.SessionKeys{}, wire.StatusGeneralFailure, err
 	}
-	reply, keys, err := hs.ReadServerHello(sh[:])
+	reply, keys, pad, err := hs.ReadServerHello(sh)
+	if err == nil {
+		_, err = io.CopyN(io.Discard, src, int64(pad)) // the answer's random tail
+	}
 	if err != nil {
 		c.metrics.Counter("upstream_auth_failures").Add(1)
 		c.log.Error("server handshake failed", "err", err)

@@ -204,7 +204,7 @@ func sendFlight(t *testing.T, p *pair, hs *auth.ClientHandshake, flight []byte) 
 	if _, err := io.ReadFull(c, sh); err != nil {
 		t.Fatalf("server hello: %v", err)
 	}
-	reply, keys, err := hs.ReadServerHello(sh)
+	reply, keys, _, err := hs.ReadServerHello(sh)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -460,6 +460,12 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		s.unauth.drain(s.quietCtx, c, br) // until the handshake deadline (unauthclose.go)
 		return nil
 	}
+	// The hello's random tail (auth.MaxHelloPad at most), under the
+	// handshake deadline.
+	if _, err := io.CopyN(io.Discard, br, int64(acc.Pad)); err != nil {
+		s.authFailure(c.RemoteAddr(), "malformed", fmt.Errorf("hello's padding: %w", err), acc.ID)
+		return nil
+	}
 	var keys auth.SessionKeys
 	// A client that drops padding frames learns that this server does too
 	// (older clients refuse the reply flag, so only those that asked).

@@ -12,7 +12,7 @@ the transport has written its key.
 Examples::
 
     python3 -m braid_tor client --pt /usr/local/bin/braid-pt \\
-        --bridge 'braid 203.0.113.7:4433 <FINGERPRINT> key=<hex>'
+        --bridge 'braid 203.0.113.7:4433 <FINGERPRINT> pub=<bridge public key>'
     python3 -m braid_tor bridge --pt /usr/local/bin/braid-pt --pt-listen 0.0.0.0:4433
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import re
 import shutil
 import signal
 import subprocess
@@ -235,26 +236,27 @@ def positive_seconds(text: str) -> float:
 
 def read_bridge_file(path: Path) -> str:
     """The bridge line from a file (its first line that is not blank or a
-    ``#`` comment): keeps the bridge's key off the command line, where other
-    users could read it (systemd passes it with LoadCredential); ``-`` reads
-    standard input."""
+    ``#`` comment); ``-`` reads standard input. A line with a user's own
+    ``key=`` must not be readable by others, and the file keeps it off the
+    command line, where other users could read it (systemd passes it with
+    LoadCredential); the public line (``pub=`` only) holds no secret."""
     try:
         if str(path) == "-":
-            text = sys.stdin.read()
+            text, mode = sys.stdin.read(), 0
         else:
-            # Others, not the group: systemd may hand a credential
-            # (LoadCredential) to the service's group.
-            mode = path.stat().st_mode
-            if mode & 0o007:
-                raise SettingsError(
-                    f"--bridge-file: {path} holds the bridge's key and others may read it "
-                    f"(mode {mode & 0o777:o}): chmod 600 {path}")
-            text = path.read_text()
+            text, mode = path.read_text(), path.stat().st_mode
     except OSError as e:
         raise SettingsError(f"--bridge-file: cannot read {path}: {e.strerror}")
     for raw in text.splitlines():
         if raw.strip() and not raw.lstrip().startswith("#"):
-            return raw.strip()
+            line = raw.strip()
+            # Others, not the group: systemd may hand a credential
+            # (LoadCredential) to the service's group.
+            if mode & 0o007 and re.search(r"\bkey=", line):
+                raise SettingsError(
+                    f"--bridge-file: {path} holds a user's key and others may read it "
+                    f"(mode {mode & 0o777:o}): chmod 600 {path}")
+            return line
     raise SettingsError(f"--bridge-file: {path} holds no bridge line")
 
 
@@ -412,10 +414,10 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("client", help="tor through a braid bridge")
     common(c, "/var/lib/braid-tor/client")
     c.add_argument("--bridge",
-                   help="bridge line: 'braid <addr:port> <fingerprint> key=<hex> [id=<id>]'")
+                   help="bridge line: 'braid <addr:port> <fingerprint> pub=<base64> [id=<user> key=<hex>]'")
     c.add_argument("--bridge-file", type=Path,
                    help="read the bridge line from this file instead, - for standard input "
-                        "(keeps the key off the command line)")
+                        "(keeps a user's key= off the command line)")
     c.add_argument("--socks-port", type=int, default=9050, help="tor's SOCKS port on 127.0.0.1 (default %(default)s)")
     c.add_argument("--control-port", type=int, default=9051, help="tor's control port (default %(default)s)")
     c.add_argument("--status-interval", type=positive_seconds, default=10,

@@ -2,7 +2,7 @@
 
 Everything a user can get wrong is checked here, before tor starts, with a
 message that names the setting: tor's own errors for the same mistakes
-arrive late (a bridge line without a key only fails at the first
+arrive late (a bridge line without pub= only fails at the first
 connection, inside the transport's log).
 """
 
@@ -17,6 +17,9 @@ from pathlib import Path
 TRANSPORT = "braid"
 _FPR = re.compile(r"^[0-9A-Fa-f]{40}$")
 _HEXKEY = re.compile(r"^(?:[0-9A-Fa-f]{2}){16,}$")
+# The bridge's X25519 public key: unpadded base64 (what the bridge prints)
+# or hex.
+_PUBKEY = re.compile(r"^(?:[A-Za-z0-9+/]{43}=?|[0-9A-Fa-f]{64})$")
 _ARG = re.compile(r"^([A-Za-z0-9_.-]+)=(\S*)$")
 _KEY_VALUE = re.compile(r"(?i)\bkey[=:]\S*")
 
@@ -51,15 +54,18 @@ def _fmt_hostport(host: str, port: int) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class BridgeLine:
-    """``braid <addr:port> <fingerprint> key=<hex> [id=<client id>]
-    [padding=<budget>] [padding-idle=<duration>]`` (adaptive padding of
-    what the client sends; braid-pt checks the values)."""
+    """``braid <addr:port> <fingerprint> pub=<bridge public key> [id=<user>
+    key=<hex>] [padding=<budget>] [padding-idle=<duration>]``: the
+    bridge's public key (no secret), a user's own credential from the
+    bridge's key file if it gave one, adaptive padding of what the client
+    sends (braid-pt checks the values)."""
 
     host: str
     port: int
     fingerprint: str
-    key: str
+    pub: str
     client_id: str | None = None
+    key: str | None = None
     padding: str | None = None
     padding_idle: str | None = None
 
@@ -91,23 +97,32 @@ class BridgeLine:
             if m.group(1) in args:
                 raise SettingsError(f"bridge line argument {m.group(1)!r} given twice")
             args[m.group(1)] = m.group(2)
-        unknown = set(args) - {"key", "id", "padding", "padding-idle"}
+        unknown = set(args) - {"pub", "key", "id", "padding", "padding-idle"}
         if unknown:
             raise SettingsError(
-                f"unknown bridge line argument(s) {sorted(unknown)} (braid takes key=, id=, padding= and padding-idle=)"
+                f"unknown bridge line argument(s) {sorted(unknown)} "
+                "(braid takes pub=, id=, key=, padding= and padding-idle=)"
             )
-        if "key" not in args:
+        if "pub" not in args:
+            older = " it is from an older braid-pt;" if "key" in args else ""
             raise SettingsError(
-                "bridge line has no key= argument (copy the line the bridge printed, or its braid_bridgeline.txt)"
+                f"bridge line has no pub= argument:{older} copy the line the bridge printed, "
+                "or its braid_bridgeline.txt"
             )
-        if not _HEXKEY.match(args["key"]):
+        if not _PUBKEY.match(args["pub"]):
+            raise SettingsError(
+                "bridge line pub= must be the bridge's public key: 43 characters of base64 or 64 of hex")
+        if ("id" in args) != ("key" in args):
+            raise SettingsError("bridge line arguments id= and key= go together (a user's own credential)")
+        if "key" in args and not _HEXKEY.match(args["key"]):
             raise SettingsError("bridge line key= must be at least 16 bytes of hex")
-        return cls(host, port, fpr.upper(), args["key"], args.get("id"), args.get("padding"), args.get("padding-idle"))
+        return cls(host, port, fpr.upper(), args["pub"], args.get("id"), args.get("key"),
+                   args.get("padding"), args.get("padding-idle"))
 
     def render(self) -> str:
-        line = f"{TRANSPORT} {_fmt_hostport(self.host, self.port)} {self.fingerprint} key={self.key}"
-        if self.client_id:
-            line += f" id={self.client_id}"
+        line = f"{TRANSPORT} {_fmt_hostport(self.host, self.port)} {self.fingerprint} pub={self.pub}"
+        if self.client_id and self.key:
+            line += f" id={self.client_id} key={self.key}"
         if self.padding:
             line += f" padding={self.padding}"
         if self.padding_idle:

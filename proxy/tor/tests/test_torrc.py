@@ -16,7 +16,9 @@ from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, Settings
 
 FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 KEY = "ab" * 32
-GOOD = f"braid 10.0.0.1:4433 {FPR} key={KEY}"
+PUB = "mzUL1kU8fkEFPH87yDKwZncnkYqQY6rs4Zm2hNVKeRY"
+GOOD = f"braid 10.0.0.1:4433 {FPR} pub={PUB}"
+WITH_KEY = f"{GOOD} id=box1 key={KEY}"
 
 
 @pytest.fixture
@@ -28,31 +30,36 @@ def pt(tmp_path: Path) -> Path:
 
 
 def test_bridge_line_round_trip() -> None:
-    b = BridgeLine.parse("Bridge " + GOOD + " id=box1")
-    assert (b.host, b.port, b.fingerprint, b.key, b.client_id) == ("10.0.0.1", 4433, FPR, KEY, "box1")
+    b = BridgeLine.parse("Bridge " + WITH_KEY)
+    assert (b.host, b.port, b.fingerprint, b.pub, b.key, b.client_id) == ("10.0.0.1", 4433, FPR, PUB, KEY, "box1")
     assert BridgeLine.parse(b.render()) == b
+    assert BridgeLine.parse(GOOD).render() == GOOD
     p = BridgeLine.parse(GOOD + " padding=0.4 padding-idle=2s")
     assert (p.padding, p.padding_idle) == ("0.4", "2s")
     assert BridgeLine.parse(p.render()) == p
-    v6 = BridgeLine.parse(f"braid [2001:db8::1]:443 {FPR.lower()} key={KEY}")
-    assert v6.render() == f"braid [2001:db8::1]:443 {FPR} key={KEY}"
+    v6 = BridgeLine.parse(f"braid [2001:db8::1]:443 {FPR.lower()} pub={PUB}")
+    assert v6.render() == f"braid [2001:db8::1]:443 {FPR} pub={PUB}"
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        (f"obfs4 10.0.0.1:4433 {FPR} key={KEY}", "must start with the transport name 'braid'"),
+        (f"obfs4 10.0.0.1:4433 {FPR} pub={PUB}", "must start with the transport name 'braid'"),
         ("braid", "no address"),
-        (f"braid bridge.example:4433 {FPR} key={KEY}", "not an IP address"),
-        (f"braid 10.0.0.1 {FPR} key={KEY}", "not address:port"),
-        (f"braid 10.0.0.1:4433 key={KEY}", "no fingerprint"),
+        (f"braid bridge.example:4433 {FPR} pub={PUB}", "not an IP address"),
+        (f"braid 10.0.0.1 {FPR} pub={PUB}", "not address:port"),
+        (f"braid 10.0.0.1:4433 pub={PUB}", "no fingerprint"),
         ("braid 10.0.0.1:4433", "no fingerprint"),
-        (f"braid 10.0.0.1:4433 ABC key={KEY}", "not 40 hex digits"),
-        (f"braid 10.0.0.1:4433 {FPR}", "no key= argument"),
-        (f"braid 10.0.0.1:4433 {FPR} key=abcd", "at least 16 bytes of hex"),
-        (f"braid 10.0.0.1:4433 {FPR} key={KEY} cert=x", "unknown bridge line argument"),
-        (f"braid 10.0.0.1:4433 {FPR} key={KEY} key={KEY}", "given twice"),
-        (f"braid 10.0.0.1:4433 {FPR} key={KEY} junk", "not key=value"),
+        (f"braid 10.0.0.1:4433 ABC pub={PUB}", "not 40 hex digits"),
+        (f"braid 10.0.0.1:4433 {FPR}", "no pub= argument"),
+        (f"braid 10.0.0.1:4433 {FPR} key={KEY}", "no pub= argument: it is from an older braid-pt"),
+        (f"braid 10.0.0.1:4433 {FPR} pub=abcd", "the bridge's public key"),
+        (f"{GOOD} id=box1", "go together"),
+        (f"{GOOD} key={KEY}", "go together"),
+        (f"{GOOD} id=box1 key=abcd", "at least 16 bytes of hex"),
+        (f"{GOOD} cert=x", "unknown bridge line argument"),
+        (f"{GOOD} pub={PUB}", "given twice"),
+        (f"{GOOD} junk", "not key=value"),
     ],
 )
 def test_bridge_line_refused(line: str, message: str) -> None:
@@ -109,7 +116,7 @@ def test_cli_explains_and_exits_2(pt: Path, tmp_path: Path, capsys: pytest.Captu
     args = ["client", "--pt", str(pt), "--data-dir", str(tmp_path / "d"), "--bridge", f"braid 10.0.0.1:4433 {FPR}"]
     code = main(args)
     assert code == 2
-    assert "braid-tor: bridge line has no key= argument" in capsys.readouterr().err
+    assert "braid-tor: bridge line has no pub= argument" in capsys.readouterr().err
     assert not (tmp_path / "d").exists(), "nothing written for refused settings"
 
 
@@ -198,10 +205,14 @@ def test_bridge_file_keeps_the_key_off_the_command_line(
     assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
     line.write_text(f"braid 10.0.0.1:4433 {FPR}\n")
     assert main([*base, "--bridge-file", str(line)]) == 2
-    assert "bridge line has no key= argument" in capsys.readouterr().err
+    assert "bridge line has no pub= argument" in capsys.readouterr().err
+    line.write_text(WITH_KEY + "\n")
     line.chmod(0o644)
     assert main([*base, "--bridge-file", str(line)]) == 2
-    assert "others may read it (mode 644): chmod 600" in capsys.readouterr().err
+    assert "holds a user's key and others may read it (mode 644): chmod 600" in capsys.readouterr().err
+    line.write_text(GOOD + "\n")  # the public line holds no secret
+    assert main([*base, "--bridge-file", str(line), "--tor", "no-such-tor"]) == 2
+    assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
 
 
