@@ -7,7 +7,7 @@
 // The role comes from the environment tor sets: TOR_PT_CLIENT_TRANSPORTS
 // makes a client (a SOCKS5 listener for tor, one braid client per bridge
 // line), TOR_PT_SERVER_TRANSPORTS a server (a braid relay whose only
-// destination is the bridge's ORPort).
+// destination is the bridge's Extended ORPort or ORPort).
 package main
 
 import (
@@ -52,6 +52,7 @@ Bridge torrc:
 
   BridgeRelay 1
   ORPort 127.0.0.1:9001
+  ExtORPort auto
   ServerTransportPlugin braid exec /usr/local/bin/braid-pt
   ServerTransportListenAddr braid 0.0.0.0:4433
   # optional: adaptive padding of what the bridge sends
@@ -66,7 +67,13 @@ The server keeps its key in TOR_PT_STATE_LOCATION/braid_server.keys
 (created 0600 on first start; replace it with your own "id key" lines to
 give clients their own ids) and writes the bridge line for clients to
 TOR_PT_STATE_LOCATION/braid_bridgeline.txt. It forwards every
-authenticated connection to the bridge's ORPort and nowhere else.
+authenticated connection to the bridge's Extended ORPort (naming the
+client's address and the transport; tor gives it with ExtORPort) or, without
+one, to its ORPort, and nowhere else.
+
+Outbound bind addresses (torrc OutboundBindAddressPT) are honoured: the
+client's first subflow to a bridge leaves from the address of its family,
+and the server's connection to a non-loopback ORPort too.
 
 Environment besides tor's: BRAID_PT_LOG_LEVEL (debug|info|warn|error,
 default info; logs go to stderr and TOR_PT_STATE_LOCATION/braid-pt.log),

@@ -142,6 +142,7 @@ type bridges struct {
 	clients  map[string]*client.Client
 	socks    string
 	out      *pt.Out // tor's log gets the errors a user must act on
+	outbound pt.Common
 }
 
 func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, error) {
@@ -184,6 +185,7 @@ func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, erro
 	if err != nil {
 		return nil, err
 	}
+	bindSource(c, b.outbound, server, b.log)
 	b.clients[tag] = c
 	return c, nil
 }
@@ -238,7 +240,7 @@ func runClient(out *pt.Out) error {
 	out.CMethodsDone()
 	log.Info("client transport listening", "socks", addr.String())
 
-	b := &bridges{stateDir: env.StateDir, log: log, m: metrics.New(), clients: map[string]*client.Client{}, socks: addr.String(), out: out}
+	b := &bridges{stateDir: env.StateDir, log: log, m: metrics.New(), clients: map[string]*client.Client{}, socks: addr.String(), out: out, outbound: env.Common}
 	var wg sync.WaitGroup
 	go func() {
 		<-ctx.Done()

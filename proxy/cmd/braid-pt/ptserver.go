@@ -48,11 +48,6 @@ func runServer(out *pt.Out) error {
 		out.SMethodsDone()
 		return err
 	}
-	if !env.ORPort.IsValid() {
-		// The Extended ORPort would need its cookie authentication; braid
-		// forwards to the plain ORPort, which tor always has on a bridge.
-		return fail(errors.New("TOR_PT_ORPORT is not set (braid forwards to the plain ORPort, not the Extended ORPort)"))
-	}
 	if err := os.MkdirAll(env.StateDir, 0o700); err != nil {
 		return fail(fmt.Errorf("state directory: %w", err))
 	}
@@ -93,11 +88,17 @@ func runServer(out *pt.Out) error {
 	if err := cfg.Validate(); err != nil {
 		return fail(err)
 	}
+	// The Extended ORPort when tor has one (it learns each client's
+	// address), else the plain ORPort.
+	ord, err := newORDialer(env, cfg.RelayKeepAlive(), log)
+	if err != nil {
+		return fail(err)
+	}
 	srv, err := server.New(cfg, log, metrics.New())
 	if err != nil {
 		return fail(err)
 	}
-	srv.Target = env.ORPort
+	srv.Target, srv.DialTarget = ord.target, ord.dial
 	ctx, cancel := stop(env.ExitOnStdinClose)
 	defer cancel()
 	ln, err := server.Listen(ctx, cfg.Listen, log)
@@ -115,7 +116,7 @@ func runServer(out *pt.Out) error {
 		return fail(err)
 	}
 	out.SMethodsDone()
-	log.Info("server transport listening (MPTCP)", "addr", addr.String(), "orport", env.ORPort.String(), "padding_budget", cfg.PaddingBudget)
+	log.Info("server transport listening (MPTCP)", "addr", addr.String(), "to", ord.describe(), "padding_budget", cfg.PaddingBudget)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, ln) }()
 	select {

@@ -49,6 +49,12 @@ type Client struct {
 	pool       *preconnect
 	padCtrs    wire.PadCounters
 	early      earlyGate
+
+	// Source, if valid, is the first subflow's source address, in place
+	// of the gateway choice (a Tor transport's OutboundBindAddressPT);
+	// the path manager adds the other subflows as usual. Set it before
+	// the first connection.
+	Source netip.Addr
 }
 
 type runtimeState struct {

@@ -62,6 +62,10 @@ func (p *pendingDial) discard() {
 // dial opens the MPTCP connection, binding the first subflow to the best
 // gateway's source address, or racing the two best.
 func (c *Client) dial(ctx context.Context, rt *runtimeState) (*net.TCPConn, string, error) {
+	if c.Source.IsValid() {
+		conn, err := c.dialFrom(ctx, rt, c.Source)
+		return conn, "bind", err
+	}
 	n := 1
 	if rt.cfg.Race {
 		n = 2

@@ -33,6 +33,28 @@ type Env func(string) string
 type Common struct {
 	StateDir         string // TOR_PT_STATE_LOCATION, where the transport keeps its files
 	ExitOnStdinClose bool   // TOR_PT_EXIT_ON_STDIN_CLOSE=1
+	// OutboundV4 and OutboundV6 are the source addresses tor asks the
+	// transport to use for its outgoing IPv4 and IPv6 connections
+	// (TOR_PT_OUTBOUND_BIND_ADDRESS_V4/_V6, from torrc's
+	// OutboundBindAddressPT; invalid if unset). Connections to loopback
+	// addresses ignore them (OutboundFor).
+	OutboundV4, OutboundV6 netip.Addr
+}
+
+// OutboundFor returns the source address for a connection to dst: the
+// bind address of dst's family, unless dst is a loopback address (pt-spec:
+// the setting is ignored for 127.0.0.0/8 and ::1) or none was given.
+func (c Common) OutboundFor(dst netip.Addr) (netip.Addr, bool) {
+	dst = dst.Unmap()
+	switch {
+	case !dst.IsValid() || dst.IsLoopback():
+		return netip.Addr{}, false
+	case dst.Is4() && c.OutboundV4.IsValid():
+		return c.OutboundV4, true
+	case dst.Is6() && c.OutboundV6.IsValid():
+		return c.OutboundV6, true
+	}
+	return netip.Addr{}, false
 }
 
 // Client is a client transport's environment.
@@ -90,7 +112,37 @@ func parseCommon(env Env) (Common, error) {
 	default:
 		return Common{}, envErr("TOR_PT_EXIT_ON_STDIN_CLOSE must be 0 or 1, not %q", v)
 	}
+	var err error
+	if c.OutboundV4, err = parseBindAddr(env, "TOR_PT_OUTBOUND_BIND_ADDRESS_V4", false); err != nil {
+		return Common{}, err
+	}
+	if c.OutboundV6, err = parseBindAddr(env, "TOR_PT_OUTBOUND_BIND_ADDRESS_V6", true); err != nil {
+		return Common{}, err
+	}
 	return c, nil
+}
+
+// parseBindAddr reads an outbound bind address: an IPv4 address, or an
+// IPv6 one, which tor wraps in square brackets (accepted without them too).
+// Unset or empty means none.
+func parseBindAddr(env Env, name string, v6 bool) (netip.Addr, error) {
+	v := env(name)
+	if v == "" {
+		return netip.Addr{}, nil
+	}
+	s := v
+	if v6 && len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		s = s[1 : len(s)-1]
+	}
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil || a.Zone() != "":
+		return netip.Addr{}, envErr("%s: %q is not an IP address", name, v)
+	case v6 && !a.Is6(), !v6 && !a.Is4():
+		fam := map[bool]string{false: "IPv4", true: "IPv6"}[v6]
+		return netip.Addr{}, envErr("%s: %q is not an %s address", name, v, fam)
+	}
+	return a, nil
 }
 
 func transportList(env Env, name string) ([]string, error) {

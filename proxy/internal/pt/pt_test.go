@@ -3,6 +3,7 @@ package pt
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -265,4 +266,94 @@ func FuzzParseServer(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestOutboundBindAddresses(t *testing.T) {
+	for _, role := range []string{"client", "server"} {
+		base := map[string]string{
+			"TOR_PT_MANAGED_TRANSPORT_VER": "1",
+			"TOR_PT_STATE_LOCATION":        "/s",
+			"TOR_PT_CLIENT_TRANSPORTS":     "braid",
+			"TOR_PT_SERVER_TRANSPORTS":     "braid",
+			"TOR_PT_ORPORT":                "127.0.0.1:9001",
+		}
+		parse := func(env map[string]string) (Common, error) {
+			if role == "client" {
+				c, err := ParseClient(envOf(env))
+				if err != nil {
+					return Common{}, err
+				}
+				return c.Common, nil
+			}
+			s, err := ParseServer(envOf(env))
+			if err != nil {
+				return Common{}, err
+			}
+			return s.Common, nil
+		}
+		c, err := parse(base)
+		if err != nil || c.OutboundV4.IsValid() || c.OutboundV6.IsValid() {
+			t.Fatalf("%s, unset: %+v %v", role, c, err)
+		}
+		if a, ok := c.OutboundFor(netip.MustParseAddr("192.0.2.1")); ok {
+			t.Fatalf("%s: unset bind address gave %v", role, a)
+		}
+		good := []struct{ v4, v6, wantV4, wantV6 string }{
+			{"203.0.113.4", "", "203.0.113.4", ""},
+			{"", "[2001:db8::4]", "", "2001:db8::4"}, // tor wraps IPv6 in brackets
+			{"", "2001:db8::4", "", "2001:db8::4"},   // and without them
+			{"203.0.113.4", "[2001:db8::4]", "203.0.113.4", "2001:db8::4"},
+		}
+		for _, g := range good {
+			env := maps.Clone(base)
+			env["TOR_PT_OUTBOUND_BIND_ADDRESS_V4"], env["TOR_PT_OUTBOUND_BIND_ADDRESS_V6"] = g.v4, g.v6
+			c, err := parse(env)
+			if err != nil {
+				t.Fatalf("%s %q %q: %v", role, g.v4, g.v6, err)
+			}
+			if c.OutboundV4.String() != g.wantV4 && !(g.wantV4 == "" && !c.OutboundV4.IsValid()) ||
+				c.OutboundV6.String() != g.wantV6 && !(g.wantV6 == "" && !c.OutboundV6.IsValid()) {
+				t.Fatalf("%s %q %q: parsed %v %v", role, g.v4, g.v6, c.OutboundV4, c.OutboundV6)
+			}
+		}
+		bad := []struct{ key, value, line string }{
+			{"TOR_PT_OUTBOUND_BIND_ADDRESS_V4", "2001:db8::4", `ENV-ERROR TOR_PT_OUTBOUND_BIND_ADDRESS_V4: "2001:db8::4" is not an IPv4 address`},
+			{"TOR_PT_OUTBOUND_BIND_ADDRESS_V4", "203.0.113.4:80", `ENV-ERROR TOR_PT_OUTBOUND_BIND_ADDRESS_V4: "203.0.113.4:80" is not an IP address`},
+			{"TOR_PT_OUTBOUND_BIND_ADDRESS_V4", "host.example", `ENV-ERROR TOR_PT_OUTBOUND_BIND_ADDRESS_V4: "host.example" is not an IP address`},
+			{"TOR_PT_OUTBOUND_BIND_ADDRESS_V6", "203.0.113.4", `ENV-ERROR TOR_PT_OUTBOUND_BIND_ADDRESS_V6: "203.0.113.4" is not an IPv6 address`},
+			{"TOR_PT_OUTBOUND_BIND_ADDRESS_V6", "[fe80::1%eth0]", `ENV-ERROR TOR_PT_OUTBOUND_BIND_ADDRESS_V6: "[fe80::1%eth0]" is not an IP address`},
+			{"TOR_PT_OUTBOUND_BIND_ADDRESS_V6", "[2001:db8::4", `ENV-ERROR TOR_PT_OUTBOUND_BIND_ADDRESS_V6: "[2001:db8::4" is not an IP address`},
+		}
+		for _, b := range bad {
+			env := maps.Clone(base)
+			env[b.key] = b.value
+			_, err := parse(env)
+			var ee *EnvError
+			if !errors.As(err, &ee) || ee.Line != b.line {
+				t.Errorf("%s %s=%q: %v, want %q", role, b.key, b.value, err, b.line)
+			}
+		}
+	}
+}
+
+func TestOutboundFor(t *testing.T) {
+	c := Common{OutboundV4: netip.MustParseAddr("203.0.113.4"), OutboundV6: netip.MustParseAddr("2001:db8::4")}
+	for dst, want := range map[string]string{
+		"192.0.2.1":        "203.0.113.4",
+		"::ffff:192.0.2.1": "203.0.113.4", // an IPv4 destination, however written
+		"2001:db8:1::1":    "2001:db8::4",
+		"127.0.0.1":        "", // pt-spec: ignored for loopback
+		"127.5.6.7":        "",
+		"::1":              "",
+		"::ffff:127.0.0.1": "",
+	} {
+		got, ok := c.OutboundFor(netip.MustParseAddr(dst))
+		if want == "" && ok || want != "" && (!ok || got.String() != want) {
+			t.Errorf("OutboundFor(%s) = %v %v, want %q", dst, got, ok, want)
+		}
+	}
+	only4 := Common{OutboundV4: netip.MustParseAddr("203.0.113.4")}
+	if a, ok := only4.OutboundFor(netip.MustParseAddr("2001:db8:1::1")); ok {
+		t.Errorf("an IPv6 destination got the IPv4 bind address %v", a)
+	}
 }

@@ -68,6 +68,11 @@ type Server struct {
 	// pluggable transport's server forwards to its bridge's ORPort, usually
 	// on loopback). Set it before Serve.
 	Target netip.AddrPort
+	// DialTarget, if set, opens the connection to Target in place of the
+	// server's own dial; it gets the client's address (the remote address
+	// of its connection). The Tor transport's server uses it to name the
+	// client to the bridge's Extended ORPort. Set it before Serve.
+	DialTarget func(ctx context.Context, client netip.AddrPort) (*net.TCPConn, error)
 
 	failLog rateLimiter
 	padCtrs wire.PadCounters
@@ -667,6 +672,20 @@ func (s *Server) release(id string) {
 // send back.
 func (s *Server) connect(ctx context.Context, rt *runtimeState, d dest.Addr, log *connLog) (*net.TCPConn, wire.Status) {
 	var candidates []netip.Addr
+	if s.Target.IsValid() && s.DialTarget != nil {
+		var client netip.AddrPort
+		if ta, ok := log.remote.(*net.TCPAddr); ok {
+			client = ta.AddrPort()
+			client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
+		}
+		c, err := s.DialTarget(ctx, client)
+		if err != nil {
+			s.metrics.Counter("connect_failures").Add(1)
+			log.Debug("connect failed", "err", err)
+			return nil, statusFor(err)
+		}
+		return c, wire.StatusOK
+	}
 	if s.Target.IsValid() {
 		candidates, d = []netip.Addr{s.Target.Addr()}, dest.FromIP(s.Target)
 	} else if d.IsName() {

@@ -230,6 +230,12 @@ class BridgeSettings:
             "BridgeRelay 1",
             f"Nickname {self.nickname}",
             f"ORPort {self.orport}",
+            # The transport names each client to tor here (its address and
+            # the transport): tor's per-IP DoS defences and per-country
+            # statistics see real clients, not the transport's loopback
+            # address. tor picks a loopback port and writes the cookie
+            # (DataDirectory/extended_orport_auth_cookie) for the transport.
+            "ExtORPort auto",
             "ExitPolicy reject *:*",
             f"ServerTransportPlugin {TRANSPORT} exec {self.pt_binary}",
             f"ServerTransportListenAddr {TRANSPORT} {self.pt_listen}",

@@ -1,8 +1,8 @@
 """Tor through the braid bridge on a private Tor network (host kernel).
 
 One private network for the module (bootstrap is the slow part); the tests
-run in order: fetch and captures, the transport server's restart, then the
-controller's clean stop.
+run in order: the client's address as the bridge's tor sees it, fetch and
+captures, the transport server's restart, then the controller's clean stop.
 
 Needs root (network namespaces), tor, tor-gencert, tcpdump, curl, go and
 stem; skipped with the reason otherwise.
@@ -16,6 +16,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,15 @@ PAGE_SIZE = 300_000
 # on both ends (bridge: ServerTransportOptions; client: the bridge line).
 PADDING = os.environ.get("BRAID_TOR_PADDING", "")
 TLS_APP_DATA = b"\x17\x03\x03"  # TLS 1.2/1.3 application-data record header
+BRIDGE_CONTROL_PORT = 9052
+# tor's OR connections, one "name STATE" per line (the bridge's view):
+# relays by fingerprint, a client (no identity) by its address:port.
+ORCONN_STATUS = (
+    "from stem.control import Controller\n"
+    f"with Controller.from_port(port={BRIDGE_CONTROL_PORT}) as c:\n"
+    "    c.authenticate()\n"
+    "    print(c.get_info('orconn-status'))\n"
+)
 
 
 class Lab:
@@ -106,7 +116,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     page = (marker + b"\n") * 64 + secrets.token_bytes(PAGE_SIZE)
     (root / "page.bin").write_bytes(page)
     t0 = time.monotonic()
-    extra = [f"ServerTransportOptions braid padding={PADDING}"] if PADDING else None
+    # The bridge's control port, for what its tor knows about the client.
+    extra = [f"ControlPort 127.0.0.1:{BRIDGE_CONTROL_PORT}", "CookieAuthentication 1"]
+    if PADDING:
+        extra.append(f"ServerTransportOptions braid padding={PADDING}")
     with PrivateTorNetwork(bridge_extra=extra) as net:
         if PADDING:
             net.bridge_line += f" padding={PADDING}"
@@ -124,6 +137,30 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         finally:
             for c in caps:
                 c.stop()
+
+
+def test_bridge_tor_sees_the_client_address(lab: Lab) -> None:
+    """The braid-pt server names each client to the bridge's Extended
+    ORPort: the bridge's tor lists the client's connection under the
+    address the transport saw (the client's first subflow, WAN1 or WAN2),
+    not the transport's 127.0.0.1, so tor's per-IP defences and per-country
+    statistics count real clients."""
+    t0 = time.monotonic()
+    clients: list[str] = []
+    while True:
+        r = lab.net.tb.run("s", sys.executable, "-c", ORCONN_STATUS, check=False, timeout=20)
+        assert r.returncode == 0, f"GETINFO orconn-status on the bridge failed: {r.stderr}"
+        conns = [line.split() for line in r.stdout.splitlines() if len(line.split()) == 2]
+        clients = [name for name, state in conns if not name.startswith("$") and state == "CONNECTED"]
+        if clients or time.monotonic() - t0 > 10:
+            break
+        time.sleep(0.5)
+    print(f"\nthe bridge's tor sees clients {clients} ({time.monotonic() - t0:.1f} s)")
+    hosts = {name.rsplit(":", 1)[0] for name in clients}
+    assert hosts & {CLIENT_W1, CLIENT_W2}, f"the bridge's tor does not see the client's address: {r.stdout}"
+    assert "127.0.0.1" not in hosts, f"the bridge's tor sees a client as 127.0.0.1: {r.stdout}"
+    logs = "".join(p.read_text() for p in lab.net.tmp.rglob("braid-pt.log") if "bridge" in p.parts)
+    assert 'to="extorport 127.0.0.1:' in logs, f"the bridge's braid-pt is not on the Extended ORPort:\n{logs[-2000:]}"
 
 
 def test_bootstrap_and_fetch_through_braid_over_two_wans(lab: Lab, tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ def test_client_refuses_inconsistent_settings(pt: Path, tmp_path: Path) -> None:
 
 def test_bridge_torrc_and_refusals(pt: Path, tmp_path: Path) -> None:
     text = BridgeSettings(data_dir=tmp_path, pt_binary=pt).torrc().splitlines()
-    for want in ("BridgeRelay 1", "ORPort 127.0.0.1:9001", f"ServerTransportPlugin braid exec {pt}",
+    for want in ("BridgeRelay 1", "ORPort 127.0.0.1:9001", "ExtORPort auto", f"ServerTransportPlugin braid exec {pt}",
                  "ServerTransportListenAddr braid 0.0.0.0:4433", "PublishServerDescriptor 0"):
         assert want in text
     for kwargs, message in (
