@@ -55,9 +55,11 @@ WEB_ADDRESS = "203.0.113.80"
 PROXY_ADDRESS = "198.51.100.7"
 # Tor mode: the bridge's braid key (in the inventory for both ends, as from
 # a vault) and its identity fingerprint (the client's inventory).
-TOR_KEY = "5eed" * 16
+# A static key pair made by `braid-proxy genkey -static`.
+TOR_KEY = "ab41407ebbd6cbe813a792a3ad8e87b24d065287ba059b54856eb2661f07762f"
+TOR_PUB = "C6axQRLH6o6K4CjtOHIoi7aDECiDTestJCfCwkM8sSs"
 TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
-TOR_LINE = f"braid {PROXY_ADDRESS}:4433 {TOR_FPR} key={TOR_KEY}"
+TOR_LINE = f"braid {PROXY_ADDRESS}:4433 {TOR_FPR} pub={TOR_PUB}"
 # Both modes. The per-gateway tunnels become gwsteer's gateways (the roles
 # set path_manager "gwsteer"), and braid-proxy's client reaches the server at
 # the proxy's inner address (braid-openvpn's default) through them.
@@ -99,13 +101,14 @@ def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.Te
         inventory = write_inventory(
             base / "inventory.yml",
             {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
-                                 braid_mptcp_scheduler="hywf", braid_tor_bridge_fingerprint=TOR_FPR)},
+                                 braid_mptcp_scheduler="hywf", braid_tor_bridge_fingerprint=TOR_FPR,
+                                 braid_tor_bridge_pub=TOR_PUB)},
             {"relay": chroot_host(proxy, braid_firewall_nat_sources=["10.8.0.0/24"],
                                   braid_firewall_ssh_sources=["192.0.2.0/24"],
                                   braid_proxy_server_settings={"allow_cidrs": [f"{WEB_ADDRESS}/32"]})},
             {"braid_start_services": False, "braid_artifacts_dir": str(artifacts),
              "braid_proxy_address": PROXY_ADDRESS,
-             "braid_tor_enabled": True, "braid_tor_bridge_key": TOR_KEY,
+             "braid_tor_enabled": True, "braid_tor_bridge_static_key": TOR_KEY,
              "braid_openvpn_enabled": True, "braid_openvpn_settings": OPENVPN},
         )
         first = run_playbook("site.yml", inventory)
@@ -384,7 +387,7 @@ def _exec_start(unit_file: Path) -> list[str]:
 
 
 def test_tor_mode_files_and_secrets(converged: Converged) -> None:
-    """The bridge line from the inventory (root only), the bridge's key and state (the tor user's, 0700/0600)."""
+    """The bridge line from the inventory (root only), the bridge's static key and state (the tor user's, 0700/0600)."""
     client, proxy = converged.client, converged.proxy
     line_file = client / "etc/braid/tor-bridge.line"
     assert line_file.read_text() == TOR_LINE + "\n"
@@ -392,12 +395,13 @@ def test_tor_mode_files_and_secrets(converged: Converged) -> None:
     assert _mode_owner(client, "var/lib/braid-tor/client") == (0o700, "braid-tor")
     assert _mode_owner(proxy, "var/lib/braid-tor/bridge") == (0o700, "braid-tor")
     assert _mode_owner(proxy, "var/lib/braid-tor/bridge/pt_state") == (0o700, "braid-tor")
-    keys = "var/lib/braid-tor/bridge/pt_state/braid_server.keys"
-    assert _mode_owner(proxy, keys) == (0o600, "braid-tor")
-    assert (proxy / keys).read_text() == f"tor {TOR_KEY}\n"
-    # The key is on no command line: the unit passes the root-only file as a credential.
+    static = "var/lib/braid-tor/bridge/pt_state/braid_static.key"
+    assert _mode_owner(proxy, static) == (0o600, "braid-tor")
+    assert (proxy / static).read_text() == f"braid-static-x25519 {TOR_KEY}\n"
+    # The unit passes the root-only file as a credential; no secret reaches the client box.
     unit = (client / "etc/systemd/system/braid-tor-client.service").read_text()
-    assert "LoadCredential=bridge:/etc/braid/tor-bridge.line" in unit and TOR_KEY not in unit
+    assert "LoadCredential=bridge:/etc/braid/tor-bridge.line" in unit
+    assert not any(TOR_KEY in p.read_text(errors="replace") for p in (client / "etc/braid").rglob("*") if p.is_file())
     for result in (converged.first, converged.second):
         assert TOR_KEY not in result.output
     # Debian's own tor instance would hold the client's SOCKS port.

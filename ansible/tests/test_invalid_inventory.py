@@ -68,8 +68,9 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
 ]
 TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 TOR_KEY = "5eed" * 16
+TOR_PUB = "C6axQRLH6o6K4CjtOHIoi7aDECiDTestJCfCwkM8sSs"
 # Tor mode on a client box: both of these are needed for its bridge line.
-TOR_CLIENT = {"braid_tor_enabled": True, "braid_tor_bridge_fingerprint": TOR_FPR, "braid_tor_bridge_key": TOR_KEY}
+TOR_CLIENT = {"braid_tor_enabled": True, "braid_tor_bridge_fingerprint": TOR_FPR, "braid_tor_bridge_pub": TOR_PUB}
 OPENVPN: dict[str, Any] = {
     "gateways": {"gw1": {"source": "10.1.1.2", "wan": "10.1.1.0/24"}},
     "full_tunnel": {"subnet": "10.201.0.0/30", "lan": ["10.50.0.0/24"]},
@@ -78,10 +79,14 @@ TUNNELS = {"tunnels": [{"gateway": "gw1", "subnet": "10.200.1.0/30", "port": 119
 CASES += [
     ("tor-missing-fingerprint", "client", {**TOR_CLIENT, "braid_tor_bridge_fingerprint": None},
      "braid_tor_bridge_fingerprint must be the bridge's identity fingerprint"),
-    ("tor-missing-key", "client", {**TOR_CLIENT, "braid_tor_bridge_key": None},
-     "braid_tor_bridge_key is missing or malformed"),
-    ("tor-malformed-key", "client", {**TOR_CLIENT, "braid_tor_bridge_key": BAD_PSK},
-     "braid_tor_bridge_key is missing or malformed"),
+    ("tor-missing-pub", "client", {**TOR_CLIENT, "braid_tor_bridge_pub": None},
+     "braid_tor_bridge_pub is missing or malformed"),
+    ("tor-malformed-pub", "client", {**TOR_CLIENT, "braid_tor_bridge_pub": "abcd"},
+     "braid_tor_bridge_pub is missing or malformed"),
+    ("tor-old-shared-key", "client", {**TOR_CLIENT, "braid_tor_bridge_key": TOR_KEY},
+     "braid_tor_bridge_key is gone"),
+    ("tor-malformed-static-key", "proxy", {"braid_tor_enabled": True, "braid_tor_bridge_static_key": TOR_KEY[:40]},
+     "braid_tor_bridge_static_key is malformed"),
     ("tor-bridge-name", "client", {**TOR_CLIENT, "braid_tor_bridge_address": "relay.example.net"},
      "braid_tor_bridge_address must be the bridge's IP address"),
     ("tor-bad-nickname", "proxy", {"braid_tor_enabled": True, "braid_tor_bridge_nickname": "my-bridge"},
@@ -213,8 +218,8 @@ def test_nothing_changed_on_the_target(runs: Runs) -> None:
 
 def test_secret_never_printed(runs: Runs) -> None:
     assert BAD_PSK not in runs.every_case.output
-    # The good client's Tor bridge key passed the same checks without being shown.
-    assert TOR_KEY not in runs.every_case.output
+    # Refused Tor keys (the old shared one, a short static one) are not shown.
+    assert TOR_KEY not in runs.every_case.output and TOR_KEY[:40] not in runs.every_case.output
 
 
 def test_fingerprint_sees_changes(tmp_path: Path) -> None:
