@@ -102,7 +102,7 @@ def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.Te
             base / "inventory.yml",
             {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
                                  braid_mptcp_scheduler="hywf", braid_tor_bridge_fingerprint=TOR_FPR,
-                                 braid_tor_bridge_pub=TOR_PUB)},
+                                 braid_tor_bridge_pub=TOR_PUB, braid_gwsteer_monitoring_files=True)},
             {"relay": chroot_host(proxy, braid_firewall_nat_sources=["10.8.0.0/24"],
                                   braid_firewall_ssh_sources=["192.0.2.0/24"],
                                   braid_proxy_server_settings={"allow_cidrs": [f"{WEB_ADDRESS}/32"]})},
@@ -216,6 +216,16 @@ def test_gateways_conf_passes_gwsteer_check_in_the_target(converged: Converged) 
     proxy_side = json.loads(in_root(converged.proxy, "/usr/local/bin/gwsteer-check", "--json",
                                     "/etc/braid/gateways.conf").stdout)
     assert proxy_side["settings"]["role"] == "proxy" and proxy_side["gateways"] == []
+
+
+def test_monitoring_files_installed_on_request(converged: Converged) -> None:
+    """braid_gwsteer_monitoring_files on the client box, off (the default) on the proxy."""
+    contrib = REPO / "mptcpd-plugins" / "contrib" / "monitoring"
+    for name in ("braid-dashboard.json", "braid-alerts.yml", "prometheus.yml"):
+        installed = converged.client / "etc/braid/monitoring" / name
+        assert installed.read_bytes() == (contrib / name).read_bytes(), name
+        assert installed.stat().st_mode & 0o777 == 0o644, name
+    assert not (converged.proxy / "etc/braid/monitoring").exists()
 
 
 def test_proxy_configs(converged: Converged) -> None:

@@ -9,7 +9,11 @@ braid status
 
 braid exporter
     Serves the same in the Prometheus text format on /metrics (loopback,
-    127.0.0.1:9477 by default); --once prints one scrape and exits.
+    127.0.0.1:9477 by default), and the status page on / (the gateways,
+    per-WAN throughput graphs, braid-proxy with --proxy-metrics, recent
+    gateway state changes); --once prints one scrape and exits. A
+    non-loopback --listen needs --password-file (HTTP basic auth on
+    every path) or --allow-public (metrics only, no page).
 
 Examples::
 
@@ -17,6 +21,8 @@ Examples::
     braid status --json --proxy-metrics http://127.0.0.1:9180/metrics
     braid exporter --listen 127.0.0.1:9477
     braid exporter --once
+    braid exporter --proxy-metrics http://127.0.0.1:9180/metrics
+    braid exporter --listen 192.0.2.10:9477 --password-file /etc/braid/exporter.password
 
 Exit status: 0, or 2 with one line on stderr when an input cannot be read
 (status: gwsteer's status file, --no-gateways to go without it).
@@ -61,7 +67,16 @@ def parser() -> argparse.ArgumentParser:
                                     "MPTcpExt counters and live subflow bytes on /metrics.")
     ex.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
                     help=f"address to serve on (default {DEFAULT_LISTEN}; loopback unless --allow-public)")
-    ex.add_argument("--allow-public", action="store_true", help="allow a non-loopback --listen")
+    ex.add_argument("--allow-public", action="store_true",
+                    help="allow a non-loopback --listen without a password (metrics only: no status page)")
+    ex.add_argument("--password-file", metavar="FILE",
+                    help="ask for HTTP basic auth (any user, this file's first line as the password) on every "
+                         "path; allows a non-loopback --listen")
+    ex.add_argument("--proxy-metrics", metavar="URL",
+                    help="braid-proxy's metrics endpoint for the status page's relay state")
+    ex.add_argument("--page-interval", type=float, default=1.0, metavar="SECONDS",
+                    help="the status page's sampling interval (default 1)")
+    ex.add_argument("--no-page", action="store_true", help="serve /metrics only (no status page, no sampling)")
     ex.add_argument("--status", default=DEFAULT_STATUS_FILE, metavar="FILE",
                     help=f"gwsteer's status file (default {DEFAULT_STATUS_FILE}); missing: "
                          "braid_gateway_status_loaded 0")
@@ -86,9 +101,13 @@ def _exporter(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.once:
         out.write(exposition(take(args.status)))
         return 0
+    if not args.page_interval > 0:
+        print("braid exporter: error: --page-interval must be more than 0 seconds", file=err)
+        return 2
     try:
-        run(args.listen, args.status, args.allow_public, out)
-    except (ListenError, OSError) as e:
+        run(args.listen, args.status, args.allow_public, out, page=not args.no_page,
+            proxy_url=args.proxy_metrics, interval_s=args.page_interval, password_file=args.password_file)
+    except (ListenError, OSError, ValueError) as e:
         print(f"braid exporter: error: {e}", file=err)
         return 2
     return 0

@@ -4,8 +4,12 @@ metrics, errors and the default status file."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import doctest
+import hashlib
 import io
+import json
 import re
 import urllib.error
 import urllib.request
@@ -21,7 +25,8 @@ from braid_status.exporter import Exporter, ListenError, parse_listen
 from braid_status.exposition import exposition
 from braid_status.gateways import DEFAULT_STATUS_FILE, Gateway, GatewayStatus, StatusFileError, load
 from braid_status.kernel import BRAID_SCHEDULERS, KernelInfo, parse_netstat, scheduler_params
-from braid_status.proxy import parse_metrics
+from braid_status.page import History
+from braid_status.proxy import ProxyState, parse_metrics
 from braid_status.snapshot import Snapshot
 from gwsteer.config import read_defaults
 
@@ -166,8 +171,9 @@ def test_exporter_serves_metrics_over_http(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=10) as resp:
             assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             text = resp.read().decode()
-        with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/nope", timeout=10)
+        for path in ("/nope", "/api/status", "/static/status.js"):  # no page without a history
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}{path}", timeout=10)
     finally:
         stop()
     names = {f.name for f in text_string_to_metric_families(text)}
@@ -178,3 +184,89 @@ def test_exporter_serves_metrics_over_http(tmp_path: Path) -> None:
 def test_doctests(module: ModuleType) -> None:
     failed, tried = doctest.testmod(module)
     assert tried and not failed
+
+
+def test_page_history_rates_gaps_and_events() -> None:
+    """Rates are byte differences between samples per gateway; a missing status file is a gap; up/down is an event."""
+    base = snapshot()
+    assert base.gateways is not None
+    gw1, dsl = base.gateways.gateways
+    later = dataclasses.replace(dsl, up=True, last_change="2025-01-01T12:00:01.000Z")
+    snaps = iter([
+        base,
+        dataclasses.replace(base, gateways=dataclasses.replace(base.gateways, gateways=(gw1, later)),
+                            connections=parse_ss(SS.replace("bytes_sent:300000", "bytes_sent:400000"))),
+        dataclasses.replace(base, gateways=None, status_error="no file"),
+    ])
+    proxy = ProxyState("http://127.0.0.1:9180/metrics", reachable=False, error="refused")
+    history = History("gw.json", proxy.url, snapshot=lambda _: next(snaps), proxy=lambda _: proxy)
+    for t in (100.0, 101.0, 102.0):
+        history.sample(now=t)
+    data = history.as_json()
+    assert data["history"]["t"] == [100.0, 101.0, 102.0]
+    assert data["history"]["gateways"] == {
+        "gw1": {"sent_bps": [None, 100_000.0, None], "received_bps": [None, 0.0, None]},
+        'dsl "home"': {"sent_bps": [None, 0.0, None], "received_bps": [None, 0.0, None]}}
+    assert data["status_error"] == "no file" and data["gateways"] == []
+    assert data["proxy"]["reachable"] is False and data["proxy"]["error"] == "refused"
+    assert [(e["gateway"], e["up"], e["kind"]) for e in data["events"]] == [
+        ('dsl "home"', True, "change"), ('dsl "home"', False, "last"), ("gw1", True, "last")]
+    assert data["events"][0]["time"] == gateways.rfc3339_seconds("2025-01-01T12:00:01.000Z")
+    json.dumps(data)  # plain JSON types
+
+
+def test_page_and_api_over_http_with_password(tmp_path: Path) -> None:
+    status = tmp_path / "gateways.json"
+    status.write_text(json.dumps({"version": 1, "updated": "2025-01-01T12:00:00.000Z", "gateways": [
+        {"id": "gw1", "source": "10.1.1.2", "up": True, "backup": False}]}))
+    history = History(str(status))
+    history.sample()
+    exp = Exporter("127.0.0.1", 0, str(status), history, password="s3cret")
+    stop = exp.start()
+    base = f"http://127.0.0.1:{exp.port}"
+
+    def get(path: str, password: str | None) -> tuple[int, str, bytes]:
+        req = urllib.request.Request(base + path)
+        if password is not None:
+            req.add_header("Authorization", "Basic " + base64.b64encode(f"ops:{password}".encode()).decode())
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, resp.headers["Content-Type"], resp.read()
+        except urllib.error.HTTPError as e:
+            assert e.code != 401 or e.headers["WWW-Authenticate"].startswith("Basic ")
+            return e.code, e.headers["Content-Type"], e.read()
+    try:
+        for path in ("/", "/api/status", "/metrics", "/static/uPlot.iife.min.js"):
+            assert get(path, None)[0] == 401 and get(path, "wrong")[0] == 401, path
+        code, ctype, page = get("/", "s3cret")
+        assert code == 200 and ctype.startswith("text/html") and b"static/uPlot.iife.min.js" in page
+        for path in ("/static/status.js", "/static/status.css", "/static/uPlot.iife.min.js", "/static/uPlot.min.css"):
+            assert get(path, "s3cret")[0] == 200, path
+        api = json.loads(get("/api/status", "s3cret")[2])
+        assert [g["id"] for g in api["gateways"]] == ["gw1"] and api["history"]["t"]
+        assert get("/metrics", "s3cret")[0] == 200 and get("/static/../cli.py", "s3cret")[0] == 404
+    finally:
+        stop()
+
+
+def test_exporter_refuses_a_public_page_without_password(tmp_path: Path) -> None:
+    err = io.StringIO()
+    assert cli.main(["exporter", "--listen", "0.0.0.0:0", "--status", str(tmp_path / "x")], err=err) == 2
+    assert "--password-file" in err.getvalue()
+    (tmp_path / "empty").write_text("\n")
+    err = io.StringIO()
+    assert cli.main(["exporter", "--listen", "0.0.0.0:0", "--password-file", str(tmp_path / "empty")], err=err) == 2
+    assert "empty password file" in err.getvalue()
+    err = io.StringIO()
+    assert cli.main(["exporter", "--page-interval", "0"], err=err) == 2
+
+
+def test_vendored_uplot_is_the_pinned_release() -> None:
+    """page/vendor holds uPlot's release files unchanged; VENDOR names the version and their sha256."""
+    vendor = Path(exporter.__file__).parent / "page" / "vendor"
+    pins = dict(line.split()[::-1] for line in (vendor / "VENDOR").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert set(pins) == {"uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"}
+    for name, digest in pins.items():
+        assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == digest, name
+    assert "MIT License" in (vendor / "uPlot.LICENSE").read_text()
