@@ -1,5 +1,10 @@
 """Build braid's kernel: Debian's linux-source-6.12 + kernel/patches + config.
 
+The build is the kernel's own ``bindeb-pkg``: it yields the bzImage the VM
+boots and Debian packages of that same image (``linux-image-*.deb``, plus
+``linux-headers-*.deb`` for a configuration with modules), versioned
+``<kernel>-braid<braid version>+<build hash>``.
+
 The build is cached under ``$BRAID_CACHE`` (default ``~/.cache/braid``) keyed by
 a hash of everything that changes the result: the source package version, the
 patch series, the config fragments and this file's build recipe. A second build
@@ -26,6 +31,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,12 +44,15 @@ BRAID_FRAGMENT = KERNEL_DIR / "config" / "braid.config"
 VIRTME_EXCLUDE = KERNEL_DIR / "config" / "virtme-exclude.txt"
 KERNEL_ENV = KERNEL_DIR / "kernel.env"
 # Bump when the recipe below changes in a way that changes the image.
-RECIPE_VERSION = "2"
+RECIPE_VERSION = "3"
 LOCALVERSION = "-braid"
 
 # Host tools the build needs, and the Debian package that provides each.
 REQUIRED_TOOLS = {
     "make": "make",
+    "dpkg-buildpackage": "dpkg-dev",
+    "dh_listpackages": "debhelper",
+    "fakeroot": "fakeroot",
     "gcc": "gcc",
     "flex": "flex",
     "bison": "bison",
@@ -75,9 +84,31 @@ class KernelImage:
         """String that appears in the booted kernel's /proc/version."""
         return marker_for(self.build_hash)
 
+    @property
+    def debs(self) -> list[Path]:
+        """The Debian packages of this image (``linux-image-*``, and
+        ``linux-headers-*`` when the configuration has modules)."""
+        return sorted((self.bzimage.parent / "debs").glob("*.deb"))
+
 
 def marker_for(build_hash: str) -> str:
     return f"braid-{build_hash[:16]}"
+
+
+def braid_version() -> str:
+    """braid's release, from pyproject.toml."""
+    text = (KERNEL_DIR.parent / "pyproject.toml").read_text()
+    m = re.search(r'^version = "([^"]+)"', text, re.M)
+    if not m:
+        raise BuildError("pyproject.toml has no version line")
+    return m.group(1)
+
+
+def package_version(kernel_version: str, build_hash: str) -> str:
+    """The Debian version of the kernel packages: the kernel's, then braid's
+    release and the build hash, e.g. ``6.12.117-braid0.1.0+b292cba3834b``."""
+    upstream = kernel_version.split("-", 1)[0]
+    return f"{upstream}-braid{braid_version()}+{build_hash[:12]}"
 
 
 def cache_dir() -> Path:
@@ -165,7 +196,7 @@ def virtme_options(source: Path) -> list[str]:
 
 def build_hash(version: str, patches: list[Path], virtme: list[str]) -> str:
     h = hashlib.sha256()
-    h.update(f"recipe {RECIPE_VERSION}\nsource {version}\n".encode())
+    h.update(f"recipe {RECIPE_VERSION}\nsource {version}\nbraid {braid_version()}\n".encode())
     for patch in patches:
         h.update(f"patch {patch.name}\n".encode())
         h.update(patch.read_bytes())
@@ -299,8 +330,9 @@ def verify_config(config: Path, fragments: list[Path]) -> None:
         )
 
 
-def compile_kernel(src: Path, obj: Path, marker: str, jobs: int) -> None:
-    """make bzImage, printing progress while the ~5-minute build runs."""
+def compile_kernel(src: Path, obj: Path, marker: str, jobs: int, pkgversion: str) -> None:
+    """make bindeb-pkg (the kernel and its packages), printing progress
+    while the ~10-minute build runs. The packages land in obj's parent."""
     cmd = [
         "make",
         f"O={obj}",
@@ -311,7 +343,8 @@ def compile_kernel(src: Path, obj: Path, marker: str, jobs: int) -> None:
         # for our git-managed source tree: uname -r ends in "-braid".
         "LOCALVERSION=",
         "KBUILD_BUILD_USER=braid",
-        "bzImage",
+        f"KDEB_PKGVERSION={pkgversion}",
+        "bindeb-pkg",
     ]
     estimate_file = obj / ".braid-object-count"
     estimate = int(estimate_file.read_text()) if estimate_file.exists() else 0
@@ -365,18 +398,54 @@ def ensure_kernel(jobs: int | None = None, force: bool = False) -> KernelImage:
         apply_series(src, patches)
         obj = root / "obj"
         configure(src, obj, virtme, image.marker)
-        compile_kernel(src, obj, image.marker, jobs or os.cpu_count() or 1)
+        pkgversion = package_version(version, digest)
+        for stale in root.glob("*.deb"):
+            stale.unlink()
+        compile_kernel(src, obj, image.marker, jobs or os.cpu_count() or 1, pkgversion)
         tmp = out.with_suffix(".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        (tmp / "debs").mkdir(parents=True)
         shutil.copy2(obj / "arch" / "x86" / "boot" / "bzImage", tmp / "bzImage")
         shutil.copy2(obj / ".config", tmp / "config")
-        manifest = {"hash": digest, "source": version, "patches": [p.name for p in patches]}
+        collect_debs(root, tmp / "debs", pkgversion, tmp / "bzImage")
+        manifest = {"hash": digest, "source": version, "package_version": pkgversion,
+                    "patches": [p.name for p in patches]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
         log(f"kernel ready: {image.bzimage}")
         return image
+
+
+def collect_debs(built: Path, dest: Path, pkgversion: str, bzimage: Path) -> None:
+    """Move the kernel's packages from ``built`` to ``dest`` and check that
+    the image package holds exactly ``bzimage``: the VM boots the bytes a
+    box installs. linux-libc-dev is dropped (a box keeps its
+    distribution's), with the build's .buildinfo and .changes."""
+    for deb in built.glob(f"*_{pkgversion}_*.deb"):
+        if deb.name.startswith(("linux-image-", "linux-headers-")):
+            deb.rename(dest / deb.name)
+        else:
+            deb.unlink()
+    for extra in [*built.glob(f"*_{pkgversion}_*.buildinfo"), *built.glob(f"*_{pkgversion}_*.changes")]:
+        extra.unlink()
+    images = list(dest.glob("linux-image-*.deb"))
+    if len(images) != 1:
+        raise BuildError(f"bindeb-pkg made {len(images)} linux-image packages in {built}, want 1")
+    release = images[0].name.removeprefix("linux-image-").split("_", 1)[0]
+    packaged = deb_member(images[0], f"./boot/vmlinuz-{release}")
+    if packaged != bzimage.read_bytes():
+        raise BuildError(f"{images[0].name}: /boot/vmlinuz-{release} differs from the built bzImage")
+
+
+def deb_member(deb: Path, member: str) -> bytes:
+    """One file's bytes from a Debian package's data."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run(["dpkg-deb", "-x", str(deb), tmp], Path(tmp), f"dpkg-deb -x {deb.name}")
+        path = Path(tmp) / member
+        if not path.is_file():
+            raise BuildError(f"{deb.name} has no {member.lstrip('.')}")
+        return path.read_bytes()
 
 
 def current_source_tree() -> Path:

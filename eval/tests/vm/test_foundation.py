@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import kbuild
 from braid_eval.analysis.report import format_transfer
 from braid_eval.measure.transfer import BulkServer, measured_transfer, ping_rtt_ms, read_mib
 from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
@@ -31,6 +33,19 @@ def test_booted_kernel_is_braid_with_netem() -> None:
     assert kernel_has_netem()
     available = Path("/proc/sys/net/mptcp/available_schedulers").read_text().split()
     assert {"default", "hywf", "redundant", "bernoulli", "delaybal"} <= set(available), available
+
+
+def test_booted_kernel_is_the_packaged_one() -> None:
+    """The VM boots the bzImage kernel/build checked against its linux-image
+    package (kbuild.collect_debs): that package's release and version are
+    this kernel's."""
+    marker = re.search(r"braid-([0-9a-f]{16})", Path("/proc/version").read_text())
+    assert marker, Path("/proc/version").read_text()
+    debs = sorted((kbuild.cache_dir() / "kernel" / "images" / marker.group(1) / "debs").glob("linux-image-*.deb"))
+    assert len(debs) == 1, debs
+    package, version = debs[0].name.removeprefix("linux-image-").split("_")[:2]
+    assert package == platform.release()
+    assert version.endswith("+" + marker.group(1)[:12]) and f"-braid{kbuild.braid_version()}+" in version, version
 
 
 @pytest.mark.parametrize("mode", ["upload", "download"])
