@@ -133,16 +133,58 @@ func stripLine(err error) error {
 	return err
 }
 
-// bridges holds one braid client per (bridge address, id, key).
+// maxBridgeClients bounds the braid clients (and key files) one transport
+// keeps: one per distinct bridge line, made when a SOCKS request names it.
+// tor uses a handful; anything that can reach the loopback SOCKS port
+// could otherwise make the transport hold one per line it invents.
+const maxBridgeClients = 64
+
+// bridgeIdle is how long a bridge's client must have relayed nothing
+// before a new bridge line may take its place.
+const bridgeIdle = time.Minute
+
+// bridges holds one braid client per (bridge address, pub, id, key,
+// padding), at most maxBridgeClients.
 type bridges struct {
 	mu       sync.Mutex
 	stateDir string
 	log      *slog.Logger
 	m        *metrics.Registry
-	clients  map[string]*client.Client
+	clients  map[string]*bridgeClient
 	socks    string
 	out      *pt.Out // tor's log gets the errors a user must act on
 	outbound pt.Common
+}
+
+type bridgeClient struct {
+	*client.Client
+	server  netip.AddrPort
+	keyFile string
+	used    time.Time // last handed out
+}
+
+// makeRoom drops the least recently used bridge client that relays
+// nothing and has been idle for bridgeIdle, if the table is full; it
+// fails if every client is busy or recent. b.mu is held.
+func (b *bridges) makeRoom(now time.Time) error {
+	if len(b.clients) < maxBridgeClients {
+		return nil
+	}
+	var oldest string
+	for tag, bc := range b.clients {
+		if bc.Active() == 0 && now.Sub(bc.used) >= bridgeIdle && (oldest == "" || bc.used.Before(b.clients[oldest].used)) {
+			oldest = tag
+		}
+	}
+	if oldest == "" {
+		return fmt.Errorf("%d bridges in use, none idle for %v: refusing another bridge line", maxBridgeClients, bridgeIdle)
+	}
+	bc := b.clients[oldest]
+	delete(b.clients, oldest)
+	go bc.Shutdown(0)
+	os.Remove(bc.keyFile)
+	b.m.Counter("bridge_clients_evicted").Add(1)
+	return nil
 }
 
 func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, error) {
@@ -153,8 +195,13 @@ func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, erro
 	tag := hex.EncodeToString(h.Sum(nil)[:8])
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c, ok := b.clients[tag]; ok {
-		return c, nil
+	now := time.Now()
+	if bc, ok := b.clients[tag]; ok {
+		bc.used = now
+		return bc.Client, nil
+	}
+	if err := b.makeRoom(now); err != nil {
+		return nil, err
 	}
 	// braid-proxy's client reads its key from a file: a private one per
 	// bridge in the state directory.
@@ -186,7 +233,7 @@ func (b *bridges) get(server netip.AddrPort, a bridgeArgs) (*client.Client, erro
 		return nil, err
 	}
 	bindSource(c, b.outbound, server, b.log)
-	b.clients[tag] = c
+	b.clients[tag] = &bridgeClient{Client: c, server: server, keyFile: keyFile, used: now}
 	return c, nil
 }
 
@@ -240,7 +287,7 @@ func runClient(out *pt.Out) error {
 	out.CMethodsDone()
 	log.Info("client transport listening", "socks", addr.String())
 
-	b := &bridges{stateDir: env.StateDir, log: log, m: metrics.New(), clients: map[string]*client.Client{}, socks: addr.String(), out: out, outbound: env.Common}
+	b := &bridges{stateDir: env.StateDir, log: log, m: metrics.New(), clients: map[string]*bridgeClient{}, socks: addr.String(), out: out, outbound: env.Common}
 	var wg sync.WaitGroup
 	go func() {
 		<-ctx.Done()

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"braid/proxy/internal/auth"
+	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/pt"
 )
 
@@ -80,5 +84,56 @@ func TestParsePaddingArgs(t *testing.T) {
 	b, _ = parseBridgeArgs(pt.Args{{Key: "pub", Value: key}})
 	if b.pad.budget != 0 {
 		t.Fatal("padding on without the argument")
+	}
+}
+
+// The transport keeps at most maxBridgeClients braid clients: a new bridge
+// line takes the place of the least recently used idle one, and is refused
+// while all are recent, so nothing reaching the SOCKS port grows it.
+func TestBridgeClientsAreBounded(t *testing.T) {
+	k, err := auth.NewStaticKeyFile(filepath.Join(t.TempDir(), "static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b := &bridges{stateDir: dir, log: slog.New(slog.DiscardHandler), m: metrics.New(),
+		clients: map[string]*bridgeClient{}, socks: "127.0.0.1:1"}
+	defer b.shutdown()
+	args := bridgeArgs{pub: k.Public, id: publicID, key: auth.BridgePSK(k.Public)}
+	addr := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(20000+i))
+	}
+	for i := range maxBridgeClients {
+		if _, err := b.get(addr(i), args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.get(addr(0), args); err != nil {
+		t.Fatalf("a known bridge refused: %v", err)
+	}
+	if _, err := b.get(addr(maxBridgeClients), args); err == nil || !strings.Contains(err.Error(), "refusing another bridge line") {
+		t.Fatalf("bridge %d while all are recent: %v", maxBridgeClients+1, err)
+	}
+	b.mu.Lock()
+	for _, bc := range b.clients {
+		bc.used = bc.used.Add(-2 * bridgeIdle)
+	}
+	for _, bc := range b.clients {
+		if bc.server == addr(1) {
+			bc.used = bc.used.Add(-time.Hour) // the least recent
+		}
+	}
+	b.mu.Unlock()
+	if _, err := b.get(addr(maxBridgeClients), args); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := filepath.Glob(filepath.Join(dir, "braid-bridge-*.keys"))
+	if len(b.clients) != maxBridgeClients || len(keys) != maxBridgeClients {
+		t.Fatalf("%d clients, %d key files; want %d", len(b.clients), len(keys), maxBridgeClients)
+	}
+	for _, bc := range b.clients {
+		if bc.server == addr(1) {
+			t.Fatal("the least recently used bridge was kept")
+		}
 	}
 }

@@ -82,6 +82,10 @@ func runServer(out *pt.Out) error {
 		}
 	}
 	pad.apply(&cfg.Common)
+	// One padding budget per connection, not per client id: every user of
+	// the public line has the id publicID, and each tor client holds one
+	// connection to its bridge, so a connection is a user.
+	cfg.PaddingScope = config.PaddingScopeConnection
 	if serverConfigHook != nil {
 		serverConfigHook(cfg)
 	}

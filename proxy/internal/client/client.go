@@ -201,6 +201,9 @@ func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn
 	})
 }
 
+// Active is the number of connections the client relays now.
+func (c *Client) Active() int64 { return c.conns.Active() }
+
 // Shutdown waits up to grace for relays to finish, then cuts the rest.
 // Connections accepted from then on are closed at once.
 func (c *Client) Shutdown(grace time.Duration) {
