@@ -49,6 +49,7 @@ type Client struct {
 	pool       *preconnect
 	padCtrs    wire.PadCounters
 	early      earlyGate
+	reached    reachedSet // destinations that may get an early SOCKS reply
 
 	// Source, if valid, is the first subflow's source address, in place
 	// of the gateway choice (a Tor transport's OutboundBindAddressPT);
@@ -303,7 +304,8 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 	}
 	// The upstream exchange has its own time limits (dial and handshake).
 	conn.SetDeadline(time.Time{})
-	early := rt.cfg.SOCKSReply == config.SOCKSReplyEarly && c.early.allowed(time.Now())
+	early := c.early.allowed(time.Now()) && (rt.cfg.SOCKSReply == config.SOCKSReplyEarly ||
+		rt.cfg.SOCKSReply == config.SOCKSReplyAuto && c.reached.recent(req.Dest.String(), time.Now()))
 	replied := false
 	if _, _, err := pre.wait(); err == nil && early {
 		// The server connection is up (usually a spare): answer before
@@ -313,6 +315,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 			return
 		}
 		replied = true
+		c.metrics.Counter("socks_early_replies").Add(1)
 	}
 	up, status, err := c.open(rt, req.Dest, pre, early)
 	if err != nil || status != wire.StatusOK {

@@ -174,11 +174,13 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			}
 			if err == nil && status == wire.StatusOK {
 				c.early.accepted()
+				c.reached.add(d.String(), time.Now())
 			}
 			if err == nil && status != wire.StatusOK {
 				err = fmt.Errorf("server answered %s", status)
 			}
 			if err != nil {
+				c.reached.forget(d.String())
 				c.upstreamFailed(status, err)
 				return err
 			}
@@ -193,8 +195,10 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		return nil, wire.StatusGeneralFailure, fmt.Errorf("server refused early data the client did not send")
 	}
 	if err != nil || status != wire.StatusOK {
+		c.reached.forget(d.String())
 		return nil, status, err
 	}
+	c.reached.add(d.String(), time.Now())
 	ok = true
 	raw.SetWriteDeadline(time.Time{})
 	setUp()

@@ -64,6 +64,12 @@ const (
 	DefaultPreconnectMaxAge = 5 * time.Second
 	MaxPreconnect           = 64
 
+	// SOCKSReplyAuto answers early for a destination this client reached
+	// through the server within the last 10 minutes, and after the
+	// server's answer otherwise: a refused destination gets its real reply
+	// code, and the connections of a page, which reuse few destinations,
+	// still answer at once.
+	SOCKSReplyAuto = "auto"
 	// SOCKSReplyEarly answers SOCKS as soon as the connection to the server
 	// is up; the application's first bytes then travel with the hello.
 	SOCKSReplyEarly = "early"
@@ -166,7 +172,7 @@ type Client struct {
 	// any holder of its pre-shared key. "" = a server without one.
 	ServerPublicKey string `json:"server_public_key"`
 	Encrypt         bool   `json:"encrypt"`
-	SOCKSReply      string `json:"socks_reply"`      // early (default) or connected
+	SOCKSReply      string `json:"socks_reply"`      // auto (default), early or connected
 	SOCKSUsersFile  string `json:"socks_users_file"` // "user:password" lines; "" = no SOCKS auth
 	// AllowPublicSOCKS permits a non-loopback socks_listen without a
 	// users file (an open proxy to whoever reaches it: only behind a
@@ -233,7 +239,7 @@ func DefaultClient() *Client {
 		Common:            defaultCommon(DefaultClientMetrics, DefaultClientMaxConns, DefaultClientMaxProcs),
 		SOCKSListen:       DefaultSOCKSListen,
 		Encrypt:           true,
-		SOCKSReply:        SOCKSReplyEarly,
+		SOCKSReply:        SOCKSReplyAuto,
 		GatewayStatusFile: DefaultGatewayStatusFile,
 		Preconnect:        DefaultPreconnect,
 		PreconnectMaxAge:  Duration(DefaultPreconnectMaxAge),
@@ -352,7 +358,7 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "pre-shared key file, mode 0600 (required)")
 	fs.StringVar(&c.ServerPublicKey, "server-public-key", c.ServerPublicKey, "the server's static public key (base64, from braid-proxy genkey -static): accept only the server holding its private key")
 	fs.BoolVar(&c.Encrypt, "encrypt", c.Encrypt, "encrypt relayed data (the server must allow_plaintext for false)")
-	fs.StringVar(&c.SOCKSReply, "socks-reply", c.SOCKSReply, "when to answer a SOCKS request: \"early\" once the server connection is up (the request and the first data go out together; a refused destination then shows as a reset connection), or \"connected\" after the server reached the destination (real SOCKS error codes, one round trip slower)")
+	fs.StringVar(&c.SOCKSReply, "socks-reply", c.SOCKSReply, "when to answer a SOCKS request: \"early\" once the server connection is up (the request and the first data go out together; a refused destination then shows as a reset connection), \"connected\" after the server reached the destination (real SOCKS error codes, one round trip slower), or \"auto\": early for a destination reached in the last 10 minutes, connected otherwise")
 	fs.StringVar(&c.SOCKSUsersFile, "socks-users-file", c.SOCKSUsersFile, "require SOCKS5 user/password (file of user:password lines, mode 0600)")
 	fs.BoolVar(&c.AllowPublicSOCKS, "allow-public-socks", c.AllowPublicSOCKS, "permit a non-loopback socks-listen without socks-users-file (anyone who reaches it can use the relay: only behind a firewall)")
 	fs.StringVar(&c.GatewayStatusFile, "gateway-status-file", c.GatewayStatusFile, "path manager status file used to pick the first subflow's gateway")
@@ -592,8 +598,8 @@ func (c *Client) Validate() error {
 	if c.PreconnectMaxAge <= 0 {
 		return ferr("client.preconnect_max_age", "must be positive")
 	}
-	if c.SOCKSReply != SOCKSReplyEarly && c.SOCKSReply != SOCKSReplyConnected {
-		return ferr("client.socks_reply", "must be %q or %q, not %q", SOCKSReplyEarly, SOCKSReplyConnected, c.SOCKSReply)
+	if c.SOCKSReply != SOCKSReplyAuto && c.SOCKSReply != SOCKSReplyEarly && c.SOCKSReply != SOCKSReplyConnected {
+		return ferr("client.socks_reply", "must be %q, %q or %q, not %q", SOCKSReplyAuto, SOCKSReplyEarly, SOCKSReplyConnected, c.SOCKSReply)
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func TestPublicSOCKSNeedsUsers(t *testing.T) {
 func TestSOCKSReplyValidated(t *testing.T) {
 	c := DefaultClient()
 	c.Server, c.KeyFile = "relay:7443", "/k"
-	for _, v := range []string{SOCKSReplyEarly, SOCKSReplyConnected} {
+	for _, v := range []string{SOCKSReplyAuto, SOCKSReplyEarly, SOCKSReplyConnected} {
 		c.SOCKSReply = v
 		if err := c.Validate(); err != nil {
 			t.Errorf("%q: %v", v, err)

@@ -154,6 +154,7 @@ func startPair(t testing.TB, o opts) *pair {
 	writeSecret(t, ckFile, "box1 "+ck+"\n")
 	ccfg := config.DefaultClient()
 	ccfg.Server = p.serverAddr
+	ccfg.SOCKSReply = config.SOCKSReplyEarly // these tests are of early mode's mechanics; auto's own below
 	ccfg.KeyFile = ckFile
 	ccfg.SOCKSListen = "127.0.0.1:0"
 	ccfg.GatewayStatusFile = filepath.Join(p.dir, "absent.json")

@@ -17,7 +17,7 @@ import (
 	"braid/proxy/internal/wire"
 )
 
-// In early mode (the default) the client answers SOCKS before the server has
+// In early mode the client answers SOCKS before the server has
 // reached the destination; a refusal then reaches the application as a
 // reset, and is still counted and logged at both ends.
 func TestEarlyAnswerRefusedDestinationResets(t *testing.T) {
@@ -54,6 +54,43 @@ func TestEarlyAnswerRefusedDestinationResets(t *testing.T) {
 		t.Fatal("refusal not logged")
 	}
 	p.mustWork()
+}
+
+// In auto mode (the default) a destination the client has not reached
+// lately waits for the server's answer: a refused one gets its SOCKS reply
+// code (0x02, not allowed by ruleset) instead of a reset; a reached one is
+// answered early from its second connection on.
+func TestAutoReplyGivesARefusalItsCode(t *testing.T) {
+	p := startPair(t, opts{serverMut: fastTimeouts.serverMut, clientMut: func(c *config.Client) {
+		fastTimeouts.clientMut(c)
+		c.SOCKSReply = config.SOCKSReplyAuto
+	}})
+	_, port, _ := net.SplitHostPort(p.sink)
+	request := "\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x02" + string([]byte{byte(portNum(port) >> 8), byte(portNum(port))})
+	for range 2 { // a refusal is never remembered as reached
+		c, err := net.Dial("tcp", p.socks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(request))
+		c.SetReadDeadline(time.Now().Add(4 * time.Second))
+		got := make([]byte, 12)
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatalf("SOCKS answer: %v", err)
+		}
+		c.Close()
+		if want := "\x05\x00\x05\x02\x00\x01\x00\x00\x00\x00\x00\x00"; string(got) != want {
+			t.Fatalf("SOCKS answer %q, want %q (not allowed by ruleset)", got, want)
+		}
+	}
+	p.mustWork()
+	if n := p.counter(p.clM, "socks_early_replies"); n != 0 {
+		t.Fatalf("%d early replies before the sink was reached", n)
+	}
+	p.mustWork()
+	if n := p.counter(p.clM, "socks_early_replies"); n != 1 {
+		t.Fatalf("%d early replies to a destination reached before, want 1", n)
+	}
 }
 
 // testPSK is the Noise PSK of the test key.

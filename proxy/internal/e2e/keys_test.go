@@ -25,6 +25,7 @@ func startClientTo(t *testing.T, addr string) string {
 	writeSecret(t, kf, "box1 "+keyHex+"\n")
 	cfg := config.DefaultClient()
 	cfg.Server, cfg.KeyFile, cfg.SOCKSListen, cfg.Preconnect = addr, kf, "127.0.0.1:0", 0
+	cfg.SOCKSReply = config.SOCKSReplyEarly // these tests are of early mode's mechanics; auto's own below
 	cfg.GatewayStatusFile = filepath.Join(dir, "absent.json")
 	cfg.MetricsListen = ""
 	if err := cfg.Validate(); err != nil {

@@ -184,6 +184,7 @@ func padPair(t *testing.T, clientBudget, serverBudget float64, hist string, idle
 	// Point the client at the tap: reload with the tap as server.
 	cfg := config.DefaultClient()
 	cfg.Server = tp.addr
+	cfg.SOCKSReply = config.SOCKSReplyEarly // these tests are of early mode's mechanics; auto's own below
 	cfg.KeyFile = filepath.Join(p.dir, "client.keys")
 	cfg.SOCKSListen = "127.0.0.1:0"
 	cfg.GatewayStatusFile = filepath.Join(p.dir, "absent.json")
@@ -447,6 +448,7 @@ func TestPaddingClientSparesAnOldServer(t *testing.T) {
 	defer ln.Close()
 	cfg := config.DefaultClient()
 	cfg.Server = ln.Addr().String()
+	cfg.SOCKSReply = config.SOCKSReplyEarly // these tests are of early mode's mechanics; auto's own below
 	cfg.KeyFile = filepath.Join(p.dir, "client.keys")
 	cfg.SOCKSListen = "127.0.0.1:0"
 	cfg.GatewayStatusFile = filepath.Join(p.dir, "absent.json")

@@ -57,6 +57,8 @@ var counterHelp = map[string]string{
 	"setup_count":               "Connection set-ups timed in the setup_*_seconds sums.",
 	"socks_auth_failures":       "SOCKS user/password authentications that failed.",
 	"socks_conns_total":         "SOCKS connections accepted.",
+	"socks_early_replies":       "SOCKS requests answered before the server reached the destination (early mode, or auto for a destination reached lately).",
+	"bridge_clients_evicted":    "braid-pt: bridge clients dropped to make room for another bridge line (the least recently used idle one).",
 	"socks_errors":              "SOCKS exchanges that failed (any kind).",
 	"transparent_conns_total":   "Redirected (transparent) connections accepted.",
 	"transparent_errors":        "Redirected connections without a usable original destination.",
