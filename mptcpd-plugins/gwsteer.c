@@ -26,11 +26,17 @@
  *   accepts every MP_JOIN while mptcpd runs, so excess joins are
  *   closed as soon as they are reported.
  *
+ * - A gateway may follow an interface (interface = wan0): its source
+ *   is the interface's current address, from mptcpd's network monitor;
+ *   a new address moves the gateway's subflows to it, and the gateway
+ *   is down while the interface is absent or has no address.
+ *
  * Gateway health and preference live in gateway_health.c, the status
  * file in status_file.c, the configuration in gateway_config.c.
  */
 
 #include <errno.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +45,7 @@
 
 #include <mptcpd/id_manager.h>
 #include <mptcpd/listener_manager.h>
+#include <mptcpd/network_monitor.h>
 #include <mptcpd/path_manager.h>
 #include <mptcpd/plugin.h>
 
@@ -261,6 +268,7 @@ void mptcpd_plugin_new_connection(char const *name,
 static struct gwsteer_state *gwsteer;
 
 static void schedule_backup_verify(void);
+static void rescan_interfaces(void);
 
 /**
  * @brief Size of the sockaddr in @a ss for its family.
@@ -309,6 +317,24 @@ static char const *addr_text(struct sockaddr const *sa, char *buf, size_t len)
         return gwsteer_ntop(sa, buf, len);
 }
 
+/**
+ * @brief The gateway @a sf goes through, if it still leaves from the
+ *        gateway's current address.
+ *
+ * A subflow of a gateway that moved to a new address (DHCP renew, RA)
+ * keeps its gateway for the log but is stale: it is closed, and a
+ * subflow from the new address takes its place.
+ */
+static struct gateway *current_gw(struct gwsteer_subflow const *sf)
+{
+        if (sf->gw == NULL
+            || !gwsteer_same_ip((struct sockaddr const *) &sf->laddr,
+                                (struct sockaddr const *) &sf->gw->source))
+                return NULL;
+
+        return sf->gw;
+}
+
 // ----------------------------------------------------------------
 //                     Status file scheduling
 // ----------------------------------------------------------------
@@ -326,10 +352,10 @@ static void count_connection(void const *key, void *value, void *user_data)
         for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
              e;
              e = e->next) {
-                struct gwsteer_subflow const *const sf = e->data;
+                struct gateway *const gw = current_gw(e->data);
 
-                if (sf->gw != NULL)
-                        ++sf->gw->subflows;
+                if (gw != NULL)
+                        ++gw->subflows;
         }
 }
 
@@ -461,7 +487,7 @@ static unsigned int subflows_on(struct gwsteer_connection const *conn,
              e = e->next) {
                 struct gwsteer_subflow const *const sf = e->data;
 
-                n += sf->gw == gw && !sf->closing;
+                n += current_gw(sf) == gw && !sf->closing;
         }
 
         return n;
@@ -547,10 +573,14 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 {
         struct mptcpd_idm *const idm = mptcpd_pm_get_idm(gwsteer->pm);
         struct sockaddr const *const source =
-                (struct sockaddr const *) &gw->spec->source;
-        mptcpd_aid_t const id = mptcpd_idm_get_id(idm, source);
+                (struct sockaddr const *) &gw->source;
         char l[INET6_ADDRSTRLEN];
         char r[INET6_ADDRSTRLEN];
+
+        if (source->sa_family == AF_UNSPEC)
+                return;  // Its interface has no address (down anyway).
+
+        mptcpd_aid_t const id = mptcpd_idm_get_id(idm, source);
 
         if (id == 0) {
                 l_error("gateway %s: no MPTCP address id for its source",
@@ -726,6 +756,24 @@ static void reconcile_client(struct gwsteer_connection *conn)
 
         retry_unconfirmed(conn, now);
 
+        /*
+         * Subflows from a gateway's previous address: its new address
+         * gets a subflow below, and the old one goes as soon as it is
+         * not the connection's last (the kernel re-sends its data).
+         */
+        for (struct l_queue_entry const *s = l_queue_get_entries(conn->subflows);
+             s;
+             s = s->next) {
+                struct gwsteer_subflow *const sf = s->data;
+
+                if (sf->gw != NULL && current_gw(sf) == NULL && !sf->closing
+                    && live_subflows(conn) > 1)
+                        close_subflow(conn, sf,
+                                      sf->gw->source.ss_family == AF_UNSPEC
+                                      ? "gateway has no address"
+                                      : "gateway address changed");
+        }
+
         struct l_queue *const order = l_queue_new();
 
         for (struct l_queue_entry const *e =
@@ -794,7 +842,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
              e = e->next) {
                 struct gwsteer_subflow *const sf = e->data;
 
-                if (sf->gw == NULL || sf->closing)
+                if (current_gw(sf) == NULL || sf->closing)
                         continue;
 
                 bool const want = backup_wanted(conn, sf);
@@ -1127,6 +1175,7 @@ static void on_maintenance(struct l_timeout *timeout, void *user_data)
 {
         (void) user_data;
 
+        rescan_interfaces();
         reconcile_all();
         write_status();
         l_timeout_modify_ms(timeout, gwsteer->config->status_interval_ms);
@@ -1547,7 +1596,249 @@ static void gwsteer_subflow_priority(mptcpd_token_t token,
                 schedule_backup_verify();
 }
 
-/// Path manager event handlers, in the order events happen.
+// ----------------------------------------------------------------
+//          Gateways that follow an interface (DHCP, RA, hotplug)
+// ----------------------------------------------------------------
+
+/**
+ * @brief Can @a sa be the source of gateway @a spec?
+ *
+ * Of the gateway's family, and the configured source if it names one;
+ * otherwise not a link-local or loopback address (no route to the
+ * peer leaves from those: IPv6 link-local addresses come before RA's
+ * global one, 169.254/16 is what is left without a DHCP lease).
+ */
+static bool usable_address(struct gateway_spec const *spec,
+                           struct sockaddr const *sa)
+{
+        if (sa->sa_family != spec->family)
+                return false;
+
+        if (spec->source.ss_family != AF_UNSPEC)
+                return gwsteer_same_ip(sa, (struct sockaddr const *)
+                                       &spec->source);
+
+        if (sa->sa_family == AF_INET6) {
+                struct in6_addr const *const a =
+                        &((struct sockaddr_in6 const *) sa)->sin6_addr;
+
+                return !IN6_IS_ADDR_LINKLOCAL(a) && !IN6_IS_ADDR_LOOPBACK(a)
+                        && !IN6_IS_ADDR_MULTICAST(a)
+                        && !IN6_IS_ADDR_UNSPECIFIED(a);
+        }
+
+        uint32_t const a =
+                ntohl(((struct sockaddr_in const *) sa)->sin_addr.s_addr);
+
+        return (a >> 16) != 0xa9fe && (a >> 24) != 127 && a != 0;
+}
+
+/**
+ * @brief Is @a sa one of @a i's addresses?
+ */
+static bool has_address(struct mptcpd_interface const *i,
+                        struct sockaddr const *sa)
+{
+        for (struct l_queue_entry const *e = l_queue_get_entries(i->addrs);
+             e;
+             e = e->next)
+                if (gwsteer_same_ip(e->data, sa))
+                        return true;
+
+        return false;
+}
+
+/**
+ * @brief Settle the source of every gateway that follows @a i.
+ *
+ * @param[in] i       The interface as mptcpd's network monitor sees it.
+ * @param[in] added   An address just added to @a i, or @c NULL.
+ * @param[in] removed An address just removed from @a i, or @c NULL.
+ *
+ * A new usable address wins (a DHCP renew to a new address adds it
+ * before the old one goes); the current address stays while @a i has
+ * it; else any usable address of @a i; none while @a i is down.
+ */
+static void follow_interface(struct mptcpd_interface const *i,
+                             struct sockaddr const *added,
+                             struct sockaddr const *removed)
+{
+        unsigned int const ready = IFF_UP | IFF_RUNNING;
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next) {
+                struct gateway *const gw = e->data;
+                struct gateway_spec const *const spec = gw->spec;
+                struct sockaddr const *const current =
+                        (struct sockaddr const *) &gw->source;
+                struct sockaddr const *next = NULL;
+
+                if (spec->interface[0] == '\0'
+                    || strcmp(spec->interface, i->name) != 0)
+                        continue;
+
+                if ((i->flags & ready) != ready)
+                        next = NULL;
+                else if (added != NULL && usable_address(spec, added))
+                        next = added;
+                else if (current->sa_family != AF_UNSPEC
+                         && has_address(i, current)
+                         && !(removed != NULL
+                              && gwsteer_same_ip(removed, current)))
+                        next = current;
+                else
+                        for (struct l_queue_entry const *a =
+                                     l_queue_get_entries(i->addrs);
+                             a;
+                             a = a->next)
+                                if (usable_address(spec, a->data)
+                                    && !(removed != NULL
+                                         && gwsteer_same_ip(removed,
+                                                            a->data)))
+                                        next = a->data;
+
+                gw->ifindex = next != NULL ? i->index : 0;
+                (void) gateway_health_set_source(gwsteer->health, gw, next);
+        }
+}
+
+/**
+ * @brief Gateways that follow interface @a name lose their source.
+ */
+static void interface_gone(char const *name)
+{
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next) {
+                struct gateway *const gw = e->data;
+
+                if (gw->spec->interface[0] == '\0'
+                    || strcmp(gw->spec->interface, name) != 0)
+                        continue;
+
+                gw->ifindex = 0;
+                (void) gateway_health_set_source(gwsteer->health, gw, NULL);
+        }
+}
+
+/**
+ * @brief mptcpd_nm_foreach_interface() callback of rescan_interfaces().
+ */
+static void rescan_one(struct mptcpd_interface const *i, void *data)
+{
+        uint32_t *const seen = data;
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next) {
+                struct gateway const *const gw = e->data;
+
+                if (strcmp(gw->spec->interface, i->name) == 0)
+                        *seen |= 1u << gw->index;
+        }
+
+        follow_interface(i, NULL, NULL);
+}
+
+/**
+ * @brief Match every following gateway with the interfaces there now.
+ *
+ * At start-up, because mptcpd reports the addresses it already knows
+ * only with its "existing" notify flag, and on every maintenance run
+ * as a safety net for an event that was missed: a gateway whose
+ * interface is not there has no source.
+ */
+static void rescan_interfaces(void)
+{
+        struct mptcpd_nm const *const nm = mptcpd_pm_get_nm(gwsteer->pm);
+        uint32_t seen = 0;
+
+        if (nm == NULL)
+                return;
+
+        mptcpd_nm_foreach_interface(nm, rescan_one, &seen);
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next) {
+                struct gateway *const gw = e->data;
+
+                if (gw->spec->interface[0] != '\0'
+                    && !(seen & (1u << gw->index))) {
+                        gw->ifindex = 0;
+                        (void) gateway_health_set_source(gwsteer->health,
+                                                         gw, NULL);
+                }
+        }
+}
+
+/**
+ * @brief A network interface appeared (hotplug, or came up).
+ */
+static void gwsteer_new_interface(struct mptcpd_interface const *i,
+                                  struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        follow_interface(i, NULL, NULL);
+}
+
+/**
+ * @brief A network interface's flags changed (up, down, carrier).
+ */
+static void gwsteer_update_interface(struct mptcpd_interface const *i,
+                                     struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        follow_interface(i, NULL, NULL);
+}
+
+/**
+ * @brief A network interface went away: its gateways are down at once.
+ */
+static void gwsteer_delete_interface(struct mptcpd_interface const *i,
+                                     struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        interface_gone(i->name);
+}
+
+/**
+ * @brief An address was added (DHCP lease, RA, static).
+ */
+static void gwsteer_new_local_address(struct mptcpd_interface const *i,
+                                      struct sockaddr const *sa,
+                                      struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        follow_interface(i, sa, NULL);
+}
+
+/**
+ * @brief An address was removed (lease expired, renewed to another).
+ */
+static void gwsteer_delete_local_address(struct mptcpd_interface const *i,
+                                         struct sockaddr const *sa,
+                                         struct mptcpd_pm *pm)
+{
+        (void) pm;
+
+        follow_interface(i, NULL, sa);
+}
+
+/// Path manager and network monitor event handlers.
 static struct mptcpd_plugin_ops const pm_ops = {
         .new_connection         = gwsteer_new_connection,
         .connection_established = gwsteer_connection_established,
@@ -1556,6 +1847,11 @@ static struct mptcpd_plugin_ops const pm_ops = {
         .new_subflow            = gwsteer_new_subflow,
         .subflow_closed         = gwsteer_subflow_closed,
         .subflow_priority       = gwsteer_subflow_priority,
+        .new_interface          = gwsteer_new_interface,
+        .update_interface       = gwsteer_update_interface,
+        .delete_interface       = gwsteer_delete_interface,
+        .new_local_address      = gwsteer_new_local_address,
+        .delete_local_address   = gwsteer_delete_local_address,
 };
 
 // ----------------------------------------------------------------
@@ -1627,6 +1923,8 @@ static void adopt_existing(struct l_idle *idle, void *user_data)
 
         l_idle_remove(idle);
         gwsteer->adopt_idle = NULL;
+
+        rescan_interfaces();
 
         unsigned int adopted = 0;
         int err = kernel_subflows_walk(adopt_initial, &adopted);

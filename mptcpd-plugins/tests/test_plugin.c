@@ -24,6 +24,7 @@
 
 #include <ell/ell.h>
 
+#include <mptcpd/network_monitor.h>
 #include <mptcpd/path_manager.h>
 #include <mptcpd/plugin.h>
 
@@ -224,6 +225,52 @@ void mptcpd_plugin_new_connection(char const *name, mptcpd_token_t token,
         ops->new_connection(token, laddr, raddr, server_side, pm);
 }
 
+// ----------------------------------------------------------------
+//              Fake network monitor: interfaces by hand
+// ----------------------------------------------------------------
+
+/// The interfaces mptcpd's network monitor "sees".
+static struct mptcpd_interface fake_ifs[2];
+
+/// Number of entries in @c fake_ifs.
+static size_t nfake_ifs;
+
+struct mptcpd_nm const *mptcpd_pm_get_nm(struct mptcpd_pm const *pm)
+{
+        (void) pm;
+        return (struct mptcpd_nm const *) &fake_pm_storage;
+}
+
+void mptcpd_nm_foreach_interface(struct mptcpd_nm const *nm,
+                                 mptcpd_nm_callback callback, void *data)
+{
+        (void) nm;
+
+        for (size_t i = 0; i < nfake_ifs; ++i)
+                callback(&fake_ifs[i], data);
+}
+
+/**
+ * @brief Give fake interface @a i the address @a ip.
+ */
+static struct sockaddr *fake_if_add(struct mptcpd_interface *i,
+                                    char const *ip)
+{
+        struct sockaddr_storage *const ss = l_new(struct sockaddr_storage, 1);
+
+        gwsteer_parse_addr(ip, ss);
+        l_queue_push_tail(i->addrs, ss);
+        return (struct sockaddr *) ss;
+}
+
+/**
+ * @brief l_queue_remove_if() match: the same IP.
+ */
+static bool same_ip_match(void const *a, void const *b)
+{
+        return gwsteer_same_ip(a, b);
+}
+
 /**
  * @brief Number of recorded commands of @a kind with @a local (or any).
  */
@@ -290,8 +337,21 @@ static struct { struct gateway_probe *p; uint16_t seq; } replies[256];
 /// Number of undelivered replies.
 static size_t nreplies;
 
+void gateway_probe_set_source(struct gateway_probe *p,
+                              struct sockaddr const *source)
+{
+        memset(&p->source, 0, sizeof(p->source));
+        if (source != NULL)
+                memcpy(&p->source, source, source->sa_family == AF_INET
+                       ? sizeof(struct sockaddr_in)
+                       : sizeof(struct sockaddr_in6));
+}
+
 bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
 {
+        if (p->source.ss_family == AF_UNSPEC)
+                return false;
+
         if (p->answering && nreplies < L_ARRAY_SIZE(replies)) {
                 replies[nreplies].p = p;
                 replies[nreplies].seq = seq;
@@ -1046,6 +1106,98 @@ static void test_stalled_subflow_backup(void)
         stop();
 }
 
+/**
+ * @brief Read the status file (static buffer).
+ */
+static char const *status_text(void)
+{
+        static char buf[4096];
+        char *const path = l_strdup_printf("%s/st.json", tmpdir);
+        FILE *const f = fopen(path, "r");
+        size_t n = 0;
+
+        if (f != NULL) {
+                n = fread(buf, 1, sizeof(buf) - 1, f);
+                fclose(f);
+        }
+        buf[n] = '\0';
+        l_free(path);
+        return buf;
+}
+
+/**
+ * @brief interface =: the gateway follows the interface's address.
+ *
+ * A new address (DHCP renew) moves the gateway's subflow to it; the
+ * interface going away takes the gateway down at once; its return
+ * (hotplug) brings it back with a subflow from its new address.
+ */
+static void test_interface_follows_address(void)
+{
+        struct mptcpd_interface *const wan = &fake_ifs[0];
+
+        *wan = (struct mptcpd_interface) {
+                .family = AF_UNSPEC, .index = 5,
+                .flags = IFF_UP | IFF_RUNNING, .name = "wan0",
+                .addrs = l_queue_new(),
+        };
+        nfake_ifs = 1;
+        fake_if_add(wan, "fe80::1");  // Not a usable IPv4 source.
+        fake_if_add(wan, "10.1.2.2");
+
+        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+                    "hops = 10.1.1.1\n[gateway wan]\ninterface = wan0\n"));
+        run_for(30);
+        CHECK(strstr(status_text(), "\"id\":\"wan\",\"source\":\"10.1.2.2\","
+                     "\"interface\":\"wan0\",\"up\":true") != NULL);
+
+        connect_client(30, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+        ops->new_subflow(30, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+
+        // DHCP renew to another address: the new one comes first.
+        ops->new_local_address(wan, fake_if_add(wan, "10.1.2.3"), PM);
+        run_for(30);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.3") == 1);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == 1);
+        ops->new_subflow(30, sa("10.1.2.3", 40002), sa("10.99.0.1", 5201),
+                         false, PM);
+        ops->subflow_closed(30, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                            false, PM);
+
+        struct sockaddr_storage old;
+        gwsteer_parse_addr("10.1.2.2", &old);
+        l_free(l_queue_remove_if(wan->addrs, same_ip_match, &old));
+        ops->delete_local_address(wan, (struct sockaddr *) &old, PM);
+        run_for(30);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.3") == 0);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.3") == 1);
+
+        // Unplugged: down at once, its subflow goes.
+        nfake_ifs = 0;
+        ops->delete_interface(wan, PM);
+        run_for(30);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.3") >= 1);
+        CHECK(strstr(status_text(), "\"id\":\"wan\",\"source\":\"\","
+                     "\"interface\":\"wan0\",\"up\":false") != NULL);
+        ops->subflow_closed(30, sa("10.1.2.3", 40002), sa("10.99.0.1", 5201),
+                            false, PM);
+
+        // Plugged back in with a new lease: up again, a new subflow.
+        l_queue_clear(wan->addrs, l_free);
+        fake_if_add(wan, "10.1.2.4");
+        nfake_ifs = 1;
+        ops->new_interface(wan, PM);
+        run_for(100);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.4") >= 1);  // Retried: never up.
+        CHECK(strstr(status_text(), "\"source\":\"10.1.2.4\","
+                     "\"interface\":\"wan0\",\"up\":true") != NULL);
+        stop();
+        nfake_ifs = 0;
+        l_queue_destroy(wan->addrs, l_free);
+}
+
 int main(void)
 {
         l_log_set_stderr();
@@ -1064,6 +1216,7 @@ int main(void)
         test_pickup_at_start();
         test_proxy_pickup_reannounces();
         test_stalled_subflow_backup();
+        test_interface_follows_address();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)
