@@ -27,15 +27,17 @@
  *   closed as soon as they are reported.
  *
  * - A gateway may follow an interface (interface = wan0): its source
- *   is the interface's current address, from mptcpd's network monitor;
- *   a new address moves the gateway's subflows to it, and the gateway
- *   is down while the interface is absent or has no address.
+ *   is the interface's current address; mptcpd's network monitor events
+ *   say when to look.  A new address moves the gateway's subflows to
+ *   it, and the gateway is down while the interface is absent, down or
+ *   without a usable address.
  *
  * Gateway health and preference live in gateway_health.c, the status
  * file in status_file.c, the configuration in gateway_config.c.
  */
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -268,7 +270,7 @@ void mptcpd_plugin_new_connection(char const *name,
 static struct gwsteer_state *gwsteer;
 
 static void schedule_backup_verify(void);
-static void rescan_interfaces(void);
+static void settle_interfaces(struct sockaddr const *added);
 
 /**
  * @brief Size of the sockaddr in @a ss for its family.
@@ -1175,7 +1177,7 @@ static void on_maintenance(struct l_timeout *timeout, void *user_data)
 {
         (void) user_data;
 
-        rescan_interfaces();
+        settle_interfaces(NULL);
         reconcile_all();
         write_status();
         l_timeout_modify_ms(timeout, gwsteer->config->status_interval_ms);
@@ -1634,136 +1636,99 @@ static bool usable_address(struct gateway_spec const *spec,
 }
 
 /**
- * @brief Is @a sa one of @a i's addresses?
+ * @brief Is @a sa an address of interface @a name in @a list?
  */
-static bool has_address(struct mptcpd_interface const *i,
-                        struct sockaddr const *sa)
+static bool listed(struct ifaddrs const *list, char const *name,
+                   struct sockaddr const *sa)
 {
-        for (struct l_queue_entry const *e = l_queue_get_entries(i->addrs);
-             e;
-             e = e->next)
-                if (gwsteer_same_ip(e->data, sa))
+        for (struct ifaddrs const *a = list; a != NULL; a = a->ifa_next)
+                if (a->ifa_addr != NULL && strcmp(a->ifa_name, name) == 0
+                    && gwsteer_same_ip(a->ifa_addr, sa))
                         return true;
 
         return false;
 }
 
 /**
- * @brief Settle the source of every gateway that follows @a i.
+ * @brief Settle the source of gateway @a gw from the interfaces now.
  *
- * @param[in] i       The interface as mptcpd's network monitor sees it.
- * @param[in] added   An address just added to @a i, or @c NULL.
- * @param[in] removed An address just removed from @a i, or @c NULL.
+ * @param[in] gw      A gateway that follows an interface.
+ * @param[in] list    The host's interfaces and addresses (getifaddrs()).
+ * @param[in] added   An address mptcpd just reported added, or @c NULL.
  *
  * A new usable address wins (a DHCP renew to a new address adds it
- * before the old one goes); the current address stays while @a i has
- * it; else any usable address of @a i; none while @a i is down.
+ * before the old one goes); the current address stays while the
+ * interface has it; else any usable address of the interface; none
+ * while the interface is absent or not up and running.
  */
-static void follow_interface(struct mptcpd_interface const *i,
-                             struct sockaddr const *added,
-                             struct sockaddr const *removed)
+static void settle_gateway(struct gateway *gw, struct ifaddrs const *list,
+                           struct sockaddr const *added)
 {
+        struct gateway_spec const *const spec = gw->spec;
+        struct sockaddr const *const current =
+                (struct sockaddr const *) &gw->source;
         unsigned int const ready = IFF_UP | IFF_RUNNING;
+        struct sockaddr const *next = NULL;
+        bool up = false;
 
-        for (struct l_queue_entry const *e =
-                     l_queue_get_entries(
-                             gateway_health_gateways(gwsteer->health));
-             e;
-             e = e->next) {
-                struct gateway *const gw = e->data;
-                struct gateway_spec const *const spec = gw->spec;
-                struct sockaddr const *const current =
-                        (struct sockaddr const *) &gw->source;
-                struct sockaddr const *next = NULL;
+        for (struct ifaddrs const *a = list; a != NULL; a = a->ifa_next)
+                if (strcmp(a->ifa_name, spec->interface) == 0)
+                        up |= (a->ifa_flags & ready) == ready;
 
-                if (spec->interface[0] == '\0'
-                    || strcmp(spec->interface, i->name) != 0)
-                        continue;
+        if (!up)
+                next = NULL;
+        else if (added != NULL && usable_address(spec, added)
+                 && listed(list, spec->interface, added))
+                next = added;
+        else if (current->sa_family != AF_UNSPEC
+                 && listed(list, spec->interface, current))
+                next = current;
+        else
+                for (struct ifaddrs const *a = list; a != NULL;
+                     a = a->ifa_next)
+                        if (a->ifa_addr != NULL
+                            && strcmp(a->ifa_name, spec->interface) == 0
+                            && usable_address(spec, a->ifa_addr))
+                                next = a->ifa_addr;
 
-                if ((i->flags & ready) != ready)
-                        next = NULL;
-                else if (added != NULL && usable_address(spec, added))
-                        next = added;
-                else if (current->sa_family != AF_UNSPEC
-                         && has_address(i, current)
-                         && !(removed != NULL
-                              && gwsteer_same_ip(removed, current)))
-                        next = current;
-                else
-                        for (struct l_queue_entry const *a =
-                                     l_queue_get_entries(i->addrs);
-                             a;
-                             a = a->next)
-                                if (usable_address(spec, a->data)
-                                    && !(removed != NULL
-                                         && gwsteer_same_ip(removed,
-                                                            a->data)))
-                                        next = a->data;
-
-                gw->ifindex = next != NULL ? i->index : 0;
-                (void) gateway_health_set_source(gwsteer->health, gw, next);
-        }
+        gw->ifindex = next != NULL ? (int) if_nametoindex(spec->interface) : 0;
+        (void) gateway_health_set_source(gwsteer->health, gw, next);
 }
 
 /**
- * @brief Gateways that follow interface @a name lose their source.
- */
-static void interface_gone(char const *name)
-{
-        for (struct l_queue_entry const *e =
-                     l_queue_get_entries(
-                             gateway_health_gateways(gwsteer->health));
-             e;
-             e = e->next) {
-                struct gateway *const gw = e->data;
-
-                if (gw->spec->interface[0] == '\0'
-                    || strcmp(gw->spec->interface, name) != 0)
-                        continue;
-
-                gw->ifindex = 0;
-                (void) gateway_health_set_source(gwsteer->health, gw, NULL);
-        }
-}
-
-/**
- * @brief mptcpd_nm_foreach_interface() callback of rescan_interfaces().
- */
-static void rescan_one(struct mptcpd_interface const *i, void *data)
-{
-        uint32_t *const seen = data;
-
-        for (struct l_queue_entry const *e =
-                     l_queue_get_entries(
-                             gateway_health_gateways(gwsteer->health));
-             e;
-             e = e->next) {
-                struct gateway const *const gw = e->data;
-
-                if (strcmp(gw->spec->interface, i->name) == 0)
-                        *seen |= 1u << gw->index;
-        }
-
-        follow_interface(i, NULL, NULL);
-}
-
-/**
- * @brief Match every following gateway with the interfaces there now.
+ * @brief Settle every gateway that follows an interface.
  *
- * At start-up, because mptcpd reports the addresses it already knows
- * only with its "existing" notify flag, and on every maintenance run
- * as a safety net for an event that was missed: a gateway whose
- * interface is not there has no source.
+ * mptcpd's network monitor says when to look, the kernel (getifaddrs())
+ * what is there: mptcpd 0.12 tracks only interfaces that are up and
+ * running, so it drops an interface's addresses when its link goes
+ * down and never learns the addresses an interface got before its link
+ * came up (a re-plugged modem, a veth configured before its peer).
+ * Also run on every maintenance pass, as a safety net for a missed
+ * event.
+ *
+ * @param[in] added An address mptcpd just reported added, or @c NULL.
  */
-static void rescan_interfaces(void)
+static void settle_interfaces(struct sockaddr const *added)
 {
-        struct mptcpd_nm const *const nm = mptcpd_pm_get_nm(gwsteer->pm);
-        uint32_t seen = 0;
+        struct ifaddrs *list = NULL;
+        bool any = false;
 
-        if (nm == NULL)
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next)
+                any |= ((struct gateway *) e->data)->spec->interface[0]
+                        != '\0';
+
+        if (!any)
                 return;
 
-        mptcpd_nm_foreach_interface(nm, rescan_one, &seen);
+        if (getifaddrs(&list) != 0) {
+                l_error("gwsteer: cannot list interfaces: %s",
+                        strerror(errno));
+                return;
+        }
 
         for (struct l_queue_entry const *e =
                      l_queue_get_entries(
@@ -1772,13 +1737,11 @@ static void rescan_interfaces(void)
              e = e->next) {
                 struct gateway *const gw = e->data;
 
-                if (gw->spec->interface[0] != '\0'
-                    && !(seen & (1u << gw->index))) {
-                        gw->ifindex = 0;
-                        (void) gateway_health_set_source(gwsteer->health,
-                                                         gw, NULL);
-                }
+                if (gw->spec->interface[0] != '\0')
+                        settle_gateway(gw, list, added);
         }
+
+        freeifaddrs(list);
 }
 
 /**
@@ -1787,9 +1750,10 @@ static void rescan_interfaces(void)
 static void gwsteer_new_interface(struct mptcpd_interface const *i,
                                   struct mptcpd_pm *pm)
 {
+        (void) i;
         (void) pm;
 
-        follow_interface(i, NULL, NULL);
+        settle_interfaces(NULL);
 }
 
 /**
@@ -1798,20 +1762,23 @@ static void gwsteer_new_interface(struct mptcpd_interface const *i,
 static void gwsteer_update_interface(struct mptcpd_interface const *i,
                                      struct mptcpd_pm *pm)
 {
+        (void) i;
         (void) pm;
 
-        follow_interface(i, NULL, NULL);
+        settle_interfaces(NULL);
 }
 
 /**
- * @brief A network interface went away: its gateways are down at once.
+ * @brief A network interface went away (or down): its gateways go down
+ *        at once.
  */
 static void gwsteer_delete_interface(struct mptcpd_interface const *i,
                                      struct mptcpd_pm *pm)
 {
+        (void) i;
         (void) pm;
 
-        interface_gone(i->name);
+        settle_interfaces(NULL);
 }
 
 /**
@@ -1821,9 +1788,10 @@ static void gwsteer_new_local_address(struct mptcpd_interface const *i,
                                       struct sockaddr const *sa,
                                       struct mptcpd_pm *pm)
 {
+        (void) i;
         (void) pm;
 
-        follow_interface(i, sa, NULL);
+        settle_interfaces(sa);
 }
 
 /**
@@ -1833,9 +1801,11 @@ static void gwsteer_delete_local_address(struct mptcpd_interface const *i,
                                          struct sockaddr const *sa,
                                          struct mptcpd_pm *pm)
 {
+        (void) i;
+        (void) sa;
         (void) pm;
 
-        follow_interface(i, NULL, sa);
+        settle_interfaces(NULL);
 }
 
 /// Path manager and network monitor event handlers.
@@ -1924,7 +1894,7 @@ static void adopt_existing(struct l_idle *idle, void *user_data)
         l_idle_remove(idle);
         gwsteer->adopt_idle = NULL;
 
-        rescan_interfaces();
+        settle_interfaces(NULL);
 
         unsigned int adopted = 0;
         int err = kernel_subflows_walk(adopt_initial, &adopted);

@@ -17,6 +17,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,7 +228,7 @@ void mptcpd_plugin_new_connection(char const *name, mptcpd_token_t token,
 }
 
 // ----------------------------------------------------------------
-//              Fake network monitor: interfaces by hand
+//      Fake network monitor and kernel: interfaces by hand
 // ----------------------------------------------------------------
 
 /// The interfaces mptcpd's network monitor "sees".
@@ -235,19 +237,52 @@ static struct mptcpd_interface fake_ifs[2];
 /// Number of entries in @c fake_ifs.
 static size_t nfake_ifs;
 
-struct mptcpd_nm const *mptcpd_pm_get_nm(struct mptcpd_pm const *pm)
+/**
+ * @brief The kernel's view for the plugin: getifaddrs() over fake_ifs.
+ *
+ * Defined here, it takes the place of the C library's for gwsteer.c.
+ */
+int getifaddrs(struct ifaddrs **out)
 {
-        (void) pm;
-        return (struct mptcpd_nm const *) &fake_pm_storage;
+        struct ifaddrs *head = NULL;
+
+        for (size_t i = nfake_ifs; i-- > 0;) {
+                struct mptcpd_interface *const f = &fake_ifs[i];
+
+                for (struct l_queue_entry const *e =
+                             l_queue_get_entries(f->addrs);
+                     e;
+                     e = e->next) {
+                        struct ifaddrs *const a = l_new(struct ifaddrs, 1);
+
+                        a->ifa_name = f->name;
+                        a->ifa_flags = f->flags;
+                        a->ifa_addr = e->data;
+                        a->ifa_next = head;
+                        head = a;
+                }
+
+                // The link itself (AF_PACKET in the real list): no address.
+                struct ifaddrs *const link = l_new(struct ifaddrs, 1);
+
+                link->ifa_name = f->name;
+                link->ifa_flags = f->flags;
+                link->ifa_next = head;
+                head = link;
+        }
+
+        *out = head;
+        return 0;
 }
 
-void mptcpd_nm_foreach_interface(struct mptcpd_nm const *nm,
-                                 mptcpd_nm_callback callback, void *data)
+void freeifaddrs(struct ifaddrs *list)
 {
-        (void) nm;
+        while (list != NULL) {
+                struct ifaddrs *const next = list->ifa_next;
 
-        for (size_t i = 0; i < nfake_ifs; ++i)
-                callback(&fake_ifs[i], data);
+                l_free(list);
+                list = next;
+        }
 }
 
 /**
