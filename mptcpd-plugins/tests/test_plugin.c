@@ -1195,7 +1195,7 @@ static void test_interface_follows_address(void)
         ops->new_local_address(wan, fake_if_add(wan, "10.1.2.3"), PM);
         run_for(30);
         CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.3") == 1);
-        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == 1);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") >= 1);  // Resent if slow.
         ops->new_subflow(30, sa("10.1.2.3", 40002), sa("10.99.0.1", 5201),
                          false, PM);
         ops->subflow_closed(30, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
