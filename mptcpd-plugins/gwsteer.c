@@ -25,7 +25,6 @@
  *   max_subflows subflows per connection; the kernel's userspace PM
  *   accepts every MP_JOIN while mptcpd runs, so excess joins are
  *   closed as soon as they are reported.
- *
  * - A gateway may follow an interface (interface = wan0): its source
  *   is the interface's current address; mptcpd's network monitor events
  *   say when to look.  A new address moves the gateway's subflows to
@@ -1126,6 +1125,14 @@ static void clear_backoff(void const *key, void *value, void *user_data)
                         conn->retry_after_us[i] = 0;
                         conn->backoff_ms[i] = 0;
                 }
+
+        /*
+         * A request in flight was made for the gateway as it was: from
+         * its old address if it moved, or to a gateway that went down.
+         * Waiting subflow_timeout_ms for it would delay the subflow from
+         * the new address; a late answer is handled on arrival.
+         */
+        conn->pending &= ~changed;
 }
 
 /**
@@ -1515,8 +1522,18 @@ static void gwsteer_new_subflow(mptcpd_token_t token,
                 return;
         }
 
-        if (sf->gw == NULL)
+        if (sf->gw == NULL) {
+                /*
+                 * The kernel's userspace PM opens no joins by itself: a
+                 * client's join is one we asked for, and one from no
+                 * gateway's address was asked for from the address its
+                 * gateway has since left (DHCP renew, RA).
+                 */
+                if (live_subflows(conn) > 1)
+                        close_subflow(conn, sf, "not from a gateway's "
+                                      "current address");
                 return;
+        }
 
         conn->pending &= ~(1u << sf->gw->index);
 

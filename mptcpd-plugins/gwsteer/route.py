@@ -373,8 +373,9 @@ def install(cfg: Config, only: list[str] | None = None) -> list[str]:
     named = [cfg.gateway(g) for g in only] if only else list(cfg.gateways)
     external = [gw for gw in named if gw.route == "external"]
     if only and external:
+        what = external[0].source or external[0].interface
         raise RouteError(f"gateway {external[0].id}: route = external: another tool routes "
-                         f"{external[0].source}, gwsteer-route installs nothing for it")
+                         f"{what}, gwsteer-route installs nothing for it")
     gateways = [gw for gw in named if gw.route != "external"]
     with IPRoute() as ipr:
         where = _install(ipr, cfg, gateways)
@@ -430,6 +431,8 @@ def follow(cfg: Config, out: Callable[[str], None] = print,
                     now: Plan | str = plan_interface(ipr, cfg, gw)
                 except ConfigError as e:  # e.g. a configured hop not on-link with the new prefix
                     now = str(e)
+                except NetlinkError as e:  # the interface went away while we looked
+                    now = f"interface {gw.interface}: {e}"
                 if now == applied[gw.id]:
                     continue
                 _remove(ipr, cfg, [gw])
@@ -447,7 +450,7 @@ def follow(cfg: Config, out: Callable[[str], None] = print,
 def describe_external(gw: Gateway) -> str:
     """The line ``check`` and ``install`` print for a ``route = external``
     gateway."""
-    return f"{gw.id}: route = external (another tool routes {gw.source}; nothing installed)"
+    return f"{gw.id}: route = external (another tool routes {gw.source or gw.interface}; nothing installed)"
 
 
 def _route_args_from(msg: Any) -> dict[str, Any]:
