@@ -11,6 +11,7 @@ DHCP client or RA would have installed.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -20,8 +21,9 @@ from pathlib import Path
 from test_integration import _finish, _status
 
 from braid_testbed.gateway_topologies import PORT, ROUTE, SERVER, SERVER6, Topo, onlink
-from braid_testbed.mptcpd_lab import Lab, popen_text, subflows
+from braid_testbed.mptcpd_lab import PLUGIN_DIR, Lab, popen_text, subflows
 from braid_testbed.wait import TIME_SCALE, wait_for
+from gwsteer.ss import split_endpoint
 
 #: How soon an address change must show in the subflows (the brief of the feature).
 MOVE_S = 2.0
@@ -121,6 +123,10 @@ def _address_change(topo: Topo, old: str, new: str, plen: int, v6: bool) -> None
     print(f"moved and carrying data {moved_after:.2f} s after the renew")
     status = _status(topo)["wan"]
     assert status["source"] == new and status["up"], status
+    cli = topo.cli.run([str(PLUGIN_DIR / "gwsteer-cli"), "--config", str(topo.config), "--json"])
+    shown = {g["id"]: g for g in json.loads(cli.stdout)["gateways"]}["wan"]
+    assert (shown["interface"], shown["source"]) == ("e2", new), shown
+    assert [split_endpoint(s["local"])[0] for s in shown["subflow_list"]] == [new], shown
     wait_for("follower's rule for the new address", lambda: _has_rule(topo, new, v6), 2)
     assert not _has_rule(topo, old, v6)
     _finish(topo, client, server)
@@ -161,6 +167,9 @@ def test_interface_removed_and_recreated(lab: Lab, tmp: Path) -> None:
     assert _status(topo)["wan"]["source"] == "", _status(topo)["wan"]
     wait_for("e2's subflow gone", lambda: "10.1.2.2" not in _locals(topo), 2)
     wait_for("follower's rule gone", lambda: not _has_rule(topo, "10.1.2.2"), 2)
+    # install/check skip a gateway whose interface is not there (hotplug): no error.
+    check = topo.route("check")
+    assert "wan: interface e2 is not there; nothing installed yet" in check.stdout, check.stdout
 
     topo.cli.run(["ip", "link", "add", "e2", "type", "veth", "peer", "name", "c", "netns", gw2])
     topo.gws["gw2"].run(["ip", "addr", "add", "10.1.2.1/24", "dev", "c"])
