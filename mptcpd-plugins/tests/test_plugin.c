@@ -1244,6 +1244,48 @@ static void test_interface_follows_address(void)
         l_queue_destroy(wan->addrs, l_free);
 }
 
+/**
+ * @brief source and interface: that address, only while the interface has it.
+ */
+static void test_interface_with_fixed_source(void)
+{
+        struct mptcpd_interface *const lan = &fake_ifs[0];
+
+        *lan = (struct mptcpd_interface) {
+                .family = AF_UNSPEC, .index = 6,
+                .flags = IFF_UP | IFF_RUNNING, .name = "lan3",
+                .addrs = l_queue_new(),
+        };
+        nfake_ifs = 1;
+        fake_if_add(lan, "10.1.3.2");
+
+        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+                    "hops = 10.1.1.1\n[gateway fixed]\nsource = 10.1.3.2\n"
+                    "interface = lan3\nhops = 10.1.3.1\n"));
+        run_for(30);
+        connect_client(31, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.2") == 1);
+        ops->new_subflow(31, sa("10.1.3.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+
+        // Another address on the interface is not the gateway's.
+        ops->new_local_address(lan, fake_if_add(lan, "10.1.3.9"), PM);
+        run_for(30);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.9") == 0);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.3.2") == 0);
+
+        // The interface goes down (link lost): so does the gateway.
+        lan->flags = IFF_UP;
+        ops->update_interface(lan, PM);
+        run_for(30);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.3.2") >= 1);
+        CHECK(strstr(status_text(), "\"id\":\"fixed\",\"source\":\"\","
+                     "\"interface\":\"lan3\",\"up\":false") != NULL);
+        stop();
+        nfake_ifs = 0;
+        l_queue_destroy(lan->addrs, l_free);
+}
+
 int main(void)
 {
         l_log_set_stderr();
@@ -1263,6 +1305,7 @@ int main(void)
         test_proxy_pickup_reannounces();
         test_stalled_subflow_backup();
         test_interface_follows_address();
+        test_interface_with_fixed_source();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)
