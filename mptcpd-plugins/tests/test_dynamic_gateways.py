@@ -53,8 +53,9 @@ def _locals(topo: Topo) -> set[str]:
 
 def _follow(topo: Topo) -> subprocess.Popen[str]:
     """Start ``gwsteer-route follow`` in the client (stopped with the namespace)."""
-    proc = popen_text(topo.cli, [sys.executable, ROUTE, "--config", str(topo.config), "follow"],
-                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    with (topo.tmp / "follow.log").open("w") as log:  # what it changed, for a failing test
+        proc = popen_text(topo.cli, [sys.executable, ROUTE, "--config", str(topo.config), "follow"],
+                          stdout=log, stderr=subprocess.STDOUT)
     topo.procs.append(proc)
     return proc
 
