@@ -72,7 +72,8 @@ static struct global_key const global_keys[] = {
 
 /// Keys allowed in a @c [gateway <id>] section.
 static char const *const gateway_keys[] = {
-        "source", "hops", "backup", "probe", "peers", "route", NULL
+        "source", "interface", "family", "hops", "backup", "probe", "peers",
+        "route", NULL
 };
 
 bool gwsteer_parse_addr(char const *text, struct sockaddr_storage *ss)
@@ -143,7 +144,7 @@ int gwsteer_peer_match(struct gateway_spec const *g,
         struct sockaddr_storage ss = { 0 };
         unsigned int bits = 0;
 
-        if (peer->sa_family != g->source.ss_family)
+        if (peer->sa_family != g->family)
                 return -1;
 
         if (g->peer_count == 0)
@@ -189,6 +190,30 @@ uint32_t gwsteer_gateways_serving(struct gwsteer_config const *config,
         }
 
         return mask;
+}
+
+bool gwsteer_valid_ifname(char const *name)
+{
+        size_t const len = strlen(name);
+
+        if (len == 0 || len >= IF_NAMESIZE
+            || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+                return false;
+
+        for (unsigned char const *p = (unsigned char const *) name; *p; ++p)
+                if (*p == '/' || *p == ':' || isspace(*p) || iscntrl(*p)
+                    || *p >= 0x7f)
+                        return false;
+
+        return true;
+}
+
+/**
+ * @brief Name of an address family as the configuration writes it.
+ */
+static char const *family_name(sa_family_t family)
+{
+        return family == AF_INET6 ? "ipv6" : "ipv4";
 }
 
 bool gwsteer_same_ip(struct sockaddr const *a, struct sockaddr const *b)
@@ -689,7 +714,7 @@ static bool check_hops(struct gateway_spec const *g,
         struct sockaddr_storage const *const first = l_queue_peek_head(hops);
 
         if (l_queue_length(hops) == 1
-            && first->ss_family == g->source.ss_family)
+            && first->ss_family == g->family)
                 return true;
 
         for (struct l_queue_entry const *e = l_queue_get_entries(hops);
@@ -738,9 +763,9 @@ static bool load_peers(struct gateway_spec *g, char const *text,
                                 "bits set past its length)",
                                 path, group, item);
                         ok = false;
-                } else if (prefix.addr.ss_family != g->source.ss_family) {
+                } else if (prefix.addr.ss_family != g->family) {
                         l_error("%s: [%s] peers: '%s' is not of the "
-                                "family of source: this gateway cannot "
+                                "family of the gateway: it cannot "
                                 "reach it", path, group, item);
                         ok = false;
                 } else {
@@ -756,6 +781,68 @@ static bool load_peers(struct gateway_spec *g, char const *text,
 
         l_strfreev(parts);
         return ok;
+}
+
+/**
+ * @brief Settle the family of gateway @a g.
+ *
+ * A source address has its family; a gateway named by its interface
+ * alone takes @c family =, else the family of its probe target (the
+ * interface has addresses of both families, the gateway uses one).
+ *
+ * @return @c false after logging a missing or conflicting family.
+ */
+static bool load_family(struct gateway_spec *g,
+                        struct gwsteer_config const *config,
+                        char const *family,
+                        char const *probe,
+                        char const *path,
+                        char const *group)
+{
+        sa_family_t named = AF_UNSPEC;
+        struct sockaddr_storage target = { 0 };
+
+        if (family != NULL && strcmp(family, "ipv4") == 0)
+                named = AF_INET;
+        else if (family != NULL && strcmp(family, "ipv6") == 0)
+                named = AF_INET6;
+        else if (family != NULL) {
+                l_error("%s: [%s] family: '%s' is neither ipv4 nor ipv6",
+                        path, group, family);
+                return false;
+        }
+
+        if (g->source.ss_family != AF_UNSPEC) {
+                if (named != AF_UNSPEC && named != g->source.ss_family) {
+                        char buf[INET6_ADDRSTRLEN];
+
+                        l_error("%s: [%s] family: %s does not agree with "
+                                "source %s (an %s address)", path, group,
+                                family, gwsteer_ntop((struct sockaddr *)
+                                                     &g->source,
+                                                     buf, sizeof(buf)),
+                                family_name(g->source.ss_family));
+                        return false;
+                }
+                g->family = g->source.ss_family;
+                return true;
+        }
+
+        if (named == AF_UNSPEC && probe != NULL && *probe != '\0'
+            && gwsteer_parse_addr(probe, &target))
+                named = target.ss_family;
+        else if (named == AF_UNSPEC)
+                named = config->probe_target.ss_family;
+
+        if (named == AF_UNSPEC) {
+                l_error("%s: [%s] family: missing (a gateway named by its "
+                        "interface alone needs family = ipv4 or ipv6, or a "
+                        "probe target of that family)", path, group);
+                return false;
+        }
+
+        g->family = named;
+        return true;
 }
 
 /**
@@ -794,6 +881,8 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
         l_strlcpy(g->id, id, sizeof(g->id));
 
         char *const source = get_trimmed(s, group, "source");
+        char *const interface = get_trimmed(s, group, "interface");
+        char *const family = get_trimmed(s, group, "family");
         char *const hops = get_trimmed(s, group, "hops");
         char *const backup = get_trimmed(s, group, "backup");
         char *const probe = get_trimmed(s, group, "probe");
@@ -804,22 +893,43 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
 
         ok = false;
 
-        if (source == NULL || *source == '\0')
-                l_error("%s: [%s] source: missing", path, group);
-        else if (!gwsteer_parse_addr(source, &g->source))
+        bool const has_source = source != NULL && *source != '\0';
+
+        if (hops == NULL)
+                hop_list = l_queue_new();  // Interface: the routing table's.
+
+        bool const has_interface = interface != NULL && *interface != '\0';
+
+        if (!has_source && !has_interface)
+                l_error("%s: [%s] source: missing (a source address, or "
+                        "interface = the device whose address the gateway "
+                        "follows)", path, group);
+        else if (has_source && !gwsteer_parse_addr(source, &g->source))
                 l_error("%s: [%s] source: '%s' is not an IP address",
                         path, group, source);
-        else if (hops == NULL || *hops == '\0')
+        else if (interface != NULL && !gwsteer_valid_ifname(interface))
+                l_error("%s: [%s] interface: '%s' is not a valid interface "
+                        "name (1-%d characters, not . or .., no '/', ':' "
+                        "or white space)", path, group, interface,
+                        IF_NAMESIZE - 1);
+        else if (!load_family(g, config, family, probe, path, group))
+                ;  // Already logged.
+        else if (!has_interface && (hops == NULL || *hops == '\0'))
                 l_error("%s: [%s] hops: missing (a next hop, or an SRv6 "
                         "segment list ending at the gateway)", path, group);
-        else if ((hop_list = parse_addr_list(hops, &g->hop_count, &bad))
-                 == NULL)
+        else if (hops != NULL && *hops == '\0')
+                l_error("%s: [%s] hops: empty (leave the key out to take "
+                        "the next hop from %s's default route)",
+                        path, group, interface);
+        else if (hops != NULL
+                 && (hop_list = parse_addr_list(hops, &g->hop_count, &bad))
+                    == NULL)
                 l_error("%s: [%s] hops: '%s' is not an IP address",
                         path, group, bad);
         else if (g->hop_count > GWSTEER_MAX_HOPS)
                 l_error("%s: [%s] hops: at most %d entries", path, group,
                         GWSTEER_MAX_HOPS);
-        else if (!check_hops(g, hop_list, path))
+        else if (g->hop_count > 0 && !check_hops(g, hop_list, path))
                 ;  // Already logged.
         else if (backup != NULL && !parse_bool(backup, &g->backup))
                 l_error("%s: [%s] backup: '%s' is not a boolean",
@@ -844,6 +954,9 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
 
         g->route_external = route != NULL && strcmp(route, "external") == 0;
 
+        if (ok && interface != NULL)
+                l_strlcpy(g->interface, interface, sizeof(g->interface));
+
         if (ok) {
                 unsigned int i = 0;
 
@@ -863,21 +976,23 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
                  * if it has the right family, else the on-link next
                  * hop, which at least proves the gateway is alive.
                  */
-                if (config->probe_target.ss_family == g->source.ss_family)
+                if (config->probe_target.ss_family == g->family)
                         g->probe = config->probe_target;
                 else if (g->hop_count == 1
-                         && hop->ss_family == g->source.ss_family)
+                         && hop->ss_family == g->family)
                         g->probe = *hop;
         }
 
-        if (ok && g->probe.ss_family != g->source.ss_family) {
-                l_error("%s: [%s] probe: missing or not of the family of "
-                        "source (set probe= or [%s] probe_target=)",
-                        path, group, GLOBAL_GROUP);
+        if (ok && g->probe.ss_family != g->family) {
+                l_error("%s: [%s] probe: missing or not of the gateway's "
+                        "family, %s (set probe= or [%s] probe_target=)",
+                        path, group, family_name(g->family), GLOBAL_GROUP);
                 ok = false;
         }
 
         l_free(source);
+        l_free(interface);
+        l_free(family);
         l_free(hops);
         l_free(backup);
         l_free(probe);
@@ -952,6 +1067,29 @@ static bool load_gateways(struct gwsteer_config *config,
                                                      &gw->source,
                                                      buf, sizeof(buf)),
                                         other->id);
+                                ok = false;
+                        }
+                }
+
+                for (struct l_queue_entry const *e =
+                             l_queue_get_entries(config->gateways);
+                     ok && e;
+                     e = e->next) {
+                        struct gateway_spec const *const other = e->data;
+
+                        /*
+                         * Two gateways following one interface and
+                         * family would both claim its address.
+                         */
+                        if (gw->interface[0] != '\0'
+                            && other->family == gw->family
+                            && strcmp(other->interface, gw->interface) == 0
+                            && (gw->source.ss_family == AF_UNSPEC
+                                || other->source.ss_family == AF_UNSPEC)) {
+                                l_error("%s: [%s] interface: %s (%s) is "
+                                        "already followed by gateway %s",
+                                        path, *g, gw->interface,
+                                        family_name(gw->family), other->id);
                                 ok = false;
                         }
                 }

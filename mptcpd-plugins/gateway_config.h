@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -60,8 +61,23 @@ struct gateway_spec
         /// Gateway identifier, the @c <id> of @c [gateway <id>].
         char id[GWSTEER_MAX_ID_LEN + 1];
 
-        /// Local source address whose traffic leaves via this gateway.
+        /**
+         * @brief Local source address whose traffic leaves via this
+         *        gateway, or @c AF_UNSPEC: the address of @a interface.
+         */
         struct sockaddr_storage source;
+
+        /**
+         * @brief Interface the gateway follows, or "" for none.
+         *
+         * The gateway's source is the interface's current address of
+         * @a family (DHCP, RA, hotplug), or @a source if both are set;
+         * without an address on the interface the gateway is down.
+         */
+        char interface[IF_NAMESIZE];
+
+        /// Address family of the gateway: @c AF_INET or @c AF_INET6.
+        sa_family_t family;
 
         /// ICMP echo target used to probe the path via this gateway.
         struct sockaddr_storage probe;
@@ -69,7 +85,12 @@ struct gateway_spec
         /// Subflows through this gateway carry the MPTCP backup flag.
         bool backup;
 
-        /// Number of entries in the hop list.
+        /**
+         * @brief Number of entries in the hop list.
+         *
+         * 0 only with @a interface: the next hop is the interface's
+         * default route, as DHCP or RA installed it.
+         */
         unsigned int hop_count;
 
         /// The hop list, in travel order (gwsteer-check prints it).
@@ -215,6 +236,15 @@ int gwsteer_peer_match(struct gateway_spec const *g,
  */
 uint32_t gwsteer_gateways_serving(struct gwsteer_config const *config,
                                   struct sockaddr const *peer);
+
+/**
+ * @brief Is @a name a valid network interface name?
+ *
+ * The kernel's rule (dev_valid_name()): 1 to IFNAMSIZ - 1 bytes, not
+ * "." or "..", no '/', ':' or white space; control characters are
+ * refused too, since the name ends up in logs and JSON.
+ */
+bool gwsteer_valid_ifname(char const *name);
 
 /**
  * @brief Compare the IP addresses (not ports) of two socket addresses.

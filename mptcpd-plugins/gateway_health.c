@@ -347,6 +347,10 @@ static void send_probe(struct gateway_entry *entry,
         if (round < 0 && extras >= EXTRA_SLOTS)
                 return;  // Enough hints in flight already.
 
+        // No address (interface away): down already, nothing to probe.
+        if (entry->gw.source.ss_family == AF_UNSPEC)
+                return;
+
         if (slot == NULL) {
                 // Cannot happen with a validated configuration.
                 l_error("gateway %s: no probe slot free, round %lld lost",
@@ -461,6 +465,7 @@ static struct gateway_health *health_new(struct gwsteer_config const *config,
 
                 entry->gw.spec = spec;
                 entry->gw.index = index++;
+                entry->gw.source = spec->source;
                 entry->gw.last_change_us = now;
                 clock_gettime(CLOCK_REALTIME, &entry->gw.last_change);
                 entry->health = h;
@@ -523,12 +528,51 @@ struct gateway *gateway_health_find(struct gateway_health const *h,
              e = e->next) {
                 struct gateway *const gw = e->data;
 
-                if (gwsteer_same_ip((struct sockaddr const *) &gw->spec->source,
+                if (gwsteer_same_ip((struct sockaddr const *) &gw->source,
                                     sa))
                         return gw;
         }
 
         return NULL;
+}
+
+bool gateway_health_set_source(struct gateway_health *h,
+                               struct gateway *gw,
+                               struct sockaddr const *source)
+{
+        struct gateway_entry *const entry = (struct gateway_entry *) gw;
+        uint64_t const now = l_time_now();
+        char buf[INET6_ADDRSTRLEN];
+
+        if (source == NULL ? gw->source.ss_family == AF_UNSPEC
+            : gwsteer_same_ip((struct sockaddr const *) &gw->source, source))
+                return false;
+
+        memset(&gw->source, 0, sizeof(gw->source));
+        if (source != NULL)
+                memcpy(&gw->source, source, source->sa_family == AF_INET
+                       ? sizeof(struct sockaddr_in)
+                       : sizeof(struct sockaddr_in6));
+
+        // Answers to probes from the old address prove nothing now.
+        memset(entry->slots, 0, sizeof(entry->slots));
+        gw->ok_run = 0;
+        gw->lost_run = 0;
+
+        if (entry->probe != NULL)
+                gateway_probe_set_source(entry->probe, source);
+
+        l_info("gateway %s: source %s", gw->spec->id,
+               source == NULL ? "(none)"
+               : gwsteer_ntop(source, buf, sizeof(buf)));
+
+        if (source == NULL && gw->up)
+                set_state(h, gw, false, now);
+
+        (void) update_best(h);
+        h->on_change(gw, h->user_data);
+
+        return true;
 }
 
 void gateway_health_suspect(struct gateway_health *h, struct gateway *gw)

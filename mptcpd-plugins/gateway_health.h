@@ -34,6 +34,17 @@ struct gateway
         /// Position in the configuration (bit in per-connection masks).
         unsigned int index;
 
+        /**
+         * @brief Current source address, or @c AF_UNSPEC if none.
+         *
+         * The configured source, or the address its interface has now
+         * (gateway_health_set_source()).
+         */
+        struct sockaddr_storage source;
+
+        /// Index of the interface it follows while present, else 0.
+        int ifindex;
+
         /// Whether subflows may use this gateway.
         bool up;
 
@@ -122,6 +133,22 @@ struct l_queue const *gateway_health_gateways(
  */
 struct gateway *gateway_health_find(struct gateway_health const *h,
                                     struct sockaddr const *sa);
+
+/**
+ * @brief Move gateway @a gw to a new source address, or to none.
+ *
+ * In-flight probes are forgotten and later ones leave from @a source.
+ * With @a source @c NULL (its interface went away or lost its
+ * address) the gateway goes down at once, without waiting for lost
+ * probes; with a new address it keeps its state (the path behind the
+ * interface is the same until probes say otherwise) and a gateway that
+ * is down comes back after the usual recover_after answers.
+ *
+ * @return @c true if the source changed (the change callback runs).
+ */
+bool gateway_health_set_source(struct gateway_health *h,
+                               struct gateway *gw,
+                               struct sockaddr const *source);
 
 /**
  * @brief Passive failure signal: probe @a gw now, out of cycle.

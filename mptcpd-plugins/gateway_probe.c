@@ -109,7 +109,7 @@ bool gateway_probe_match(struct gateway_probe const *p,
                                              &p->target))
                 return false;  // Only the target answers for the path.
 
-        if (p->source.ss_family == AF_INET) {
+        if (p->target.ss_family == AF_INET) {
                 // IPv4 raw sockets deliver the IP header too.
                 if (len < sizeof(struct ip))
                         return false;
@@ -268,7 +268,7 @@ size_t gateway_probe_build(struct gateway_probe const *p, uint16_t seq,
         memset(buf, 0xa5, total);
         memcpy(buf + sizeof(struct icmphdr), p->token, PROBE_TOKEN_LEN);
 
-        if (p->source.ss_family == AF_INET) {
+        if (p->target.ss_family == AF_INET) {
                 struct icmphdr icmp = {
                         .type = ICMP_ECHO,
                         .code = 0,
@@ -292,6 +292,20 @@ size_t gateway_probe_build(struct gateway_probe const *p, uint16_t seq,
         return total;
 }
 
+void gateway_probe_set_source(struct gateway_probe *p,
+                              struct sockaddr const *source)
+{
+        l_io_destroy(p->io);
+        p->io = NULL;
+        p->error_logged = false;
+        memset(&p->source, 0, sizeof(p->source));
+
+        if (source != NULL)
+                memcpy(&p->source, source, source->sa_family == AF_INET
+                       ? sizeof(struct sockaddr_in)
+                       : sizeof(struct sockaddr_in6));
+}
+
 int gateway_probe_fd(struct gateway_probe const *p)
 {
         return p->io == NULL ? -1 : l_io_get_fd(p->io);
@@ -299,6 +313,9 @@ int gateway_probe_fd(struct gateway_probe const *p)
 
 bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
 {
+        if (p->source.ss_family == AF_UNSPEC)
+                return false;  // The gateway's interface has no address.
+
         if (p->io == NULL && !probe_open(p))
                 return false;
 

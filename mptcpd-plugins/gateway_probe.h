@@ -42,6 +42,16 @@ struct gateway_probe *gateway_probe_new(struct sockaddr const *source,
                                         void *user_data);
 
 /**
+ * @brief Send later probes from @a source (a gateway's new address).
+ *
+ * Closes the socket bound to the old address; the next send binds
+ * the new one.  @a source @c NULL: the gateway has no address, sends
+ * fail until one is set.
+ */
+void gateway_probe_set_source(struct gateway_probe *p,
+                              struct sockaddr const *source);
+
+/**
  * @brief Send one echo request with sequence number @a seq.
  *
  * @return @c false if it could not be sent (e.g. the source address

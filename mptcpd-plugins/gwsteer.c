@@ -25,12 +25,19 @@
  *   max_subflows subflows per connection; the kernel's userspace PM
  *   accepts every MP_JOIN while mptcpd runs, so excess joins are
  *   closed as soon as they are reported.
+ * - A gateway may follow an interface (interface = wan0): its source
+ *   is the interface's current address; mptcpd's network monitor events
+ *   say when to look.  A new address moves the gateway's subflows to
+ *   it, and the gateway is down while the interface is absent, down or
+ *   without a usable address.
  *
  * Gateway health and preference live in gateway_health.c, the status
  * file in status_file.c, the configuration in gateway_config.c.
  */
 
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +46,7 @@
 
 #include <mptcpd/id_manager.h>
 #include <mptcpd/listener_manager.h>
+#include <mptcpd/network_monitor.h>
 #include <mptcpd/path_manager.h>
 #include <mptcpd/plugin.h>
 
@@ -261,6 +269,7 @@ void mptcpd_plugin_new_connection(char const *name,
 static struct gwsteer_state *gwsteer;
 
 static void schedule_backup_verify(void);
+static void settle_interfaces(struct sockaddr const *added);
 
 /**
  * @brief Size of the sockaddr in @a ss for its family.
@@ -309,6 +318,24 @@ static char const *addr_text(struct sockaddr const *sa, char *buf, size_t len)
         return gwsteer_ntop(sa, buf, len);
 }
 
+/**
+ * @brief The gateway @a sf goes through, if it still leaves from the
+ *        gateway's current address.
+ *
+ * A subflow of a gateway that moved to a new address (DHCP renew, RA)
+ * keeps its gateway for the log but is stale: it is closed, and a
+ * subflow from the new address takes its place.
+ */
+static struct gateway *current_gw(struct gwsteer_subflow const *sf)
+{
+        if (sf->gw == NULL
+            || !gwsteer_same_ip((struct sockaddr const *) &sf->laddr,
+                                (struct sockaddr const *) &sf->gw->source))
+                return NULL;
+
+        return sf->gw;
+}
+
 // ----------------------------------------------------------------
 //                     Status file scheduling
 // ----------------------------------------------------------------
@@ -326,10 +353,10 @@ static void count_connection(void const *key, void *value, void *user_data)
         for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
              e;
              e = e->next) {
-                struct gwsteer_subflow const *const sf = e->data;
+                struct gateway *const gw = current_gw(e->data);
 
-                if (sf->gw != NULL)
-                        ++sf->gw->subflows;
+                if (gw != NULL)
+                        ++gw->subflows;
         }
 }
 
@@ -461,7 +488,7 @@ static unsigned int subflows_on(struct gwsteer_connection const *conn,
              e = e->next) {
                 struct gwsteer_subflow const *const sf = e->data;
 
-                n += sf->gw == gw && !sf->closing;
+                n += current_gw(sf) == gw && !sf->closing;
         }
 
         return n;
@@ -547,10 +574,14 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 {
         struct mptcpd_idm *const idm = mptcpd_pm_get_idm(gwsteer->pm);
         struct sockaddr const *const source =
-                (struct sockaddr const *) &gw->spec->source;
-        mptcpd_aid_t const id = mptcpd_idm_get_id(idm, source);
+                (struct sockaddr const *) &gw->source;
         char l[INET6_ADDRSTRLEN];
         char r[INET6_ADDRSTRLEN];
+
+        if (source->sa_family == AF_UNSPEC)
+                return;  // Its interface has no address (down anyway).
+
+        mptcpd_aid_t const id = mptcpd_idm_get_id(idm, source);
 
         if (id == 0) {
                 l_error("gateway %s: no MPTCP address id for its source",
@@ -726,6 +757,24 @@ static void reconcile_client(struct gwsteer_connection *conn)
 
         retry_unconfirmed(conn, now);
 
+        /*
+         * Subflows from a gateway's previous address: its new address
+         * gets a subflow below, and the old one goes as soon as it is
+         * not the connection's last (the kernel re-sends its data).
+         */
+        for (struct l_queue_entry const *s = l_queue_get_entries(conn->subflows);
+             s;
+             s = s->next) {
+                struct gwsteer_subflow *const sf = s->data;
+
+                if (sf->gw != NULL && current_gw(sf) == NULL && !sf->closing
+                    && live_subflows(conn) > 1)
+                        close_subflow(conn, sf,
+                                      sf->gw->source.ss_family == AF_UNSPEC
+                                      ? "gateway has no address"
+                                      : "gateway address changed");
+        }
+
         struct l_queue *const order = l_queue_new();
 
         for (struct l_queue_entry const *e =
@@ -794,7 +843,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
              e = e->next) {
                 struct gwsteer_subflow *const sf = e->data;
 
-                if (sf->gw == NULL || sf->closing)
+                if (current_gw(sf) == NULL || sf->closing)
                         continue;
 
                 bool const want = backup_wanted(conn, sf);
@@ -1076,6 +1125,14 @@ static void clear_backoff(void const *key, void *value, void *user_data)
                         conn->retry_after_us[i] = 0;
                         conn->backoff_ms[i] = 0;
                 }
+
+        /*
+         * A request in flight was made for the gateway as it was: from
+         * its old address if it moved, or to a gateway that went down.
+         * Waiting subflow_timeout_ms for it would delay the subflow from
+         * the new address; a late answer is handled on arrival.
+         */
+        conn->pending &= ~changed;
 }
 
 /**
@@ -1127,6 +1184,7 @@ static void on_maintenance(struct l_timeout *timeout, void *user_data)
 {
         (void) user_data;
 
+        settle_interfaces(NULL);
         reconcile_all();
         write_status();
         l_timeout_modify_ms(timeout, gwsteer->config->status_interval_ms);
@@ -1464,8 +1522,18 @@ static void gwsteer_new_subflow(mptcpd_token_t token,
                 return;
         }
 
-        if (sf->gw == NULL)
+        if (sf->gw == NULL) {
+                /*
+                 * The kernel's userspace PM opens no joins by itself: a
+                 * client's join is one we asked for, and one from no
+                 * gateway's address was asked for from the address its
+                 * gateway has since left (DHCP renew, RA).
+                 */
+                if (live_subflows(conn) > 1)
+                        close_subflow(conn, sf, "not from a gateway's "
+                                      "current address");
                 return;
+        }
 
         conn->pending &= ~(1u << sf->gw->index);
 
@@ -1547,7 +1615,217 @@ static void gwsteer_subflow_priority(mptcpd_token_t token,
                 schedule_backup_verify();
 }
 
-/// Path manager event handlers, in the order events happen.
+// ----------------------------------------------------------------
+//          Gateways that follow an interface (DHCP, RA, hotplug)
+// ----------------------------------------------------------------
+
+/**
+ * @brief Can @a sa be the source of gateway @a spec?
+ *
+ * Of the gateway's family, and the configured source if it names one;
+ * otherwise not a link-local or loopback address (no route to the
+ * peer leaves from those: IPv6 link-local addresses come before RA's
+ * global one, 169.254/16 is what is left without a DHCP lease).
+ */
+static bool usable_address(struct gateway_spec const *spec,
+                           struct sockaddr const *sa)
+{
+        if (sa->sa_family != spec->family)
+                return false;
+
+        if (spec->source.ss_family != AF_UNSPEC)
+                return gwsteer_same_ip(sa, (struct sockaddr const *)
+                                       &spec->source);
+
+        if (sa->sa_family == AF_INET6) {
+                struct in6_addr const *const a =
+                        &((struct sockaddr_in6 const *) sa)->sin6_addr;
+
+                return !IN6_IS_ADDR_LINKLOCAL(a) && !IN6_IS_ADDR_LOOPBACK(a)
+                        && !IN6_IS_ADDR_MULTICAST(a)
+                        && !IN6_IS_ADDR_UNSPECIFIED(a);
+        }
+
+        uint32_t const a =
+                ntohl(((struct sockaddr_in const *) sa)->sin_addr.s_addr);
+
+        return (a >> 16) != 0xa9fe && (a >> 24) != 127 && a != 0;
+}
+
+/**
+ * @brief Is @a sa an address of interface @a name in @a list?
+ */
+static bool listed(struct ifaddrs const *list, char const *name,
+                   struct sockaddr const *sa)
+{
+        for (struct ifaddrs const *a = list; a != NULL; a = a->ifa_next)
+                if (a->ifa_addr != NULL && strcmp(a->ifa_name, name) == 0
+                    && gwsteer_same_ip(a->ifa_addr, sa))
+                        return true;
+
+        return false;
+}
+
+/**
+ * @brief Settle the source of gateway @a gw from the interfaces now.
+ *
+ * @param[in] gw      A gateway that follows an interface.
+ * @param[in] list    The host's interfaces and addresses (getifaddrs()).
+ * @param[in] added   An address mptcpd just reported added, or @c NULL.
+ *
+ * A new usable address wins (a DHCP renew to a new address adds it
+ * before the old one goes); the current address stays while the
+ * interface has it; else any usable address of the interface; none
+ * while the interface is absent or not up and running.
+ */
+static void settle_gateway(struct gateway *gw, struct ifaddrs const *list,
+                           struct sockaddr const *added)
+{
+        struct gateway_spec const *const spec = gw->spec;
+        struct sockaddr const *const current =
+                (struct sockaddr const *) &gw->source;
+        unsigned int const ready = IFF_UP | IFF_RUNNING;
+        struct sockaddr const *next = NULL;
+        bool up = false;
+
+        for (struct ifaddrs const *a = list; a != NULL; a = a->ifa_next)
+                if (strcmp(a->ifa_name, spec->interface) == 0)
+                        up |= (a->ifa_flags & ready) == ready;
+
+        if (!up)
+                next = NULL;
+        else if (added != NULL && usable_address(spec, added)
+                 && listed(list, spec->interface, added))
+                next = added;
+        else if (current->sa_family != AF_UNSPEC
+                 && listed(list, spec->interface, current))
+                next = current;
+        else
+                for (struct ifaddrs const *a = list; a != NULL;
+                     a = a->ifa_next)
+                        if (a->ifa_addr != NULL
+                            && strcmp(a->ifa_name, spec->interface) == 0
+                            && usable_address(spec, a->ifa_addr))
+                                next = a->ifa_addr;
+
+        gw->ifindex = next != NULL ? (int) if_nametoindex(spec->interface) : 0;
+        (void) gateway_health_set_source(gwsteer->health, gw, next);
+}
+
+/**
+ * @brief Settle every gateway that follows an interface.
+ *
+ * mptcpd's network monitor says when to look, the kernel (getifaddrs())
+ * what is there: mptcpd 0.12 tracks only interfaces that are up and
+ * running, so it drops an interface's addresses when its link goes
+ * down and never learns the addresses an interface got before its link
+ * came up (a re-plugged modem, a veth configured before its peer).
+ * Also run on every maintenance pass, as a safety net for a missed
+ * event.
+ *
+ * @param[in] added An address mptcpd just reported added, or @c NULL.
+ */
+static void settle_interfaces(struct sockaddr const *added)
+{
+        struct ifaddrs *list = NULL;
+        bool any = false;
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next)
+                any |= ((struct gateway *) e->data)->spec->interface[0]
+                        != '\0';
+
+        if (!any)
+                return;
+
+        if (getifaddrs(&list) != 0) {
+                l_error("gwsteer: cannot list interfaces: %s",
+                        strerror(errno));
+                return;
+        }
+
+        for (struct l_queue_entry const *e =
+                     l_queue_get_entries(
+                             gateway_health_gateways(gwsteer->health));
+             e;
+             e = e->next) {
+                struct gateway *const gw = e->data;
+
+                if (gw->spec->interface[0] != '\0')
+                        settle_gateway(gw, list, added);
+        }
+
+        freeifaddrs(list);
+}
+
+/**
+ * @brief A network interface appeared (hotplug, or came up).
+ */
+static void gwsteer_new_interface(struct mptcpd_interface const *i,
+                                  struct mptcpd_pm *pm)
+{
+        (void) i;
+        (void) pm;
+
+        settle_interfaces(NULL);
+}
+
+/**
+ * @brief A network interface's flags changed (up, down, carrier).
+ */
+static void gwsteer_update_interface(struct mptcpd_interface const *i,
+                                     struct mptcpd_pm *pm)
+{
+        (void) i;
+        (void) pm;
+
+        settle_interfaces(NULL);
+}
+
+/**
+ * @brief A network interface went away (or down): its gateways go down
+ *        at once.
+ */
+static void gwsteer_delete_interface(struct mptcpd_interface const *i,
+                                     struct mptcpd_pm *pm)
+{
+        (void) i;
+        (void) pm;
+
+        settle_interfaces(NULL);
+}
+
+/**
+ * @brief An address was added (DHCP lease, RA, static).
+ */
+static void gwsteer_new_local_address(struct mptcpd_interface const *i,
+                                      struct sockaddr const *sa,
+                                      struct mptcpd_pm *pm)
+{
+        (void) i;
+        (void) pm;
+
+        settle_interfaces(sa);
+}
+
+/**
+ * @brief An address was removed (lease expired, renewed to another).
+ */
+static void gwsteer_delete_local_address(struct mptcpd_interface const *i,
+                                         struct sockaddr const *sa,
+                                         struct mptcpd_pm *pm)
+{
+        (void) i;
+        (void) sa;
+        (void) pm;
+
+        settle_interfaces(NULL);
+}
+
+/// Path manager and network monitor event handlers.
 static struct mptcpd_plugin_ops const pm_ops = {
         .new_connection         = gwsteer_new_connection,
         .connection_established = gwsteer_connection_established,
@@ -1556,6 +1834,11 @@ static struct mptcpd_plugin_ops const pm_ops = {
         .new_subflow            = gwsteer_new_subflow,
         .subflow_closed         = gwsteer_subflow_closed,
         .subflow_priority       = gwsteer_subflow_priority,
+        .new_interface          = gwsteer_new_interface,
+        .update_interface       = gwsteer_update_interface,
+        .delete_interface       = gwsteer_delete_interface,
+        .new_local_address      = gwsteer_new_local_address,
+        .delete_local_address   = gwsteer_delete_local_address,
 };
 
 // ----------------------------------------------------------------
@@ -1627,6 +1910,8 @@ static void adopt_existing(struct l_idle *idle, void *user_data)
 
         l_idle_remove(idle);
         gwsteer->adopt_idle = NULL;
+
+        settle_interfaces(NULL);
 
         unsigned int adopted = 0;
         int err = kernel_subflows_walk(adopt_initial, &adopted);

@@ -104,7 +104,13 @@ static void print_json(char const *path, struct gwsteer_config const *c)
                 json_string(g->id);
                 printf(",\"index\":%u,\"source\":", index);
                 json_addr(&g->source);
-                fputs(",\"hops\":[", stdout);
+                fputs(",\"interface\":", stdout);
+                if (g->interface[0] != '\0')
+                        json_string(g->interface);
+                else
+                        fputs("null", stdout);
+                printf(",\"family\":\"%s\",\"hops\":[",
+                       g->family == AF_INET6 ? "ipv6" : "ipv4");
                 for (unsigned int i = 0; i < g->hop_count; ++i) {
                         json_addr(&g->hops[i]);
                         if (i + 1 < g->hop_count)

@@ -136,15 +136,20 @@ static void append_gateway(struct l_string *out,
         char source[INET6_ADDRSTRLEN];
         char changed[40];
 
-        gwsteer_ntop((struct sockaddr const *) &gw->spec->source,
-                     source, sizeof(source));
+        // "" while the gateway's interface has no address.
+        if (gw->source.ss_family == AF_UNSPEC)
+                source[0] = '\0';
+        else
+                gwsteer_ntop((struct sockaddr const *) &gw->source,
+                             source, sizeof(source));
         format_rfc3339(&gw->last_change, changed, sizeof(changed));
 
         l_string_append_printf(out,
                                "%s{\"id\":\"%s\",\"source\":\"%s\","
+                               "\"interface\":\"%s\","
                                "\"up\":%s,\"backup\":%s,\"best\":%s,",
                                first ? "" : ",",
-                               gw->spec->id, source,
+                               gw->spec->id, source, gw->spec->interface,
                                gw->up ? "true" : "false",
                                gateway_health_is_backup(h, gw)
                                ? "true" : "false",

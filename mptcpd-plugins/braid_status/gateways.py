@@ -37,6 +37,9 @@ class Gateway:
     last_change: str
     #: Live subflows through the gateway over all connections of this mptcpd.
     subflows: int
+    #: The interface whose address the gateway follows ("" if none); ``source``
+    #: is then its current address, "" while it has none.
+    interface: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def _gateway(raw: Any) -> Gateway:
                    backup=bool(raw["backup"]), best=bool(raw.get("best", False)),
                    ewma_ms=_optional_float(raw.get("ewma_ms")), rtt_ms=_optional_float(raw.get("rtt_ms")),
                    avmet=float(raw.get("avmet", 0.0)), last_change=str(raw.get("last_change", "")),
-                   subflows=int(raw.get("subflows", 0)))
+                   subflows=int(raw.get("subflows", 0)), interface=str(raw.get("interface", "")))
 
 
 def load(path: str) -> GatewayStatus:

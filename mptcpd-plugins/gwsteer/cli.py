@@ -80,7 +80,7 @@ def gather(status: dict[str, Any], only: str | None = None) -> list[dict[str, An
     for gw in status.get("gateways", []):
         if only and gw["id"] != only:
             continue
-        using = [s for s in subflows if split_endpoint(s.local)[0] == gw["source"]]
+        using = [s for s in subflows if gw["source"] and split_endpoint(s.local)[0] == gw["source"]]
         rows.append(dict(gw, subflow_list=[s.__dict__ for s in using]))
     if only and not rows:
         known = ", ".join(g["id"] for g in status.get("gateways", [])) or "none"
@@ -95,10 +95,13 @@ def _ms(value: float | None) -> str:
 def render(status: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """Human-readable table."""
     out = [f"gateways (status updated {status.get('updated', '?')})",
-           (f"{'ID':<10} {'SOURCE':<16} {'STATE':<5} {'BACKUP':<6} {'EWMA ms':>8} "
+           (f"{'ID':<10} {'SOURCE':<16} {'IFACE':<8} {'STATE':<5} {'BACKUP':<6} {'EWMA ms':>8} "
             f"{'RTT ms':>7} {'SUBFLOWS':>8}  LAST CHANGE")]
     for g in rows:
-        out.append(f"{g['id']:<10} {g['source']:<16} {'up' if g['up'] else 'DOWN':<5} "
+        # A gateway that follows an interface: its current address ("-": none now).
+        source = g["source"] or "-"
+        iface = g.get("interface") or "-"
+        out.append(f"{g['id']:<10} {source:<16} {iface:<8} {'up' if g['up'] else 'DOWN':<5} "
                    f"{'yes' if g['backup'] else 'no':<6} {_ms(g['ewma_ms']):>8} "
                    f"{_ms(g['rtt_ms']):>7} {g['subflows']:>8}  {g['last_change']}")
         for s in g["subflow_list"]:

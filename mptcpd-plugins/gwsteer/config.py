@@ -113,7 +113,10 @@ class Gateway:
 
     id: str
     index: int
-    source: IPAddress
+    #: The fixed source address; ``None``: the current address of ``interface``.
+    source: IPAddress | None
+    #: Empty for a gateway named by ``interface``: the next hop is the
+    #: interface's default route (DHCP, RA).
     hops: tuple[IPAddress, ...]
     backup: bool
     probe: IPAddress
@@ -122,13 +125,23 @@ class Gateway:
     #: ``gwsteer`` (gwsteer-route installs its route) or ``external``
     #: (another tool routes its source, e.g. braid-openvpn's tunnel hook).
     route: str = "gwsteer"
+    #: The interface whose address (and default route) the gateway follows.
+    interface: str | None = None
+    #: 4 or 6.
+    version: int = 4
 
     @property
     def steering(self) -> str:
-        """``onlink`` (policy route via one next hop) or ``srv6``."""
-        if len(self.hops) == 1 and self.hops[0].version == self.source.version:
+        """``onlink`` (policy route via one next hop, given or the
+        interface's default route) or ``srv6``."""
+        if not self.hops or (len(self.hops) == 1 and self.hops[0].version == self.version):
             return "onlink"
         return "srv6"
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether its source or next hop comes from the interface's current state."""
+        return self.interface is not None and (self.source is None or not self.hops)
 
 
 @dataclass
@@ -165,10 +178,12 @@ def _from_check(data: dict[str, Any]) -> Config:
     cfg = Config(path=str(data["path"]), settings=dict(data["settings"]))
     for g in data["gateways"]:
         cfg.gateways.append(Gateway(
-            id=g["id"], index=g["index"], source=ipaddress.ip_address(g["source"]),
+            id=g["id"], index=g["index"],
+            source=ipaddress.ip_address(g["source"]) if g["source"] is not None else None,
             hops=tuple(ipaddress.ip_address(h) for h in g["hops"]), backup=g["backup"],
             probe=ipaddress.ip_address(g["probe"]),
-            peers=tuple(ipaddress.ip_network(p) for p in g["peers"]), route=g["route"]))
+            peers=tuple(ipaddress.ip_network(p) for p in g["peers"]), route=g["route"],
+            interface=g["interface"], version=6 if g["family"] == "ipv6" else 4))
     return cfg
 
 

@@ -31,19 +31,27 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
+import select
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pyroute2 import IPRoute
+from pyroute2.netlink import rtnl
 from pyroute2.netlink.exceptions import NetlinkError
 
 from .config import Config, ConfigError, Gateway, IPAddress
 
 #: rtnetlink protocol number marking braid's rules and routes (shown as "180" by ip).
 BRAID_RTPROT = 0xb4  # 180: unused by iproute2 rt_protos
+
+#: Address flags (linux/if_addr.h): DAD still running, DAD failed.
+IFA_F_TENTATIVE = 0x40
+IFA_F_DADFAILED = 0x08
 
 
 class RouteError(RuntimeError):
@@ -72,10 +80,6 @@ class Step:
 
 def _family(addr: IPAddress) -> int:
     return socket.AF_INET if addr.version == 4 else socket.AF_INET6
-
-
-def _default_dst(addr: IPAddress) -> str:
-    return "0.0.0.0/0" if addr.version == 4 else "::/0"
 
 
 def find_local_address(ipr: IPRoute, addr: IPAddress) -> LocalAddress | None:
@@ -124,68 +128,195 @@ def _read_sysctl(name: str) -> str:
     return Path("/proc/sys/" + name.replace(".", "/")).read_text().strip()
 
 
-def _rule_args(cfg: Config, gw: Gateway) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Plan:
+    """What to install for one gateway, as the host is now."""
+
+    gw: Gateway
+    #: The source addresses its rules match: the configured one, or every
+    #: usable address of its interface (the plugin picks one of them).
+    sources: tuple[IPAddress, ...]
+    local: LocalAddress
+    #: The next hop (on-link) or the SRv6 segments; empty: a device route
+    #: (a point-to-point link whose default route has no gateway).
+    hops: tuple[IPAddress, ...]
+
+
+def table_of(cfg: Config, gw: Gateway) -> int:
+    """The routing table of gateway ``gw``."""
+    return cfg.get_int("route_table_base") + gw.index
+
+
+def _rule_args(cfg: Config, gw: Gateway, source: IPAddress) -> dict[str, Any]:
     return {
-        "family": _family(gw.source),
-        "src": str(gw.source),
-        "src_len": gw.source.max_prefixlen,
-        "table": cfg.get_int("route_table_base") + gw.index,
+        "family": _family(source),
+        "src": str(source),
+        "src_len": source.max_prefixlen,
+        "table": table_of(cfg, gw),
         "priority": cfg.get_int("rule_priority") + gw.index,
         "FRA_PROTOCOL": BRAID_RTPROT,
     }
 
 
-def _route_args(cfg: Config, gw: Gateway, local: LocalAddress) -> dict[str, Any]:
+def _onlink(plan: Plan) -> bool:
+    return len(plan.hops) <= 1 and all(h.version == plan.gw.version for h in plan.hops)
+
+
+def _route_args(cfg: Config, plan: Plan) -> dict[str, Any]:
+    version = plan.gw.version
     args: dict[str, Any] = {
-        "dst": _default_dst(gw.source),
-        "family": _family(gw.source),
-        "table": cfg.get_int("route_table_base") + gw.index,
-        "oif": local.ifindex,
+        "dst": "0.0.0.0/0" if version == 4 else "::/0",
+        "family": socket.AF_INET if version == 4 else socket.AF_INET6,
+        "table": table_of(cfg, plan.gw),
+        "oif": plan.local.ifindex,
         "proto": BRAID_RTPROT,
     }
-    if gw.steering == "onlink":
-        args["gateway"] = str(gw.hops[0])
+    if _onlink(plan):
+        if plan.hops:
+            args["gateway"] = str(plan.hops[0])
     else:
         # pyroute2 0.9 writes "segs" into the SRH as given, i.e. in
         # Segments[] order (last segment first, RFC 8754), while the
         # config lists hops in travel order like iproute2 does: reverse.
         args["encap"] = {"type": "seg6", "mode": "encap",
-                         "segs": ",".join(str(h) for h in reversed(gw.hops))}
+                         "segs": ",".join(str(h) for h in reversed(plan.hops))}
     return args
 
 
-def describe(cfg: Config, gw: Gateway, local: LocalAddress) -> str:
-    """One line saying what will be installed for ``gw``."""
-    table = cfg.get_int("route_table_base") + gw.index
-    rule = f"rule from {gw.source} lookup {table}"
-    if gw.steering == "onlink":
-        return f"{gw.id}: {rule}; default via {gw.hops[0]} dev {local.ifname} table {table}"
-    segs = ",".join(str(h) for h in gw.hops)
-    return f"{gw.id}: {rule}; default encap seg6 mode encap segs {segs} dev {local.ifname} table {table}"
+def describe(cfg: Config, plan: Plan) -> str:
+    """One line saying what will be installed for ``plan``."""
+    table = table_of(cfg, plan.gw)
+    rule = "; ".join(f"rule from {src} lookup {table}" for src in plan.sources)
+    dev = plan.local.ifname
+    if _onlink(plan):
+        via = f"via {plan.hops[0]} " if plan.hops else ""
+        return f"{plan.gw.id}: {rule}; default {via}dev {dev} table {table}"
+    segs = ",".join(str(h) for h in plan.hops)
+    return f"{plan.gw.id}: {rule}; default encap seg6 mode encap segs {segs} dev {dev} table {table}"
 
 
-def validate_host(ipr: IPRoute, cfg: Config, gateways: list[Gateway]) -> dict[str, LocalAddress]:
-    """Check the host against the config before touching anything."""
-    where: dict[str, LocalAddress] = {}
-    for gw in gateways:
-        section = f"{cfg.path}: [gateway {gw.id}]"
-        local = find_local_address(ipr, gw.source)
-        if local is None:
-            raise ConfigError(f"{section} source: {gw.source} is not an address of this host")
-        if gw.steering == "onlink":
-            if not _on_link(ipr, local, gw.hops[0]):
-                raise ConfigError(
-                    f"{section} hops: {gw.hops[0]} is not on-link for {gw.source} "
-                    f"({local.ifname}, {local.network}); list SRv6 segments for a "
-                    "gateway several hops away")
-        else:
-            try:
-                ipr.route("get", dst=str(gw.hops[0]), family=socket.AF_INET6)
-            except NetlinkError:
-                raise ConfigError(f"{section} hops: first segment {gw.hops[0]} "
-                                  "is not reachable (no IPv6 route)") from None
-        where[gw.id] = local
-    return where
+def _check_hops(ipr: IPRoute, cfg: Config, gw: Gateway, local: LocalAddress,
+                source: IPAddress, hops: tuple[IPAddress, ...]) -> None:
+    section = f"{cfg.path}: [gateway {gw.id}]"
+    if len(hops) == 1 and hops[0].version == gw.version:
+        if not _on_link(ipr, local, hops[0]):
+            raise ConfigError(
+                f"{section} hops: {hops[0]} is not on-link for {source} "
+                f"({local.ifname}, {local.network}); list SRv6 segments for a "
+                "gateway several hops away")
+    elif hops:
+        try:
+            ipr.route("get", dst=str(hops[0]), family=socket.AF_INET6)
+        except NetlinkError:
+            raise ConfigError(f"{section} hops: first segment {hops[0]} "
+                              "is not reachable (no IPv6 route)") from None
+
+
+def _usable(addr: IPAddress, flags: int) -> bool:
+    """A source the plugin would take (gateway_config's usable_address):
+    not link-local or loopback; IPv6 not tentative (DAD still running) nor
+    failed DAD."""
+    if addr.is_link_local or addr.is_loopback or addr.is_multicast or addr.is_unspecified:
+        return False
+    return not flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED)
+
+
+def _interface_default(ipr: IPRoute, gw: Gateway, ifindex: int) -> tuple[IPAddress, ...] | None:
+    """The next hop of the main table's default route out of ``ifindex``
+    (as DHCP or RA installed it): ``(hop,)``, ``()`` for a device route
+    (point-to-point), ``None`` if there is none."""
+    best: tuple[int, tuple[IPAddress, ...]] | None = None
+    family = socket.AF_INET if gw.version == 4 else socket.AF_INET6
+    for route in ipr.get_routes(family=family, table=254):
+        if route["dst_len"] != 0 or route.get("RTA_OIF") != ifindex:
+            continue
+        if route["proto"] == BRAID_RTPROT:
+            continue
+        hop = route.get("RTA_GATEWAY")
+        metric = route.get("RTA_PRIORITY") or 0
+        hops: tuple[IPAddress, ...] = (ipaddress.ip_address(hop),) if hop else ()
+        if best is None or metric < best[0]:
+            best = (metric, hops)
+    return best[1] if best is not None else None
+
+
+def plan_interface(ipr: IPRoute, cfg: Config, gw: Gateway) -> Plan | str:
+    """Plan a gateway named by its interface as the host is now, or say
+    why nothing can be installed yet (the interface, its address or its
+    default route is missing: hotplug, DHCP, RA)."""
+    assert gw.interface is not None
+    found = ipr.link_lookup(ifname=gw.interface)
+    if not found:
+        return f"interface {gw.interface} is not there"
+    ifindex = found[0]
+    family = socket.AF_INET if gw.version == 4 else socket.AF_INET6
+    sources: list[IPAddress] = []
+    local: LocalAddress | None = None
+    for msg in ipr.get_addr(family=family, index=ifindex):
+        text = msg.get("IFA_LOCAL") or msg.get("IFA_ADDRESS")
+        addr = ipaddress.ip_address(text)
+        flags = msg.get("IFA_FLAGS") or msg["flags"]
+        if gw.source is not None and addr != gw.source:
+            continue
+        if gw.source is None and not _usable(addr, flags):
+            continue
+        peer_text = msg.get("IFA_ADDRESS")
+        peer = ipaddress.ip_address(peer_text) if peer_text and peer_text != text else None
+        sources.append(addr)
+        local = LocalAddress(ifindex, gw.interface,
+                             ipaddress.ip_network(f"{addr}/{msg['prefixlen']}", strict=False), peer)
+    if local is None:
+        what = str(gw.source) if gw.source is not None else f"an ipv{gw.version} address"
+        return f"interface {gw.interface} has no {what}"
+    hops = gw.hops or _interface_default(ipr, gw, ifindex)
+    if hops is None:
+        return f"interface {gw.interface} has no ipv{gw.version} default route"
+    _check_hops(ipr, cfg, gw, local, sources[-1], hops)
+    return Plan(gw, tuple(sources), local, hops)
+
+
+def plan_static(ipr: IPRoute, cfg: Config, gw: Gateway) -> Plan:
+    """Plan a gateway with a fixed source and hops; the host must match."""
+    assert gw.source is not None
+    local = find_local_address(ipr, gw.source)
+    if local is None:
+        raise ConfigError(f"{cfg.path}: [gateway {gw.id}] source: {gw.source} "
+                          "is not an address of this host")
+    _check_hops(ipr, cfg, gw, local, gw.source, gw.hops)
+    return Plan(gw, (gw.source,), local, gw.hops)
+
+
+def plan(ipr: IPRoute, cfg: Config, gw: Gateway) -> Plan | str:
+    """:func:`plan_interface` for a gateway that names an interface, else
+    :func:`plan_static` (which raises :class:`ConfigError` on a mismatch)."""
+    return plan_interface(ipr, cfg, gw) if gw.interface is not None else plan_static(ipr, cfg, gw)
+
+
+def validate_host(ipr: IPRoute, cfg: Config, gateways: list[Gateway]) -> dict[str, Plan | str]:
+    """Check the host against the config before touching anything.
+
+    A gateway named by its interface that cannot be installed yet gets
+    the reason instead of a plan (not an error: it may appear later).
+    """
+    return {gw.id: plan(ipr, cfg, gw) for gw in gateways}
+
+
+def describe_waiting(gw: Gateway, reason: str) -> str:
+    """The line for an interface gateway with nothing to install yet."""
+    return f"{gw.id}: {reason}; nothing installed yet (gwsteer-route follow installs it)"
+
+
+def _steps(ipr: IPRoute, cfg: Config, p: Plan) -> list[Step]:
+    route = _route_args(cfg, p)
+    steps = [Step(f"gateway {p.gw.id}: route",
+                  functools.partial(ipr.route, "add", **route),
+                  functools.partial(ipr.route, "del", **route))]
+    for src in p.sources:
+        rule = _rule_args(cfg, p.gw, src)
+        steps.append(Step(f"gateway {p.gw.id}: rule from {src}",
+                          functools.partial(ipr.rule, "add", **rule),
+                          functools.partial(ipr.rule, "del", **rule)))
+    return steps
 
 
 def _apply(ipr: IPRoute, steps: list[Step]) -> None:
@@ -203,6 +334,29 @@ def _apply(ipr: IPRoute, steps: list[Step]) -> None:
         done.append(step)
 
 
+def _install(ipr: IPRoute, cfg: Config, gateways: list[Gateway]) -> dict[str, Plan | str]:
+    where = validate_host(ipr, cfg, gateways)
+    tables = {table_of(cfg, g) for g in gateways}
+    previous = _snapshot(ipr, tables)
+    _remove(ipr, cfg, gateways)
+    steps: list[Step] = []
+    for gw in gateways:
+        p = where[gw.id]
+        if isinstance(p, Plan):
+            steps += _steps(ipr, cfg, p)
+    try:
+        _apply(ipr, steps)
+    except RouteError as e:
+        restored = _restore(ipr, previous)
+        raise RouteError(f"{e}; previous steering restored ({restored} of "
+                         f"{len(previous)} entries)") from None
+    return where
+
+
+def _line(cfg: Config, gw: Gateway, p: Plan | str) -> str:
+    return describe(cfg, p) if isinstance(p, Plan) else describe_waiting(gw, p)
+
+
 def install(cfg: Config, only: list[str] | None = None) -> list[str]:
     """Install rules and routes for the gateways (all, or ``only``).
 
@@ -212,42 +366,91 @@ def install(cfg: Config, only: list[str] | None = None) -> list[str]:
     Returns one description line per gateway. Gateways with ``route =
     external`` are left to the tool that routes them (a tunnel's hook,
     whose device may not exist yet); naming one in ``only`` is an error.
+    A gateway named by its interface is installed for the interface's
+    current addresses and default route, or skipped with the reason if
+    it has none yet (``follow`` keeps it current).
     """
     named = [cfg.gateway(g) for g in only] if only else list(cfg.gateways)
     external = [gw for gw in named if gw.route == "external"]
     if only and external:
+        what = external[0].source or external[0].interface
         raise RouteError(f"gateway {external[0].id}: route = external: another tool routes "
-                         f"{external[0].source}, gwsteer-route installs nothing for it")
+                         f"{what}, gwsteer-route installs nothing for it")
     gateways = [gw for gw in named if gw.route != "external"]
     with IPRoute() as ipr:
-        where = validate_host(ipr, cfg, gateways)
-        tables = {cfg.get_int("route_table_base") + g.index for g in gateways}
-        previous = _snapshot(ipr, tables)
-        _remove(ipr, cfg, gateways)
-        steps: list[Step] = []
-        for gw in gateways:
-            rule = _rule_args(cfg, gw)
-            route = _route_args(cfg, gw, where[gw.id])
-            steps.append(Step(f"gateway {gw.id}: route",
-                              functools.partial(ipr.route, "add", **route),
-                              functools.partial(ipr.route, "del", **route)))
-            steps.append(Step(f"gateway {gw.id}: rule",
-                              functools.partial(ipr.rule, "add", **rule),
-                              functools.partial(ipr.rule, "del", **rule)))
-        try:
-            _apply(ipr, steps)
-        except RouteError as e:
-            restored = _restore(ipr, previous)
-            raise RouteError(f"{e}; previous steering restored ({restored} of "
-                             f"{len(previous)} entries)") from None
-        return [describe(cfg, gw, where[gw.id]) for gw in gateways] + [
+        where = _install(ipr, cfg, gateways)
+        return [_line(cfg, gw, where[gw.id]) for gw in gateways] + [
             describe_external(gw) for gw in external]
+
+
+#: rtnetlink multicast groups ``follow`` watches: links, addresses, routes.
+_FOLLOW_GROUPS = (rtnl.RTMGRP_LINK | rtnl.RTMGRP_IPV4_IFADDR | rtnl.RTMGRP_IPV6_IFADDR
+                  | rtnl.RTMGRP_IPV4_ROUTE | rtnl.RTMGRP_IPV6_ROUTE)
+
+#: Longest time between two looks at the interfaces, should an event be missed.
+FOLLOW_RESCAN_S = 1.0
+
+#: After the first event of a burst (address, then its routes), wait this
+#: long for the rest before looking.
+FOLLOW_SETTLE_S = 0.02
+
+
+def _drain(mon: IPRoute) -> None:
+    """Read every queued event (they only say "look again")."""
+    while select.select([mon.fileno()], [], [], 0)[0]:
+        mon.get()
+
+
+def follow(cfg: Config, out: Callable[[str], None] = print,
+           stop: threading.Event | None = None) -> int:
+    """Install every gateway, then keep the interface gateways current.
+
+    A gateway named by its interface follows what DHCP, RA or hotplug do:
+    on every change of links, addresses or routes (rtnetlink events, and
+    a look every :data:`FOLLOW_RESCAN_S` in case one was missed) its plan
+    is made again, and if it differs (another address, another next hop,
+    the interface gone) its rules and route are replaced.  Static
+    gateways are installed once.  When ``stop`` is set (SIGTERM), removes
+    what it installed and returns 0.
+    """
+    gateways = [gw for gw in cfg.gateways if gw.route != "external"]
+    dynamic = [gw for gw in gateways if gw.interface is not None]
+    stop = stop if stop is not None else threading.Event()
+    with IPRoute() as ipr, IPRoute() as mon:
+        mon.bind(groups=_FOLLOW_GROUPS)
+        where = _install(ipr, cfg, gateways)
+        for gw in gateways:
+            out(_line(cfg, gw, where[gw.id]))
+        applied = {gw.id: where[gw.id] for gw in dynamic}
+        while not stop.is_set():
+            if select.select([mon.fileno()], [], [], FOLLOW_RESCAN_S)[0]:
+                time.sleep(FOLLOW_SETTLE_S)
+                _drain(mon)
+            for gw in dynamic:
+                try:
+                    now: Plan | str = plan_interface(ipr, cfg, gw)
+                except ConfigError as e:  # e.g. a configured hop not on-link with the new prefix
+                    now = str(e)
+                except NetlinkError as e:  # the interface went away while we looked
+                    now = f"interface {gw.interface}: {e}"
+                if now == applied[gw.id]:
+                    continue
+                _remove(ipr, cfg, [gw])
+                if isinstance(now, Plan):
+                    try:
+                        _apply(ipr, _steps(ipr, cfg, now))
+                    except RouteError as e:
+                        now = str(e)
+                applied[gw.id] = now
+                out(_line(cfg, gw, now))
+        _remove(ipr, cfg, gateways)
+    return 0
 
 
 def describe_external(gw: Gateway) -> str:
     """The line ``check`` and ``install`` print for a ``route = external``
     gateway."""
-    return f"{gw.id}: route = external (another tool routes {gw.source}; nothing installed)"
+    return f"{gw.id}: route = external (another tool routes {gw.source or gw.interface}; nothing installed)"
 
 
 def _route_args_from(msg: Any) -> dict[str, Any]:

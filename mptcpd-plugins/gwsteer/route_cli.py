@@ -6,6 +6,7 @@ Examples::
     gwsteer-route install                    # all gateways of the config
     gwsteer-route install --gateway gw2
     gwsteer-route uninstall                  # every braid route and rule
+    gwsteer-route follow                     # install, then follow interfaces (DHCP, RA, hotplug)
     gwsteer-route decap --sid fc00:2::d4 --nexthop 10.9.2.2   # on the gateway
     gwsteer-route transit --sid fc00:1::e                     # on a transit node
 """
@@ -13,14 +14,24 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from pyroute2 import IPRoute
 
 from gwsteer import version
 
 from . import route
-from .config import ConfigError, load_config
+from .config import Config, ConfigError, load_config
+
+
+def _follow(cfg: Config) -> int:
+    """``follow``: until SIGTERM or SIGINT; one line per change, flushed (journald)."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return route.follow(cfg, lambda line: print(line, flush=True), stop)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("check", "install", "uninstall"):
         s = sub.add_parser(name)
         s.add_argument("--gateway", action="append", help="only this gateway (repeatable)")
+    sub.add_parser("follow", help="install, then keep gateways named by interface current "
+                   "(runs until SIGTERM, then removes its entries)")
     sub.choices["uninstall"].add_argument(
         "--all", action="store_true", help="remove every braid-marked entry, no config needed")
     d = sub.add_parser("decap", help="gateway node: End.DX4/End.DX6 for a SID")
@@ -54,14 +67,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"removed {route.uninstall()} entries")
         else:
             cfg = load_config(args.config)
+            if args.cmd == "follow":
+                return _follow(cfg)
             if args.cmd == "check":
                 gws = [cfg.gateway(g) for g in args.gateway] if args.gateway else cfg.gateways
                 ours = [gw for gw in gws if gw.route != "external"]
                 with IPRoute() as ipr:
                     where = route.validate_host(ipr, cfg, ours)
                 for gw in gws:
-                    print(route.describe(cfg, gw, where[gw.id]) if gw in ours
-                          else route.describe_external(gw))
+                    plan = where.get(gw.id)
+                    if plan is None:
+                        print(route.describe_external(gw))
+                    elif isinstance(plan, route.Plan):
+                        print(route.describe(cfg, plan))
+                    else:
+                        print(route.describe_waiting(gw, plan))
             elif args.cmd == "install":
                 for line in route.install(cfg, args.gateway):
                     print(line)

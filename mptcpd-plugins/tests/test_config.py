@@ -58,7 +58,29 @@ BAD = [
     ("[gateways]\n", "[gateways]: unknown section"),
     ("[gwsteer]\nrole = client\n", "role client needs at least one [gateway <id>] section"),
     ("[gateway gw1]\nsource = 10.1.1.2\nhops = fc00::1\n",
-     "[gateway gw1] probe: missing or not of the family of source"),
+     "[gateway gw1] probe: missing or not of the gateway's family, ipv4"),
+    # Gateways named by their interface (DHCP, RA, hotplug): the name
+    # need not exist yet, but must be one the kernel would accept.
+    ("[gateway gw1]\ninterface = averyverylongname0\n",
+     "[gateway gw1] interface: 'averyverylongname0' is not a valid interface name"),
+    ("[gateway gw1]\ninterface = wan/0\n",
+     "[gateway gw1] interface: 'wan/0' is not a valid interface name"),
+    ("[gateway gw1]\ninterface = eth0:1\n",
+     "[gateway gw1] interface: 'eth0:1' is not a valid interface name"),
+    ("[gateway gw1]\ninterface = ..\n",
+     "[gateway gw1] interface: '..' is not a valid interface name"),
+    ("[gateway gw1]\nsource = 10.1.1.2\ninterface = wan0\nfamily = ipv6\nhops = 10.1.1.1\n",
+     "[gateway gw1] family: ipv6 does not agree with source 10.1.1.2 (an ipv4 address)"),
+    ("[gateway gw1]\ninterface = wan0\nfamily = ip4\n",
+     "[gateway gw1] family: 'ip4' is neither ipv4 nor ipv6"),
+    ("[gwsteer]\nprobe_target =\n[gateway gw1]\ninterface = wan0\n",
+     "[gateway gw1] family: missing (a gateway named by its interface alone"),
+    ("[gwsteer]\nprobe_target = 10.99.0.1\n[gateway gw1]\ninterface = wan0\nhops =\n",
+     "[gateway gw1] hops: empty (leave the key out to take the next hop from wan0's default route)"),
+    ("[gateway gw1]\ninterface = wan0\nfamily = ipv6\n",
+     "[gateway gw1] probe: missing or not of the gateway's family, ipv6"),
+    ("[gwsteer]\nprobe_target = 10.99.0.1\n[gateway a]\ninterface = wan0\n[gateway b]\ninterface = wan0\n",
+     "[gateway b] interface: wan0 (ipv4) is already followed by gateway a"),
     # Where the two parsers used to disagree:
     ("[gwsteer]\nfail_after = 2\nfail_after = 5\n" + GW, "[gwsteer] fail_after: set twice (line 3)"),
     ("[gwsteer]\nfail_after = 2\n  5\n" + GW, "line 3: continuation lines are not supported"),
@@ -91,6 +113,23 @@ def test_good_config() -> None:
     assert str(cfg.gateways[1].probe) == "10.99.0.1"
     with pytest.raises(ConfigError, match="unknown gateway 'gw9' \\(known: gw1, gw2\\)"):
         cfg.gateway("gw9")
+
+
+def test_interface_gateways() -> None:
+    """``interface =`` instead of (or as well as) ``source``; ``hops`` from the route."""
+    cfg = load_config_text(
+        "[gwsteer]\nprobe_target = 10.99.0.1\n"
+        "[gateway isp]\ninterface = wan0\n"
+        "[gateway lte]\ninterface = wwan0\nfamily = ipv6\nprobe = fc00:99::1\nbackup = yes\n"
+        "[gateway fixed]\nsource = 10.1.1.2\ninterface = eth1\nhops = 10.1.1.1\n"
+        "[gateway lte4]\ninterface = wwan0\n")
+    isp, lte, fixed, lte4 = cfg.gateways
+    assert (isp.source, isp.interface, isp.version, isp.hops) == (None, "wan0", 4, ())
+    assert isp.steering == "onlink" and isp.dynamic
+    assert (lte.interface, lte.version, str(lte.probe)) == ("wwan0", 6, "fc00:99::1")
+    assert str(fixed.source) == "10.1.1.2" and fixed.interface == "eth1" and not fixed.dynamic
+    # One interface, two families: two gateways (an LTE modem's IPv4 and IPv6).
+    assert (lte4.interface, lte4.version) == ("wwan0", 4)
 
 
 @pytest.mark.parametrize("text,message", BAD)

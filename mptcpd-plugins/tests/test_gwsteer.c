@@ -379,11 +379,13 @@ static void test_status_file(void)
 
         CHECK(strncmp(buf, "{\"version\":1,\"updated\":\"", 24) == 0);
         CHECK(strstr(buf, "{\"id\":\"gw1\",\"source\":\"10.1.1.2\","
+                          "\"interface\":\"\","
                           "\"up\":true,\"backup\":false,\"best\":true,"
                           "\"ewma_ms\":12.000,\"rtt_ms\":12.000,"
                           "\"avmet\":0.500,\"last_change\":\"") != NULL);
         CHECK(strstr(buf, "\"subflows\":3}") != NULL);
         CHECK(strstr(buf, "{\"id\":\"gw2\",\"source\":\"10.1.0.3\","
+                          "\"interface\":\"\","
                           "\"up\":false,\"backup\":false,\"best\":false,"
                           "\"ewma_ms\":null,\"rtt_ms\":null,"
                           "\"avmet\":0.000,") != NULL);

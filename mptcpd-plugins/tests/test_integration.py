@@ -119,7 +119,7 @@ def test_status_file_format(lab: Lab, tmp: Path) -> None:
     rfc3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
     assert rfc3339.match(data["updated"])
     for g in data["gateways"]:
-        assert list(g) == ["id", "source", "up", "backup", "best", "ewma_ms", "rtt_ms",
+        assert list(g) == ["id", "source", "interface", "up", "backup", "best", "ewma_ms", "rtt_ms",
                            "avmet", "last_change", "subflows"]
         assert rfc3339.match(g["last_change"])
         assert isinstance(g["ewma_ms"], float) and isinstance(g["rtt_ms"], float)

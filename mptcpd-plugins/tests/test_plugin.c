@@ -17,6 +17,8 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 
 #include <ell/ell.h>
 
+#include <mptcpd/network_monitor.h>
 #include <mptcpd/path_manager.h>
 #include <mptcpd/plugin.h>
 
@@ -224,6 +227,85 @@ void mptcpd_plugin_new_connection(char const *name, mptcpd_token_t token,
         ops->new_connection(token, laddr, raddr, server_side, pm);
 }
 
+// ----------------------------------------------------------------
+//      Fake network monitor and kernel: interfaces by hand
+// ----------------------------------------------------------------
+
+/// The interfaces mptcpd's network monitor "sees".
+static struct mptcpd_interface fake_ifs[2];
+
+/// Number of entries in @c fake_ifs.
+static size_t nfake_ifs;
+
+/**
+ * @brief The kernel's view for the plugin: getifaddrs() over fake_ifs.
+ *
+ * Defined here, it takes the place of the C library's for gwsteer.c.
+ */
+int getifaddrs(struct ifaddrs **out)
+{
+        struct ifaddrs *head = NULL;
+
+        for (size_t i = nfake_ifs; i-- > 0;) {
+                struct mptcpd_interface *const f = &fake_ifs[i];
+
+                for (struct l_queue_entry const *e =
+                             l_queue_get_entries(f->addrs);
+                     e;
+                     e = e->next) {
+                        struct ifaddrs *const a = l_new(struct ifaddrs, 1);
+
+                        a->ifa_name = f->name;
+                        a->ifa_flags = f->flags;
+                        a->ifa_addr = e->data;
+                        a->ifa_next = head;
+                        head = a;
+                }
+
+                // The link itself (AF_PACKET in the real list): no address.
+                struct ifaddrs *const link = l_new(struct ifaddrs, 1);
+
+                link->ifa_name = f->name;
+                link->ifa_flags = f->flags;
+                link->ifa_next = head;
+                head = link;
+        }
+
+        *out = head;
+        return 0;
+}
+
+void freeifaddrs(struct ifaddrs *list)
+{
+        while (list != NULL) {
+                struct ifaddrs *const next = list->ifa_next;
+
+                l_free(list);
+                list = next;
+        }
+}
+
+/**
+ * @brief Give fake interface @a i the address @a ip.
+ */
+static struct sockaddr *fake_if_add(struct mptcpd_interface *i,
+                                    char const *ip)
+{
+        struct sockaddr_storage *const ss = l_new(struct sockaddr_storage, 1);
+
+        gwsteer_parse_addr(ip, ss);
+        l_queue_push_tail(i->addrs, ss);
+        return (struct sockaddr *) ss;
+}
+
+/**
+ * @brief l_queue_remove_if() match: the same IP.
+ */
+static bool same_ip_match(void const *a, void const *b)
+{
+        return gwsteer_same_ip(a, b);
+}
+
 /**
  * @brief Number of recorded commands of @a kind with @a local (or any).
  */
@@ -290,8 +372,21 @@ static struct { struct gateway_probe *p; uint16_t seq; } replies[256];
 /// Number of undelivered replies.
 static size_t nreplies;
 
+void gateway_probe_set_source(struct gateway_probe *p,
+                              struct sockaddr const *source)
+{
+        memset(&p->source, 0, sizeof(p->source));
+        if (source != NULL)
+                memcpy(&p->source, source, source->sa_family == AF_INET
+                       ? sizeof(struct sockaddr_in)
+                       : sizeof(struct sockaddr_in6));
+}
+
 bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
 {
+        if (p->source.ss_family == AF_UNSPEC)
+                return false;
+
         if (p->answering && nreplies < L_ARRAY_SIZE(replies)) {
                 replies[nreplies].p = p;
                 replies[nreplies].seq = seq;
@@ -1046,6 +1141,151 @@ static void test_stalled_subflow_backup(void)
         stop();
 }
 
+/**
+ * @brief Read the status file (static buffer).
+ */
+static char const *status_text(void)
+{
+        static char buf[4096];
+        char *const path = l_strdup_printf("%s/st.json", tmpdir);
+        FILE *const f = fopen(path, "r");
+        size_t n = 0;
+
+        if (f != NULL) {
+                n = fread(buf, 1, sizeof(buf) - 1, f);
+                fclose(f);
+        }
+        buf[n] = '\0';
+        l_free(path);
+        return buf;
+}
+
+/**
+ * @brief interface =: the gateway follows the interface's address.
+ *
+ * A new address (DHCP renew) moves the gateway's subflow to it; the
+ * interface going away takes the gateway down at once; its return
+ * (hotplug) brings it back with a subflow from its new address.
+ */
+static void test_interface_follows_address(void)
+{
+        struct mptcpd_interface *const wan = &fake_ifs[0];
+
+        *wan = (struct mptcpd_interface) {
+                .family = AF_UNSPEC, .index = 5,
+                .flags = IFF_UP | IFF_RUNNING, .name = "wan0",
+                .addrs = l_queue_new(),
+        };
+        nfake_ifs = 1;
+        fake_if_add(wan, "fe80::1");  // Not a usable IPv4 source.
+        fake_if_add(wan, "10.1.2.2");
+
+        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+                    "hops = 10.1.1.1\n[gateway wan]\ninterface = wan0\n"));
+        run_for(30);
+        CHECK(strstr(status_text(), "\"id\":\"wan\",\"source\":\"10.1.2.2\","
+                     "\"interface\":\"wan0\",\"up\":true") != NULL);
+
+        connect_client(30, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+        ops->new_subflow(30, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+
+        // DHCP renew to another address: the new one comes first.
+        ops->new_local_address(wan, fake_if_add(wan, "10.1.2.3"), PM);
+        run_for(30);
+        // At least: under load 30 ms can outlast subflow_timeout_ms (40).
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.3") >= 1);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") >= 1);
+        ops->new_subflow(30, sa("10.1.2.3", 40002), sa("10.99.0.1", 5201),
+                         false, PM);
+        unsigned int const opened = count(CMD_ADD_SUBFLOW, "10.1.2.3");
+        ops->subflow_closed(30, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                            false, PM);
+
+        struct sockaddr_storage old;
+        gwsteer_parse_addr("10.1.2.2", &old);
+        l_free(l_queue_remove_if(wan->addrs, same_ip_match, &old));
+        ops->delete_local_address(wan, (struct sockaddr *) &old, PM);
+        run_for(30);
+        // The old address going changes nothing more.
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.3") == 0);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.3") == opened);
+
+        // A join asked for from the old address that comes up late: closed.
+        unsigned int const removals = count(CMD_REMOVE_SUBFLOW, "10.1.2.2");
+        ops->new_subflow(30, sa("10.1.2.2", 40009), sa("10.99.0.1", 5201),
+                         false, PM);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == removals + 1);
+        ops->subflow_closed(30, sa("10.1.2.2", 40009), sa("10.99.0.1", 5201),
+                            false, PM);
+
+        // Unplugged: down at once, its subflow goes.
+        nfake_ifs = 0;
+        ops->delete_interface(wan, PM);
+        run_for(30);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.3") >= 1);
+        CHECK(strstr(status_text(), "\"id\":\"wan\",\"source\":\"\","
+                     "\"interface\":\"wan0\",\"up\":false") != NULL);
+        ops->subflow_closed(30, sa("10.1.2.3", 40002), sa("10.99.0.1", 5201),
+                            false, PM);
+
+        // Plugged back in with a new lease: up again, a new subflow.
+        l_queue_clear(wan->addrs, l_free);
+        fake_if_add(wan, "10.1.2.4");
+        nfake_ifs = 1;
+        ops->new_interface(wan, PM);
+        run_for(100);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.4") >= 1);  // Retried: never up.
+        CHECK(strstr(status_text(), "\"source\":\"10.1.2.4\","
+                     "\"interface\":\"wan0\",\"up\":true") != NULL);
+        stop();
+        nfake_ifs = 0;
+        l_queue_destroy(wan->addrs, l_free);
+}
+
+/**
+ * @brief source and interface: that address, only while the interface has it.
+ */
+static void test_interface_with_fixed_source(void)
+{
+        struct mptcpd_interface *const lan = &fake_ifs[0];
+
+        *lan = (struct mptcpd_interface) {
+                .family = AF_UNSPEC, .index = 6,
+                .flags = IFF_UP | IFF_RUNNING, .name = "lan3",
+                .addrs = l_queue_new(),
+        };
+        nfake_ifs = 1;
+        fake_if_add(lan, "10.1.3.2");
+
+        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+                    "hops = 10.1.1.1\n[gateway fixed]\nsource = 10.1.3.2\n"
+                    "interface = lan3\nhops = 10.1.3.1\n"));
+        run_for(30);
+        connect_client(31, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.2") == 1);
+        ops->new_subflow(31, sa("10.1.3.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+
+        // Another address on the interface is not the gateway's.
+        ops->new_local_address(lan, fake_if_add(lan, "10.1.3.9"), PM);
+        run_for(30);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.9") == 0);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.3.2") == 0);
+
+        // The interface goes down (link lost): so does the gateway.
+        lan->flags = IFF_UP;
+        ops->update_interface(lan, PM);
+        run_for(30);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.3.2") >= 1);
+        CHECK(strstr(status_text(), "\"id\":\"fixed\",\"source\":\"\","
+                     "\"interface\":\"lan3\",\"up\":false") != NULL);
+        stop();
+        nfake_ifs = 0;
+        l_queue_destroy(lan->addrs, l_free);
+}
+
 int main(void)
 {
         l_log_set_stderr();
@@ -1064,6 +1304,8 @@ int main(void)
         test_pickup_at_start();
         test_proxy_pickup_reannounces();
         test_stalled_subflow_backup();
+        test_interface_follows_address();
+        test_interface_with_fixed_source();
 
         char *const cmd = l_strdup_printf("rm -rf %s", tmpdir);
         if (system(cmd) != 0)
