@@ -238,6 +238,19 @@ static bool update_best(struct gateway_health *h)
         return true;
 }
 
+double gateway_probe_loss(struct gateway const *gw)
+{
+        if (gw->probes == 0)
+                return -1;
+
+        uint64_t const window = gw->probes == 64
+                ? UINT64_MAX
+                : (UINT64_C(1) << gw->probes) - 1;
+
+        return (double) __builtin_popcountll(gw->loss_bits & window)
+                / gw->probes;
+}
+
 void gateway_health_record(struct gateway_health *h,
                            struct gateway *gw,
                            bool answered,
@@ -247,6 +260,10 @@ void gateway_health_record(struct gateway_health *h,
 {
         struct gwsteer_config const *const c = h->config;
         bool changed = false;
+
+        gw->loss_bits = gw->loss_bits << 1 | (answered ? 0 : 1);
+        if (gw->probes < 64)
+                ++gw->probes;
 
         if (answered) {
                 double const sample = (double) rtt_us / 1000.0;
@@ -558,6 +575,8 @@ bool gateway_health_set_source(struct gateway_health *h,
         memset(entry->slots, 0, sizeof(entry->slots));
         gw->ok_run = 0;
         gw->lost_run = 0;
+        gw->loss_bits = 0;
+        gw->probes = 0;
 
         if (entry->probe != NULL)
                 gateway_probe_set_source(entry->probe, source);

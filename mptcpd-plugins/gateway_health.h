@@ -77,6 +77,18 @@ struct gateway
         /// Consecutive lost probes.
         unsigned int lost_run;
 
+        /**
+         * @brief The last probes' outcomes, newest in bit 0 (1 = lost).
+         *
+         * A window of up to 64 probes (@c probes of them valid): the
+         * loss rate an operator sees, where @c lost_run only drives the
+         * up/down hysteresis.
+         */
+        uint64_t loss_bits;
+
+        /// Valid bits in @c loss_bits (at most 64).
+        unsigned int probes;
+
         /// Recent flaps; the down hold time is hold_ms << flaps.
         unsigned int flaps;
 
@@ -89,6 +101,14 @@ struct gateway
         /// Live subflows through this gateway, over all connections.
         unsigned int subflows;
 };
+
+/**
+ * @brief Fraction of the last probes (up to 64) that were lost.
+ *
+ * @return A value in [0, 1], or a negative value if no probe has been
+ *         recorded since the gateway started or changed its source.
+ */
+double gateway_probe_loss(struct gateway const *gw);
 
 /**
  * @brief Called when a gateway changes state or the best one changes.

@@ -166,6 +166,16 @@ static void append_gateway(struct l_string *out,
         // The AvMet score that elects the best gateway (prefer_best).
         l_string_append_printf(out, "\"avmet\":%.3f,", gw->avmet);
 
+        // Lost fraction of the last (up to 64) probes, and how many.
+        double const loss = gateway_probe_loss(gw);
+
+        if (loss >= 0)
+                l_string_append_printf(out,
+                                       "\"probe_loss\":%.4f,\"probes\":%u,",
+                                       loss, gw->probes);
+        else
+                l_string_append(out, "\"probe_loss\":null,\"probes\":0,");
+
         l_string_append_printf(out,
                                "\"last_change\":\"%s\",\"subflows\":%u}",
                                changed, gw->subflows);

@@ -49,6 +49,12 @@ CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("gateway-duplicate-id", "client", {"braid_gwsteer_gateways": [GATEWAYS[0], {**GATEWAYS[1], "id": "gw1"}]},
      "braid_gwsteer_gateways"),
     ("gateway-missing-hops", "client", {"braid_gwsteer_gateways": [{"id": "gw1", "source": "10.1.1.2"}]}, "hops"),
+    ("gateway-neither-source-nor-interface", "client", {"braid_gwsteer_gateways": [{"id": "gw1", "hops": "10.1.1.1"}]},
+     "either source"),
+    # Rendered into gateways.conf as interface = ... and refused by gwsteer-check.
+    ("gateway-interface-name-too-long", "client",
+     {"braid_gwsteer_gateways": [GATEWAYS[0], {"id": "lte", "interface": "wwan0-much-too-long", "family": "ipv4"}]},
+     "interface"),
     # Only gwsteer's own validator knows this one: the message carries its words.
     ("gateway-bad-source", "client", {"braid_gwsteer_gateways": [{**GATEWAYS[0], "source": "10.1.1.300"}]},
      "[gateway gw1] source"),

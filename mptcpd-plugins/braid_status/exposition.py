@@ -117,7 +117,8 @@ def gateway_families(st: GatewayStatus | None, conns: list[Connection]) -> list[
         f.add(updated)
         fams.append(f)
     per = {name: Family(f"gateway_{name}", typ, text) for name, typ, text in (
-        ("info", "gauge", "A gateway of gwsteer's and the local source address its subflows leave from: always 1."),
+        ("info", "gauge", "A gateway of gwsteer's, the local source address its subflows leave from and the "
+                          "interface it follows (\"\" for a fixed address): always 1."),
         ("up", "gauge", "1 if gwsteer has the gateway up (its probes answered), 0 if down."),
         ("backup", "gauge", "1 if gwsteer wants the backup flag on the gateway's subflows "
                             "(configured backup, or not the best with prefer_best)."),
@@ -125,6 +126,7 @@ def gateway_families(st: GatewayStatus | None, conns: list[Connection]) -> list[
         ("probe_rtt_seconds", "gauge", "The gateway's last answered probe round-trip time."),
         ("probe_rtt_ewma_seconds", "gauge", "The gateway's smoothed probe round-trip time (EWMA)."),
         ("avmet_score", "gauge", "The gateway's AvMet score in [0, 1]: EWMA of answering a probe round first."),
+        ("probe_loss_ratio", "gauge", "Fraction of the gateway's last probes (up to 64) that got no answer."),
         ("last_change_timestamp_seconds", "gauge", "When the gateway last went up or down."),
         ("subflows", "gauge", "Live subflows through the gateway over all connections gwsteer manages."),
         ("subflow_sent_bytes", "gauge", "Bytes sent on the live subflows leaving from the gateway's source "
@@ -133,7 +135,7 @@ def gateway_families(st: GatewayStatus | None, conns: list[Connection]) -> list[
     )}
     traffic = traffic_by(conns, "addr")
     for g in st.gateways:
-        per["info"].add(1, gateway=g.id, source=g.source)
+        per["info"].add(1, gateway=g.id, source=g.source, interface=g.interface)
         per["up"].add(_flag(g.up), gateway=g.id)
         per["backup"].add(_flag(g.backup), gateway=g.id)
         per["best"].add(_flag(g.best), gateway=g.id)
@@ -142,6 +144,8 @@ def gateway_families(st: GatewayStatus | None, conns: list[Connection]) -> list[
         if g.ewma_ms is not None:
             per["probe_rtt_ewma_seconds"].add(g.ewma_ms / 1000, gateway=g.id)
         per["avmet_score"].add(g.avmet, gateway=g.id)
+        if g.probe_loss is not None:
+            per["probe_loss_ratio"].add(g.probe_loss, gateway=g.id)
         changed = rfc3339_seconds(g.last_change)
         if changed is not None:
             per["last_change_timestamp_seconds"].add(changed, gateway=g.id)

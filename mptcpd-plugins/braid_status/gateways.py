@@ -40,6 +40,9 @@ class Gateway:
     #: The interface whose address the gateway follows ("" if none); ``source``
     #: is then its current address, "" while it has none.
     interface: str = ""
+    #: Lost fraction of the last ``probes`` probes (up to 64); None before the first.
+    probe_loss: float | None = None
+    probes: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,8 @@ def _gateway(raw: Any) -> Gateway:
                    backup=bool(raw["backup"]), best=bool(raw.get("best", False)),
                    ewma_ms=_optional_float(raw.get("ewma_ms")), rtt_ms=_optional_float(raw.get("rtt_ms")),
                    avmet=float(raw.get("avmet", 0.0)), last_change=str(raw.get("last_change", "")),
-                   subflows=int(raw.get("subflows", 0)), interface=str(raw.get("interface", "")))
+                   subflows=int(raw.get("subflows", 0)), interface=str(raw.get("interface", "")),
+                   probe_loss=_optional_float(raw.get("probe_loss")), probes=int(raw.get("probes", 0)))
 
 
 def load(path: str) -> GatewayStatus:

@@ -47,6 +47,10 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
+def _pct(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{100 * ratio:.0f}%"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
@@ -81,10 +85,14 @@ def _gateway_lines(snap: Snapshot) -> list[str]:
     age = f", {time.time() - updated:.1f} s ago" if updated is not None else ""
     lines = [f"gateways   {st.path} (updated {st.updated}{age})",
              f"  {'ID':<10} {'SOURCE':<16} {'STATE':<5} {'BACKUP':<6} {'BEST':<4} {'RTT ms':>7} {'EWMA ms':>8} "
-             f"{'AVMET':>6} {'SUBFLOWS':>8}  LAST CHANGE"]
+             f"{'LOSS':>5} {'AVMET':>6} {'SUBFLOWS':>8}  LAST CHANGE"]
     for g in st.gateways:
-        lines.append(f"  {g.id:<10} {g.source:<16} {'up' if g.up else 'DOWN':<5} {'yes' if g.backup else 'no':<6} "
-                     f"{'*' if g.best else '':<4} {_ms(g.rtt_ms):>7} {_ms(g.ewma_ms):>8} {g.avmet:>6.3f} "
+        # A gateway that follows an interface shows it, and "-" while the
+        # interface has no address.
+        source = f"{g.source or '-'}%{g.interface}" if g.interface else g.source
+        lines.append(f"  {g.id:<10} {source:<16} {'up' if g.up else 'DOWN':<5} {'yes' if g.backup else 'no':<6} "
+                     f"{'*' if g.best else '':<4} {_ms(g.rtt_ms):>7} {_ms(g.ewma_ms):>8} {_pct(g.probe_loss):>5} "
+                     f"{g.avmet:>6.3f} "
                      f"{g.subflows:>8}  {g.last_change}")
     if not st.gateways:
         lines.append("  (no gateways: a proxy-role gwsteer)")

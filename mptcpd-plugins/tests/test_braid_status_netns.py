@@ -71,14 +71,14 @@ def established(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for s in report["connections"][0]["subflows"] if s["state"] == "ESTAB"]
 
 
-def scrape(topo: Topo) -> dict[str, float]:
-    """One HTTP scrape of the exporter running in the client namespace: braid_gateway_up by gateway."""
+def scrape(topo: Topo, family: str = "braid_gateway_up") -> dict[str, float]:
+    """One HTTP scrape of the exporter running in the client namespace: a gateway family by gateway."""
     def get() -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{EXPORTER_PORT}/metrics", timeout=5) as resp:
             return str(resp.read().decode())
     text = inside(topo.cli.name, get, timeout=10 * TIME_SCALE)
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    return {s.labels["gateway"]: s.value for s in families["braid_gateway_up"].samples}
+    return {s.labels["gateway"]: s.value for s in families[family].samples}
 
 
 def wait_seen(what: str, check: Any, bound: float) -> float:
@@ -130,6 +130,10 @@ def test_status_and_exporter_follow_a_gateway_cut(lab: Lab, tmp: Path) -> None:
     topo.cut("gw1")
     down_s = wait_seen("gw1 down in braid status", lambda: not up_of(status(topo))["gw1"], SEEN_DOWN_BOUND_S)
     assert scrape(topo) == {"gw1": 0, "gw2": 1}
+    # The lost probes show as probe loss (fail_after of them at least), the
+    # gateway still answering has less.
+    loss = scrape(topo, "braid_gateway_probe_loss_ratio")
+    assert loss["gw1"] > 0 and loss["gw2"] < loss["gw1"], loss
     # gwsteer removes gw1's subflow: it leaves ESTAB (FIN-WAIT-1 while the path is cut).
     report = wait_report(topo, "gw1's subflow closing",
                          lambda r: bool(r["connections"]) and len(established(r)) == 1, 3)

@@ -296,6 +296,46 @@ static void test_health_hysteresis(void)
 }
 
 /**
+ * @brief Probe loss over the last 64 probes, reset with the source.
+ */
+static void test_probe_loss(void)
+{
+        struct gwsteer_config *const c = load_text(good_conf);
+        struct gateway_health *const h =
+                gateway_health_new_passive(c, on_change, NULL);
+        struct gateway *const gw1 = l_queue_peek_head(
+                (struct l_queue *) gateway_health_gateways(h));
+        uint64_t t = MS(1000);
+        int64_t round = 0;
+
+        CHECK(gateway_probe_loss(gw1) < 0);
+
+        // One in four lost: 0.25 over the first 8, and over a full window.
+        for (int i = 0; i < 100; ++i) {
+                gateway_health_record(h, gw1, i % 4 != 3, MS(10), ++round,
+                                      t += MS(100));
+                if (i == 7)
+                        CHECK(gateway_probe_loss(gw1) == 0.25);
+        }
+        CHECK(gw1->probes == 64 && gateway_probe_loss(gw1) == 0.25);
+
+        // The window forgets: 64 answers later, no loss.
+        for (int i = 0; i < 64; ++i)
+                gateway_health_record(h, gw1, true, MS(10), ++round,
+                                      t += MS(100));
+        CHECK(gateway_probe_loss(gw1) == 0.0);
+
+        // 64 losses: all of the window.
+        for (int i = 0; i < 64; ++i)
+                gateway_health_record(h, gw1, false, 0, ++round,
+                                      t += MS(100));
+        CHECK(gateway_probe_loss(gw1) == 1.0);
+
+        gateway_health_destroy(h);
+        gwsteer_config_free(c);
+}
+
+/**
  * @brief AvMet preference with switch margin and prefer_best backups.
  */
 static void test_health_avmet(void)
@@ -382,13 +422,16 @@ static void test_status_file(void)
                           "\"interface\":\"\","
                           "\"up\":true,\"backup\":false,\"best\":true,"
                           "\"ewma_ms\":12.000,\"rtt_ms\":12.000,"
-                          "\"avmet\":0.500,\"last_change\":\"") != NULL);
+                          "\"avmet\":0.500,"
+                          "\"probe_loss\":0.0000,\"probes\":1,"
+                          "\"last_change\":\"") != NULL);
         CHECK(strstr(buf, "\"subflows\":3}") != NULL);
         CHECK(strstr(buf, "{\"id\":\"gw2\",\"source\":\"10.1.0.3\","
                           "\"interface\":\"\","
                           "\"up\":false,\"backup\":false,\"best\":false,"
                           "\"ewma_ms\":null,\"rtt_ms\":null,"
-                          "\"avmet\":0.000,") != NULL);
+                          "\"avmet\":0.000,"
+                          "\"probe_loss\":null,\"probes\":0,") != NULL);
 
         // Only the status file is left in the directory (renamed tmp).
         char *const ls = l_strdup_printf("test $(ls -A %s/sub | wc -l) = 1",
@@ -612,6 +655,7 @@ int main(int argc, char **argv)
         test_config_bad();
         test_health_hysteresis();
         test_health_avmet();
+        test_probe_loss();
         test_status_file();
         test_probe_match();
         test_probe_socket();
