@@ -113,8 +113,13 @@ EVENTS = "[...document.querySelectorAll('#events li')].map(e => e.textContent)"
 
 
 def test_status_page_shows_gateways_traffic_and_a_cut(lab: Lab, tmp: Path) -> None:
-    if not (shutil.which("node") and Path(CHROMIUM).exists() and (BROWSER_DIR / "node_modules").is_dir()):
-        pytest.skip("needs node, Debian's chromium and tests/browser's npm packages (scripts/install-deps)")
+    # Without node there is no browser driver: skipped. With it,
+    # scripts/install-deps installs chromium and the npm packages, so a
+    # missing one is a failure, not a skip that would hide the page's test.
+    if not shutil.which("node"):
+        pytest.skip("needs node (the browser driver, playwright-core, runs on it)")
+    assert Path(CHROMIUM).exists() and (BROWSER_DIR / "node_modules").is_dir(), \
+        "Debian's chromium or tests/browser's npm packages are missing: run scripts/install-deps"
     started = time.monotonic()
     topo = onlink(lab, tmp)
     topo.write_config(onlink_gateways(topo))
