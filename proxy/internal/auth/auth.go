@@ -424,6 +424,15 @@ func (v *Verifier) check(a *Accepted, payload []byte, eph [PublicLen]byte) error
 // EarlyKey is the key of the client's data sent before the answer.
 func (a *Accepted) EarlyKey() [KeyLen]byte { return earlyKey(&a.psk, a.es, a.h1[:]) }
 
+// AnswerLen is the size of the server's answer before its random bytes:
+// ServerHelloPadLen if the client asked for them, else ServerHelloLen.
+func (a *Accepted) AnswerLen() int {
+	if a.Flags&FlagPadReply != 0 {
+		return ServerHelloPadLen
+	}
+	return ServerHelloLen
+}
+
 // ServerHello builds the answer carrying reply (ReplyLen bytes), followed
 // by 0..MaxReplyPad random bytes if the client asked (FlagPadReply), and
 // returns it with the session keys.

@@ -60,6 +60,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		if hs, first, err = auth.NewClientHello(rt.psk, rt.server, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
 			return nil, wire.StatusGeneralFailure, err
 		}
+		c.metrics.Counter("handshake_padding_bytes_sent").Add(int64(len(first) - auth.ClientHelloLen))
 		if early && cfg.Encrypt {
 			earlyAEAD, _ := wire.NewAEAD(hs.EarlyKey())
 			earlySealer = wire.NewSealer(earlyAEAD)

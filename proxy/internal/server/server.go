@@ -482,6 +482,9 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	answer := func(st wire.Status) ([]byte, error) {
 		sh, k, err := acc.ServerHello(wire.AppendReplyFlags(nil, st, rflags))
 		keys = k
+		if err == nil {
+			s.metrics.Counter("handshake_padding_bytes_sent").Add(int64(len(sh) - acc.AnswerLen()))
+		}
 		return sh, err
 	}
 	plaintext := acc.Flags&auth.FlagPlaintext != 0
