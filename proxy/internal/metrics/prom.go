@@ -52,7 +52,10 @@ var counterHelp = map[string]string{
 	"refused_client_limit":      "Connections refused by the per-client connection limit.",
 	"refused_destinations":      "Requests refused by the destination policy.",
 	"refused_plaintext":         "Plaintext relays refused (the server does not allow them).",
+	"relay_conns_cut":           "Connections in flight closed because their relay failed health_close_after health checks in a row.",
+	"relay_retries":             "Connections whose relay failed during set-up and that were retried on another relay.",
 	"relays_total":              "Relays started.",
+	"health_probes":             "Health checks from clients answered (requests for the unspecified address).",
 	"resolve_failures":          "Destination names that did not resolve.",
 	"setup_count":               "Connection set-ups timed in the setup_*_seconds sums.",
 	"socks_auth_failures":       "SOCKS user/password authentications that failed.",
@@ -104,6 +107,14 @@ type GaugeFamily struct {
 	Values      func() map[string]float64
 }
 
+// AddCounterFamily registers a counter per label value under name (which
+// ends in _total on /metrics), read when /metrics or /status is.
+func (r *Registry) AddCounterFamily(name string, f GaugeFamily) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cfamilies[name] = f
+}
+
 // AddGaugeFamily registers a gauge family under name.
 func (r *Registry) AddGaugeFamily(name string, f GaugeFamily) {
 	r.mu.Lock()
@@ -114,10 +125,10 @@ func (r *Registry) AddGaugeFamily(name string, f GaugeFamily) {
 // registered copies, under the lock, what is computed when read: gauges,
 // computed counters, gauge families and the build info. The callers run
 // the functions outside the lock, since a gauge may take other locks.
-func (r *Registry) registered() (gauges, counters map[string]func() int64, families map[string]GaugeFamily, info [2]string) {
+func (r *Registry) registered() (gauges, counters map[string]func() int64, families, cfamilies map[string]GaugeFamily, info [2]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return maps.Clone(r.gauges), maps.Clone(r.counterFuncs), maps.Clone(r.families), r.info
+	return maps.Clone(r.gauges), maps.Clone(r.counterFuncs), maps.Clone(r.families), maps.Clone(r.cfamilies), r.info
 }
 
 // labelledSamples formats one sample per key of values, sorted by key:
@@ -187,7 +198,7 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		}
 	}
 
-	gauges, cfuncs, families, info := r.registered()
+	gauges, cfuncs, families, cfamilies, info := r.registered()
 	for name, f := range gauges {
 		help, ok := gaugeHelp[name]
 		if !ok {
@@ -212,6 +223,15 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		}
 		if len(values) > 0 {
 			add(name, "gauge", f.Help, labelledSamples(name, f.Label, values)...)
+		}
+	}
+	for name, f := range cfamilies {
+		values := map[string]string{}
+		for k, v := range f.Values() {
+			values[k] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		if len(values) > 0 {
+			add(name+"_total", "counter", f.Help, labelledSamples(name+"_total", f.Label, values)...)
 		}
 	}
 	add("build_info", "gauge", "The build this process runs, and its role: always 1.",
