@@ -144,7 +144,7 @@ func (c *Client) relayWorked(r *relayHost) {
 
 func (c *Client) relayDown(r *relayHost, why string, err error) {
 	if r.h.up.Swap(false) {
-		c.log.Warn("relay down: new connections go to the other relays", "relay", r.addr, "why", why, "err", err)
+		c.log.Warn("relay down: new connections go to relays that are up, if any", "relay", r.addr, "why", why, "err", err)
 		c.pool.kick() // drop its spares, fill for the relay used now
 	}
 }
