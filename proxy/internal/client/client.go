@@ -391,14 +391,12 @@ func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 		// relay, which resets the application's connection.
 		far = &relay.Deferred{Conn: up.conn, Await: up.await}
 	}
-	// Tracked on its relay, which closes it if the relay is found dead.
+	// Tracked on its relay, which closes it if the relay is found dead:
+	// the relay then fails, which resets the application's connection.
 	f := &inflight{raw: up.raw}
 	up.relay.h.add(f)
 	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), c.counters(up), sampler.Sample)
 	up.relay.h.remove(f)
-	if f.cut.Load() {
-		local.SetLinger(0) // a reset: the transfer failed, it did not end
-	}
 	sampler.Record(c.metrics, true)
 	c.log.Debug("relay finished", "gateway", up.gwID, "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
 }

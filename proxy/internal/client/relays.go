@@ -43,10 +43,7 @@ type relayHealth struct {
 
 // inflight is a relayed connection, tracked so that it can be closed when
 // its relay is found dead instead of hanging until the idle timeout.
-type inflight struct {
-	raw *net.TCPConn
-	cut atomic.Bool // closed because the relay is down
-}
+type inflight struct{ raw *net.TCPConn }
 
 func (h *relayHealth) add(f *inflight) {
 	h.mu.Lock()
@@ -71,7 +68,6 @@ func (h *relayHealth) cutAll() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for f := range h.inflight {
-		f.cut.Store(true)
 		f.raw.Close()
 	}
 	return len(h.inflight)
