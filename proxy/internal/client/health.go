@@ -73,7 +73,6 @@ func (c *Client) checkAll(ctx context.Context, rt *runtimeState) {
 			if k := rt.cfg.HealthCloseAfter; k > 0 && int(n) >= k {
 				if cut := r.h.cutAll(); cut > 0 {
 					r.h.cut.Add(int64(cut))
-					c.metrics.Counter("relay_conns_cut").Add(int64(cut))
 					c.log.Warn("closing connections in flight on a relay that failed its health checks",
 						"relay", r.addr, "failed_checks", n, "conns", cut)
 				}

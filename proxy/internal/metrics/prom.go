@@ -52,7 +52,6 @@ var counterHelp = map[string]string{
 	"refused_client_limit":      "Connections refused by the per-client connection limit.",
 	"refused_destinations":      "Requests refused by the destination policy.",
 	"refused_plaintext":         "Plaintext relays refused (the server does not allow them).",
-	"relay_conns_cut":           "Connections in flight closed because their relay failed health_close_after health checks in a row.",
 	"relay_retries":             "Connections whose relay failed during set-up and that were retried on another relay.",
 	"relays_total":              "Relays started.",
 	"health_probes":             "Health checks from clients answered (requests for the unspecified address).",
