@@ -32,12 +32,16 @@ type relayNode struct {
 
 // startRelayNode starts a server on addr ("127.0.0.1:0" for any port)
 // that knows box1's key and may reach every loopback address.
-func startRelayNode(t testing.TB, addr string) *relayNode {
+// muts adjust its configuration.
+func startRelayNode(t testing.TB, addr string, muts ...func(*config.Server)) *relayNode {
 	t.Helper()
 	keys := filepath.Join(t.TempDir(), "server.keys")
 	writeSecret(t, keys, "box1 "+keyHex+"\n")
 	cfg := config.DefaultServer()
 	cfg.Listen, cfg.KeyFile, cfg.AllowCIDRs = addr, keys, []string{"127.0.0.0/8"}
+	for _, m := range muts {
+		m(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -88,17 +92,25 @@ type multiClient struct {
 // weights (nil: all 1), policy and fast health checks.
 func startMultiClient(t testing.TB, addrs []string, weights []int, policy string, mut func(*config.Client)) *multiClient {
 	t.Helper()
-	dir := t.TempDir()
-	keys := filepath.Join(dir, "client.keys")
-	writeSecret(t, keys, "box1 "+keyHex+"\n")
-	cfg := config.DefaultClient()
+	var relays []config.Relay
 	for i, a := range addrs {
 		r := config.Relay{Address: a}
 		if weights != nil {
 			r.Weight = weights[i]
 		}
-		cfg.Servers = append(cfg.Servers, r)
+		relays = append(relays, r)
 	}
+	return startRelaysClient(t, relays, policy, mut)
+}
+
+// startRelaysClient starts a client with the given servers list.
+func startRelaysClient(t testing.TB, relays []config.Relay, policy string, mut func(*config.Client)) *multiClient {
+	t.Helper()
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "client.keys")
+	writeSecret(t, keys, "box1 "+keyHex+"\n")
+	cfg := config.DefaultClient()
+	cfg.Servers = relays
 	cfg.ServerPolicy = policy
 	cfg.KeyFile = keys
 	cfg.SOCKSListen = "127.0.0.1:0"

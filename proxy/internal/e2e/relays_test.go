@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"braid/proxy/internal/auth"
 	"braid/proxy/internal/config"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -225,4 +227,45 @@ func scrape(mc *multiClient) string {
 	var b bytes.Buffer
 	mc.m.WritePrometheus(&b)
 	return b.String()
+}
+
+// Relays with static keys of their own: each entry's server_public_key
+// is used for its relay, and a relay that accepts connections but does
+// not complete the authenticated handshake (here: the client holds the
+// wrong public key for it) fails its health checks and gets no
+// connections.
+func TestRelayOwnStaticKeys(t *testing.T) {
+	sink := startSinks(t, 1)[0]
+	dir := t.TempDir()
+	var nodes []*relayNode
+	var pubs []string
+	for i := range 3 {
+		path := filepath.Join(dir, fmt.Sprintf("static%d.key", i))
+		k, err := auth.NewStaticKeyFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pubs = append(pubs, auth.EncodePublicKey(k.Public))
+		nodes = append(nodes, startRelayNode(t, "127.0.0.1:0", func(s *config.Server) { s.StaticKeyFile = path }))
+	}
+	mc := startRelaysClient(t, []config.Relay{
+		{Address: nodes[0].addr, ServerPublicKey: pubs[0]},
+		{Address: nodes[1].addr, ServerPublicKey: pubs[1]},
+		{Address: nodes[2].addr, ServerPublicKey: pubs[0]}, // not relay 2's key
+	}, config.PolicySpread, nil)
+	down := `braid_proxy_relay_up{relay="` + nodes[2].addr + `"} 0` + "\n"
+	if !waitFor(func() bool { return strings.Contains(scrape(mc), down) }) {
+		t.Fatalf("relay with the wrong key not down:\n%s", scrape(mc))
+	}
+	for i := range 20 {
+		if who, err := servedBy(mc, nodes, sink); err != nil || who == 2 {
+			t.Fatalf("fetch %d: relay %d, %v", i, who, err)
+		}
+	}
+	if nodes[0].relays() == 0 || nodes[1].relays() == 0 {
+		t.Fatalf("relays used %d and %d times: a relay's own key was not used", nodes[0].relays(), nodes[1].relays())
+	}
+	if n := nodes[2].m.Counter("auth_failures").Load(); n == 0 {
+		t.Fatal("relay 2 saw no failed handshakes: the health check did not try one")
+	}
 }
