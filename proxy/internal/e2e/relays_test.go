@@ -269,3 +269,36 @@ func TestRelayOwnStaticKeys(t *testing.T) {
 		t.Fatal("relay 2 saw no failed handshakes: the health check did not try one")
 	}
 }
+
+// With auth tls the health check is a TLS handshake and a request: both
+// relays answer it (health_probes), and failover works as with psk.
+func TestRelayFailoverTLS(t *testing.T) {
+	sink := startSinks(t, 1)[0]
+	dir := t.TempDir()
+	scrt, skey, spin := tlsFiles(t, dir, "server")
+	ccrt, ckey, cpin := tlsFiles(t, dir, "box1")
+	peers := filepath.Join(dir, "peers")
+	writeSecret(t, peers, "box1 "+cpin+"\n")
+	srv := func(s *config.Server) {
+		s.Auth, s.TLSCertFile, s.TLSKeyFile, s.TLSPeersFile = "tls", scrt, skey, peers
+	}
+	nodes := []*relayNode{startRelayNode(t, "127.0.0.1:0", srv), startRelayNode(t, "127.0.0.1:0", srv)}
+	mc := startMultiClient(t, []string{nodes[0].addr, nodes[1].addr}, nil, config.PolicyFailover, func(c *config.Client) {
+		c.Auth, c.KeyFile, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", "", ccrt, ckey, spin
+	})
+	if !waitFor(func() bool {
+		return nodes[0].m.Counter("health_probes").Load() > 0 && nodes[1].m.Counter("health_probes").Load() > 0
+	}) {
+		t.Fatal("TLS health checks not answered")
+	}
+	if who, err := servedBy(mc, nodes, sink); err != nil || who != 0 {
+		t.Fatalf("before the stop: relay %d, %v", who, err)
+	}
+	nodes[0].stop()
+	time.Sleep(300 * time.Millisecond)
+	for i := range 5 {
+		if who, err := servedBy(mc, nodes, sink); err != nil || who != 1 {
+			t.Fatalf("fetch %d after the stop: relay %d, %v", i, who, err)
+		}
+	}
+}
