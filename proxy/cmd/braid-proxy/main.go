@@ -335,7 +335,7 @@ gateway settings; SIGTERM drains relays, then exits.`)
 		if err != nil {
 			return err
 		}
-		log.Info("SOCKS5 listening", "addr", ln.Addr().String(), "server", cfg.Server, "config", path)
+		log.Info("SOCKS5 listening", "addr", ln.Addr().String(), "servers", relayAddrs(cfg), "policy", cfg.ServerPolicy, "config", path)
 		go func() {
 			if err := cl.ServeSOCKS(serveCtx, ln); err != nil {
 				errc <- err
@@ -347,7 +347,7 @@ gateway settings; SIGTERM drains relays, then exits.`)
 		if err != nil {
 			return err
 		}
-		log.Info("transparent listener up", "addr", ln.Addr().String(), "server", cfg.Server)
+		log.Info("transparent listener up", "addr", ln.Addr().String(), "servers", relayAddrs(cfg))
 		go func() {
 			if err := cl.ServeTransparent(serveCtx, ln); err != nil {
 				errc <- err
@@ -491,4 +491,13 @@ func runGencert(args []string) error {
 	}
 	fmt.Printf("%s %s\n", *name, pin)
 	return nil
+}
+
+// relayAddrs lists the relays a client configuration names, for the log.
+func relayAddrs(cfg *config.Client) string {
+	var a []string
+	for _, r := range cfg.Relays() {
+		a = append(a, r.Address)
+	}
+	return strings.Join(a, ",")
 }

@@ -62,8 +62,8 @@ type runtimeState struct {
 	cfg      *config.Client
 	id       string
 	psk      [auth.KeyLen]byte // auth psk: the Noise PSK from the key file
-	server   []byte            // auth psk: the server's static public key, or nil
-	tls      *tls.Config       // auth tls
+	relays   *relaySet
+	tls      *tls.Config // auth tls
 	users    Users
 	gateways *gwstatus.Watcher
 	pad      *wire.Padder // adaptive padding of the upload; nil = off
@@ -78,8 +78,10 @@ func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, er
 	}
 	m.Gauge("conns_active", c.conns.Active)
 	c.exportGateways(m)
+	c.exportRelays(m)
 	c.pool = newPreconnect(c)
 	go c.pool.run(c.connCtx)
+	go c.runHealth(c.connCtx)
 	return c, nil
 }
 
@@ -153,10 +155,12 @@ func (c *Client) Reload(cfg *config.Client) error {
 	if key != nil {
 		rs.psk = auth.NoisePSK(key)
 	}
-	if cfg.ServerPublicKey != "" {
-		if rs.server, err = auth.ParsePublicKey(cfg.ServerPublicKey); err != nil {
-			return fmt.Errorf("client.server_public_key: %w", err)
-		}
+	var oldRelays *relaySet
+	if old := c.rt.Load(); old != nil {
+		oldRelays = old.relays
+	}
+	if rs.relays, err = newRelaySet(cfg, oldRelays); err != nil {
+		return fmt.Errorf("client.server_public_key: %w", err)
 	}
 	c.rt.Store(rs)
 	return nil
@@ -285,7 +289,11 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		}
 		socks5.WriteUserPassStatus(conn, true)
 	}
-	pre = c.startDial(rt)
+	// Unless the relay depends on the destination (sticky), which is
+	// only known from the request.
+	if !rt.relays.needsDest() {
+		pre = c.startDial(rt, rt.relays.pick(dest.Addr{}, nil))
+	}
 	req, err := socks5.ReadRequest(br)
 	if err != nil {
 		var pe *socks5.Error
@@ -301,6 +309,9 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 			c.socksError(conn, "malformed", err, 0xff)
 		}
 		return
+	}
+	if pre == nil {
+		pre = c.startDial(rt, rt.relays.pick(req.Dest, nil))
 	}
 	// The upstream exchange has its own time limits (dial and handshake).
 	conn.SetDeadline(time.Time{})
@@ -386,7 +397,12 @@ func (c *Client) relay(local *net.TCPConn, up *upstream, rt *runtimeState) {
 		// relay, which resets the application's connection.
 		far = &relay.Deferred{Conn: up.conn, Await: up.await}
 	}
+	// Tracked on its relay, which closes it if the relay is found dead:
+	// the relay then fails, which resets the application's connection.
+	f := &inflight{raw: up.raw}
+	up.relay.h.add(f)
 	res := relay.Relay(c.connCtx, local, far, time.Duration(rt.cfg.IdleTimeout), c.counters(up), sampler.Sample)
+	up.relay.h.remove(f)
 	sampler.Record(c.metrics, true)
 	c.log.Debug("relay finished", "gateway", up.gwID, "up", res.Up, "down", res.Down, "reason", res.Reason, "err", res.Err)
 }

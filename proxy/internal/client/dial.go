@@ -16,6 +16,7 @@ import (
 // pendingDial is a connection to the server being opened while the SOCKS
 // exchange with the application is still going on, so the two overlap.
 type pendingDial struct {
+	relay *relayHost
 	done  chan struct{}
 	conn  *net.TCPConn
 	gwID  string
@@ -23,9 +24,10 @@ type pendingDial struct {
 	taken bool
 }
 
-func (c *Client) startDial(rt *runtimeState) *pendingDial {
-	p := &pendingDial{done: make(chan struct{})}
-	if p.conn, p.gwID = c.pool.take(rt); p.conn != nil {
+// startDial opens a connection to r, or takes one of its spares.
+func (c *Client) startDial(rt *runtimeState, r *relayHost) *pendingDial {
+	p := &pendingDial{relay: r, done: make(chan struct{})}
+	if p.conn, p.gwID = c.pool.take(rt, r); p.conn != nil {
 		close(p.done)
 		return p
 	}
@@ -33,7 +35,7 @@ func (c *Client) startDial(rt *runtimeState) *pendingDial {
 		defer close(p.done)
 		ctx, cancel := context.WithTimeout(c.connCtx, time.Duration(rt.cfg.DialTimeout))
 		defer cancel()
-		p.conn, p.gwID, p.err = c.dial(ctx, rt)
+		p.conn, p.gwID, p.err = c.dial(ctx, rt, r)
 	}()
 	return p
 }
@@ -59,11 +61,11 @@ func (p *pendingDial) discard() {
 	}()
 }
 
-// dial opens the MPTCP connection, binding the first subflow to the best
-// gateway's source address, or racing the two best.
-func (c *Client) dial(ctx context.Context, rt *runtimeState) (*net.TCPConn, string, error) {
+// dial opens the MPTCP connection to r, binding the first subflow to the
+// best gateway's source address, or racing the two best.
+func (c *Client) dial(ctx context.Context, rt *runtimeState, r *relayHost) (*net.TCPConn, string, error) {
 	if c.Source.IsValid() {
-		conn, err := c.dialFrom(ctx, rt, c.Source)
+		conn, err := c.dialFrom(ctx, rt, r, c.Source)
 		return conn, "bind", err
 	}
 	n := 1
@@ -72,19 +74,19 @@ func (c *Client) dial(ctx context.Context, rt *runtimeState) (*net.TCPConn, stri
 	}
 	gws := rt.gateways.Best(n)
 	if len(gws) == 0 {
-		conn, err := c.dialFrom(ctx, rt, netip.Addr{})
+		conn, err := c.dialFrom(ctx, rt, r, netip.Addr{})
 		return conn, "default", err
 	}
 	if len(gws) == 1 {
-		conn, err := c.dialFrom(ctx, rt, gws[0].Source)
+		conn, err := c.dialFrom(ctx, rt, r, gws[0].Source)
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("dial through best gateway failed; using the kernel's choice", "gateway", gws[0].ID, "err", err)
-			conn, err = c.dialFrom(ctx, rt, netip.Addr{})
+			conn, err = c.dialFrom(ctx, rt, r, netip.Addr{})
 			return conn, "default", err
 		}
 		return conn, gws[0].ID, err
 	}
-	return c.race(ctx, rt, gws)
+	return c.race(ctx, rt, r, gws)
 }
 
 type dialResult struct {
@@ -93,13 +95,13 @@ type dialResult struct {
 	err  error
 }
 
-func (c *Client) race(ctx context.Context, rt *runtimeState, gws []gwstatus.Gateway) (*net.TCPConn, string, error) {
+func (c *Client) race(ctx context.Context, rt *runtimeState, r *relayHost, gws []gwstatus.Gateway) (*net.TCPConn, string, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan dialResult, len(gws))
 	start := func(g gwstatus.Gateway) {
 		go func() {
-			conn, err := c.dialFrom(ctx, rt, g.Source)
+			conn, err := c.dialFrom(ctx, rt, r, g.Source)
 			results <- dialResult{conn, g, err}
 		}()
 	}
@@ -124,9 +126,9 @@ func (c *Client) race(ctx context.Context, rt *runtimeState, gws []gwstatus.Gate
 				launched++
 				pending++
 			}
-		case r := <-results:
+		case res := <-results:
 			pending--
-			if r.err == nil {
+			if res.err == nil {
 				// Close late winners in the background.
 				left := pending
 				go func() {
@@ -136,10 +138,10 @@ func (c *Client) race(ctx context.Context, rt *runtimeState, gws []gwstatus.Gate
 						}
 					}
 				}()
-				c.metrics.Gateway(r.gw.ID).RaceWins.Add(1)
-				return r.conn, r.gw.ID, nil
+				c.metrics.Gateway(res.gw.ID).RaceWins.Add(1)
+				return res.conn, res.gw.ID, nil
 			}
-			errs = append(errs, fmt.Errorf("gateway %s: %w", r.gw.ID, r.err))
+			errs = append(errs, fmt.Errorf("gateway %s: %w", res.gw.ID, res.err))
 			if launched < len(gws) { // first failed before the delay: start the other now
 				timer = nil
 				start(gws[1])
@@ -151,7 +153,7 @@ func (c *Client) race(ctx context.Context, rt *runtimeState, gws []gwstatus.Gate
 	return nil, "", errors.Join(errs...)
 }
 
-func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, src netip.Addr) (*net.TCPConn, error) {
+func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, r *relayHost, src netip.Addr) (*net.TCPConn, error) {
 	d := net.Dialer{KeepAlive: rt.cfg.RelayKeepAlive()}
 	// Fast Open makes connect return before the handshake, so it cannot be
 	// combined with racing, which keeps the first completed handshake.
@@ -170,12 +172,12 @@ func (c *Client) dialFrom(ctx context.Context, rt *runtimeState, src netip.Addr)
 		// allocations. (Without a source, DialTCP would bind to the
 		// wildcard address first, so that path keeps DialContext; a name
 		// is resolved on every dial, it may move.)
-		if server, err := netip.ParseAddrPort(rt.cfg.Server); err == nil {
+		if server, err := netip.ParseAddrPort(r.addr); err == nil {
 			return d.DialTCP(ctx, "tcp", local, server)
 		}
 		d.LocalAddr = net.TCPAddrFromAddrPort(local)
 	}
-	conn, err := d.DialContext(ctx, "tcp", rt.cfg.Server)
+	conn, err := d.DialContext(ctx, "tcp", r.addr)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"braid/proxy/internal/config"
+	"braid/proxy/internal/dest"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -92,22 +95,27 @@ func size(rt *runtimeState) int {
 	return rt.cfg.Preconnect
 }
 
-// take returns a pooled connection that is still usable, or nil, and has
-// the pool refilled at once: over real round trips the replacement then is
-// ready when a sequence of short connections asks for the next one. (Kicked
-// only once the taking connection's first byte was back, the replacement
-// missed every next connection of a sequential series at 41 ms RTT, and on
-// the host testbed it saved nothing measurable.)
-func (p *preconnect) take(rt *runtimeState) (*net.TCPConn, string) {
-	p.lastUse.Store(time.Now().UnixNano())
+// take returns a pooled connection to r that is still usable, or nil, and
+// has the pool refilled at once: over real round trips the replacement
+// then is ready when a sequence of short connections asks for the next
+// one. (Kicked only once the taking connection's first byte was back, the
+// replacement missed every next connection of a sequential series at
+// 41 ms RTT, and on the host testbed it saved nothing measurable.)
+func (p *preconnect) take(rt *runtimeState, r *relayHost) (*net.TCPConn, string) {
+	now := time.Now().UnixNano()
+	p.lastUse.Store(now)
+	r.h.lastUse.Store(now)
 	defer p.kick()
 	if size(rt) == 0 {
 		return nil, ""
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(p.idle) > 0 {
-		i := p.pick()
+	for {
+		i := p.pick(r.addr)
+		if i < 0 {
+			break
+		}
 		ic := p.idle[i]
 		p.idle = slices.Delete(p.idle, i, i+1)
 		if p.usable(rt, ic) && alive(ic.conn) {
@@ -127,15 +135,22 @@ func (p *preconnect) take(rt *runtimeState) (*net.TCPConn, string) {
 	return nil, ""
 }
 
-// pick returns the index of the spare to try next: the newest joined one,
-// else the newest.
-func (p *preconnect) pick() int {
+// pick returns the index of the spare to server to try next: the newest
+// joined one, else the newest; -1 if there is none.
+func (p *preconnect) pick(server string) int {
+	newest := -1
 	for i := len(p.idle) - 1; i >= 0; i-- {
+		if p.idle[i].server != server {
+			continue
+		}
 		if p.idle[i].joined {
 			return i
 		}
+		if newest < 0 {
+			newest = i
+		}
 	}
-	return len(p.idle) - 1
+	return newest
 }
 
 // watchJoin ends ic's join probe once its subflows have joined or the probe
@@ -162,10 +177,13 @@ func (p *preconnect) settle(rt *runtimeState, ic *idleConn) {
 	}
 }
 
-// usable reports whether ic is young enough, to the configured server, and
-// through a gateway the dial would still choose.
+// usable reports whether ic is young enough, to a configured relay that
+// is up, and through a gateway the dial would still choose.
 func (p *preconnect) usable(rt *runtimeState, ic idleConn) bool {
-	if time.Since(ic.born) >= time.Duration(rt.cfg.PreconnectMaxAge) || ic.server != rt.cfg.Server {
+	if time.Since(ic.born) >= time.Duration(rt.cfg.PreconnectMaxAge) {
+		return false
+	}
+	if r := rt.relays.byAddr(ic.server); r == nil || !r.h.up.Load() {
 		return false
 	}
 	n := 1
@@ -228,54 +246,86 @@ func (p *preconnect) run(ctx context.Context) {
 // wants; it returns how long to wait before looking again.
 func (p *preconnect) fill(ctx context.Context, rt *runtimeState, backoff *time.Duration) time.Duration {
 	refresh := time.Duration(float64(rt.cfg.PreconnectMaxAge) * refreshAt)
-	want := size(rt)
-	if time.Since(time.Unix(0, p.lastUse.Load())) > activeWindow {
-		want = 0
-	}
+	want := p.wanted(rt)
 	next := activeWindow
+	have := map[string]int{}
 	p.mu.Lock()
 	kept := p.idle[:0]
 	for _, ic := range p.idle {
 		age := time.Since(ic.born)
-		if len(kept) < want && age < refresh && p.usable(rt, ic) {
+		if have[ic.server] < want[ic.server] && age < refresh && p.usable(rt, ic) {
 			next = min(next, refresh-age)
 			if p.watchJoin(rt, &ic) {
 				next = min(next, joinPoll)
 			}
 			kept = append(kept, ic)
+			have[ic.server]++
 		} else {
 			ic.conn.Close()
 		}
 	}
 	p.idle = kept
-	have := len(kept)
 	p.mu.Unlock()
 
-	for ; have < want && ctx.Err() == nil; have++ {
-		dctx, cancel := context.WithTimeout(ctx, time.Duration(rt.cfg.DialTimeout))
-		conn, gwID, err := p.c.dial(dctx, rt)
-		cancel()
-		if err != nil {
-			p.c.metrics.Counter("preconnect_dial_failures").Add(1)
-			*backoff = min(max(2**backoff, minBackoff), maxBackoff)
-			p.c.log.Debug("preconnect dial failed", "err", err, "retry_in", *backoff)
-			return *backoff
+	failed := false
+	for _, r := range rt.relays.list {
+		for ; have[r.addr] < want[r.addr] && ctx.Err() == nil; have[r.addr]++ {
+			dctx, cancel := context.WithTimeout(ctx, time.Duration(rt.cfg.DialTimeout))
+			conn, gwID, err := p.c.dial(dctx, rt, r)
+			cancel()
+			if err != nil {
+				p.c.metrics.Counter("preconnect_dial_failures").Add(1)
+				if ctx.Err() == nil {
+					p.c.relayFailed(r, err)
+				}
+				failed = true
+				p.c.log.Debug("preconnect dial failed", "relay", r.addr, "err", err)
+				break
+			}
+			ic := idleConn{conn: conn, gwID: gwID, server: r.addr, born: time.Now()}
+			if err := startJoinProbe(conn); err != nil {
+				p.c.log.Debug("no join probe on a spare", "err", err)
+			} else {
+				ic.probing = true
+				next = min(next, joinPoll)
+			}
+			p.mu.Lock()
+			p.idle = append(p.idle, ic)
+			p.mu.Unlock()
+			next = min(next, refresh)
 		}
-		*backoff = 0
-		ic := idleConn{conn: conn, gwID: gwID, server: rt.cfg.Server, born: time.Now()}
-		if err := startJoinProbe(conn); err != nil {
-			p.c.log.Debug("no join probe on a spare", "err", err)
-		} else {
-			ic.probing = true
-			next = min(next, joinPoll)
-		}
-		p.mu.Lock()
-		p.idle = append(p.idle, ic)
-		p.mu.Unlock()
-		next = min(next, refresh)
 	}
+	if failed {
+		*backoff = min(max(2**backoff, minBackoff), maxBackoff)
+		return *backoff
+	}
+	*backoff = 0
 	// Look again when the oldest connection is due for replacement.
 	return max(next, 10*time.Millisecond)
+}
+
+// wanted is how many spares rt wants per relay address: none while the
+// client is idle; else, under failover, for the relay a connection would
+// take now, and under the other policies for each healthy relay that a
+// connection chose within activeWindow. Dead relays get none.
+func (p *preconnect) wanted(rt *runtimeState) map[string]int {
+	want := map[string]int{}
+	n := size(rt)
+	if n == 0 || time.Since(time.Unix(0, p.lastUse.Load())) > activeWindow {
+		return want
+	}
+	if rt.relays.policy == config.PolicyFailover {
+		if r := rt.relays.pick(dest.Addr{}, nil); r != nil && r.h.up.Load() {
+			want[r.addr] = n
+		}
+		return want
+	}
+	for _, r := range rt.relays.list {
+		if r.h.up.Load() && time.Since(time.Unix(0, r.h.lastUse.Load())) <= activeWindow {
+			want[r.addr] = n
+		}
+	}
+	return want
 }
 
 func (p *preconnect) closeAll() {

@@ -23,6 +23,7 @@ type upstream struct {
 	raw     *net.TCPConn
 	gateway *metrics.Gateway
 	gwID    string
+	relay   *relayHost
 	// await, if set, reads and checks the server's answer, which has not
 	// arrived yet (early data); nothing is relayed back before it.
 	await func() error
@@ -38,8 +39,48 @@ type upstream struct {
 // back. The whole exchange then costs no round trip of its own. Otherwise
 // open waits for the answer, which costs one round trip after the MPTCP
 // handshake and yields the real status.
+//
+// The relay is pre's, or the policy's choice for d. If connecting to it or
+// its handshake fails before anything was answered, the relay is marked
+// down and the connection is tried once more on the next relay the policy
+// chooses, so the application does not see the failure. (With early data
+// the handshake completes after open returns: a failure then fails the
+// connection, and only marks the relay down.)
 func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early bool) (*upstream, wire.Status, error) {
+	if pre == nil {
+		pre = c.startDial(rt, rt.relays.pick(d, nil))
+	}
+	up, status, err := c.openOn(rt, d, pre, early)
+	var rerr *relayError
+	if !errors.As(err, &rerr) {
+		return up, status, err
+	}
+	failed := pre.relay
+	c.relayFailed(failed, err)
+	next := rt.relays.pick(d, failed)
+	if next == nil {
+		return up, status, err
+	}
+	c.metrics.Counter("relay_retries").Add(1)
+	c.log.Info("retrying connection on another relay", "failed", failed.addr, "relay", next.addr, "err", err)
+	up, status, err = c.openOn(rt, d, c.startDial(rt, next), early)
+	if errors.As(err, &rerr) {
+		c.relayFailed(next, err)
+	}
+	return up, status, err
+}
+
+// relayError is a failure of the relay itself (connecting, or its
+// handshake), as opposed to an answer from it.
+type relayError struct{ err error }
+
+func (e *relayError) Error() string { return e.err.Error() }
+func (e *relayError) Unwrap() error { return e.err }
+
+// openOn is open on pre's relay, without retries.
+func (c *Client) openOn(rt *runtimeState, d dest.Addr, pre *pendingDial, early bool) (*upstream, wire.Status, error) {
 	cfg := rt.cfg
+	r := pre.relay
 	var (
 		hs          *auth.ClientHandshake
 		earlySealer *wire.Sealer
@@ -57,7 +98,7 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		if cfg.Encrypt {
 			flags |= auth.FlagPadding // this client drops padding frames
 		}
-		if hs, first, err = auth.NewClientHello(rt.psk, rt.server, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
+		if hs, first, err = auth.NewClientHello(rt.psk, r.pub, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
 			return nil, wire.StatusGeneralFailure, err
 		}
 		c.metrics.Counter("handshake_padding_bytes_sent").Add(int64(len(first) - auth.ClientHelloLen))
@@ -68,17 +109,15 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 	}
 
 	t0 := time.Now()
-	if pre == nil {
-		pre = c.startDial(rt)
-	}
 	raw, gwID, err := pre.wait()
 	t1 := time.Now()
 	if err != nil {
 		c.metrics.Counter("upstream_dial_failures").Add(1)
-		return nil, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", cfg.Server, err)
+		return nil, wire.StatusNetUnreachable, &relayError{fmt.Errorf("connecting to server %s: %w", r.addr, err)}
 	}
 	gw := c.metrics.Gateway(gwID)
 	gw.Conns.Add(1)
+	r.h.conns.Add(1)
 	ok := false
 	defer func() {
 		if !ok {
@@ -93,26 +132,29 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		c.metrics.Counter("setup_handshake_us_total").Add(time.Since(t1).Microseconds())
 	}
 	var (
-		up     = &upstream{raw: raw, gateway: gw, gwID: gwID}
+		up     = &upstream{raw: raw, gateway: gw, gwID: gwID, relay: r}
 		answer func() (wire.Status, error)
 	)
 	if rt.tls != nil {
 		tc, err := c.openTLS(rt, raw, d)
 		if err != nil {
-			return nil, wire.StatusGeneralFailure, err
+			if errors.Is(err, errRequestTooLong) {
+				return nil, wire.StatusGeneralFailure, err
+			}
+			return nil, wire.StatusGeneralFailure, &relayError{err}
 		}
 		up.conn = tc
 		answer = func() (wire.Status, error) {
 			var rep [2]byte
 			if _, err := io.ReadFull(tc, rep[:]); err != nil {
-				return wire.StatusGeneralFailure, fmt.Errorf("reading reply: %w", err)
+				return wire.StatusGeneralFailure, &relayError{fmt.Errorf("reading reply: %w", err)}
 			}
 			return wire.ParseReply(rep[:])
 		}
 	} else {
 		if _, err := raw.Write(first); err != nil {
 			c.metrics.Counter("upstream_dial_failures").Add(1)
-			return nil, wire.StatusNetUnreachable, fmt.Errorf("sending hello to %s: %w", cfg.Server, err)
+			return nil, wire.StatusNetUnreachable, &relayError{fmt.Errorf("sending hello to %s: %w", r.addr, err)}
 		}
 		var (
 			wc *wire.Conn
@@ -131,9 +173,9 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 			up.conn = wc
 		}
 		answer = func() (wire.Status, error) {
-			reply, keys, status, err := c.serverHello(rt, src, hs)
+			reply, keys, status, err := c.serverHello(rt, r, src, hs)
 			if err != nil {
-				return status, err
+				return status, &relayError{err}
 			}
 			st, rflags, err := wire.ParseReplyFlags(reply)
 			if err != nil || st != wire.StatusOK || !cfg.Encrypt {
@@ -166,6 +208,11 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		raw.SetWriteDeadline(time.Time{})
 		up.await = func() error {
 			status, err := answer()
+			if err != nil {
+				c.relayFailed(r, err) // too late to retry: the application was answered
+			} else {
+				c.relayWorked(r)
+			}
 			if err == nil && status == wire.StatusRetryWithoutEarlyData {
 				off := c.early.refused(time.Now())
 				c.metrics.Counter("early_data_refused").Add(1)
@@ -191,6 +238,9 @@ func (c *Client) open(rt *runtimeState, d dest.Addr, pre *pendingDial, early boo
 		return up, wire.StatusOK, nil
 	}
 	status, err := answer()
+	if err == nil {
+		c.relayWorked(r)
+	}
 	if err == nil && status == wire.StatusRetryWithoutEarlyData {
 		// Only early data is ever refused this way.
 		return nil, wire.StatusGeneralFailure, fmt.Errorf("server refused early data the client did not send")
@@ -227,12 +277,12 @@ func (c *Client) startPadding(rt *runtimeState, wc *wire.Conn, peerKnows bool) {
 
 // serverHello reads and checks the server's answer and returns its reply
 // and the session keys.
-func (c *Client) serverHello(rt *runtimeState, src io.Reader, hs *auth.ClientHandshake) ([]byte, auth.SessionKeys, wire.Status, error) {
+func (c *Client) serverHello(rt *runtimeState, r *relayHost, src io.Reader, hs *auth.ClientHandshake) ([]byte, auth.SessionKeys, wire.Status, error) {
 	sh := make([]byte, hs.ServerHelloLen())
 	if _, err := io.ReadFull(src, sh); err != nil {
 		if isConnectError(err) { // with Fast Open, connect errors surface here
 			c.metrics.Counter("upstream_dial_failures").Add(1)
-			return nil, auth.SessionKeys{}, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", rt.cfg.Server, err)
+			return nil, auth.SessionKeys{}, wire.StatusNetUnreachable, fmt.Errorf("connecting to server %s: %w", r.addr, err)
 		}
 		c.metrics.Counter("upstream_auth_failures").Add(1)
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
@@ -260,6 +310,10 @@ func (c *Client) upstreamFailed(status wire.Status, err error) {
 	c.log.Info("upstream refused or failed", "status", status.String(), "err", err)
 }
 
+// errRequestTooLong is a request that TLS mode cannot carry: the
+// destination's fault, not the relay's.
+var errRequestTooLong = errors.New("too long for the request (at most 250)")
+
 // openTLS authenticates with mutual TLS 1.3 (pinned certificates) over raw
 // and names d: one length byte, then the wire request. The answer is the
 // 2-byte wire reply that follows.
@@ -268,7 +322,7 @@ func (c *Client) openTLS(rt *runtimeState, raw *net.TCPConn, d dest.Addr) (*tls.
 	// do not fit (the length would wrap and the server would read
 	// garbage). Refused before the handshake, so the server sees nothing.
 	if n := len(wire.AppendRequest(nil, d)); n > 255 {
-		return nil, fmt.Errorf("auth tls: host name of %d bytes is too long for the request (at most 250)", len(d.Name))
+		return nil, fmt.Errorf("auth tls: host name of %d bytes: %w", len(d.Name), errRequestTooLong)
 	}
 	tc := tls.Client(raw, rt.tls)
 	if err := tc.Handshake(); err != nil {

@@ -165,8 +165,18 @@ type Client struct {
 	SOCKSListen       string `json:"socks_listen"`       // "" disables SOCKS
 	TransparentListen string `json:"transparent_listen"` // "" disables transparent mode
 	Server            string `json:"server"`             // host:port of braid-proxy server
-	ClientID          string `json:"client_id"`
-	KeyFile           string `json:"key_file"`
+	// Servers lists several relays (see relays.go) in place of server.
+	Servers      []Relay `json:"servers"`
+	ServerPolicy string  `json:"server_policy"` // failover (default), spread or sticky
+	// HealthInterval is how often each relay of a servers list gets a
+	// health check (an authenticated handshake); 0 = none.
+	HealthInterval Duration `json:"health_interval"`
+	HealthTimeout  Duration `json:"health_timeout"` // a health check's limit
+	// HealthCloseAfter consecutive failed health checks close the
+	// connections in flight on that relay; 0 = never.
+	HealthCloseAfter int    `json:"health_close_after"`
+	ClientID         string `json:"client_id"`
+	KeyFile          string `json:"key_file"`
 	// ServerPublicKey is the server's static public key (its
 	// static_key_file's): the client then accepts only that server, not
 	// any holder of its pre-shared key. "" = a server without one.
@@ -243,6 +253,10 @@ func DefaultClient() *Client {
 		GatewayStatusFile: DefaultGatewayStatusFile,
 		Preconnect:        DefaultPreconnect,
 		PreconnectMaxAge:  Duration(DefaultPreconnectMaxAge),
+		ServerPolicy:      PolicyFailover,
+		HealthInterval:    Duration(DefaultHealthInterval),
+		HealthTimeout:     Duration(DefaultHealthTimeout),
+		HealthCloseAfter:  DefaultHealthCloseAfter,
 	}
 }
 
@@ -353,7 +367,11 @@ func BindClient(c *Client, fs *flag.FlagSet) {
 	BindCommon(&c.Common, fs)
 	fs.StringVar(&c.SOCKSListen, "socks-listen", c.SOCKSListen, "SOCKS5 listen address; empty disables")
 	fs.StringVar(&c.TransparentListen, "transparent-listen", c.TransparentListen, "listen address for iptables/nftables-redirected connections; empty disables")
-	fs.StringVar(&c.Server, "server", c.Server, "braid-proxy server host:port (required)")
+	fs.StringVar(&c.Server, "server", c.Server, "braid-proxy server host:port (required unless the config file has a servers list)")
+	fs.StringVar(&c.ServerPolicy, "server-policy", c.ServerPolicy, "with a servers list: failover (the first healthy relay), spread (new connections by weight over the healthy relays) or sticky (each destination host on one healthy relay)")
+	fs.Var(&c.HealthInterval, "health-interval", "with a servers list: time between health checks (authenticated handshakes) of each relay; 0 disables")
+	fs.Var(&c.HealthTimeout, "health-timeout", "time allowed for one health check")
+	fs.IntVar(&c.HealthCloseAfter, "health-close-after", c.HealthCloseAfter, "close the connections in flight on a relay after this many consecutive failed health checks; 0 = never")
 	fs.StringVar(&c.ClientID, "client-id", c.ClientID, "this client's id in the key file")
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "pre-shared key file, mode 0600 (required)")
 	fs.StringVar(&c.ServerPublicKey, "server-public-key", c.ServerPublicKey, "the server's static public key (base64, from braid-proxy genkey -static): accept only the server holding its private key")
@@ -561,7 +579,7 @@ func (c *Client) Validate() error {
 	if err := validateHostPort("client.transparent_listen", c.TransparentListen, false); err != nil {
 		return err
 	}
-	if err := validateHostPort("client.server", c.Server, true); err != nil {
+	if err := c.validateRelays(); err != nil {
 		return err
 	}
 	if c.ServerPublicKey != "" {

@@ -170,6 +170,13 @@ func TestExamplesValidate(t *testing.T) {
 			}
 			return c.Validate()
 		},
+		"client-relays.json": func(p string) error {
+			c, err := LoadFile(p, DefaultClient)
+			if err != nil {
+				return err
+			}
+			return c.Validate()
+		},
 		"client-tls.json": func(p string) error {
 			c, err := LoadFile(p, DefaultClient)
 			if err != nil {

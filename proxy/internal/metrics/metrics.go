@@ -39,7 +39,8 @@ type Registry struct {
 	gauges       map[string]func() int64
 	counterFuncs map[string]func() int64
 	families     map[string]GaugeFamily
-	info         [2]string // role, version: braid_proxy_build_info
+	cfamilies    map[string]GaugeFamily // counters per label value
+	info         [2]string              // role, version: braid_proxy_build_info
 }
 
 // MaxSubflowKeys bounds the per-address subflow counters; addresses seen
@@ -68,7 +69,7 @@ func (g *Gateway) Add(up bool, n int64) {
 // New returns an empty registry.
 func New() *Registry {
 	return &Registry{start: time.Now(), gauges: map[string]func() int64{}, counterFuncs: map[string]func() int64{},
-		families: map[string]GaugeFamily{}}
+		families: map[string]GaugeFamily{}, cfamilies: map[string]GaugeFamily{}}
 }
 
 // Counter returns (creating) the named counter.
@@ -130,7 +131,7 @@ func (r *Registry) Snapshot() map[string]any {
 		out[k.(string)] = v.(*atomic.Int64).Load()
 		return true
 	})
-	gauges, counters, families, _ := r.registered()
+	gauges, counters, families, cfamilies, _ := r.registered()
 	for _, funcs := range []map[string]func() int64{gauges, counters} {
 		for k, f := range funcs { // outside the lock: a gauge may take others
 			out[k] = f()
@@ -141,8 +142,10 @@ func (r *Registry) Snapshot() map[string]any {
 	for k, v := range r.processValues() {
 		out[k] = v
 	}
-	for k, f := range families {
-		out[k] = f.Values()
+	for _, fams := range []map[string]GaugeFamily{families, cfamilies} {
+		for k, f := range fams {
+			out[k] = f.Values()
+		}
 	}
 	return out
 }

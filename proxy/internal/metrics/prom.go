@@ -66,6 +66,8 @@ var counterHelp = map[string]string{
 	"upstream_auth_failures":       "Server handshakes that failed.",
 	"upstream_dial_failures":       "Connections to the server that failed.",
 	"upstream_refused":             "Requests the server refused or that failed upstream.",
+	"relay_retries":                "Connections whose relay failed during set-up and that were retried on another relay.",
+	"health_probes":                "Health checks from clients answered (requests for the unspecified address).",
 }
 
 // microsecondSums are counters kept in microseconds, exposed in seconds.
@@ -107,6 +109,14 @@ type GaugeFamily struct {
 	Values      func() map[string]float64
 }
 
+// AddCounterFamily registers a counter per label value under name (which
+// ends in _total on /metrics), read when /metrics or /status is.
+func (r *Registry) AddCounterFamily(name string, f GaugeFamily) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cfamilies[name] = f
+}
+
 // AddGaugeFamily registers a gauge family under name.
 func (r *Registry) AddGaugeFamily(name string, f GaugeFamily) {
 	r.mu.Lock()
@@ -117,10 +127,10 @@ func (r *Registry) AddGaugeFamily(name string, f GaugeFamily) {
 // registered copies, under the lock, what is computed when read: gauges,
 // computed counters, gauge families and the build info. The callers run
 // the functions outside the lock, since a gauge may take other locks.
-func (r *Registry) registered() (gauges, counters map[string]func() int64, families map[string]GaugeFamily, info [2]string) {
+func (r *Registry) registered() (gauges, counters map[string]func() int64, families, cfamilies map[string]GaugeFamily, info [2]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return maps.Clone(r.gauges), maps.Clone(r.counterFuncs), maps.Clone(r.families), r.info
+	return maps.Clone(r.gauges), maps.Clone(r.counterFuncs), maps.Clone(r.families), maps.Clone(r.cfamilies), r.info
 }
 
 // labelledSamples formats one sample per key of values, sorted by key:
@@ -190,7 +200,7 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		}
 	}
 
-	gauges, cfuncs, families, info := r.registered()
+	gauges, cfuncs, families, cfamilies, info := r.registered()
 	for name, f := range gauges {
 		help, ok := gaugeHelp[name]
 		if !ok {
@@ -215,6 +225,15 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		}
 		if len(values) > 0 {
 			add(name, "gauge", f.Help, labelledSamples(name, f.Label, values)...)
+		}
+	}
+	for name, f := range cfamilies {
+		values := map[string]string{}
+		for k, v := range f.Values() {
+			values[k] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		if len(values) > 0 {
+			add(name+"_total", "counter", f.Help, labelledSamples(name+"_total", f.Label, values)...)
 		}
 	}
 	add("build_info", "gauge", "The build this process runs, and its role: always 1.",

@@ -29,6 +29,8 @@ func filledRegistry() *Registry {
 	r.CounterFunc("replay_cache_forgotten", func() int64 { return 9 })
 	r.AddGaugeFamily("gateway_probe_rtt_seconds", GaugeFamily{Label: "gateway", Help: "RTT.",
 		Values: func() map[string]float64 { return map[string]float64{"gw1": 0.0125, "gw2": 0} }})
+	r.AddCounterFamily("relay_failures", GaugeFamily{Label: "relay", Help: "Failures.",
+		Values: func() map[string]float64 { return map[string]float64{"relay.example:7443": 2} }})
 	r.Gateway(`dsl "home"`).Up.Add(10)
 	r.Subflow("10.1.1.2").Down.Add(20)
 	return r
@@ -63,6 +65,8 @@ func TestPrometheusExpositionPassesPromlint(t *testing.T) {
 		`braid_proxy_gateway_up_bytes_total{gateway="dsl \"home\""} 10`,
 		`braid_proxy_subflow_received_bytes_total{addr="10.1.1.2"} 20`,
 		"# TYPE braid_proxy_conns_active gauge",
+		"# TYPE braid_proxy_relay_failures_total counter",
+		`braid_proxy_relay_failures_total{relay="relay.example:7443"} 2`,
 		`braid_proxy_gateway_probe_rtt_seconds{gateway="gw1"} 0.0125`,
 	} {
 		if !strings.Contains(b.String(), want+"\n") {

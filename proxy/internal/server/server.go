@@ -328,6 +328,12 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 		s.metrics.Counter("bad_requests").Add(1)
 		log.Warn("malformed request", "err", perr)
 		status = wire.StatusGeneralFailure
+	case d.IP.IsValid() && d.IP.IsUnspecified():
+		// A client's health check (no server connects there): the
+		// authenticated answer is all it wants; not logged, not a
+		// refused destination.
+		s.metrics.Counter("health_probes").Add(1)
+		status = wire.StatusNotAllowed
 	case sess.plaintext && !cfg.AllowPlaintext:
 		s.metrics.Counter("refused_plaintext").Add(1)
 		log.Warn("client asked for a plaintext relay; refused (allow_plaintext is false)")
