@@ -75,7 +75,7 @@ TUNNEL_SOURCES = {"10.200.1.2", "10.200.2.2"}
 # braid's wheel and its pinned dependencies (the braid_python role's venv),
 # and the console scripts the roles link into /usr/local/bin.
 VENV = "/opt/braid/venv"
-VENV_COMMANDS = ("gwsteer-cli", "gwsteer-route", "braid-tor", "braid-openvpn")
+VENV_COMMANDS = ("gwsteer-cli", "gwsteer-route", "braid", "braid-tor", "braid-openvpn")
 
 
 @dataclass
@@ -557,6 +557,16 @@ def _subflow_sources(ns: Namespace, port: int) -> set[str]:
     return {line.split()[-2].rsplit(":", 1)[0] for line in out.splitlines() if line.strip()}
 
 
+def _guide_checks() -> list[str]:
+    """The commands of docs/deploy.md's "Checking it works" block, comments dropped:
+    what the guide tells an operator to run on a client box."""
+    text = (REPO / "docs" / "deploy.md").read_text()
+    section = text[text.index("## Checking it works"):]
+    block = section[section.index("```sh\n") + 6:section.index("\n```", section.index("```sh\n"))]
+    commands = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
+    return [c for c in commands if c and not c.startswith("#")]
+
+
 def _journal_has(system: BootedSystem, unit: str, lines: list[str]) -> bool:
     journal = system.journal(unit)
     return all(line in journal for line in lines)
@@ -655,13 +665,15 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                 return [interface_counters(topo["box"], f"wan{n}")[1] for n in (1, 2)]
 
             before = received_per_wan()
+            fetched = tmp_path / "fetched"
             got = topo["box"].run(["curl", "-sS", "--max-time", "60", "--socks5", "127.0.0.1:1080",
-                                   "-o", "/dev/null", "-w", "%{size_download}",
+                                   "-o", str(fetched), "-w", "%{size_download}",
                                    f"http://{WEB_ADDRESS}:8080/blob"], check=False, timeout=90)
             received = [after - b for after, b in zip(received_per_wan(), before, strict=True)]
             assert got.returncode == 0 and got.stdout == str(BOOTED_TRANSFER), \
                 (got.stdout, got.stderr, box.journal("braid-proxy-client.service"),
                  relay.journal("braid-proxy-server.service"))
+            assert fetched.read_bytes() == (site / "blob").read_bytes(), "the download is not byte-exact"
             # braid-proxy's connections (the download's and the spares) run
             # inside the per-gateway tunnels: gwsteer gave each a subflow
             # through both, and none leaves on a WAN directly.
@@ -671,4 +683,18 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             assert relay_subflows == TUNNEL_SOURCES, relay_subflows
             # Each gateway carries a real share: one 40 Mbit/s path saturates.
             assert min(received) > BOOTED_TRANSFER // 6, received
+            # docs/deploy.md's "Checking it works", as an operator runs it on
+            # the box: every command works and shows what the guide says.
+            checks = _guide_checks()
+            assert len(checks) >= 6, checks
+            out = {}
+            for command in checks:
+                ran = box.run("sh", "-c", command, timeout=30)
+                assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
+                out[command] = ran.stdout
+            report = next(v for k, v in out.items() if k.startswith("braid status"))
+            assert all(g in report for g in ("dsl", "lte", "sat")) and "braid-proxy client" in report, report
+            gateways = out["gwsteer-cli"]
+            assert all(re.search(rf"\b{g}\b.*\bup\b", gateways) for g in ("dsl", "lte")), gateways
+            assert "tcp-ulp-mptcp" in out["ss -tni state established"], out["ss -tni state established"]
         stop_process(web)
