@@ -284,6 +284,9 @@ type session struct {
 	// release returns the handshake's read buffer unless data or
 	// okWithData handed it on.
 	release func()
+	// rt is the configuration the hello was checked against: the one
+	// current when it arrived, not when the connection was accepted.
+	rt *runtimeState
 }
 
 // answerHold bounds how long a positive answer waits for the destination's
@@ -313,6 +316,9 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 	}
 	if sess == nil {
 		return
+	}
+	if sess.rt != nil {
+		rt, cfg = sess.rt, sess.rt.cfg
 	}
 	authenticated()
 	if sess.release != nil {
@@ -437,6 +443,11 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		s.authFailure(c.RemoteAddr(), reason, err, "")
 		return nil
 	}
+	// The keys current now: a client's spare, accepted before a reload that
+	// revoked its key, must not open with the old key set.
+	if cur := s.rt.Load(); cur.verifier != nil {
+		rt = cur
+	}
 	acc, err := rt.verifier.Verify(hello[:])
 	if errors.Is(err, auth.ErrEarlyDataRefused) {
 		// Authentic and fresh, but its early data cannot be vouched for:
@@ -498,6 +509,7 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		id:        acc.ID,
 		req:       acc.Request,
 		plaintext: plaintext,
+		rt:        rt,
 		reply: func(st wire.Status) error {
 			sh, err := answer(st)
 			if err != nil {
