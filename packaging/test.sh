@@ -79,6 +79,11 @@ expect -rw-r--r-- usr/share/braid/systemd/mptcp.service.d/braid-gwsteer.conf
 expect -rw-r--r-- usr/share/braid/wheels/requirements.txt
 expect -rw-r--r-- usr/share/doc/braid/examples/gateways.conf
 expect -rw-r--r-- usr/share/doc/braid/copyright
+# Every unit's Documentation= is in the package.
+for url in $(cat "$repo"/mptcpd-plugins/contrib/*.service "$repo"/mptcpd-plugins/contrib/mptcp.service.d/*.conf \
+	"$repo"/proxy/contrib/*.service | sed -n 's|^Documentation=file:///||p' | sort -u); do
+	expect -rw-r--r-- "$url"
+done
 # The wheels and pins are build-artifacts' own.
 cmp -s "$artifacts/wheels/requirements.txt" - <<EOF || fail "the package's requirements.txt is not build-artifacts'"
 $(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/share/braid/wheels/requirements.txt)
