@@ -692,8 +692,10 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                 ran = box.run("sh", "-c", command, timeout=30)
                 assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
                 out[command] = ran.stdout
-            report = next(v for k, v in out.items() if k.startswith("braid status"))
-            assert all(g in report for g in ("dsl", "lte", "sat")) and "braid-proxy client" in report, report
+            report = out["braid status"]
+            assert all(g in report for g in ("dsl", "lte", "sat")), report
+            with_proxy = next(v for k, v in out.items() if k.startswith("braid status --proxy-metrics"))
+            assert "braid-proxy client" in with_proxy, with_proxy
             gateways = out["gwsteer-cli"]
             assert all(re.search(rf"\b{g}\b.*\bup\b", gateways) for g in ("dsl", "lte")), gateways
             assert "tcp-ulp-mptcp" in out["ss -tni state established"], out["ss -tni state established"]
