@@ -2,8 +2,8 @@
 
 Client: writes a torrc with UseBridges, the braid bridge lines and
 ClientTransportPlugin, starts tor, prints its bootstrap progress, then a
-status line (circuits, bytes) every --status-interval seconds until SIGINT or
-SIGTERM, and stops tor cleanly.
+status line (circuits, bytes, each bridge's state) every --status-interval
+seconds until SIGINT or SIGTERM, and stops tor cleanly.
 
 Bridge: tor as a bridge whose ORPort stays on loopback behind the braid
 transport (ServerTransportPlugin); prints the bridge line clients need once
