@@ -60,6 +60,13 @@ TOR_KEY = "ab41407ebbd6cbe813a792a3ad8e87b24d065287ba059b54856eb2661f07762f"
 TOR_PUB = "C6axQRLH6o6K4CjtOHIoi7aDECiDTestJCfCwkM8sSs"
 TOR_FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 TOR_LINE = f"braid {PROXY_ADDRESS}:4433 {TOR_FPR} pub={TOR_PUB}"
+# The client box has two bridges (braid_tor_bridges): the proxy's, and one
+# no test reaches, with a user's own credential (the line file is root's).
+TOR_USER_KEY = "5eed" * 8
+TOR_BRIDGES = [{"address": PROXY_ADDRESS, "port": 4433, "fingerprint": TOR_FPR, "pub": TOR_PUB},
+               {"address": "203.0.113.9", "port": 443, "fingerprint": "b" * 40, "pub": TOR_PUB,
+                "id": "box1", "key": TOR_USER_KEY}]
+TOR_LINES = [TOR_LINE, f"braid 203.0.113.9:443 {'B' * 40} pub={TOR_PUB} id=box1 key={TOR_USER_KEY}"]
 # Both modes. The per-gateway tunnels become gwsteer's gateways (the roles
 # set path_manager "gwsteer"), and braid-proxy's client reaches the server at
 # the proxy's inner address (braid-openvpn's default) through them.
@@ -101,8 +108,8 @@ def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.Te
         inventory = write_inventory(
             base / "inventory.yml",
             {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
-                                 braid_mptcp_scheduler="hywf", braid_tor_bridge_fingerprint=TOR_FPR,
-                                 braid_tor_bridge_pub=TOR_PUB, braid_gwsteer_monitoring_files=True)},
+                                 braid_mptcp_scheduler="hywf", braid_tor_bridges=TOR_BRIDGES,
+                                 braid_gwsteer_monitoring_files=True)},
             {"relay": chroot_host(proxy, braid_firewall_nat_sources=["10.8.0.0/24"],
                                   braid_firewall_ssh_sources=["192.0.2.0/24"],
                                   braid_proxy_server_settings={"allow_cidrs": [f"{WEB_ADDRESS}/32"]})},
@@ -400,7 +407,7 @@ def test_tor_mode_files_and_secrets(converged: Converged) -> None:
     """The bridge line from the inventory (root only), the bridge's static key and state (the tor user's, 0700/0600)."""
     client, proxy = converged.client, converged.proxy
     line_file = client / "etc/braid/tor-bridge.line"
-    assert line_file.read_text() == TOR_LINE + "\n"
+    assert line_file.read_text() == "".join(line + "\n" for line in TOR_LINES)
     assert _mode_owner(client, "etc/braid/tor-bridge.line") == (0o600, "root")
     assert _mode_owner(client, "var/lib/braid-tor/client") == (0o700, "braid-tor")
     assert _mode_owner(proxy, "var/lib/braid-tor/bridge") == (0o700, "braid-tor")
@@ -413,7 +420,7 @@ def test_tor_mode_files_and_secrets(converged: Converged) -> None:
     assert "LoadCredential=bridge:/etc/braid/tor-bridge.line" in unit
     assert not any(TOR_KEY in p.read_text(errors="replace") for p in (client / "etc/braid").rglob("*") if p.is_file())
     for result in (converged.first, converged.second):
-        assert TOR_KEY not in result.output
+        assert TOR_KEY not in result.output and TOR_USER_KEY not in result.output
     # Debian's own tor instance would hold the client's SOCKS port.
     for root in (client, proxy):
         assert in_root(root, "systemctl", "is-enabled", "tor.service", check=False).stdout.strip() == "disabled"

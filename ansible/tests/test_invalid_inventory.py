@@ -77,6 +77,13 @@ TOR_KEY = "5eed" * 16
 TOR_PUB = "C6axQRLH6o6K4CjtOHIoi7aDECiDTestJCfCwkM8sSs"
 # Tor mode on a client box: both of these are needed for its bridge line.
 TOR_CLIENT = {"braid_tor_enabled": True, "braid_tor_bridge_fingerprint": TOR_FPR, "braid_tor_bridge_pub": TOR_PUB}
+# Tor mode with several bridges; a user's key-shaped secret with one bad
+# digit must be refused and never printed.
+TOR_BRIDGE: dict[str, Any] = {"address": PROXY_ADDRESS, "port": 4433, "fingerprint": TOR_FPR, "pub": TOR_PUB}
+TOR_BRIDGE2: dict[str, Any] = {"address": "203.0.113.9", "port": 443, "fingerprint": "B" * 40, "pub": TOR_PUB,
+               "id": "box1", "key": "5eed" * 8}
+BAD_USER_KEY = "z" + "5eed" * 8
+TOR_BRIDGES = {"braid_tor_enabled": True, "braid_tor_bridges": [TOR_BRIDGE, TOR_BRIDGE2]}
 OPENVPN: dict[str, Any] = {
     "gateways": {"gw1": {"source": "10.1.1.2", "wan": "10.1.1.0/24"}},
     "full_tunnel": {"subnet": "10.201.0.0/30", "lan": ["10.50.0.0/24"]},
@@ -97,6 +104,24 @@ CASES += [
      "braid_tor_bridge_address must be the bridge's IP address"),
     ("tor-bad-nickname", "proxy", {"braid_tor_enabled": True, "braid_tor_bridge_nickname": "my-bridge"},
      "braid_tor_bridge_nickname"),
+    ("tor-bridges-element-not-a-mapping", "client", {**TOR_BRIDGES, "braid_tor_bridges": [TOR_BRIDGE, "oops"]},
+     "braid_tor_bridges[1]: must be a mapping"),
+    ("tor-bridges-host-name", "client",
+     {**TOR_BRIDGES, "braid_tor_bridges": [TOR_BRIDGE, {**TOR_BRIDGE2, "address": "relay.example.net"}]},
+     "braid_tor_bridges[1]: address must be the bridge's IP address"),
+    ("tor-bridges-same-address", "client",
+     {**TOR_BRIDGES, "braid_tor_bridges": [TOR_BRIDGE, {**TOR_BRIDGE2, "address": PROXY_ADDRESS, "port": "4433"}]},
+     f"braid_tor_bridges[1]: bridge {PROXY_ADDRESS}:4433 is already in an earlier element"),
+    ("tor-bridges-same-fingerprint", "client",
+     {**TOR_BRIDGES, "braid_tor_bridges": [TOR_BRIDGE, {**TOR_BRIDGE2, "fingerprint": TOR_FPR.lower()}]},
+     f"braid_tor_bridges[1]: fingerprint {TOR_FPR} is already in an earlier element"),
+    ("tor-bridges-bad-user-key", "client",
+     {**TOR_BRIDGES, "braid_tor_bridges": [TOR_BRIDGE, {**TOR_BRIDGE2, "key": BAD_USER_KEY}]},
+     "braid_tor_bridges[1]: key must be hex"),
+    ("tor-bridges-id-without-key", "client",
+     {**TOR_BRIDGES, "braid_tor_bridges": [{k: v for k, v in TOR_BRIDGE2.items() if k != "key"}]},
+     "braid_tor_bridges[0]: id and key go together"),
+    ("tor-bridges-and-single-bridge", "client", {**TOR_CLIENT, **TOR_BRIDGES}, "braid_tor_bridges replaces"),
     ("tor-enabled-not-bool", "client", {**TOR_CLIENT, "braid_tor_enabled": "sometimes"}, "braid_tor_enabled"),
     # braid-openvpn's own validator, run on the controller: its words.
     ("openvpn-unknown-gateway", "client",
@@ -116,6 +141,7 @@ CASES += [
 ]
 GOOD_CLIENT = "good-client"
 GOOD_PROXY = "good-proxy"
+GOOD_CLIENT_BRIDGES = "good-client-bridges"  # braid_tor_bridges in place of the single bridge
 # The good hosts run the Tor-mode and braid-openvpn checks too.
 GOOD_OPENVPN = {"braid_openvpn_enabled": True, "braid_openvpn_settings": OPENVPN}
 SHARED_VARS = {"braid_start_services": False}
@@ -170,7 +196,8 @@ def runs(root: Path, artifacts: Path, tmp_path_factory: pytest.TempPathFactory) 
     all_cases = write_inventory(
         base / "all" / "inventory.yml",
         {name: _host(root, artifacts, side, case_vars) for name, side, case_vars, _ in CASES if side == "client"}
-        | {GOOD_CLIENT: _host(root, artifacts, "client", {**TOR_CLIENT, **GOOD_OPENVPN})},
+        | {GOOD_CLIENT: _host(root, artifacts, "client", {**TOR_CLIENT, **GOOD_OPENVPN}),
+           GOOD_CLIENT_BRIDGES: _host(root, artifacts, "client", TOR_BRIDGES)},
         {name: _host(root, artifacts, side, case_vars) for name, side, case_vars, _ in CASES if side == "proxy"}
         | {GOOD_PROXY: _host(root, artifacts, "proxy", {"braid_tor_enabled": True, **GOOD_OPENVPN})},
         SHARED_VARS,
@@ -202,7 +229,7 @@ def test_bad_variable_is_refused_naming_it(
 
 def test_good_settings_pass_the_same_checks(runs: Runs) -> None:
     result = runs.every_case
-    for host in (GOOD_CLIENT, GOOD_PROXY):
+    for host in (GOOD_CLIENT, GOOD_CLIENT_BRIDGES, GOOD_PROXY):
         assert result.recap[host]["failed"] == 0 and result.recap[host]["ok"] > 0, result.output
 
 
@@ -226,6 +253,8 @@ def test_secret_never_printed(runs: Runs) -> None:
     assert BAD_PSK not in runs.every_case.output
     # Refused Tor keys (the old shared one, a short static one) are not shown.
     assert TOR_KEY not in runs.every_case.output and TOR_KEY[:40] not in runs.every_case.output
+    # Nor a user's key in braid_tor_bridges, good or refused.
+    assert TOR_BRIDGE2["key"] not in runs.every_case.output and BAD_USER_KEY not in runs.every_case.output
 
 
 def test_fingerprint_sees_changes(tmp_path: Path) -> None:

@@ -286,33 +286,64 @@ class PrivateTorNetwork:
 
     # -- the braid bridge ---------------------------------------------------
     def _bridge(self) -> None:
-        d = self.tmp / "bridge"
-        log = self.tmp / "bridge.out"
+        self.bridge_line = self.start_bridge(extra=self.bridge_extra)
+
+    def start_bridge(self, name: str = "bridge", pt_port: int = PT_PORT, orport: str = BRIDGE_ORPORT,
+                     nickname: str = "braidbridge", extra: list[str] | None = None) -> str:
+        """A braid bridge (controller ``bridge`` role: tor and its braid-pt
+        server) in "s", its transport on SERVER_PUBLIC:``pt_port``; returns
+        its bridge line. The network starts one ("bridge"); a test adds
+        more with their own name, ports and nickname."""
+        d = self.tmp / name
+        log = self.tmp / f"{name}.out"
         proc = self.tb.spawn(
             "s",
             [sys.executable, "-m", "braid_tor", "bridge", "--pt", str(self.pt), "--data-dir", str(d),
-             "--pt-listen", f"{SERVER_PUBLIC}:{PT_PORT}", "--orport", BRIDGE_ORPORT,
+             "--pt-listen", f"{SERVER_PUBLIC}:{pt_port}", "--orport", orport, "--nickname", nickname,
              "--testing-network", "--dir-authority", self.dir_authority,
              "--bootstrap-timeout", str(BRIDGE_START_S),
              "--torrc-extra", f"Log info file {d / 'info.log'}",
-             *[arg for line in self.bridge_extra for arg in ("--torrc-extra", line)]],
+             *[arg for line in extra or [] for arg in ("--torrc-extra", line)]],
             log=log,
             env={"PYTHONPATH": str(REPO / "proxy" / "tor")},
         )
-        self.procs["bridge"] = proc
+        self.procs[name] = proc
         # braid_tor waits for tor (--bootstrap-timeout), then up to 30 s for
         # the transport's line: wait for both, and python's start.
         deadline = time.monotonic() + BRIDGE_START_S + 45
         while time.monotonic() < deadline:
             for line in log.read_text().splitlines():
                 if line.startswith("bridge line: "):
-                    self.bridge_line = line.removeprefix("bridge line: ")
-                    return
+                    return line.removeprefix("bridge line: ")
             if proc.poll() is not None:
                 break
             time.sleep(0.2)
         waited = BRIDGE_START_S + 45
-        raise RuntimeError(f"bridge did not start in {waited} s:\n{log.read_text()}\n{self.tor_log('bridge')}")
+        raise RuntimeError(f"bridge {name} did not start in {waited} s:\n{log.read_text()}\n{self.tor_log(name)}")
+
+    def kill_bridge(self, name: str) -> None:
+        """SIGKILL a bridge's tor and its braid-pt server, as when its host
+        fails: the transport's port closes and stays closed."""
+        torrc = str(self.tmp / name / "torrc").encode()
+        victims = []
+        for pid in self.tb["s"].pids():
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and Path(argv[0].decode(errors="replace")).name == "tor" and torrc in argv:
+                victims.append(pid)
+        if len(victims) != 1:
+            raise RuntimeError(f"expected one tor for bridge {name}, found {victims}")
+        children = []
+        for pid in self.tb["s"].pids():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == victims[0]:
+                    children.append(pid)
+        for pid in (*victims, *children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def pt_server_pids(self) -> list[int]:
         """The braid-pt server processes (children of the bridge's tor)."""
@@ -347,13 +378,18 @@ class PrivateTorNetwork:
 
     # -- the client ---------------------------------------------------------
     @contextlib.contextmanager
-    def client(self, socks_port: int = 9050, control_port: int = 9051) -> Iterator[ClientRun]:
-        d = self.tmp / "client"
-        log = self.tmp / "client.out"
+    def client(self, socks_port: int = 9050, control_port: int = 9051, bridge_lines: list[str] | None = None,
+               name: str = "client") -> Iterator[ClientRun]:
+        """The controller's client role in "c", through ``bridge_lines``
+        (default: the network's one bridge)."""
+        d = self.tmp / name
+        log = self.tmp / f"{name}.out"
+        bridges = bridge_lines or [self.bridge_line]
         proc = self.tb.spawn(
             "c",
             [sys.executable, "-m", "braid_tor", "client", "--pt", str(self.pt), "--data-dir", str(d),
-             "--bridge", self.bridge_line, "--socks-port", str(socks_port), "--control-port", str(control_port),
+             *[arg for line in bridges for arg in ("--bridge", line)],
+             "--socks-port", str(socks_port), "--control-port", str(control_port),
              "--testing-network", "--dir-authority", self.dir_authority, "--bootstrap-timeout", "120",
              "--status-interval", "2", "--torrc-extra", f"Log info file {d / 'info.log'}"],
             log=log,

@@ -1,9 +1,9 @@
 """braid-tor: run tor with the braid pluggable transport, as a client or as a bridge.
 
-Client: writes a torrc with UseBridges, the braid bridge line and
+Client: writes a torrc with UseBridges, the braid bridge lines and
 ClientTransportPlugin, starts tor, prints its bootstrap progress, then a
-status line (circuits, bytes) every --status-interval seconds until SIGINT or
-SIGTERM, and stops tor cleanly.
+status line (circuits, bytes, each bridge's state) every --status-interval
+seconds until SIGINT or SIGTERM, and stops tor cleanly.
 
 Bridge: tor as a bridge whose ORPort stays on loopback behind the braid
 transport (ServerTransportPlugin); prints the bridge line clients need once
@@ -33,7 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
+from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError, parse_bridges
 
 BRIDGE_LINE_FILE = "braid_bridgeline.txt"
 
@@ -204,9 +204,61 @@ def per_network(host: str, port: int) -> dict[Subflow, tuple[str, int, int]] | N
     return parse_ss(r.stdout) if r.returncode == 0 else None
 
 
-def client_status(c: Any, bridge: BridgeLine | None, tally: NetworkBytes) -> str:
-    """One status line from tor's control port (circuits, bytes) and the
-    kernel (bytes per network to the bridge since ``tally`` started)."""
+_GUARD = re.compile(r"^\$?([0-9A-Fa-f]{40})\S*\s+(\S+)")
+
+
+def _by_fingerprint(text: str) -> dict[str, str]:
+    """``$FPR~nick WORD`` (or ``$FPR=nick``, ``$FPR``) lines of a GETINFO
+    answer: the first word after each identity, by upper-case fingerprint.
+    Lines naming a peer by address only (clients, unknown peers) are
+    skipped."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _GUARD.match(line.strip())
+        if m:
+            out[m.group(1).upper()] = m.group(2)
+    return out
+
+
+def bridge_states(bridges: list[BridgeLine], entry_guards: str, orconn_status: str,
+                  guards_in_use: list[str]) -> list[tuple[BridgeLine, str, int]]:
+    """Each bridge's state from tor's control port, with the number of built
+    circuits whose first hop it is (``guards_in_use``: one fingerprint per
+    built circuit). ``up``: tor holds an open OR connection to it (what
+    ``GETINFO orconn-status`` says CONNECTED); ``down``: tor's last attempt
+    to reach it failed (``GETINFO entry-guards`` says down or unusable),
+    and no connection is open; ``idle``: no connection now, the last one
+    worked; ``untried``: tor has not connected to it yet."""
+    conns = _by_fingerprint(orconn_status)
+    guards = _by_fingerprint(entry_guards)
+    out = []
+    for b in bridges:
+        fpr = b.fingerprint.upper()
+        circuits = sum(1 for g in guards_in_use if g.upper() == fpr)
+        guard = guards.get(fpr, "")
+        if conns.get(fpr) == "CONNECTED":
+            state = "up"
+        elif guard in ("down", "unusable"):
+            state = "down"
+        elif guard == "up":
+            state = "idle"
+        else:
+            state = "untried"
+        out.append((b, state, circuits))
+    return out
+
+
+def format_bridges(states: list[tuple[BridgeLine, str, int]]) -> str:
+    """``bridges: 10.0.0.1:4433 up (3 circuits), 10.0.0.2:4433 down``."""
+    parts = [f"{b.address} {state}" + (f" ({n} circuit{'s' if n != 1 else ''})" if n else "")
+             for b, state, n in states]
+    return "bridges: " + ", ".join(parts)
+
+
+def client_status(c: Any, bridges: list[BridgeLine], tally: NetworkBytes) -> str:
+    """One status line from tor's control port (circuits, bytes, each
+    bridge's state) and the kernel (bytes per network to the bridges since
+    ``tally`` started)."""
     circs = c.get_circuits()
     built = [x for x in circs if x.status == "BUILT"]
     read = int(c.get_info("traffic/read"))
@@ -214,12 +266,18 @@ def client_status(c: Any, bridge: BridgeLine | None, tally: NetworkBytes) -> str
     phase = c.get_info("status/bootstrap-phase")
     progress = phase.split("PROGRESS=", 1)[-1].split()[0] if "PROGRESS=" in phase else "?"
     paths = "; ".join(",".join(hop[1] or hop[0][:8] for hop in x.path) for x in built[:3])
-    nets = tally.update(per_network(bridge.host, bridge.port)) if bridge else {}
+    states = bridge_states(bridges, c.get_info("entry-guards", ""), c.get_info("orconn-status", ""),
+                           [x.path[0][0] for x in built if x.path])
+    sample: dict[Subflow, tuple[str, int, int]] | None = {}
+    for b in bridges:
+        one = per_network(b.host, b.port)
+        sample = None if one is None or sample is None else {**sample, **one}
+    nets = tally.update(sample) if bridges else {}
     split = " ".join(f"{ip}:sent={s},recv={r}" for ip, (s, r) in sorted(nets.items()))
     return (
         f"status: bootstrap {progress}% circuits built {len(built)} of {len(circs)}"
-        f" read {read} B written {written} B" + (f" networks {split}" if split else "")
-        + (f" paths {paths}" if paths else "")
+        f" read {read} B written {written} B {format_bridges(states)}"
+        + (f" networks {split}" if split else "") + (f" paths {paths}" if paths else "")
     )
 
 
@@ -234,9 +292,10 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def read_bridge_file(path: Path) -> str:
-    """The bridge line from a file (its first line that is not blank or a
-    ``#`` comment); ``-`` reads standard input. A line with a user's own
+def read_bridge_file(path: Path) -> list[tuple[str, str]]:
+    """The bridge lines from a file, one bridge a line (blank lines and
+    ``#`` comments skipped), each with its place (``FILE line N``) for
+    messages; ``-`` reads standard input. A line with a user's own
     ``key=`` must not be readable by others, and the file keeps it off the
     command line, where other users could read it (systemd passes it with
     LoadCredential); the public line (``pub=`` only) holds no secret."""
@@ -247,7 +306,8 @@ def read_bridge_file(path: Path) -> str:
             text, mode = path.read_text(), path.stat().st_mode
     except OSError as e:
         raise SettingsError(f"--bridge-file: cannot read {path}: {e.strerror}")
-    for raw in text.splitlines():
+    lines = []
+    for n, raw in enumerate(text.splitlines(), 1):
         if raw.strip() and not raw.lstrip().startswith("#"):
             line = raw.strip()
             # Others, not the group: systemd may hand a credential
@@ -256,8 +316,10 @@ def read_bridge_file(path: Path) -> str:
                 raise SettingsError(
                     f"--bridge-file: {path} holds a user's key and others may read it "
                     f"(mode {mode & 0o777:o}): chmod 600 {path}")
-            return line
-    raise SettingsError(f"--bridge-file: {path} holds no bridge line")
+            lines.append((f"--bridge-file {path} line {n}", line))
+    if not lines:
+        raise SettingsError(f"--bridge-file: {path} holds no bridge line")
+    return lines
 
 
 def verify_torrc(tor: str, text: str) -> None:
@@ -280,12 +342,17 @@ def check_only(role: str, tor: str, text: str) -> int:
 
 
 def run_client(args: argparse.Namespace) -> int:
-    if (args.bridge is None) == (args.bridge_file is None):
-        raise SettingsError("give the bridge line with --bridge or --bridge-file (one of them)")
-    line = args.bridge if args.bridge is not None else read_bridge_file(args.bridge_file)
+    if (not args.bridge) == (args.bridge_file is None):
+        raise SettingsError(
+            "give the bridge lines with --bridge (repeatable) or --bridge-file (one of them)")
+    if args.bridge:
+        lines = [(f"--bridge {i}" if len(args.bridge) > 1 else "--bridge", line)
+                 for i, line in enumerate(args.bridge, 1)]
+    else:
+        lines = read_bridge_file(args.bridge_file)
     settings = ClientSettings(
         data_dir=args.data_dir.resolve(),
-        bridge=BridgeLine.parse(line),
+        bridges=parse_bridges(lines),
         pt_binary=args.pt,
         socks_port=args.socks_port,
         control_port=args.control_port,
@@ -297,7 +364,8 @@ def run_client(args: argparse.Namespace) -> int:
     if args.check:
         return check_only("client", tor, text)
     torrc = write_torrc(settings.data_dir, text)
-    _say(f"torrc: {torrc}; bridge {settings.bridge.host}:{settings.bridge.port} {settings.bridge.fingerprint}")
+    names = ", ".join(f"{b.address} {b.fingerprint}" for b in settings.bridges)
+    _say(f"torrc: {torrc}; bridge{'s' if len(settings.bridges) > 1 else ''} {names}")
     stopper = Stopper()
     t0 = time.monotonic()
     proc = launch(tor, torrc, args.bootstrap_timeout, 100, _bootstrap_line)
@@ -312,7 +380,7 @@ def run_client(args: argparse.Namespace) -> int:
                 _say(f"tor exited unexpectedly with {proc.returncode}")
                 return 1
             try:
-                _say(client_status(controller, settings.bridge, tally))
+                _say(client_status(controller, settings.bridges, tally))
             except Exception as e:  # a status failure must not stop tor
                 _say(f"status unavailable: {e}")
             stopper.sleep(args.status_interval)
@@ -413,10 +481,11 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("client", help="tor through a braid bridge")
     common(c, "/var/lib/braid-tor/client")
-    c.add_argument("--bridge",
-                   help="bridge line: 'braid <addr:port> <fingerprint> pub=<base64> [id=<user> key=<hex>]'")
+    c.add_argument("--bridge", action="append", default=[], metavar="LINE",
+                   help="bridge line: 'braid <addr:port> <fingerprint> pub=<base64> [id=<user> key=<hex>]' "
+                        "(repeat for several bridges: tor uses one and moves to another when it fails)")
     c.add_argument("--bridge-file", type=Path,
-                   help="read the bridge line from this file instead, - for standard input "
+                   help="read the bridge lines (one a line) from this file instead, - for standard input "
                         "(keeps a user's key= off the command line)")
     c.add_argument("--socks-port", type=int, default=9050, help="tor's SOCKS port on 127.0.0.1 (default %(default)s)")
     c.add_argument("--control-port", type=int, default=9051, help="tor's control port (default %(default)s)")

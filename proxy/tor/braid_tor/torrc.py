@@ -12,6 +12,7 @@ import dataclasses
 import ipaddress
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 TRANSPORT = "braid"
@@ -119,6 +120,12 @@ class BridgeLine:
         return cls(host, port, fpr.upper(), args["pub"], args.get("id"), args.get("key"),
                    args.get("padding"), args.get("padding-idle"))
 
+    @property
+    def address(self) -> str:
+        """``addr:port`` as tor's bridge line has it: the bridge's name in
+        status lines and messages."""
+        return _fmt_hostport(self.host, self.port)
+
     def render(self) -> str:
         line = f"{TRANSPORT} {_fmt_hostport(self.host, self.port)} {self.fingerprint} pub={self.pub}"
         if self.client_id and self.key:
@@ -128,6 +135,35 @@ class BridgeLine:
         if self.padding_idle:
             line += f" padding-idle={self.padding_idle}"
         return line
+
+
+def parse_bridges(lines: Sequence[tuple[str, str]]) -> list[BridgeLine]:
+    """Several bridge lines, each ``(where, text)``: ``where`` names the line
+    in every refusal (``--bridge 2``, ``FILE line 3``). One line per bridge:
+    a second line with the same address:port or the same fingerprint is
+    refused (tor keeps one guard per bridge identity, so it would never be
+    a bridge of its own)."""
+    if not lines:
+        raise SettingsError("no bridge line")
+    bridges: list[BridgeLine] = []
+    by_addr: dict[str, str] = {}
+    by_fpr: dict[str, str] = {}
+    for where, text in lines:
+        try:
+            b = BridgeLine.parse(text)
+        except SettingsError as e:
+            raise SettingsError(f"{where}: {e}") from None
+        addr = b.address
+        if addr in by_addr:
+            raise SettingsError(f"{where}: bridge {addr} is already {by_addr[addr]} (one line per bridge)")
+        if b.fingerprint in by_fpr:
+            raise SettingsError(
+                f"{where}: fingerprint {b.fingerprint} is already {by_fpr[b.fingerprint]}'s: tor keeps one guard "
+                "per bridge identity, so two lines with one fingerprint are not two bridges")
+        by_addr[addr] = where
+        by_fpr[b.fingerprint] = where
+        bridges.append(b)
+    return bridges
 
 
 def check_executable(path: Path, what: str) -> None:
@@ -158,10 +194,12 @@ def _common(data_dir: Path, dir_authorities: list[str], testing: bool) -> list[s
 
 @dataclasses.dataclass
 class ClientSettings:
-    """A user's tor: every connection leaves through the braid bridge."""
+    """A user's tor: every connection leaves through a braid bridge. With
+    several bridges tor uses one (its first reachable primary guard) and
+    moves to another when that one fails."""
 
     data_dir: Path
-    bridge: BridgeLine
+    bridges: list[BridgeLine]
     pt_binary: Path
     socks_port: int = 9050
     control_port: int = 9051
@@ -171,6 +209,8 @@ class ClientSettings:
     def validate(self) -> None:
         check_executable(self.pt_binary, "--pt")
         check_dir_authorities(self.dir_authorities)
+        if not self.bridges:
+            raise SettingsError("no bridge line")
         for name, port in (("--socks-port", self.socks_port), ("--control-port", self.control_port)):
             if not 0 < port < 65536:
                 raise SettingsError(f"{name}: {port} is not a TCP port")
@@ -185,11 +225,17 @@ class ClientSettings:
             f"ControlPort 127.0.0.1:{self.control_port}",
             "CookieAuthentication 1",
             "UseBridges 1",
-            # Conflux wants two bridges for its two legs; braid's one bridge
-            # already spreads its connection over every network.
+            # Conflux builds its legs through different guards: with one
+            # bridge the second leg never builds. With several it would
+            # split each stream over two bridges, two braid connections on
+            # the same WANs, and the kernel's scheduler (hywf) would split
+            # each half on its own instead of the whole page; braid's MPTCP
+            # already spreads the one bridge connection over every network,
+            # and tor moves to another bridge without conflux when one
+            # fails. Off with any number of bridges.
             "ConfluxEnabled 0",
             f"ClientTransportPlugin {TRANSPORT} exec {self.pt_binary}",
-            f"Bridge {self.bridge.render()}",
+            *(f"Bridge {b.render()}" for b in self.bridges),
         ]
         return "\n".join(lines) + "\n"
 

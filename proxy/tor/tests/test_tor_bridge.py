@@ -73,10 +73,11 @@ class Lab:
         self.net, self.client, self.page, self.marker, self.bootstrap_s = net, client, page, marker, bootstrap_s
         self.caps = caps  # both WANs, from before the client's tor starts
 
-    def fetch(self, tmp: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def fetch(self, tmp: Path, timeout: float = 60,
+              client: ClientRun | None = None) -> subprocess.CompletedProcess[str]:
         out = tmp / "got.bin"
         out.unlink(missing_ok=True)
-        r = self.client.curl(f"http://{WEB_NAME}:{WEB_PORT}/page.bin", out, timeout=timeout)
+        r = (client or self.client).curl(f"http://{WEB_NAME}:{WEB_PORT}/page.bin", out, timeout=timeout)
         if r.returncode == 0:
             got = out.read_bytes()
             assert hashlib.sha256(got).digest() == hashlib.sha256(self.page).digest(), (
@@ -84,20 +85,32 @@ class Lab:
             )
         return r
 
-    def status_lines(self) -> list[str]:
-        return [line for line in self.client.output().splitlines() if line.startswith("status: ")]
+    def status_lines(self, client: ClientRun | None = None) -> list[str]:
+        return [line for line in (client or self.client).output().splitlines() if line.startswith("status: ")]
 
-    def next_status(self, timeout: float = 10) -> str:
+    def next_status(self, timeout: float = 10, client: ClientRun | None = None) -> str:
         """The first status line the controller prints from now on (every
         2 s, ClientRun's --status-interval)."""
-        seen = len(self.status_lines())
+        seen = len(self.status_lines(client))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            lines = self.status_lines()
+            lines = self.status_lines(client)
             if len(lines) > seen:
                 return lines[seen]
             time.sleep(0.2)
-        raise AssertionError(f"no status line in {timeout} s:\n{self.client.output()[-2000:]}")
+        raise AssertionError(f"no status line in {timeout} s:\n{(client or self.client).output()[-2000:]}")
+
+
+def bridge_states(status: str) -> dict[str, tuple[str, int]]:
+    """Each bridge's state and circuits from a status line's ``bridges:``
+    part (``10.0.0.1:4433 up (3 circuits), 10.0.0.1:4435 down``)."""
+    part = status.split(" bridges: ", 1)[1].split(" networks ", 1)[0].split(" paths ", 1)[0]
+    out = {}
+    for item in part.split(", "):
+        words = item.split()
+        circuits = int(words[2].lstrip("(")) if len(words) > 2 else 0
+        out[words[0]] = (words[1], circuits)
+    return out
 
 
 def received_over(status: str, wan: str) -> int:
@@ -304,3 +317,63 @@ def test_controller_reports_and_stops_cleanly(lab: Lab) -> None:
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, lab.client.output()[-2000:]
     assert "tor stopped (exit 0)" in lab.client.output()
+
+
+SECOND_PT_PORT = 4435
+
+
+def test_two_bridges_one_killed_the_client_keeps_working(lab: Lab, tmp_path: Path) -> None:
+    """A client with two braid bridges (a second bridge joins the network:
+    its own tor, braid-pt server and port) bootstraps, fetches, and, after
+    the bridge its circuits go through is killed (its tor and transport,
+    SIGKILL), fetches again through the other one within a bounded time;
+    the controller's status line reports the killed bridge down and the
+    other up. Last in the module: it may kill the network's first bridge."""
+    net = lab.net
+    t0 = time.monotonic()
+    extra = [f"ServerTransportOptions braid padding={PADDING}"] if PADDING else []
+    second = net.start_bridge("bridge2", pt_port=SECOND_PT_PORT, orport="127.0.0.1:9003", nickname="braidbridge2",
+                              extra=extra)
+    if PADDING:
+        second += f" padding={PADDING}"
+    names = {f"{SERVER_PUBLIC}:{PT_PORT}": "bridge", f"{SERVER_PUBLIC}:{SECOND_PT_PORT}": "bridge2"}
+    with net.client(socks_port=9060, control_port=9061, bridge_lines=[net.bridge_line, second],
+                    name="client2") as client:
+        client.wait_bootstrapped(90)
+        t_boot = time.monotonic() - t0
+        r = lab.fetch(tmp_path, client=client)
+        assert r.returncode == 0, f"fetch through two bridges failed: {r.stderr}\n{net.stream_failures()}"
+        # The bridge that carries the circuits (the status line counts
+        # built circuits per first hop).
+        deadline = time.monotonic() + 20
+        while True:
+            states = bridge_states(lab.next_status(client=client))
+            used = [addr for addr, (state, n) in states.items() if state == "up" and n > 0]
+            if used:
+                break
+            assert time.monotonic() < deadline, f"no bridge with circuits in 20 s: {states}"
+        assert set(states) == set(names), states
+        dead = used[0]
+        alive = next(addr for addr in names if addr != dead)
+        net.kill_bridge(names[dead])
+        t_kill = time.monotonic()
+        while True:
+            r = lab.fetch(tmp_path, timeout=20, client=client)
+            if r.returncode == 0:
+                break
+            assert time.monotonic() - t_kill < 60, (
+                f"no fetch through {alive} 60 s after {dead} was killed: {r.stderr}\n{client.output()[-2000:]}")
+            time.sleep(0.5)
+        t_fetch = time.monotonic() - t_kill
+        # The dead bridge down (tor's retry failed), the other carrying the circuits.
+        deadline = time.monotonic() + 30
+        while True:
+            status = lab.next_status(client=client)
+            states = bridge_states(status)
+            if states[dead][0] == "down" and states[alive][0] == "up" and states[alive][1] > 0:
+                break
+            assert time.monotonic() < deadline, f"status does not report {dead} down, {alive} up: {status}"
+        t_down = time.monotonic() - t_kill
+    print(f"\ntwo bridges: bootstrap {t_boot:.1f} s after the second bridge's start; killed {names[dead]} ({dead}): "
+          f"fetch through {alive} after {t_fetch:.1f} s, status {dead} down after {t_down:.1f} s; "
+          f"test {time.monotonic() - t0:.1f} s\n{status}")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from braid_testbed.mini_dns import answer
-from braid_tor.cli import NetworkBytes, extra_lines, main, parse_ss
-from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError
+from braid_tor.cli import NetworkBytes, bridge_states, extra_lines, format_bridges, main, parse_ss
+from braid_tor.torrc import BridgeLine, BridgeSettings, ClientSettings, SettingsError, parse_bridges
 
 FPR = "9030062703AA38B13A59124F7BBC3D40DD331024"
 KEY = "ab" * 32
@@ -75,7 +75,7 @@ def test_refusals_never_quote_the_key() -> None:
 
 
 def test_client_torrc(pt: Path, tmp_path: Path) -> None:
-    s = ClientSettings(data_dir=tmp_path / "d", bridge=BridgeLine.parse(GOOD), pt_binary=pt)
+    s = ClientSettings(data_dir=tmp_path / "d", bridges=[BridgeLine.parse(GOOD)], pt_binary=pt)
     text = s.torrc().splitlines()
     for want in ("UseBridges 1", f"ClientTransportPlugin braid exec {pt}", f"Bridge {GOOD}",
                  "SocksPort 127.0.0.1:9050", "ControlPort 127.0.0.1:9051", "CookieAuthentication 1"):
@@ -86,15 +86,15 @@ def test_client_torrc(pt: Path, tmp_path: Path) -> None:
 def test_client_refuses_inconsistent_settings(pt: Path, tmp_path: Path) -> None:
     b = BridgeLine.parse(GOOD)
     with pytest.raises(SettingsError, match="not found or not executable"):
-        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=tmp_path / "nope").torrc()
+        ClientSettings(data_dir=tmp_path, bridges=[b], pt_binary=tmp_path / "nope").torrc()
     with pytest.raises(SettingsError, match="absolute path"):
-        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=Path("braid-pt")).torrc()
+        ClientSettings(data_dir=tmp_path, bridges=[b], pt_binary=Path("braid-pt")).torrc()
     with pytest.raises(SettingsError, match="must differ"):
-        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=pt, socks_port=9, control_port=9).torrc()
+        ClientSettings(data_dir=tmp_path, bridges=[b], pt_binary=pt, socks_port=9, control_port=9).torrc()
     with pytest.raises(SettingsError, match="needs the private network's --dir-authority"):
-        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=pt, testing_network=True).torrc()
+        ClientSettings(data_dir=tmp_path, bridges=[b], pt_binary=pt, testing_network=True).torrc()
     with pytest.raises(SettingsError, match="DirAuthority torrc line"):
-        ClientSettings(data_dir=tmp_path, bridge=b, pt_binary=pt, dir_authorities=["auth 1.2.3.4:80"]).torrc()
+        ClientSettings(data_dir=tmp_path, bridges=[b], pt_binary=pt, dir_authorities=["auth 1.2.3.4:80"]).torrc()
 
 
 def test_bridge_torrc_and_refusals(pt: Path, tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ def test_cli_explains_and_exits_2(pt: Path, tmp_path: Path, capsys: pytest.Captu
     args = ["client", "--pt", str(pt), "--data-dir", str(tmp_path / "d"), "--bridge", f"braid 10.0.0.1:4433 {FPR}"]
     code = main(args)
     assert code == 2
-    assert "braid-tor: bridge line has no pub= argument" in capsys.readouterr().err
+    assert "braid-tor: --bridge: bridge line has no pub= argument" in capsys.readouterr().err
     assert not (tmp_path / "d").exists(), "nothing written for refused settings"
 
 
@@ -194,8 +194,8 @@ def test_bridge_file_keeps_the_key_off_the_command_line(
         assert main([*base, "--bridge-file", str(line), "--check"]) == 0
         assert "client: settings ok" in capsys.readouterr().out
     for args, message in (
-        ([], "with --bridge or --bridge-file"),
-        (["--bridge", GOOD, "--bridge-file", str(line)], "with --bridge or --bridge-file"),
+        ([], "with --bridge (repeatable) or --bridge-file"),
+        (["--bridge", GOOD, "--bridge-file", str(line)], "with --bridge (repeatable) or --bridge-file"),
         (["--bridge-file", str(tmp_path / "missing")], "--bridge-file: cannot read"),
     ):
         assert main([*base, *args]) == 2
@@ -238,3 +238,85 @@ def test_check_runs_tors_own_parser_and_writes_nothing(
     assert "tor --verify-config refused the torrc: Failed to parse/validate config: Unknown option 'NoSuchOption'" \
         in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+FPR2 = "B" * 40
+SECOND = f"braid 10.0.0.2:4433 {FPR2} pub={PUB}"
+
+
+def test_several_bridges_one_bridge_line_each(pt: Path, tmp_path: Path) -> None:
+    """Every bridge gets its own Bridge line, in the order given; conflux
+    stays off with several bridges too."""
+    bridges = parse_bridges([("--bridge 1", GOOD), ("--bridge 2", SECOND)])
+    text = ClientSettings(data_dir=tmp_path / "d", bridges=bridges, pt_binary=pt).torrc().splitlines()
+    assert [line for line in text if line.startswith("Bridge ")] == [f"Bridge {GOOD}", f"Bridge {SECOND}"]
+    assert "ConfluxEnabled 0" in text
+    with pytest.raises(SettingsError, match="no bridge line"):
+        ClientSettings(data_dir=tmp_path / "d", bridges=[], pt_binary=pt).torrc()
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([("--bridge 1", GOOD), ("--bridge 2", GOOD)], "--bridge 2: bridge 10.0.0.1:4433 is already --bridge 1"),
+    ([("--bridge 1", GOOD), ("--bridge 2", f"braid 10.0.0.1:4433 {FPR2} pub={PUB}")],
+     "--bridge 2: bridge 10.0.0.1:4433 is already --bridge 1"),
+    ([("--bridge 1", GOOD), ("--bridge 2", f"braid 10.0.0.3:4433 {FPR.lower()} pub={PUB}")],
+     f"--bridge 2: fingerprint {FPR} is already --bridge 1's"),
+    ([("--bridge 1", GOOD), ("--bridge 2", f"braid 10.0.0.2:4433 {FPR2}")], "--bridge 2: bridge line has no pub="),
+    ([("F line 3", f"braid 10.0.0.2:4433 {FPR2} pub={PUB} key={KEY}")], "F line 3: bridge line arguments id="),
+    ([], "no bridge line"),
+])
+def test_several_bridges_refused_naming_the_line(lines: list[tuple[str, str]], message: str) -> None:
+    with pytest.raises(SettingsError) as e:
+        parse_bridges(lines)
+    assert message in str(e.value)
+    assert KEY not in str(e.value)
+
+
+def test_cli_takes_several_bridges(pt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--bridge repeated, or a --bridge-file with a line per bridge; a
+    refusal names the argument or the file's line."""
+    base = ["client", "--pt", str(pt), "--data-dir", str(tmp_path / "d"), "--tor", "no-such-tor"]
+    assert main([*base, "--bridge", GOOD, "--bridge", SECOND]) == 2  # accepted up to the missing tor
+    assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
+    assert main([*base, "--bridge", GOOD, "--bridge", GOOD]) == 2
+    assert "braid-tor: --bridge 2: bridge 10.0.0.1:4433 is already --bridge 1" in capsys.readouterr().err
+    f = tmp_path / "bridges"
+    f.write_text(f"# two bridges\n{GOOD}\n\n{SECOND}\n")
+    f.chmod(0o600)
+    assert main([*base, "--bridge-file", str(f)]) == 2
+    assert "--tor: 'no-such-tor' not found" in capsys.readouterr().err
+    f.write_text(f"{GOOD}\n{SECOND} id=box1\n")
+    assert main([*base, "--bridge-file", str(f)]) == 2
+    assert f"--bridge-file {f} line 2: bridge line arguments id= and key= go together" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+    if shutil.which("tor"):
+        f.write_text(f"{GOOD}\n{SECOND}\n")
+        assert main([*base[:-2], "--bridge-file", str(f), "--check"]) == 0
+
+
+ENTRY_GUARDS = f"""${FPR}~bridgeA down 2026-01-01 00:00:00
+${FPR2}~bridgeB up
+${"C" * 40} never-connected"""
+ORCONN = f"""${FPR2}~bridgeB CONNECTED
+${FPR}~bridgeA LAUNCHED
+10.9.0.1:4000 CONNECTED"""
+
+
+def test_bridge_states_from_tors_control_port() -> None:
+    """up: an open OR connection; down: tor's last attempt failed; idle:
+    the last one worked, none open now; untried: never connected."""
+    a, b = BridgeLine.parse(GOOD), BridgeLine.parse(SECOND)
+    c = BridgeLine.parse(f"braid 10.0.0.3:4433 {'C' * 40} pub={PUB}")
+    d = BridgeLine.parse(f"braid 10.0.0.4:4433 {'D' * 40} pub={PUB}")
+    states = bridge_states([a, b, c, d], ENTRY_GUARDS, ORCONN, [FPR2, FPR2.lower(), "E" * 40])
+    assert [(x.address, s, n) for x, s, n in states] == [
+        ("10.0.0.1:4433", "down", 0), ("10.0.0.2:4433", "up", 2), ("10.0.0.3:4433", "untried", 0),
+        ("10.0.0.4:4433", "untried", 0)]
+    assert format_bridges(states) == (
+        "bridges: 10.0.0.1:4433 down, 10.0.0.2:4433 up (2 circuits), 10.0.0.3:4433 untried, 10.0.0.4:4433 untried")
+    # The guard was fine, the connection closed since: idle, not up.
+    states = bridge_states([b], f"${FPR2}=bridgeB up", "", [])
+    assert format_bridges(states) == "bridges: 10.0.0.2:4433 idle"
+    # An open connection wins over an older failure.
+    states = bridge_states([a], ENTRY_GUARDS, f"${FPR}~bridgeA CONNECTED", [FPR])
+    assert format_bridges(states) == "bridges: 10.0.0.1:4433 up (1 circuit)"
