@@ -120,9 +120,10 @@ def test_status_file_format(lab: Lab, tmp: Path) -> None:
     assert rfc3339.match(data["updated"])
     for g in data["gateways"]:
         assert list(g) == ["id", "source", "interface", "up", "backup", "best", "ewma_ms", "rtt_ms",
-                           "avmet", "last_change", "subflows"]
+                           "avmet", "probe_loss", "probes", "last_change", "subflows"]
         assert rfc3339.match(g["last_change"])
         assert isinstance(g["ewma_ms"], float) and isinstance(g["rtt_ms"], float)
+        assert 0 <= g["probe_loss"] <= 1 and 1 <= g["probes"] <= 64, g
     assert [g["backup"] for g in data["gateways"]] == [False, True]
     assert [g["source"] for g in data["gateways"]] == ["10.1.1.2", "10.1.2.2"]
 
