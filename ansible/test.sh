@@ -35,7 +35,9 @@ else
 	# (printed when all are done): ansible-lint, the invalid inventories,
 	# the converge. Ansible's runs wait on process starts more than they
 	# compute, so even two cores overlap them well. The artifacts are
-	# built once for all three.
+	# built once for all of them. braid's Debian package is built from the
+	# same artifacts and tested (packaging/test.sh) alongside: it installs
+	# into its own copy of the same cached Debian root filesystem.
 	work=$(mktemp -d)
 	trap 'rm -rf "$work"' EXIT
 	echo "=== building the artifacts"
@@ -52,9 +54,10 @@ else
 	# (a first run includes debootstrap; the other part waits on its lock).
 	part invalid timeout 1500 python3 -m pytest -q -rs -p no:cacheprovider tests/test_invalid_inventory.py
 	part converge timeout 1500 python3 -m pytest -q -rs -s -p no:cacheprovider --durations=3 tests/test_converge.py
+	part packaging timeout 900 "$repo/packaging/test.sh"
 	wait
 	failed=0
-	for name in lint invalid converge; do
+	for name in lint invalid converge packaging; do
 		echo "=== $name"
 		cat "$work/$name.log"
 		[ "$(cat "$work/$name.rc")" = 0 ] || failed=1
