@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,30 +26,11 @@ type fleetClient struct {
 
 func startFleetClient(t *testing.T, server, id, key string) *fleetClient {
 	t.Helper()
-	dir := t.TempDir()
-	kf := filepath.Join(dir, "client.keys")
-	writeSecret(t, kf, id+" "+key+"\n")
-	cfg := config.DefaultClient()
-	cfg.Server, cfg.KeyFile, cfg.SOCKSListen, cfg.Preconnect = server, kf, "127.0.0.1:0", 0
+	cfg := clientConfig(t, server, id, key)
 	cfg.SOCKSReply = config.SOCKSReplyConnected // a refusal is a SOCKS reply, not a reset
 	cfg.HandshakeTimeout = config.Duration(2 * time.Second)
-	cfg.GatewayStatusFile = filepath.Join(dir, "absent.json")
-	cfg.MetricsListen = ""
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(cfg, slog.New(slog.DiscardHandler), metrics.New())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ln, err := client.ListenLocal(ctx, cfg.SOCKSListen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go cl.ServeSOCKS(ctx, ln)
-	t.Cleanup(func() { cancel(); cl.Shutdown(time.Second) })
-	return &fleetClient{socks: ln.Addr().String(), cfg: cfg, cl: cl}
+	cl, socks := serveClient(t, cfg, slog.New(slog.DiscardHandler), metrics.New())
+	return &fleetClient{socks: socks, cfg: cfg, cl: cl}
 }
 
 // echoConn is a relayed connection to an echo server, checked by round

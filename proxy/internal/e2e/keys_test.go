@@ -17,21 +17,29 @@ import (
 	"braid/proxy/internal/wire"
 )
 
-// startClientTo runs a client whose server is addr (a test's fake server).
-func startClientTo(t *testing.T, addr string) string {
+// clientConfig is a client of server with its own key file holding id's
+// key, no spare connections and no metrics listener.
+func clientConfig(t testing.TB, server, id, key string) *config.Client {
 	t.Helper()
 	dir := t.TempDir()
 	kf := filepath.Join(dir, "client.keys")
-	writeSecret(t, kf, "box1 "+keyHex+"\n")
+	writeSecret(t, kf, id+" "+key+"\n")
 	cfg := config.DefaultClient()
-	cfg.Server, cfg.KeyFile, cfg.SOCKSListen, cfg.Preconnect = addr, kf, "127.0.0.1:0", 0
-	cfg.SOCKSReply = config.SOCKSReplyEarly // these tests are of early mode's mechanics; auto's own below
+	cfg.Server, cfg.KeyFile, cfg.SOCKSListen, cfg.Preconnect = server, kf, "127.0.0.1:0", 0
 	cfg.GatewayStatusFile = filepath.Join(dir, "absent.json")
 	cfg.MetricsListen = ""
+	return cfg
+}
+
+// serveClient validates cfg, starts the client and its SOCKS listener, and
+// shuts both down when the test ends; it returns the client and the
+// listener's address.
+func serveClient(t testing.TB, cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*client.Client, string) {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(cfg, slog.New(slog.DiscardHandler), metrics.New())
+	cl, err := client.New(cfg, log, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +50,16 @@ func startClientTo(t *testing.T, addr string) string {
 	}
 	go cl.ServeSOCKS(ctx, ln)
 	t.Cleanup(func() { cancel(); cl.Shutdown(time.Second) })
-	return ln.Addr().String()
+	return cl, ln.Addr().String()
+}
+
+// startClientTo runs a client whose server is addr (a test's fake server).
+func startClientTo(t *testing.T, addr string) string {
+	t.Helper()
+	cfg := clientConfig(t, addr, "box1", keyHex)
+	cfg.SOCKSReply = config.SOCKSReplyEarly // these tests are of early mode's mechanics; auto's own below
+	_, socks := serveClient(t, cfg, slog.New(slog.DiscardHandler), metrics.New())
+	return socks
 }
 
 // The early key protects only what the client sends before the server's

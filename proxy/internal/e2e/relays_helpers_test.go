@@ -120,29 +120,15 @@ func startRelaysClient(t testing.TB, relays []config.Relay, policy string, mut f
 	if mut != nil {
 		mut(cfg)
 	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	mc := &multiClient{t: t, m: metrics.New(), log: &syncBuf{}}
-	var err error
-	mc.cl, err = client.New(cfg, slog.New(slog.NewTextHandler(mc.log, &slog.HandlerOptions{Level: slog.LevelDebug})), mc.m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ln, err := client.ListenLocal(ctx, cfg.SOCKSListen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc.socks = ln.Addr().String()
-	go mc.cl.ServeSOCKS(ctx, ln)
+	// Registered first, so it runs after serveClient's shutdown: the log
+	// then holds the shutdown too.
 	t.Cleanup(func() {
-		cancel()
-		mc.cl.Shutdown(time.Second)
 		if t.Failed() {
 			t.Logf("client log (tail):\n%s", tail(mc.log.String()))
 		}
 	})
+	mc.cl, mc.socks = serveClient(t, cfg, slog.New(slog.NewTextHandler(mc.log, &slog.HandlerOptions{Level: slog.LevelDebug})), mc.m)
 	return mc
 }
 
