@@ -227,6 +227,23 @@ func socksConnect(t *testing.T, socks, args string, to netip.AddrPort) (net.Conn
 	return c, rep[1]
 }
 
+// mustEcho sends n random bytes through c to an echoing ORPort and checks
+// that the same bytes come back.
+func mustEcho(t *testing.T, c net.Conn, n int, what string) {
+	t.Helper()
+	data := make([]byte, n)
+	rand.Read(data)
+	go c.Write(data)
+	got := make([]byte, n)
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("%s: echoed bytes differ", what)
+	}
+}
+
 func TestClientServerRelayToORPort(t *testing.T) {
 	p := startPair(t, nil)
 	c, rep := socksConnect(t, p.socks, "pub="+p.pub, p.serverAddr)
@@ -234,17 +251,7 @@ func TestClientServerRelayToORPort(t *testing.T) {
 	if rep != socks5.ReplySucceeded {
 		t.Fatalf("SOCKS reply %#x", rep)
 	}
-	data := make([]byte, 1<<20)
-	rand.Read(data)
-	go c.Write(data)
-	got := make([]byte, len(data))
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.ReadFull(c, got); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, data) {
-		t.Fatal("echoed bytes differ")
-	}
+	mustEcho(t, c, 1<<20, "relay to the ORPort")
 	// A user's own credential from the bridge's key file.
 	c2, rep := socksConnect(t, p.socks, "pub="+p.pub+";id=alice;key="+p.userKey, p.serverAddr)
 	defer c2.Close()

@@ -174,14 +174,7 @@ func TestServerNamesClientToExtendedORPort(t *testing.T) {
 	if rep != socks5.ReplySucceeded {
 		t.Fatalf("SOCKS reply %#x", rep)
 	}
-	data := make([]byte, 64<<10)
-	rand.Read(data)
-	go c.Write(data)
-	got := make([]byte, len(data))
-	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("relay through the Extended ORPort: %v", err)
-	}
+	mustEcho(t, c, 64<<10, "relay through the Extended ORPort")
 	s := <-seen
 	ap, err := netip.ParseAddrPort(s.userAddr)
 	if err != nil || ap.Addr().String() != wantHost || ap.Port() == 0 || s.transport != "braid" {
