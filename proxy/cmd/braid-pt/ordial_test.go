@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -19,70 +15,28 @@ import (
 	"time"
 
 	"braid/proxy/internal/extorport"
+	"braid/proxy/internal/extorport/faketor"
 	"braid/proxy/internal/pt"
 	"braid/proxy/internal/socks5"
 	"braid/proxy/internal/testserve"
 )
 
-// extORSeen is what the fake Extended ORPort learnt about one connection.
-type extORSeen struct{ userAddr, transport string }
-
-// fakeExtORPort is tor's Extended ORPort (ext-orport-spec): SAFE_COOKIE
-// with cookie, the transport's commands, then reply (OKAY: echo what
-// follows, as the ORPort stand-in does). What each connection named goes
-// to the returned channel.
-func fakeExtORPort(t *testing.T, cookie []byte, reply uint16) (string, <-chan extORSeen) {
-	seen := make(chan extORSeen, 8)
+// fakeExtORPort is tor's Extended ORPort (package faketor) with cookie,
+// answering reply (faketor.Okay: then echo what follows, as the ORPort
+// stand-in does). What each connection that reached DONE named goes to the
+// returned channel.
+func fakeExtORPort(t *testing.T, cookie []byte, reply uint16) (string, <-chan faketor.Seen) {
+	seen := make(chan faketor.Seen, 8)
+	tor := faketor.Tor{Cookie: [32]byte(cookie), Final: reply}
 	addr := testserve.Loopback(t, func(c net.Conn) {
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		c.Write([]byte{1, 0}) // SAFE_COOKIE, end of list
-		in := make([]byte, 1+32)
-		if _, err := io.ReadFull(c, in); err != nil || in[0] != 1 {
+		s := tor.Serve(c)
+		if s.Err != nil || !s.AuthOK {
 			return
 		}
-		serverNonce := make([]byte, 32)
-		rand.Read(serverNonce)
-		h := func(what string) []byte {
-			m := hmac.New(sha256.New, cookie)
-			m.Write([]byte("ExtORPort authentication " + what + " hash"))
-			m.Write(in[1:])
-			m.Write(serverNonce)
-			return m.Sum(nil)
-		}
-		c.Write(append(h("server-to-client"), serverNonce...))
-		clientHash := make([]byte, 32)
-		if _, err := io.ReadFull(c, clientHash); err != nil {
-			return
-		}
-		if !hmac.Equal(clientHash, h("client-to-server")) {
-			c.Write([]byte{0})
-			return
-		}
-		c.Write([]byte{1})
-		var s extORSeen
-		for {
-			var hdr [4]byte
-			if _, err := io.ReadFull(c, hdr[:]); err != nil {
-				return
-			}
-			body := make([]byte, binary.BigEndian.Uint16(hdr[2:]))
-			if _, err := io.ReadFull(c, body); err != nil {
-				return
-			}
-			switch binary.BigEndian.Uint16(hdr[:2]) {
-			case 1:
-				s.userAddr = string(body)
-			case 2:
-				s.transport = string(body)
-			case 0:
-				seen <- s
-				c.Write(binary.BigEndian.AppendUint32(nil, uint32(reply)<<16))
-				if reply == 0x1000 {
-					testserve.Echo(c)
-				}
-				return
-			}
+		seen <- s
+		if reply == faketor.Okay {
+			testserve.Echo(c)
 		}
 	})
 	return addr, seen
@@ -158,7 +112,7 @@ func startExtPair(t *testing.T, extOR, cookieFile string, listen netip.Addr, cli
 func TestServerNamesClientToExtendedORPort(t *testing.T) {
 	cookie := make([]byte, 32)
 	rand.Read(cookie)
-	extOR, seen := fakeExtORPort(t, cookie, 0x1000)
+	extOR, seen := fakeExtORPort(t, cookie, faketor.Okay)
 	listen, wantHost, clientEnv := netip.MustParseAddr("127.0.0.1"), "127.0.0.1", map[string]string(nil)
 	if host := hostIPv4(); host.IsValid() {
 		// A non-loopback destination, so the client's bind address
@@ -176,9 +130,9 @@ func TestServerNamesClientToExtendedORPort(t *testing.T) {
 	}
 	mustEcho(t, c, 64<<10, "relay through the Extended ORPort")
 	s := <-seen
-	ap, err := netip.ParseAddrPort(s.userAddr)
-	if err != nil || ap.Addr().String() != wantHost || ap.Port() == 0 || s.transport != "braid" {
-		t.Fatalf("tor was told USERADDR %q TRANSPORT %q; want %s:<port> and braid", s.userAddr, s.transport, wantHost)
+	ap, err := netip.ParseAddrPort(s.UserAddr)
+	if err != nil || ap.Addr().String() != wantHost || ap.Port() == 0 || s.Transport != "braid" {
+		t.Fatalf("tor was told USERADDR %q TRANSPORT %q; want %s:<port> and braid", s.UserAddr, s.Transport, wantHost)
 	}
 }
 
@@ -195,8 +149,8 @@ func TestExtendedORPortRefusals(t *testing.T) {
 		reply      uint16
 		reason     string
 	}{
-		{"deny", cookie, 0x1001, "DENY"},
-		{"wrong cookie", other, 0x1000, "hash does not verify"},
+		{"deny", cookie, faketor.Deny, "DENY"},
+		{"wrong cookie", other, faketor.Okay, "hash does not verify"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			extOR, _ := fakeExtORPort(t, cookie, tc.reply)

@@ -2,9 +2,6 @@ package extorport
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -14,93 +11,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"braid/proxy/internal/extorport/faketor"
 )
 
-// fakeTor is tor's side of the Extended ORPort, written from the spec
-// independently of the client code above (its own framing and hashes).
-type fakeTor struct {
-	cookie     Cookie
-	authTypes  []byte // default: SAFE_COOKIE only
-	refuseHash bool   // answer status 0 whatever the client's hash
-	extra      []byte // replies sent before the final one (unknown commands)
-	final      uint16 // OKAY or DENY
-}
-
-// seen is what the fake tor learnt from the transport.
+// seen is what the fake tor learnt, and the first bytes that followed
+// its OKAY (the OR protocol).
 type seen struct {
-	authOK    bool
-	userAddr  string
-	transport string
-	after     []byte // the first bytes after DONE (the OR protocol)
-	err       error
+	faketor.Seen
+	after []byte
 }
 
-func (f fakeTor) serve(c net.Conn) (s seen) {
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	types := f.authTypes
-	if types == nil {
-		types = []byte{1}
-	}
-	c.Write(append(append([]byte{}, types...), 0))
-	var choice [1 + CookieLen]byte
-	if _, s.err = io.ReadFull(c, choice[:]); s.err != nil {
-		return s
-	}
-	if choice[0] != 1 {
-		s.err = errors.New("client chose another auth type")
-		return s
-	}
-	clientNonce := choice[1:]
-	serverNonce := bytes.Repeat([]byte{0x5a}, CookieLen)
-	h := func(key string) []byte {
-		m := hmac.New(sha256.New, f.cookie[:])
-		m.Write([]byte(key))
-		m.Write(clientNonce)
-		m.Write(serverNonce)
-		return m.Sum(nil)
-	}
-	c.Write(append(h("ExtORPort authentication server-to-client hash"), serverNonce...))
-	var clientHash [CookieLen]byte
-	if _, s.err = io.ReadFull(c, clientHash[:]); s.err != nil {
-		return s
-	}
-	if f.refuseHash || !hmac.Equal(clientHash[:], h("ExtORPort authentication client-to-server hash")) {
-		c.Write([]byte{0})
-		return s
-	}
-	s.authOK = true
-	c.Write([]byte{1})
-	for {
-		var hdr [4]byte
-		if _, s.err = io.ReadFull(c, hdr[:]); s.err != nil {
-			return s
-		}
-		body := make([]byte, binary.BigEndian.Uint16(hdr[2:]))
-		if _, s.err = io.ReadFull(c, body); s.err != nil {
-			return s
-		}
-		switch binary.BigEndian.Uint16(hdr[:2]) {
-		case 1:
-			s.userAddr = string(body)
-		case 2:
-			s.transport = string(body)
-		case 0:
-			c.Write(f.extra)
-			c.Write([]byte{byte(f.final >> 8), byte(f.final), 0, 0})
-			if f.final == replyOkay {
-				buf := make([]byte, 64)
-				n, _ := c.Read(buf)
-				s.after = buf[:n]
-			}
-			return s
-		}
-	}
+// fakeTor is tor's side with cookie and the final reply.
+func fakeTor(cookie Cookie, final uint16) faketor.Tor {
+	return faketor.Tor{Cookie: cookie, Final: final}
 }
 
 // run connects a transport (cookie, client) to f and returns both sides'
 // results.
-func run(t *testing.T, f fakeTor, cookie Cookie, client netip.AddrPort) (seen, error) {
+func run(t *testing.T, f faketor.Tor, cookie Cookie, client netip.AddrPort) (seen, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,10 +40,18 @@ func run(t *testing.T, f fakeTor, cookie Cookie, client netip.AddrPort) (seen, e
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
-			done <- seen{err: err}
+			done <- seen{Seen: faketor.Seen{Err: err}}
 			return
 		}
-		done <- f.serve(c)
+		defer c.Close()
+		s := seen{Seen: f.Serve(c)}
+		if s.Err == nil && s.AuthOK && f.Final == replyOkay {
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 64)
+			n, _ := c.Read(buf)
+			s.after = buf[:n]
+		}
+		done <- s
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -146,11 +83,11 @@ func TestHandshakeGoodCookie(t *testing.T) {
 		{"[::ffff:10.1.2.2]:4433", "10.1.2.2:4433"}, // a dual-stack listener's view of IPv4
 		{"[2001:db8::7]:5678", "[2001:db8::7]:5678"},
 	} {
-		s, err := run(t, fakeTor{cookie: cookie, final: replyOkay}, cookie, netip.MustParseAddrPort(tc.client))
+		s, err := run(t, fakeTor(cookie, replyOkay), cookie, netip.MustParseAddrPort(tc.client))
 		if err != nil {
-			t.Fatalf("%s: handshake: %v (tor side: %v)", tc.client, err, s.err)
+			t.Fatalf("%s: handshake: %v (tor side: %v)", tc.client, err, s.Err)
 		}
-		if !s.authOK || s.userAddr != tc.want || s.transport != "braid" {
+		if !s.AuthOK || s.UserAddr != tc.want || s.Transport != "braid" {
 			t.Fatalf("%s: tor saw %+v, want USERADDR %s and TRANSPORT braid", tc.client, s, tc.want)
 		}
 		if string(s.after) != "OR protocol" {
@@ -162,18 +99,20 @@ func TestHandshakeGoodCookie(t *testing.T) {
 func TestHandshakeSkipsUnknownReplies(t *testing.T) {
 	cookie := testCookie(1)
 	unknown := []byte{0x10, 0x02, 0, 3, 'a', 'b', 'c'} // CONTROL with a body
-	s, err := run(t, fakeTor{cookie: cookie, extra: unknown, final: replyOkay}, cookie, netip.MustParseAddrPort("10.0.0.1:1"))
+	f := fakeTor(cookie, replyOkay)
+	f.Extra = unknown
+	s, err := run(t, f, cookie, netip.MustParseAddrPort("10.0.0.1:1"))
 	if err != nil || string(s.after) != "OR protocol" {
 		t.Fatalf("handshake: %v; tor saw %+v", err, s)
 	}
 }
 
 func TestHandshakeBadCookie(t *testing.T) {
-	s, err := run(t, fakeTor{cookie: testCookie(1), final: replyOkay}, testCookie(2), netip.MustParseAddrPort("10.0.0.1:1"))
+	s, err := run(t, fakeTor(testCookie(1), replyOkay), testCookie(2), netip.MustParseAddrPort("10.0.0.1:1"))
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "hash does not verify") {
 		t.Fatalf("handshake with the wrong cookie: %v", err)
 	}
-	if s.authOK || s.userAddr != "" {
+	if s.AuthOK || s.UserAddr != "" {
 		t.Fatalf("tor side: %+v", s)
 	}
 	// The error never shows the cookie.
@@ -186,7 +125,9 @@ func TestHandshakeBadCookie(t *testing.T) {
 
 func TestHandshakeTorRefusesHash(t *testing.T) {
 	cookie := testCookie(1)
-	_, err := run(t, fakeTor{cookie: cookie, refuseHash: true, final: replyOkay}, cookie, netip.MustParseAddrPort("10.0.0.1:1"))
+	f := fakeTor(cookie, replyOkay)
+	f.RefuseHash = true
+	_, err := run(t, f, cookie, netip.MustParseAddrPort("10.0.0.1:1"))
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "refused our hash") {
 		t.Fatalf("got %v", err)
 	}
@@ -194,18 +135,20 @@ func TestHandshakeTorRefusesHash(t *testing.T) {
 
 func TestHandshakeDeny(t *testing.T) {
 	cookie := testCookie(1)
-	s, err := run(t, fakeTor{cookie: cookie, final: replyDeny}, cookie, netip.MustParseAddrPort("10.0.0.1:1"))
+	s, err := run(t, fakeTor(cookie, replyDeny), cookie, netip.MustParseAddrPort("10.0.0.1:1"))
 	if !errors.Is(err, ErrDenied) {
 		t.Fatalf("got %v", err)
 	}
-	if s.userAddr != "10.0.0.1:1" || s.transport != "braid" {
+	if s.UserAddr != "10.0.0.1:1" || s.Transport != "braid" {
 		t.Fatalf("tor side: %+v", s)
 	}
 }
 
 func TestHandshakeNoSafeCookie(t *testing.T) {
 	cookie := testCookie(1)
-	_, err := run(t, fakeTor{cookie: cookie, authTypes: []byte{7, 9}, final: replyOkay}, cookie, netip.MustParseAddrPort("10.0.0.1:1"))
+	f := fakeTor(cookie, replyOkay)
+	f.AuthTypes = []byte{7, 9}
+	_, err := run(t, f, cookie, netip.MustParseAddrPort("10.0.0.1:1"))
 	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "no SAFE_COOKIE") {
 		t.Fatalf("got %v", err)
 	}
