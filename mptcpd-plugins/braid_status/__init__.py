@@ -9,8 +9,10 @@ Both read the same sources, each through one module:
 * ``proxy``: braid-proxy's ``/metrics`` endpoint (optional).
 
 ``report`` turns them into what ``braid status`` prints, ``exposition``
-into the Prometheus text format that ``exporter`` serves; ``cli`` is the
-``braid`` command.
+into the Prometheus text format that ``exporter`` serves; ``page`` keeps
+the status page's history, ``pages`` the recent page loads rebuilt from
+the sampled connections (hywf's per-page split as each network saw it);
+``cli`` is the ``braid`` command.
 """
 
 import contextlib

@@ -11,7 +11,8 @@ braid exporter
     Serves the same in the Prometheus text format on /metrics (loopback,
     127.0.0.1:9477 by default), and the status page on / (the gateways,
     per-WAN throughput graphs, braid-proxy with --proxy-metrics, recent
-    gateway state changes); --once prints one scrape and exits. A
+    gateway state changes, recent page loads and each WAN's share of
+    them); --once prints one scrape and exits. A
     non-loopback --listen needs --password-file (HTTP basic auth on
     every path) or --allow-public (metrics only, no page).
 
@@ -19,7 +20,9 @@ Examples::
 
     braid status
     braid status --json --proxy-metrics http://127.0.0.1:9180/metrics
+    braid status --exporter http://127.0.0.1:9477 --exporter-password-file /etc/braid/exporter.password
     braid exporter --listen 127.0.0.1:9477
+    braid exporter --page-interval 0.2    # page loads as fine as hywf_idle_ms (500 ms)
     braid exporter --once
     braid exporter --proxy-metrics http://127.0.0.1:9180/metrics
     braid exporter --listen 192.0.2.10:9477 --password-file /etc/braid/exporter.password
@@ -36,7 +39,7 @@ import sys
 from typing import TextIO
 
 from . import version
-from .exporter import ListenError, run
+from .exporter import DEFAULT_URL, ListenError, read_pages, read_password, run
 from .exposition import exposition
 from .gateways import DEFAULT_STATUS_FILE
 from .proxy import fetch
@@ -61,6 +64,11 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--proxy-metrics", metavar="URL",
                     help="braid-proxy's metrics endpoint, e.g. http://127.0.0.1:9180/metrics "
                          "(client; the server's default port is 9181); unreachable is shown, not an error")
+    st.add_argument("--exporter", default=DEFAULT_URL, metavar="URL",
+                    help=f"a running braid exporter, for the recent page loads (default {DEFAULT_URL}); "
+                         "none running is shown, not an error")
+    st.add_argument("--exporter-password-file", metavar="FILE",
+                    help="the exporter's --password-file, if it has one")
     st.add_argument("--json", action="store_true", help="machine-readable output")
     ex = sub.add_parser("exporter", help="serve gateway health and kernel counters to Prometheus",
                         description="Serve gwsteer's gateway health, the MPTCP scheduler settings, the kernel's "
@@ -77,6 +85,11 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--page-interval", type=float, default=1.0, metavar="SECONDS",
                     help="the status page's sampling interval (default 1)")
     ex.add_argument("--no-page", action="store_true", help="serve /metrics only (no status page, no sampling)")
+    ex.add_argument("--page-idle-ms", type=int, metavar="MS",
+                    help="quiet time that ends a page load (default: net.mptcp.hywf_idle_ms, else 500)")
+    ex.add_argument("--page-scope", type=int, choices=(0, 1, 2), metavar="{0,1,2}",
+                    help="what shares a split: 0 connection, 1 peer address, 2 namespace "
+                         "(default: net.mptcp.hywf_scope, else 1)")
     ex.add_argument("--status", default=DEFAULT_STATUS_FILE, metavar="FILE",
                     help=f"gwsteer's status file (default {DEFAULT_STATUS_FILE}); missing: "
                          "braid_gateway_status_loaded 0")
@@ -90,10 +103,16 @@ def _status(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"braid status: error: {snap.status_error}", file=err)
         return 2
     proxy = fetch(args.proxy_metrics) if args.proxy_metrics else None
+    try:
+        password = read_password(args.exporter_password_file) if args.exporter_password_file else None
+    except (OSError, ValueError) as e:
+        print(f"braid status: error: {e}", file=err)
+        return 2
+    pages, pages_error = read_pages(args.exporter, password)
     if args.json:
-        print(json.dumps(as_json(snap, proxy), indent=2), file=out)
+        print(json.dumps(as_json(snap, proxy, pages, pages_error), indent=2), file=out)
     else:
-        out.write(as_text(snap, proxy))
+        out.write(as_text(snap, proxy, pages, pages_error))
     return 0
 
 
@@ -104,9 +123,13 @@ def _exporter(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.page_interval > 0:
         print("braid exporter: error: --page-interval must be more than 0 seconds", file=err)
         return 2
+    if args.page_idle_ms is not None and args.page_idle_ms < 1:
+        print("braid exporter: error: --page-idle-ms must be at least 1", file=err)
+        return 2
     try:
         run(args.listen, args.status, args.allow_public, out, page=not args.no_page,
-            proxy_url=args.proxy_metrics, interval_s=args.page_interval, password_file=args.password_file)
+            proxy_url=args.proxy_metrics, interval_s=args.page_interval, password_file=args.password_file,
+            idle_ms=args.page_idle_ms, scope=args.page_scope)
     except (ListenError, OSError, ValueError) as e:
         print(f"braid exporter: error: {e}", file=err)
         return 2

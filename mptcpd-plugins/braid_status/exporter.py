@@ -1,5 +1,6 @@
 """``braid exporter``'s HTTP server: ``/metrics`` answers with a fresh scrape;
-``/`` is the status page, ``/api/status`` its JSON (``page``).
+``/`` is the status page, ``/api/status`` its JSON (``page``), ``/api/pages``
+the recent page loads alone (what ``braid status`` reads).
 
 Every scrape reads the sources again (a few ``/proc`` files, one ``ss``
 and one ``ip`` run): nothing is cached, so a scrape is never older than
@@ -16,16 +17,20 @@ import ipaddress
 import json
 import socket
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import TextIO
+from typing import Any, TextIO
 
 from .exposition import exposition
 from .page import History
 from .snapshot import take
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+DEFAULT_URL = "http://127.0.0.1:9477"
+_CLIENT_TIMEOUT_S = 3
 
 
 #: The status page's files (package data), by the path they are served on.
@@ -103,11 +108,13 @@ def make_handler(status_file: str | None, history: History | None = None,
                 body, ctype, code = b"authentication required\n", "text/plain", 401
                 headers["WWW-Authenticate"] = 'Basic realm="braid", charset="UTF-8"'
             elif path == "/metrics":
-                body, ctype, code = exposition(take(status_file)).encode(), CONTENT_TYPE, 200
+                pages = history.page_stats() if history is not None else None
+                body, ctype, code = exposition(take(status_file), pages).encode(), CONTENT_TYPE, 200
             elif history is None and path == "/":
                 body, ctype, code = b"braid exporter: see /metrics\n", "text/plain", 200
-            elif history is not None and path == "/api/status":
-                body, ctype, code = json.dumps(history.as_json()).encode(), "application/json", 200
+            elif history is not None and path in ("/api/status", "/api/pages"):
+                data = history.as_json() if path == "/api/status" else history.pages_json()
+                body, ctype, code = json.dumps(data).encode(), "application/json", 200
                 headers["Cache-Control"] = "no-store"
             elif history is not None and path in PAGE_FILES:
                 name, ctype = PAGE_FILES[path]
@@ -165,7 +172,8 @@ class Exporter:
 
 
 def run(listen: str, status_file: str | None, allow_public: bool, out: TextIO, *, page: bool = True,
-        proxy_url: str | None = None, interval_s: float = 1.0, password_file: str | None = None) -> None:
+        proxy_url: str | None = None, interval_s: float = 1.0, password_file: str | None = None,
+        idle_ms: int | None = None, scope: int | None = None) -> None:
     """Serve until interrupted (``braid exporter``).
 
     A non-loopback address needs a password file (every path then asks
@@ -174,7 +182,7 @@ def run(listen: str, status_file: str | None, allow_public: bool, out: TextIO, *
     password = read_password(password_file) if password_file else None
     host, port = parse_listen(listen, allow_public or password is not None)
     page = page and (password is not None or is_loopback(host))
-    history = History(status_file, proxy_url, interval_s) if page else None
+    history = History(status_file, proxy_url, interval_s, idle_ms=idle_ms, scope=scope) if page else None
     exporter = Exporter(host, port, status_file, history, password)
     base = f"http://{listen.rsplit(':', 1)[0]}:{exporter.port}"
     print(f"braid exporter: serving {base}/metrics" + (f", status page {base}/" if history else ""),
@@ -188,3 +196,29 @@ def run(listen: str, status_file: str | None, allow_public: bool, out: TextIO, *
         if stop_sampling:
             stop_sampling()
         exporter.server.server_close()
+
+
+def read_pages(url: str = DEFAULT_URL, password: str | None = None) -> tuple[dict[str, Any] | None, str]:
+    """A running exporter's recent page loads (its ``/api/pages``), or None and why not (one line).
+
+    ``braid status`` runs once and has no history of its own; the
+    exporter's sampler has. Environment proxies are not used (loopback).
+    """
+    req = urllib.request.Request(url.rstrip("/") + "/api/pages")
+    if password is not None:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"braid:{password}".encode()).decode())
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=_CLIENT_TIMEOUT_S) as resp:
+            data = json.loads(resp.read(8 << 20))
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            return None, f"{url} asks for a password (--exporter-password-file FILE)"
+        if e.code == 404:
+            return None, f"{url} keeps no page history (an exporter started with --no-page or --allow-public)"
+        return None, f"{url}: HTTP {e.code}"
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return None, f"no braid exporter at {url} ({getattr(e, 'reason', None) or e})"
+    if not isinstance(data, dict) or not isinstance(data.get("pages"), list):
+        return None, f"{url}/api/pages: not braid exporter's page list"
+    return data, ""

@@ -15,6 +15,7 @@ from . import version
 from .connections import Connection, traffic_by
 from .gateways import GatewayStatus, rfc3339_seconds
 from .kernel import KernelInfo
+from .pages import ShareHistogram
 from .snapshot import Snapshot
 
 NAMESPACE = "braid"
@@ -27,10 +28,14 @@ class Family:
     name: str
     type: str
     help: str
-    samples: list[tuple[dict[str, str], float]] = field(default_factory=list)
+    #: (labels, value, suffix): a histogram's samples end in _bucket, _sum, _count.
+    samples: list[tuple[dict[str, str], float, str]] = field(default_factory=list)
 
     def add(self, value: float, **labels: str) -> None:
-        self.samples.append((labels, value))
+        self.samples.append((labels, value, ""))
+
+    def add_suffixed(self, suffix: str, value: float, labels: dict[str, str]) -> None:
+        self.samples.append((labels, value, suffix))
 
 
 def escape_label(value: str) -> str:
@@ -57,9 +62,10 @@ def render(families: list[Family]) -> str:
         full = f"{NAMESPACE}_{f.name}"
         out.append(f"# HELP {full} {escape_help(f.help)}")
         out.append(f"# TYPE {full} {f.type}")
-        for labels, value in f.samples:
+        for labels, value, suffix in f.samples:
             text = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
-            out.append(f"{full}{{{text}}} {format_value(value)}" if text else f"{full} {format_value(value)}")
+            name = full + suffix
+            out.append(f"{name}{{{text}}} {format_value(value)}" if text else f"{name} {format_value(value)}")
     return "\n".join(out) + "\n"
 
 
@@ -176,10 +182,27 @@ def connection_families(conns: list[Connection], ok: bool) -> list[Family]:
     return fams
 
 
-def exposition(snap: Snapshot) -> str:
-    """The whole scrape."""
+def page_families(hist: ShareHistogram, pages_total: int) -> list[Family]:
+    """The page loads the exporter's sampler closed (pages): how many, and each WAN's share of them."""
+    loads = Family("page_loads_total", "counter", "Page loads seen to finish (bytes to one peer, then "
+                   "hywf_idle_ms without any) since the exporter started; the status page's sampling.")
+    loads.add(pages_total)
+    share = Family("page_wan_share", "histogram", "A finished page load's share of its bytes (sent and "
+                   "received) on the WAN (interface), one observation per WAN its connections had a subflow on.")
+    for wan in sorted(hist.counts):
+        for bound, count in zip(hist.buckets, hist.counts[wan], strict=True):
+            share.add_suffixed("_bucket", count, {"wan": wan, "le": format_value(bound)})
+        share.add_suffixed("_bucket", hist.observed[wan], {"wan": wan, "le": "+Inf"})
+        share.add_suffixed("_sum", hist.sums[wan], {"wan": wan})
+        share.add_suffixed("_count", hist.observed[wan], {"wan": wan})
+    return [loads, share]
+
+
+def exposition(snap: Snapshot, pages: tuple[ShareHistogram, int] | None = None) -> str:
+    """The whole scrape; ``pages``: the page tracker's histogram and page count, where one runs."""
     build = Family("build_info", "gauge", "The braid release this exporter belongs to: always 1.")
     build.add(1, version=version())
     return render([build, *kernel_families(snap.kernel, snap.counters),
                    *gateway_families(snap.gateways, snap.connections),
-                   *connection_families(snap.connections, not snap.connections_error)])
+                   *connection_families(snap.connections, not snap.connections_error),
+                   *(page_families(*pages) if pages else [])])

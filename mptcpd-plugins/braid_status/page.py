@@ -4,7 +4,8 @@
 graphs) and ``/api/status``, this module's JSON: each gateway's state
 from gwsteer's status file, the per-gateway (per-WAN) subflow
 throughput over the last minutes, braid-proxy's state and the gateway
-state changes seen. A sample reads the same sources as a scrape; the
+state changes seen, and the recent page loads (``pages``: each one's
+bytes and share per WAN). A sample reads the same sources as a scrape; the
 rates are byte differences between samples of the live subflows leaving
 from each gateway's source address (a subflow that closes drops its
 bytes: a negative difference counts as 0).
@@ -12,6 +13,7 @@ bytes: a negative difference counts as 0).
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import deque
@@ -21,6 +23,7 @@ from typing import Any
 
 from .connections import traffic_by
 from .gateways import rfc3339_seconds
+from .pages import PageTracker, ShareHistogram, page_rules
 from .proxy import ProxyState, fetch
 from .snapshot import Snapshot, take
 
@@ -46,8 +49,12 @@ class History:
 
     def __init__(self, status_file: str | None, proxy_url: str | None = None, interval_s: float = 1.0,
                  keep: int = KEEP, snapshot: Callable[[str | None], Snapshot] = take,
-                 proxy: Callable[[str], ProxyState] = fetch) -> None:
+                 proxy: Callable[[str], ProxyState] = fetch, idle_ms: int | None = None,
+                 scope: int | None = None) -> None:
         self.status_file, self.proxy_url, self.interval_s = status_file, proxy_url, interval_s
+        #: The page loads: idle time and scope from the arguments, else hywf's sysctls at each sample.
+        self._idle_ms, self._scope = idle_ms, scope
+        self.pages = PageTracker()
         self._take, self._fetch = snapshot, proxy
         self._lock = threading.Lock()
         self._times: deque[float] = deque(maxlen=keep)
@@ -94,6 +101,9 @@ class History:
                 if gid not in seen:  # gone from the status file: a gap
                     for column in series:
                         column.extend([None] * (len(self._times) - len(column)))
+            if not snap.connections_error:
+                self.pages.set_rules(*page_rules(snap.kernel, self._idle_ms, self._scope))
+                self.pages.update(now, snap.connections)
             k = snap.kernel
             self._current = {
                 "updated": now, "interval_s": self.interval_s,
@@ -112,7 +122,23 @@ class History:
                 "t": list(self._times),
                 "gateways": {gid: {"sent_bps": list(s), "received_bps": list(r)}
                              for gid, (s, r) in self._rates.items()},
-            }, events=[asdict(e) for e in sorted(self._events, key=lambda e: -e.time)])
+            }, events=[asdict(e) for e in sorted(self._events, key=lambda e: -e.time)],
+                pages=self._pages_json())
+
+    def _pages_json(self) -> dict[str, Any]:
+        return dict(self.pages.as_json(), interval_s=self.interval_s,
+                    updated=self._current.get("updated"),
+                    scheduler=self._current.get("kernel", {}).get("scheduler", ""))
+
+    def pages_json(self) -> dict[str, Any]:
+        """What ``/api/pages`` answers (and ``braid status`` reads): the recent page loads."""
+        with self._lock:
+            return self._pages_json()
+
+    def page_stats(self) -> tuple[ShareHistogram, int]:
+        """A copy of the share histogram and the pages closed, for a scrape."""
+        with self._lock:
+            return copy.deepcopy(self.pages.histogram), self.pages.pages_total
 
     def start(self) -> Callable[[], None]:
         """Sample now and then every ``interval_s`` from a thread; returns the function that stops it."""

@@ -13,8 +13,9 @@ from .proxy import ProxyState
 from .snapshot import Snapshot
 
 
-def as_json(snap: Snapshot, proxy: ProxyState | None) -> dict[str, Any]:
-    """The report as plain JSON types (``--json``)."""
+def as_json(snap: Snapshot, proxy: ProxyState | None, pages: dict[str, Any] | None = None,
+            pages_error: str = "") -> dict[str, Any]:
+    """The report as plain JSON types (``--json``); ``pages``: a braid exporter's ``/api/pages``."""
     k = snap.kernel
     conns = [dict(asdict(c), bytes_sent=c.bytes_sent, bytes_received=c.bytes_received)
              for c in snap.connections]
@@ -30,6 +31,8 @@ def as_json(snap: Snapshot, proxy: ProxyState | None) -> dict[str, Any]:
         "traffic": {key: {name: asdict(t) for name, t in sorted(traffic_by(snap.connections, key).items())}
                     for key in ("addr", "interface")},
         "mptcp_counters": {n: v for n, v in snap.counters.items() if n.startswith("Sched")},
+        "pages": pages,
+        "pages_error": pages_error,
         "errors": [e for e in (snap.connections_error,) if e],
     }
 
@@ -134,7 +137,57 @@ def _connection_lines(snap: Snapshot) -> list[str]:
     return lines
 
 
-def as_text(snap: Snapshot, proxy: ProxyState | None) -> str:
+#: Page loads ``braid status`` prints (--json has all the exporter keeps).
+TEXT_PAGES = 10
+
+
+def _share(wan: dict[str, Any] | None) -> str:
+    if wan is None:
+        return "-"
+    share = wan.get("share")
+    return f"{human_bytes(wan['bytes'])} {'-' if share is None else f'{100 * share:.0f}%'}"
+
+
+def page_lines(scheduler: str, pages: dict[str, Any] | None, error: str) -> list[str]:
+    """Recent page loads and what each network saw of them.
+
+    Shown when the scheduler is hywf (whose per-page split they show) or
+    when an exporter has pages to show under another scheduler (with a
+    note); without an exporter under hywf, one line on how to get them.
+
+    >>> page_lines("default", None, "no braid exporter at http://127.0.0.1:9477 (refused)")
+    []
+    >>> page_lines("hywf", None, "no braid exporter at http://127.0.0.1:9477 (refused)")[0][:38]
+    'pages      no page history: no braid e'
+    """
+    hywf = scheduler == "hywf"
+    if pages is None:
+        return [f"pages      no page history: {error}; `braid exporter` samples the connections and keeps "
+                "the recent page loads"] if hywf else []
+    if not pages["pages"] and not hywf:
+        return []
+    note = "" if hywf else f"; scheduler {scheduler or '-'}, not hywf: no per-page split is drawn"
+    lines = [f"pages      recent page loads, what each network saw (a page: bytes to one "
+             f"{pages.get('scope_name', 'peer')} until {pages.get('idle_ms')} ms without any; "
+             f"sampled every {pages.get('interval_s')} s by braid exporter{note})"]
+    shown = pages["pages"][:TEXT_PAGES]
+    if not shown:
+        return [*lines, "  (none seen yet)"]
+    wans = sorted({w for p in shown for w in p["wans"]})
+    lines.append((f"  {'START (UTC)':<19} {'PEER':<24} {'SECONDS':>7} {'BYTES':>9}  "
+                  + "  ".join(f"{w:<15}" for w in wans)).rstrip())
+    for p in shown:
+        start = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(p["start"]))
+        dur = f"{p['duration_s']:.1f}" + ("+" if p["open"] else "")
+        lines.append((f"  {start:<19} {p['peer']:<24} {dur:>7} {human_bytes(p['bytes']):>9}  "
+                      + "  ".join(f"{_share(p['wans'].get(w)):<15}" for w in wans)).rstrip())
+    if len(pages["pages"]) > len(shown):
+        lines.append(f"  ... {len(pages['pages']) - len(shown)} older (--json)")
+    return lines
+
+
+def as_text(snap: Snapshot, proxy: ProxyState | None, pages: dict[str, Any] | None = None,
+            pages_error: str = "") -> str:
     """The report for people."""
     return "\n".join(_kernel_lines(snap) + _gateway_lines(snap) + _proxy_lines(proxy)
-                     + _connection_lines(snap)) + "\n"
+                     + _connection_lines(snap) + page_lines(snap.kernel.scheduler, pages, pages_error)) + "\n"

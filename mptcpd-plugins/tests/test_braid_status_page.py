@@ -6,7 +6,8 @@ mptcpd with the built plugin), the exporter and a stand-in braid-proxy
 metrics endpoint in the client namespace, and Debian's Chromium driven
 by playwright-core (tests/browser, ``npm ci`` by scripts/install-deps) in
 the same namespace: the page shows both gateways and the relay, its
-throughput graph's data rises during an upload, and a cut gateway shows
+throughput graph's data rises during an upload, the upload is a row of
+the page loads table, and a cut gateway shows
 down, with the state change listed. The screenshot is left in
 out/status-page.png.
 
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from braid_testbed.gateway_topologies import Topo, onlink, onlink_gateways
+from braid_testbed.gateway_topologies import SERVER, Topo, onlink, onlink_gateways
 from braid_testbed.mptcpd_lab import PLUGIN_DIR, Lab, stop_process
 from braid_testbed.netns import inside
 from braid_testbed.wait import TIME_SCALE, wait_for
@@ -110,6 +111,9 @@ GRAPH = ("(() => { const c = window.braidStatus.chart; if (!c) return null; retu
          "Math.max(0, ...c.data[i + 1].filter(v => v !== null))]])); })()")
 RELAY = "[document.getElementById('relay').dataset.state, document.getElementById('relay').textContent]"
 EVENTS = "[...document.querySelectorAll('#events li')].map(e => e.textContent)"
+# The page loads table: per row the peer, its bytes and its WAN cells.
+PAGES = ("[...document.querySelectorAll('#pages tbody tr[data-peer]')].map(r => [r.dataset.peer, "
+         "Number(r.dataset.bytes), [...r.querySelectorAll('.wan')].map(w => w.dataset.wan)])")
 
 
 def test_status_page_shows_gateways_traffic_and_a_cut(lab: Lab, tmp: Path) -> None:
@@ -166,6 +170,11 @@ def test_status_page_shows_gateways_traffic_and_a_cut(lab: Lab, tmp: Path) -> No
         assert all(moving[s][0] > idle[s][0] for s in idle), (idle, moving)  # new points drawn
         rates = browser.eval(RATES)
         print(f"graph during the upload: {moving}; cards: {rates}")
+        # The upload is a page load to the server in the table, with a cell per WAN it has a subflow on.
+        loads = wait_for("the upload in the page loads table", lambda: [
+            r for r in browser.eval(PAGES) if r[0] == SERVER and r[1] > 100_000 and r[2]], 5,
+            diagnosis=lambda: json.dumps(api()["pages"]))
+        print(f"page loads on the page: {loads}")
 
         topo.cut("gw1")
         cut_at = time.monotonic()

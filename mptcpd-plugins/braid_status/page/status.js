@@ -59,6 +59,42 @@
     if (!data.events.length) list.replaceChildren(el("li", {}, "none seen"));
   }
 
+  const bytes = (n) => {
+    const units = ["B", "kB", "MB", "GB"];
+    let i = 0;
+    while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+    return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+  };
+
+  // One row per page load (open ones first, marked), one cell per WAN with its bytes and share.
+  function renderPages(data) {
+    const p = data.pages;
+    const body = document.querySelector("#pages tbody");
+    if (!p) { body.replaceChildren(); return; }
+    document.getElementById("pages-rule").textContent =
+      `(a page: bytes to one ${p.scope_name} until ${p.idle_ms} ms without any, sampled every ${p.interval_s} s` +
+      `${p.scheduler === "hywf" ? "" : `; scheduler ${p.scheduler || "-"}, not hywf: no per-page split is drawn`})`;
+    const rows = p.pages.map((g) => {
+      const tr = el("tr", { class: g.open ? "open" : "closed", "data-peer": g.peer, "data-bytes": String(g.bytes) });
+      const wans = el("td", { class: "wans" });
+      for (const [wan, w] of Object.entries(g.wans)) {
+        const share = w.share === null ? "-" : `${Math.round(w.share * 100)}%`;
+        const cell = el("span", { class: "wan", "data-wan": wan, "data-bytes": String(w.bytes),
+                                  "data-share": w.share === null ? "" : String(w.share) }, `${wan} ${bytes(w.bytes)} ${share}`);
+        const bar = el("span", { class: "bar" });
+        bar.style.width = `${Math.round((w.share || 0) * 60)}px`;
+        cell.prepend(bar);
+        wans.append(cell);
+      }
+      tr.append(el("td", {}, when(g.start)), el("td", {}, g.peer),
+                el("td", {}, `${g.duration_s.toFixed(1)}${g.open ? " (loading)" : ""}`), el("td", {}, bytes(g.bytes)), wans);
+      return tr;
+    });
+    if (!rows.length) rows.push(el("tr", {}));
+    body.replaceChildren(...rows);
+    if (!p.pages.length) body.firstChild.append(el("td", { colspan: "5" }, "none seen yet"));
+  }
+
   function renderChart(data) {
     const ids = Object.keys(data.history.gateways).sort();
     const key = ids.join("\u0000");
@@ -97,6 +133,7 @@
       renderGateways(data);
       renderRelay(data);
       renderEvents(data);
+      renderPages(data);
       renderChart(data);
     } catch (e) {
       state.errors++;
