@@ -17,6 +17,7 @@ own (braid's machines run none).
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -113,6 +114,78 @@ class BootedSystem:
                 self.proc.wait(10)
 
 
+# The hierarchies a container gets a cgroup of its own in: systemd's (the
+# named v1 hierarchy and cgroup2), where the container's systemd tracks its
+# units, and pids, where it sets TasksMax. Under --keep-unit every container
+# would share the test's cgroup, and two containers' systemd would create,
+# limit and kill the same /system.slice/<unit> cgroups: with three booted at
+# once, one's mptcpd failed to start (EAGAIN) while another ran the same unit.
+_OWN_CGROUP_CONTROLLERS = ("name=systemd", "", "pids")
+
+
+def _cgroup_mounts() -> dict[str, Path]:
+    """Mount point per controller ("" for cgroup2, "name=systemd" for systemd's named hierarchy)."""
+    mounts: dict[str, Path] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        fstype, _source, options = after.split()[:3]
+        point = Path(before.split()[4])
+        if fstype == "cgroup2":
+            mounts[""] = point
+        elif fstype == "cgroup":
+            for option in options.split(","):
+                mounts.setdefault(option, point)
+    return mounts
+
+
+def _own_cgroups(name: str) -> list[Path]:
+    """Create a child of this process's cgroup, per hierarchy above, for one container."""
+    mounts = _cgroup_mounts()
+    made = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _hierarchy, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            if controller in _OWN_CGROUP_CONTROLLERS and controller in mounts:
+                group = mounts[controller] / path.lstrip("/") / f"braid-{name}-{os.getpid()}"
+                group.mkdir(exist_ok=True)
+                made.append(group)
+    return made
+
+
+def _remove_cgroups(groups: list[Path]) -> None:
+    """Remove the containers' cgroups, children first (those still holding a process stay)."""
+    for group in groups:
+        for directory, _subdirs, _files in os.walk(group, topdown=False):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+
+
+# Containers on one kernel without user namespaces share one UID space, and
+# DynamicUser derives the UID from the unit's name: every container's mptcpd
+# would run as the same UID, and the stock unit's LimitNPROC=1 lets only one
+# of them start (execve fails with EAGAIN). As on separate machines, each
+# container's mptcpd gets a UID of its own: a static user of that UID, which
+# DynamicUser= takes instead of allocating one; LimitNPROC=1 still holds.
+_MPTCPD_USER = "braid-test-mptcpd"
+_MPTCPD_DROPIN = Path("etc/systemd/system/mptcp.service.d/zz-booted-test-user.conf")
+_MPTCPD_UIDS = itertools.count(64900)
+
+
+def _own_mptcpd_user(root: Path) -> Path | None:
+    """Give the container's mptcpd a UID no other container uses; the drop-in to remove after."""
+    if not (root / "usr/lib/systemd/system/mptcp.service").exists():
+        return None
+    uid = next(_MPTCPD_UIDS)
+    subprocess.run(["chroot", str(root), "sh", "-c",
+                    f"userdel {_MPTCPD_USER} 2>/dev/null; useradd --system --no-create-home --uid {uid} "
+                    f"--shell /usr/sbin/nologin {_MPTCPD_USER}"], check=True, timeout=60, capture_output=True)
+    dropin = root / _MPTCPD_DROPIN
+    dropin.write_text(f"[Service]\nUser={_MPTCPD_USER}\n")
+    return dropin
+
+
 @contextmanager
 def booted_system(root: Path, netns: str, log: Path) -> Iterator[BootedSystem]:
     """Boot ``root`` inside the named network namespace (``ip netns`` name); power off on exit."""
@@ -126,10 +199,23 @@ def booted_system(root: Path, netns: str, log: Path) -> Iterator[BootedSystem]:
     # /proc/sys/net writable as on a box (braid-openvpn turns forwarding on);
     # the rest of /proc/sys stays read-only, so nothing reaches the host.
     env = {**os.environ, "SYSTEMD_NSPAWN_API_VFS_WRITABLE": "network"}
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
-    system = BootedSystem(root, proc, log)
+    groups = _own_cgroups(root.name)
+    dropin = _own_mptcpd_user(root)
+
+    def enter_own_cgroups() -> None:
+        for group in groups:
+            (group / "cgroup.procs").write_text("0")
+
     try:
-        yield system
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    preexec_fn=enter_own_cgroups)
+        system = BootedSystem(root, proc, log)
+        try:
+            yield system
+        finally:
+            system.shut_down()
     finally:
-        system.shut_down()
+        _remove_cgroups(groups)
+        if dropin:
+            dropin.unlink()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from ansible_run import build_artifacts
+from ansible_run import REPO, build_artifacts
 from debian_rootfs import cached_rootfs_tarball
 
 
@@ -42,3 +43,15 @@ def rootfs_tarball() -> Path:
     """The cached debootstrap'd Debian 12 (built on first use, minutes; then reused)."""
     _need_root_and_tools()
     return cached_rootfs_tarball()
+
+
+@pytest.fixture(scope="session")
+def kernel_debs() -> list[Path]:
+    """braid's kernel as Debian packages (``kernel/build --deb``): cached by make test's
+    kernel stage, which runs before this one; built here (long) when it has not run."""
+    _need_root_and_tools()
+    built = subprocess.run([str(REPO / "kernel" / "build"), "--deb"], capture_output=True, text=True,
+                           timeout=7200, check=False)
+    if built.returncode != 0:
+        pytest.fail(f"kernel/build --deb failed:\n{built.stderr[-3000:]}")
+    return [Path(line) for line in built.stdout.splitlines() if line.endswith(".deb")]

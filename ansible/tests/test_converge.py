@@ -79,6 +79,12 @@ OPENVPN: dict[str, Any] = {
     "full_tunnel": {"subnet": "10.201.0.0/30", "port": 1194, "lan": ["10.50.0.0/24"], "nat_out": "eth0"},
 }
 TUNNEL_SOURCES = {"10.200.1.2", "10.200.2.2"}
+# A fleet: a second client box and a second relay in the same inventory.
+# box2 uses both relays (servers, spread); each relay accepts both boxes,
+# each box with its own key. Neither runs Tor mode or OpenVPN.
+PROXY2_ADDRESS = "198.51.100.8"
+FLEET_SERVERS = [{"address": f"{PROXY_ADDRESS}:7443"}, {"address": f"{PROXY2_ADDRESS}:7443"}]
+FLEET_OFF = {"braid_tor_enabled": False, "braid_openvpn_enabled": False}
 # braid's wheel and its pinned dependencies (the braid_python role's venv),
 # and the console scripts the roles link into /usr/local/bin.
 VENV = "/opt/braid/venv"
@@ -89,6 +95,8 @@ VENV_COMMANDS = ("gwsteer-cli", "gwsteer-route", "braid", "braid-tor", "braid-op
 class Converged:
     client: Path
     proxy: Path
+    client2: Path
+    proxy2: Path
     artifacts: Path
     first: PlaybookResult
     second: PlaybookResult
@@ -101,18 +109,26 @@ def in_root(root: Path, *cmd: str, check: bool = True) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Converged]:
+def converged(rootfs_tarball: Path, artifacts: Path, kernel_debs: list[Path],
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Converged]:
     base = tmp_path_factory.mktemp("converge")
     with unpacked_rootfs(rootfs_tarball, base / "client") as client, \
-            unpacked_rootfs(rootfs_tarball, base / "proxy") as proxy:
+            unpacked_rootfs(rootfs_tarball, base / "proxy") as proxy, \
+            unpacked_rootfs(rootfs_tarball, base / "client2") as client2, \
+            unpacked_rootfs(rootfs_tarball, base / "proxy2") as proxy2:
+        relay_settings = {"allow_cidrs": [f"{WEB_ADDRESS}/32"]}
         inventory = write_inventory(
             base / "inventory.yml",
             {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
                                  braid_mptcp_scheduler="hywf", braid_tor_bridges=TOR_BRIDGES,
-                                 braid_gwsteer_monitoring_files=True)},
+                                 braid_gwsteer_monitoring_files=True, braid_kernel_debs=[str(d) for d in kernel_debs],
+                                 braid_kernel_release=_kernel_release(kernel_debs), braid_kernel_grub=False),
+             "box2": chroot_host(client2, braid_gwsteer_gateways=GATEWAYS[:2], **FLEET_OFF,
+                                 braid_proxy_client_settings={"servers": FLEET_SERVERS, "server_policy": "spread"})},
             {"relay": chroot_host(proxy, braid_firewall_nat_sources=["10.8.0.0/24"],
                                   braid_firewall_ssh_sources=["192.0.2.0/24"],
-                                  braid_proxy_server_settings={"allow_cidrs": [f"{WEB_ADDRESS}/32"]})},
+                                  braid_proxy_server_settings=relay_settings),
+             "relay2": chroot_host(proxy2, **FLEET_OFF, braid_proxy_server_settings=relay_settings)},
             {"braid_start_services": False, "braid_artifacts_dir": str(artifacts),
              "braid_proxy_address": PROXY_ADDRESS,
              "braid_tor_enabled": True, "braid_tor_bridge_static_key": TOR_KEY,
@@ -122,14 +138,20 @@ def converged(rootfs_tarball: Path, artifacts: Path, tmp_path_factory: pytest.Te
         assert first.ok, first.output[-6000:]
         key = (client / "etc/braid/client.keys").read_text()
         second = run_playbook("site.yml", inventory)
-        yield Converged(client, proxy, artifacts, first, second, key)
+        yield Converged(client, proxy, client2, proxy2, artifacts, first, second, key)
+
+
+def _kernel_release(debs: list[Path]) -> str:
+    """The release (``uname -r``) braid's linux-image package installs."""
+    image = next(d for d in debs if d.name.startswith("linux-image-"))
+    return image.name.removeprefix("linux-image-").split("_", 1)[0]
 
 
 def test_second_run_changes_nothing(converged: Converged) -> None:
-    assert converged.first.changed("box1") > 0 and converged.first.changed("relay") > 0
     assert converged.second.ok, converged.second.output[-6000:]
-    assert converged.second.changed("box1") == 0, converged.second.output
-    assert converged.second.changed("relay") == 0, converged.second.output
+    for host in ("box1", "box2", "relay", "relay2"):
+        assert converged.first.changed(host) > 0, host
+        assert converged.second.changed(host) == 0, (host, converged.second.output)
 
 
 def test_client_key_generated_once_kept_and_given_to_the_proxy(converged: Converged) -> None:
@@ -139,15 +161,44 @@ def test_client_key_generated_once_kept_and_given_to_the_proxy(converged: Conver
     assert line == converged.client_key_after_first, "the second run replaced the client's key"
     client_id, key = line.split()
     assert client_id == "box1" and len(bytes.fromhex(key)) == 32
-    assert server_keys.read_text().splitlines() == [line.strip()]
-    client_uid = int(in_root(converged.client, "id", "-u", "braid").stdout)
-    proxy_uid = int(in_root(converged.proxy, "id", "-u", "braid").stdout)
-    for path, uid in ((client_keys, client_uid), (server_keys, proxy_uid)):
+    # The fleet: box2 has a key of its own, and both relays accept both boxes.
+    line2 = (converged.client2 / "etc/braid/client.keys").read_text()
+    client2_id, key2 = line2.split()
+    assert client2_id == "box2" and len(bytes.fromhex(key2)) == 32 and key2 != key
+    for proxy in (converged.proxy, converged.proxy2):
+        assert (proxy / "etc/braid/server.keys").read_text().splitlines() == [line.strip(), line2.strip()], proxy
+    keyed = [(client_keys, converged.client), (converged.client2 / "etc/braid/client.keys", converged.client2),
+             (server_keys, converged.proxy), (converged.proxy2 / "etc/braid/server.keys", converged.proxy2)]
+    for path, root in keyed:
         st = path.stat()
+        uid = int(in_root(root, "id", "-u", "braid").stdout)
         assert (st.st_mode & 0o777, st.st_uid) == (0o600, uid), path
     # Secrets never reach the log.
     for result in (converged.first, converged.second):
-        assert key not in result.output
+        assert key not in result.output and key2 not in result.output
+
+
+def test_kernel_packages_installed_in_the_target(converged: Converged, kernel_debs: list[Path]) -> None:
+    """braid_kernel on box1: the linux-image package from kernel/build --deb is installed by dpkg
+    (its maintainer scripts ran: status "install ok installed"), every file as packaged, and the
+    kernel image it installs is the one braid's VM tests boot. The target is not booted with it
+    (a container runs the host's kernel): braid_kernel_grub is off there, and the VM suites boot
+    that image."""
+    image = next(d for d in kernel_debs if d.name.startswith("linux-image-"))
+    package, version = image.name.split("_")[:2]
+    release = _kernel_release(kernel_debs)
+    status = in_root(converged.client, "dpkg-query", "-W", "-f", "${Status} ${Version}", package).stdout
+    assert status == f"install ok installed {version}", status
+    # dpkg --verify: every installed file matches the package's checksums.
+    assert in_root(converged.client, "dpkg", "--verify", package).stdout == ""
+    bzimage = image.parent.parent / "bzImage"
+    assert (converged.client / f"boot/vmlinuz-{release}").read_bytes() == bzimage.read_bytes()
+    staged = converged.client / "var/cache/braid/kernel" / image.name
+    assert staged.stat().st_mode & 0o777 == 0o644
+    # braid_kernel_grub off: the boot loader's settings were left alone.
+    grub = converged.client / "etc/default/grub"
+    assert not grub.exists() or "GRUB_DEFAULT=saved" not in grub.read_text()
+    assert not (converged.proxy / f"boot/vmlinuz-{release}").exists()
 
 
 def _pinned_versions() -> dict[str, str]:
@@ -706,4 +757,88 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             gateways = out["gwsteer-cli"]
             assert all(re.search(rf"\b{g}\b.*\bup\b", gateways) for g in ("dsl", "lte")), gateways
             assert "tcp-ulp-mptcp" in out["ss -tni state established"], out["ss -tni state established"]
+        stop_process(web)
+
+
+# What box2's booted fleet test downloads, until both relays carried one.
+FLEET_BLOB = 300_000
+FLEET_FETCHES_MAX = 20
+FLEET_UNITS = {
+    "box2": ["braid-gwsteer-route.service", "mptcp.service", "braid-firewall.service",
+             "braid-proxy-client.service"],
+    "relay": ["mptcp.service", "braid-firewall.service", "braid-proxy-server.service"],
+    "relay2": ["mptcp.service", "braid-firewall.service", "braid-proxy-server.service"],
+}
+# The web server's side of each relay: who it sees a request from.
+FLEET_RELAY_SOURCES = {"relay": "203.0.113.1", "relay2": "198.18.2.1"}
+
+
+def _fleet_topology() -> FirewallTopology:
+    """box2 -(wan1)- gw1 and -(wan2)- gw2, each gateway leading to both relays; both relays reach web."""
+    topo = FirewallTopology(tag("fl"))
+    for node in ("box2", "gw1", "gw2", "relay", "relay2", "web"):
+        topo.node(node)
+    for n in (1, 2):
+        topo.link("box2", f"wan{n}", f"10.1.{n}.2/24", f"gw{n}", "eth0", f"10.1.{n}.1/24")
+        for net, (relay, address) in enumerate((("relay", PROXY_ADDRESS), ("relay2", PROXY2_ADDRESS)), start=3):
+            topo.link(f"gw{n}", f"eth{net - 2}", f"10.{net}.{n}.1/24", relay, f"eth{n}", f"10.{net}.{n}.2/24")
+            topo.route(f"gw{n}", f"{address}/32", f"10.{net}.{n}.2")
+            topo.route(relay, f"10.1.{n}.0/24", f"10.{net}.{n}.1")
+    topo.link("relay", "eth0", f"{FLEET_RELAY_SOURCES['relay']}/24", "web", "eth0", f"{WEB_ADDRESS}/24")
+    topo.link("relay2", "eth0", f"{FLEET_RELAY_SOURCES['relay2']}/24", "web", "eth1", "198.18.2.2/24")
+    topo.route("relay2", f"{WEB_ADDRESS}/32", "198.18.2.2")
+    topo.address("relay", "lo", f"{PROXY_ADDRESS}/32")
+    topo.address("relay2", "lo", f"{PROXY2_ADDRESS}/32")
+    topo.route("box2", "default", "10.1.1.1")
+    return topo
+
+
+def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Converged, tmp_path: Path) -> None:
+    """The fleet's second client box and both relays booted: box2's braid-proxy client, given
+    both relays (servers, spread) by its inventory, sends its connections to each, and both
+    relays accept its own key; every download is byte-exact, and the web server sees requests
+    from both relays' addresses."""
+    client = json.loads((converged.client2 / "etc/braid/client.json").read_text())
+    assert (client["servers"], client["server_policy"], "server" in client) == (FLEET_SERVERS, "spread", False)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "blob").write_bytes(os.urandom(FLEET_BLOB))
+    web_log = tmp_path / "web.log"
+    topo = _fleet_topology()
+    with topo.up(), web_log.open("wb") as log:
+        web = topo["web"].popen(["python3", "-m", "http.server", "--bind", WEB_ADDRESS, "8080",
+                                 "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=log)
+        topo["web"].wait_listening(8080, WEB_ADDRESS, proc=web)
+        roots = {"box2": converged.client2, "relay": converged.proxy, "relay2": converged.proxy2}
+        for name, root in roots.items():
+            topo[name].run(["sysctl", "-p", str(root / "etc/sysctl.d/60-braid-mptcp.conf")], check=False)
+        with booted_system(roots["relay"], topo.ns_name("relay"), tmp_path / "relay.log") as relay, \
+                booted_system(roots["relay2"], topo.ns_name("relay2"), tmp_path / "relay2.log") as relay2, \
+                booted_system(roots["box2"], topo.ns_name("box2"), tmp_path / "box2.log") as box:
+            systems = {"box2": box, "relay": relay, "relay2": relay2}
+            for name, system in systems.items():
+                system.wait_until_up()
+                for unit in FLEET_UNITS[name]:
+                    assert system.is_active(unit), f"{name}: {unit}\n{system.journal(unit)}"
+            _wait_for("gwsteer on box2: dsl and lte up", lambda: _gateways(box) == {"dsl": True, "lte": True},
+                      lambda: box.journal("mptcp.service"))
+
+            def relays_seen() -> set[str]:
+                text = web_log.read_text()
+                return {name for name, source in FLEET_RELAY_SOURCES.items() if f"{source} - - " in text}
+
+            fetched = tmp_path / "fetched"
+            for fetch in range(FLEET_FETCHES_MAX):
+                got = topo["box2"].run(["curl", "-sS", "--max-time", "30", "--socks5", "127.0.0.1:1080",
+                                        "-o", str(fetched), f"http://{WEB_ADDRESS}:8080/blob"],
+                                       check=False, timeout=60)
+                assert got.returncode == 0, (fetch, got.stderr, box.journal("braid-proxy-client.service"),
+                                             relay.journal("braid-proxy-server.service"),
+                                             relay2.journal("braid-proxy-server.service"))
+                assert fetched.read_bytes() == (site / "blob").read_bytes(), f"download {fetch} is not byte-exact"
+                if relays_seen() == set(FLEET_RELAY_SOURCES):
+                    break
+            print(f"fleet: {fetch + 1} downloads through box2 reached the web server from {sorted(relays_seen())}")
+            assert relays_seen() == set(FLEET_RELAY_SOURCES), (web_log.read_text(),
+                                                               box.journal("braid-proxy-client.service"))
         stop_process(web)

@@ -44,6 +44,11 @@ BAD_PSK = "z" + "0123456789abcdef" * 4
 CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("missing-proxy-address", "client", {"braid_proxy_address": None}, "braid_proxy_address"),
     ("unknown-scheduler", "client", {"braid_mptcp_scheduler": "fastest"}, "braid_mptcp_scheduler"),
+    # Kernel packages that are not on the controller, or not of the release named.
+    ("kernel-deb-missing", "client", {"braid_kernel_debs": ["/nonexistent/linux-image-6.12.117-braid_1_amd64.deb"],
+                                      "braid_kernel_release": "6.12.117-braid"}, "braid_kernel_debs"),
+    ("kernel-release-bad", "client", {"braid_kernel_debs": ["/nonexistent/x.deb"], "braid_kernel_release": "latest"},
+     "braid_kernel_release"),
     ("gateways-not-a-list", "client", {"braid_gwsteer_gateways": "gw1"}, "braid_gwsteer_gateways"),
     ("gateways-empty", "client", {"braid_gwsteer_gateways": []}, "braid_gwsteer_gateways"),
     ("gateway-duplicate-id", "client", {"braid_gwsteer_gateways": [GATEWAYS[0], {**GATEWAYS[1], "id": "gw1"}]},
