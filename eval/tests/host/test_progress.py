@@ -3,9 +3,14 @@ JSON) stays clean; quiet when asked."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from braid_eval.progress import Progress, duration, eta
+from braid_wf import cli as wf
+from braid_wf.synth import synthetic_dataset
+from braid_wf.trace import save_dataset
 
 
 class Clock:
@@ -65,3 +70,11 @@ def test_durations() -> None:
                                                                 "1 h 02 min"]
     assert eta(0, 5, 10) == "ETA unknown"
 
+
+def test_wf_evaluate_reports_reps_with_an_eta_on_stderr_and_the_report_on_stdout(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    save_dataset(synthetic_dataset(5, 6, seed=8), tmp_path / "orig")
+    assert wf.main(["evaluate", "--data", str(tmp_path / "orig"), "--attacks", "cumul", "--repeats", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "cumul rep 1/2:" in err and "ETA" in err and "cumul rep 2/2:" in err
+    assert "rep 1/2" not in out and out.lstrip().startswith("#")
