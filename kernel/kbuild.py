@@ -284,6 +284,7 @@ def apply_series(src: Path, patches: list[Path]) -> None:
 
 
 def configure(src: Path, obj: Path, virtme: list[str], marker: str) -> None:
+    log("configuring: tinyconfig, virtme-ng's and braid's fragments")
     obj.mkdir(parents=True, exist_ok=True)
     virtme_frag = obj / "virtme.config"
     virtme_frag.write_text("\n".join(virtme) + "\n")
@@ -330,6 +331,35 @@ def verify_config(config: Path, fragments: list[Path]) -> None:
         )
 
 
+# Seconds between compile status lines.
+REPORT_EVERY_S = 15.0
+
+
+def compile_status(compiled: int, estimate: int, elapsed: float) -> str:
+    """``compiling: 1200/2400 files ~50%, 300s elapsed, ETA ~300s``: the
+    files compiled so far against the last build's count (the estimate;
+    0 on a first build, when only the count and time are known)."""
+    text = f"compiling: {compiled}"
+    if estimate:
+        pct = min(99, 100 * compiled // estimate)
+        text += f"/{estimate} files ~{pct}%, {int(elapsed)}s elapsed"
+        if compiled:
+            text += f", ETA ~{int(elapsed / compiled * max(0, estimate - compiled))}s"
+        return text
+    return text + f" files, {int(elapsed)}s elapsed"
+
+
+def build_stage(line: str) -> str | None:
+    """The stage a line of make's output starts, after compiling: linking
+    vmlinux, or building one Debian package; else None."""
+    words = line.split()
+    if words[:2] == ["LD", "vmlinux"]:
+        return "linking vmlinux"
+    if line.startswith("dpkg-deb: building package"):
+        return "packaging " + words[3].strip("'") if len(words) > 3 else "packaging"
+    return None
+
+
 def compile_kernel(src: Path, obj: Path, marker: str, jobs: int, pkgversion: str) -> None:
     """make bindeb-pkg (the kernel and its packages), printing progress
     while the ~10-minute build runs. The packages land in obj's parent."""
@@ -348,10 +378,17 @@ def compile_kernel(src: Path, obj: Path, marker: str, jobs: int, pkgversion: str
     ]
     estimate_file = obj / ".braid-object-count"
     estimate = int(estimate_file.read_text()) if estimate_file.exists() else 0
+    log(f"compiling with {jobs} jobs" + (f" (~{estimate} files, as last time)" if estimate else ""))
     start = time.monotonic()
-    last_report = 0.0
+    last_report = start
     compiled = 0
     tail: list[str] = []
+    # make's own output (thousands of CC lines) is kept, not printed: a CI
+    # log keeps its tail and that would be all of it. What is printed is a
+    # status line every REPORT_EVERY_S (files done of the last build's
+    # count, elapsed, ETA) and a line per stage after compiling (linking,
+    # each package), so a slow phase shows which it is; the last 60 lines
+    # of make's output come with a failure.
     proc = subprocess.Popen(
         cmd, cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -361,10 +398,11 @@ def compile_kernel(src: Path, obj: Path, marker: str, jobs: int, pkgversion: str
         if line.startswith("  CC "):
             compiled += 1
         now = time.monotonic()
-        if now - last_report >= 15:
+        if stage := build_stage(line):
+            log(f"{stage} ({int(now - start)}s elapsed)")
+        elif now - last_report >= REPORT_EVERY_S:
             last_report = now
-            pct = f" ~{min(99, 100 * compiled // estimate)}%" if estimate else ""
-            log(f"compiling: {compiled} files{pct}, {int(now - start)}s elapsed")
+            log(compile_status(compiled, estimate, now - start))
     if proc.wait() != 0:
         raise BuildError("kernel compile failed:\n" + "".join(tail))
     if compiled > 200:

@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
+from braid_eval.progress import Progress
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
 from braid_wf.deep import require_jax
@@ -463,12 +464,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
         with (corpus_server(tb),
               BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
-            done = len(loads) - len(todo)
+            progress = Progress(f"{label}:", len(loads), done=len(loads) - len(todo), sink=log)
             for b in range(0, len(todo), args.batch):
                 batch = todo[b : b + args.batch]
                 extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()))
                 with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
                     proc, results = load_pages(tb, pair.socks, batch, args.gap_ms, extra)
+                collected = 0
                 with open(root / "loads.jsonl", "a") as meta:
                     for r in results:
                         if not r["ok"]:
@@ -488,10 +490,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
                         meta.write(json.dumps({**r, "file": nm, "condition": label,
                                                **({"padding_histograms": str(args.padding_histograms)}
                                                   if args.padding_histograms else {})}) + "\n")
-                        done += 1
+                        collected += 1
                 cap1.cleanup()
                 cap2.cleanup()
-                log(f"{label}: {done}/{len(loads)} loads")
+                progress.step("loads", n=collected)
                 if proc.returncode != 0 and not results:
                     raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}")
     return 0

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from braid_eval.progress import duration, eta
 from braid_wf.attacks import UNMONITORED, make_attack
 from braid_wf.trace import Dataset, Trace
 
@@ -95,6 +97,7 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
     if protect or protected:
         rows["model_orig"] = Score()
         rows["model_prot"] = Score()
+    started = time.monotonic()
     for rep in range(repeats):
         rng = np.random.default_rng([seed, rep])
         train, test = split_indices(orig.labels, rng)
@@ -131,7 +134,9 @@ def evaluate(orig: Dataset, attack: str, *, repeats: int, quick: bool, open_worl
             msg += f" model on orig {100 * t:.1f}, on prot {100 * t2:.1f}"
             if f2 is not None:
                 msg += f" FPR {100 * f2:.1f}"
-        progress(msg)
+        elapsed = time.monotonic() - started
+        progress(f"{msg} ({duration(elapsed)}"
+                 + (f", {eta(rep + 1, repeats, elapsed)})" if rep + 1 < repeats else ")"))
     return rows
 
 

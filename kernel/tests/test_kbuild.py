@@ -4,6 +4,7 @@ lock but never compile (a broken series fails before that)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -111,3 +112,40 @@ def test_a_freshly_unpacked_source_takes_the_series(tmp_path: Path) -> None:
     (src / "f.c").write_text("left over from a build\n")
     kbuild.apply_series(src, [])
     assert (src / "f.c").read_text() == "pristine\n"
+
+
+FAKE_MAKE = """#!/bin/sh
+for f in a b c d; do echo "  CC      $f.o"; done
+echo "  LD      vmlinux"
+echo "dpkg-deb: building package 'linux-image-6.12-braid' in '../linux-image-6.12-braid.deb'."
+"""
+
+
+def test_compile_reports_files_eta_and_stages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The compile prints status lines (n/N of the last build's count, an
+    ETA) and a line per stage on stderr, not make's output; stdout stays
+    for the image's path."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "make").write_text(FAKE_MAKE)
+    (bin_dir / "make").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(kbuild, "REPORT_EVERY_S", 0.0)
+    obj = tmp_path / "obj"
+    obj.mkdir()
+    (obj / ".braid-object-count").write_text("8")
+    kbuild.compile_kernel(tmp_path, obj, "marker", 2, "1")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "kernel: compiling with 2 jobs (~8 files, as last time)" in err
+    assert "compiling: 4/8 files ~50%" in err and "ETA ~" in err
+    assert "kernel: linking vmlinux" in err
+    assert "kernel: packaging linux-image-6.12-braid (" in err
+    assert "kernel: compiled 4 files" in err
+    assert "  CC " not in err
+
+
+def test_compile_status_without_an_estimate() -> None:
+    assert kbuild.compile_status(10, 0, 42.9) == "compiling: 10 files, 42s elapsed"
+    assert kbuild.compile_status(100, 400, 60) == "compiling: 100/400 files ~25%, 60s elapsed, ETA ~180s"

@@ -56,6 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from braid_eval.progress import Progress
 from braid_testbed.braidnet import (
     CLIENT_W1,
     CLIENT_W2,
@@ -357,6 +358,7 @@ def main() -> int:
         # server side) while their own variant runs.
         cost = {k: [0, 0, 0] for k in SETUP_VARIANTS}  # cpu ns, switches, connections
         chunk = max(1, args.setup_conns // 3)
+        progress = Progress("setup latency", 3 * len(SETUP_VARIANTS))
         for _ in range(3):
             for name, flags in SETUP_VARIANTS.items():
                 cpu0, sw0 = cpu_and_switches(procs[name])
@@ -369,6 +371,7 @@ def main() -> int:
                 if r["failed"] < r["conns"]:
                     setup[name].append(r["setup_median_ms"])
                     ttfb[name].append(r["ttfb_median_ms"])
+                progress.step(f"{name}: {r['conns']} connections")
         nan = float("nan")
         results["setup_median_ms"] = {k: statistics.median(v) if v else nan for k, v in setup.items()}
         results["ttfb_median_ms"] = {k: statistics.median(v) if v else nan for k, v in ttfb.items()}

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from braid_eval.progress import Progress
 from braid_testbed.privnet import SERVER_PUBLIC, WEB_NAME, WEB_PORT, LinkSpec, PrivateTorNetwork
 
 VANILLA_PORT = 9002
@@ -90,9 +91,11 @@ def main() -> int:
                 for port in variants.values():  # warm-up: circuits built, streams attached
                     page_load(net, port, a.objects, out)
                 times: dict[str, list[float]] = {k: [] for k in variants}
+                progress = Progress("page loads", a.pages * len(variants), every=10)
                 for _ in range(a.pages):
                     for name, port in variants.items():
                         times[name].append(page_load(net, port, a.objects, out))
+                        progress.step()
         sched = a.scheduler or "default (host)"
         print(f"\npage = {a.size} B + {a.objects} x 10 kB, {a.pages} loads each, interleaved; scheduler {sched};"
               f" WAN delay {a.wan_delay_ms} ms each way, rate {a.wan_rate_mbit or 'unlimited'} Mbit/s")

@@ -40,6 +40,7 @@ from braid_eval.bench.comparison import text_table
 from braid_eval.measure.page_split import PageServer, traced_pages
 from braid_eval.measure.proxy_pair import BraidProxyPair
 from braid_eval.measure.transfer import read_mib
+from braid_eval.progress import Progress
 from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
 from braid_wf.corpus import corpus_server, load_pages
 
@@ -75,12 +76,12 @@ def run(schedulers: list[str], pages: int, rounds: int, corpus: bool, workdir: P
             servers.enter_context(corpus_server(tb))
         else:
             servers.enter_context(PageServer(tb))
+        progress = Progress("bench", rounds * len(schedulers))
         for r in range(rounds):
             order = schedulers if r % 2 == 0 else schedulers[::-1]
             # corpus: sites 0.. at instance r; pages: the round's seed
             loads = [(k, r) for k in range(per_round)]
             for name in order:
-                print(f"bench: round {r + 1}/{rounds}, scheduler {name}, {per_round} pages", flush=True)
                 tb.set_scheduler(name)
                 before = tb.proxy.run(["nstat", "-az"])
                 with BraidProxyPair(tb, workdir / f"{name}-{r}") as pair:
@@ -95,6 +96,9 @@ def run(schedulers: list[str], pages: int, rounds: int, corpus: bool, workdir: P
                 after = tb.proxy.run(["nstat", "-az"])
                 for i, mib in enumerate(("MPTcpExtSchedJoinWait", "MPTcpExtSchedJoinWaitTimeout")):
                     counters[name][i] += read_mib(after, mib) - read_mib(before, mib)
+                block = times[name][-per_round:]
+                progress.step(f"round {r + 1}/{rounds}, scheduler {name}: {len(block)} pages, "
+                              f"median {statistics.median(block):.2f} s")
     return {n: summary(times[n], shares[n], *counters[n]) for n in schedulers}
 
 

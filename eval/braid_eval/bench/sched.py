@@ -40,6 +40,7 @@ from pathlib import Path
 from braid_eval.analysis.provenance import provenance
 from braid_eval.bench.comparison import text_table
 from braid_eval.measure.transfer import BULK_TOOL, BulkServer, measured_transfer, request_response, sched_bursts_moved
+from braid_eval.progress import Progress
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 
 EQUAL_WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
@@ -83,14 +84,19 @@ PARTS = ("equal", "lossy", "hetero")
 
 
 def bench_scheduler(name: str, runs: int, nbytes: int, requests: int,
-                    parts: tuple[str, ...] = PARTS) -> dict[str, float]:
+                    parts: tuple[str, ...] = PARTS, progress: Progress | None = None) -> dict[str, float]:
     out: dict[str, float] = {}
-    if "equal" in parts:
-        out |= on_equal_wans(name, runs, nbytes, requests)
-    if "lossy" in parts:
-        out |= rr_on_lossy_wans(name, requests)
-    if "hetero" in parts:
-        out |= on_heterogeneous_wans(name, max(1, runs // 2), nbytes, requests)
+    for part in PARTS:
+        if part not in parts:
+            continue
+        if part == "equal":
+            out |= on_equal_wans(name, runs, nbytes, requests)
+        elif part == "lossy":
+            out |= rr_on_lossy_wans(name, requests)
+        else:
+            out |= on_heterogeneous_wans(name, max(1, runs // 2), nbytes, requests)
+        if progress:
+            progress.step(f"scheduler {name}, {part} WANs done")
     return out
 
 
@@ -195,10 +201,11 @@ def main() -> int:
         print("bench: needs braid's kernel (run through kernel/vm)", file=sys.stderr)
         return 2
     results = {}
+    progress = Progress("bench", len(args.schedulers) * len(set(args.parts)))
     for name in args.schedulers:
         print(f"bench: scheduler {name}", flush=True)
         results[name] = bench_scheduler(name, args.runs, parse_size(args.size), args.requests,
-                                        tuple(args.parts))
+                                        tuple(args.parts), progress)
     print(f"\nscheduler benchmark: 2 x {EQUAL_WAN.rate_mbit:g} Mbit/s, "
           f"{EQUAL_WAN.delay_ms:g} ms WANs; both ends run the scheduler")
     print("\n".join(text_table(results, args.schedulers, ROWS)))

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from braid_eval.analysis.provenance import provenance
 from braid_eval.measure.transfer import BULK_PORT, BulkServer, bulk_client
+from braid_eval.progress import Progress
 from braid_testbed import LinkSpec, StandardTestbed, ip, kernel_has_netem
 from braid_testbed.standard import scheduler_testbed
 
@@ -89,8 +90,7 @@ def sweep(configs: tuple[str, ...], scenarios: tuple[tuple[str, float, float], .
     """Every configuration, flow count and scenario on one testbed; the
     TCP baseline runs first in each scenario so that ratios can be given."""
     order = ("tcp-gw1", *[c for c in configs if c != "tcp-gw1"])
-    total = len(order) * len(scenarios) * len(flow_counts)
-    done = 0
+    progress = Progress("e1", len(order) * len(scenarios) * len(flow_counts))
     with (scheduler_testbed(tag, "default", GATEWAY, GATEWAY) as tb, BulkServer(tb),
           BulkServer(tb, port=TCP_PORT, mptcp=False)):
         for name, loss, delay in scenarios:
@@ -104,11 +104,9 @@ def sweep(configs: tuple[str, ...], scenarios: tuple[tuple[str, float, float], .
                     goodput, cov, ok = run_flows(tb, TCP_PORT if config == "tcp-gw1" else BULK_PORT,
                                                  flows, tcp=config == "tcp-gw1")
                     tcp = goodput if config == "tcp-gw1" else tcp
-                    done += 1
-                    print(f"e1 [{done}/{total}] {name:10} {flows:2} flow(s) {config:9} "
-                          f"{goodput:6.2f} Mbit/s = {goodput / tcp:4.2f} x TCP, flow CoV {cov:.2f}"
-                          f"{'' if ok else ' CHECKSUM MISMATCH'} ({time.monotonic() - t0:.0f} s)",
-                          flush=True)
+                    progress.step(f"{name:10} {flows:2} flow(s) {config:9} "
+                                  f"{goodput:6.2f} Mbit/s = {goodput / tcp:4.2f} x TCP, flow CoV {cov:.2f}"
+                                  f"{'' if ok else ' CHECKSUM MISMATCH'}, {time.monotonic() - t0:.0f} s")
                     if config in configs:
                         yield Point(name, config, flows, goodput, goodput / tcp, cov, ok)
 

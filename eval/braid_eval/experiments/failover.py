@@ -78,6 +78,7 @@ from braid_eval.experiments.failover_metrics import (
     sustained_from,
 )
 from braid_eval.measure.transfer import read_mib
+from braid_eval.progress import Progress
 from braid_testbed.gateway_topologies import PORT, Topo, onlink, onlink_gateways
 from braid_testbed.mptcpd_lab import Lab, start_mptcpd, stop_process
 from braid_testbed.pcap import TcpPacket, read_tcp_packets
@@ -371,7 +372,7 @@ def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
           sysctls: tuple[tuple[str, str], ...] = ()) -> list[Run]:
     """Every outage x run x mode, interleaving the modes so load drifts hit all."""
     results: list[Run] = []
-    total = len(outages) * runs * len(modes)
+    progress = Progress("e3", len(outages) * runs * len(modes))
     for outage in outages:
         for i in range(runs):
             for mode in modes:
@@ -380,13 +381,13 @@ def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
                 results.append(r)
                 per_gw = ", ".join(f"{gw} {v:.1f}" for gw, v in r.pre_cut_by_gw.items())
                 refused = f", {r.joins_no_token} join SYN(s) dropped for no token" if r.joins_no_token > 0 else ""
-                print(f"e3 [{len(results)}/{total}] outage {outage:g} s run {i + 1} {mode} "
-                      f"detect {_s(r.detect_s)}, t90 {_s(r.t90_s)}, gw1 up {_s(r.gw_up_s)}, "
-                      f"first gw1 {_s(r.first_gw1_s)}, gw1>=25% {_s(r.reuse_s)}, "
-                      f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB, "
-                      f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s ({per_gw}){refused}"
-                      f"{'' if r.byte_exact and r.capture_matches else ' NOT BYTE-EXACT'} "
-                      f"({time.monotonic() - t0:.0f} s)", flush=True)
+                progress.step(f"outage {outage:g} s run {i + 1} {mode} "
+                              f"detect {_s(r.detect_s)}, t90 {_s(r.t90_s)}, gw1 up {_s(r.gw_up_s)}, "
+                              f"first gw1 {_s(r.first_gw1_s)}, gw1>=25% {_s(r.reuse_s)}, "
+                              f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB, "
+                              f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s ({per_gw}){refused}"
+                              f"{'' if r.byte_exact and r.capture_matches else ' NOT BYTE-EXACT'}, "
+                              f"{time.monotonic() - t0:.0f} s")
     return results
 
 

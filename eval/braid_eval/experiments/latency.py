@@ -52,6 +52,7 @@ from braid_eval.experiments.latency_model import (
     variable_split_delay,
 )
 from braid_eval.measure.transfer import BulkServer
+from braid_eval.progress import Progress
 from braid_testbed import TOOLS_DIR, LinkSpec, StandardTestbed, ip, kernel_has_netem, messages
 from braid_testbed.link import netem_args
 from braid_testbed.standard import scheduler_testbed
@@ -204,7 +205,7 @@ def sweep(configs: tuple[str, ...], loads: tuple[float, ...], seconds: float,
           scenario: str = "steady", tag: str = "e2") -> Iterator[Point]:
     """Every configuration at every load on one testbed (each run is a new
     connection, so it takes the scheduler set just before it)."""
-    total = len(configs) * len(loads)
+    progress = Progress(f"e2 {scenario}", len(configs) * len(loads))
     with (scheduler_testbed(tag, "default", FAST, SLOW) as tb,
           BulkServer(tb, port=MESSAGES_PORT, tool=MESSAGES_TOOL)):
         for i, (load, config) in enumerate((lo, c) for lo in loads for c in configs):
@@ -214,10 +215,10 @@ def sweep(configs: tuple[str, ...], loads: tuple[float, ...], seconds: float,
                     point = run_point(tb, scenario, config, load, seconds, seed=1 + i)
             else:
                 point = run_point(tb, scenario, config, load, seconds, seed=1 + i)
-            print(f"e2 {scenario} [{i + 1}/{total}] load {load:.2f} {config:16} "
-                  f"mean {point.mean_ms:7.2f} ms p99 {point.p99_ms:7.1f} ms  "
-                  f"wan1 {point.wan1_share:.2f}  (model p* {point.model_pstar_ms:.2f}, "
-                  f"p_lim {point.model_plim_ms:.2f}; {time.monotonic() - t0:.0f} s)", flush=True)
+            progress.step(f"load {load:.2f} {config:16} "
+                          f"mean {point.mean_ms:7.2f} ms p99 {point.p99_ms:7.1f} ms  "
+                          f"wan1 {point.wan1_share:.2f}  (model p* {point.model_pstar_ms:.2f}, "
+                          f"p_lim {point.model_plim_ms:.2f}), {time.monotonic() - t0:.0f} s")
             yield point
 
 

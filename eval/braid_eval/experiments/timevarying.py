@@ -36,6 +36,7 @@ from pathlib import Path
 from braid_eval.analysis.provenance import provenance
 from braid_eval.experiments.aggregation import GATEWAY, TCP_PORT, impair_gw1
 from braid_eval.measure.transfer import BULK_PORT, BULK_TOOL, BulkServer
+from braid_eval.progress import Progress
 from braid_testbed import StandardTestbed, ip, kernel_has_netem
 from braid_testbed.netns import stop_process
 from braid_testbed.standard import scheduler_testbed
@@ -176,12 +177,13 @@ def sweep(configs: tuple[str, ...], time_scale: float, progress: Path, tag: str 
     with (scheduler_testbed(tag, "default", GATEWAY, GATEWAY) as tb,
           BulkServer(tb, args=("--progress", str(progress))),
           BulkServer(tb, port=TCP_PORT, mptcp=False, args=("--progress", str(progress)))):
-        for i, config in enumerate(configs, start=1):
+        steps = Progress("e1b", len(configs))
+        for config in configs:
             t0 = time.monotonic()
             run = run_config(tb, config, time_scale, progress)
             runs.append(run)
-            print(f"e1b [{i}/{len(configs)}] {config:9} mean {statistics.mean(run.per_second):5.2f} Mbit/s, "
-                  f"after the total loss of gw1 {run.per_step[-1]:5.2f} ({time.monotonic() - t0:.0f} s)", flush=True)
+            steps.step(f"{config:9} mean {statistics.mean(run.per_second):5.2f} Mbit/s, "
+                       f"after the total loss of gw1 {run.per_step[-1]:5.2f}, {time.monotonic() - t0:.0f} s")
     return runs
 
 
