@@ -31,9 +31,11 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -49,6 +51,7 @@ CLIENT_W1, CLIENT_W2 = "10.1.1.2", "10.1.2.2"
 SERVER_PUBLIC = "10.0.0.1"
 DEST = "10.9.0.2"
 DEST_NAME = "web.braid.test"
+UNITS = REPO / "proxy" / "contrib"
 
 __all__ = [
     "CLIENT_W1",
@@ -56,9 +59,12 @@ __all__ = [
     "DEST",
     "DEST_NAME",
     "SERVER_PUBLIC",
+    "UNITS",
     "LinkSpec",
     "Testbed",
     "build_binaries",
+    "gateway_file",
+    "unit_environment",
     "write_secret",
 ]
 
@@ -179,6 +185,27 @@ def write_secret(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w") as f:
         f.write(text)
     return path
+
+
+def unit_environment(unit: str = "braid-proxy-client.service") -> dict[str, str]:
+    """The environment a systemd unit of contrib/ gives braid-proxy
+    (Environment= lines), so a benchmark measures braid as deployed."""
+    env = {}
+    for line in (UNITS / unit).read_text().splitlines():
+        if line.startswith("Environment="):
+            key, _, value = line.removeprefix("Environment=").partition("=")
+            env[key] = value
+    return env
+
+
+def gateway_file(path: Path) -> None:
+    """Status file that rates gw1 (WAN1) best, as the path manager would."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    gws = [
+        {"id": gw, "source": src, "up": True, "backup": False, "ewma_ms": ms, "rtt_ms": ms, "last_change": now}
+        for gw, src, ms in (("gw1", CLIENT_W1, 1.0), ("gw2", CLIENT_W2, 2.0))
+    ]
+    path.write_text(json.dumps({"version": 1, "updated": now, "gateways": gws}))
 
 
 def build_binaries(out: Path) -> tuple[Path, Path]:

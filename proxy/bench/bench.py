@@ -52,19 +52,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from braid_eval.progress import Progress
 from braid_testbed.braidnet import (
-    CLIENT_W1,
-    CLIENT_W2,
     DEST,
     SERVER_PUBLIC,
+    UNITS,
     LinkSpec,
     Testbed,
     build_binaries,
+    gateway_file,
+    unit_environment,
     write_secret,
 )
 from braid_testbed.wait import IN_VM
@@ -100,18 +100,7 @@ SETUP_VARIANTS = {
     "braid-connected": ["-socks", f"127.0.0.1:{SOCKS['braid-connected']}"],
 }
 Result = dict[str, Any]
-UNIT = Path(__file__).resolve().parent.parent / "contrib" / "braid-proxy-client.service"
-
-
-def unit_environment() -> dict[str, str]:
-    """The environment the systemd units give braid-proxy (Environment=
-    lines), so the benchmark measures braid as deployed."""
-    env = {}
-    for line in UNIT.read_text().splitlines():
-        if line.startswith("Environment="):
-            key, _, value = line.removeprefix("Environment=").partition("=")
-            env[key] = value
-    return env
+UNIT = UNITS / "braid-proxy-client.service"
 
 
 def loadgen(tb: Testbed, lg: Path, *args: str, timeout: float = 300) -> Result:
@@ -133,16 +122,6 @@ def mptcp_counter(tb: Testbed, role: str, name: str) -> int:
         if line.startswith(name):
             return int(line.split()[1])
     return 0
-
-
-def gateway_file(path: Path) -> None:
-    """Status file that rates gw1 (WAN1) best, as the path manager would."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    gws = [
-        {"id": gw, "source": src, "up": True, "backup": False, "ewma_ms": ms, "rtt_ms": ms, "last_change": now}
-        for gw, src, ms in (("gw1", CLIENT_W1, 1.0), ("gw2", CLIENT_W2, 2.0))
-    ]
-    path.write_text(json.dumps({"version": 1, "updated": now, "gateways": gws}))
 
 
 Procs = dict[str, list[subprocess.Popen[bytes]]]

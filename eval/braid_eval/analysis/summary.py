@@ -5,7 +5,8 @@ benchmarks' side-by-side tables.
 Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json,
 OUT/e3/e3.json, OUT/bench-sched.json, OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json
-and OUT/wf-deep-30ep.json (``braid-wf defenses --json``) exists
+and OUT/wf-deep-30ep.json (``braid-wf defenses --json``) and OUT/relay-capacity.json
+(proxy/bench/capacity.py) exists
 (each also accepted as OUT/<name>.json or OUT/<name>/<name>.json), names
 the missing ones, and writes the page (OUT/summary.md unless --page). No
 measurement of its own, no root needed:
@@ -263,10 +264,64 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _loadavg(v: list[float] | None) -> str:
+    return "/".join(f"{x:.2f}" for x in v) if v else "?"
+
+
+def relay_capacity_section(data: dict[str, Any]) -> list[str]:
+    """proxy/bench/capacity.py: what one relay holds on one core."""
+    params, res = data["params"], data["results"]
+    h = res["headline"]
+    lines = ["## Relay capacity (proxy/bench/capacity.py)", "",
+             f"({_env(params)}, {params.get('date', '?')}; {params['machine_cores']} cores; {params['pinning']}; "
+             f"{params['clients']} client boxes, each with its own key, connections spread over them in turn; "
+             f"each connection a {params['request_bytes']}-byte request and {params['response_bytes']}-byte "
+             f"response through braid-proxy client and server; open-file limit {params['nofile']}; "
+             f"load average {_loadavg(params.get('loadavg_at_start'))} at the start, "
+             f"{_loadavg(res.get('loadavg_at_end'))} at the end)", "",
+             "CPU per connection is the relay process's utime + stime over the connections of the step, and net "
+             f"of its idle use ({res.get('relay_idle_core_pct', 0):.2f} % of its core: the client boxes' spare "
+             "connections, timers). A core's busy share counts everything on it: the relay's softirq work and any "
+             "other load on the machine.", "",
+             "| offered conn/s | achieved conn/s | failed | latency p50 ms | p99 ms | relay CPU us/conn "
+             "| net of idle | relay process % of core 0 | core 0 busy % | core 1 busy % |", "|---" * 10 + "|"]
+    for s in res["rate"]:
+        mark = " (saturated)" if s["saturated"] else ""
+        lines.append(f"| {s['offered_per_s']:.0f} | {s['achieved_per_s']:.0f}{mark} | {s['failed']} "
+                     f"| {s['latency_median_ms']:.2f} | {s['latency_p99_ms']:.2f} | {s['relay_cpu_us_per_conn']:.0f} "
+                     f"| {s['relay_cpu_us_per_conn_net']:.0f} | {s['relay_core_pct']:.1f} "
+                     f"| {s['relay_core_busy_pct']:.1f} | {s['generator_core_busy_pct']:.1f} |")
+    lines += ["", f"Held connections (each echoing {params['echo_bytes']} bytes every "
+              f"{params['echo_interval_s']:g} s, held {params['hold_s']:g} s):", "",
+              "| held | live | relay RSS MiB | RSS KiB/conn | relay core % holding | echoes/s |", "|---" * 6 + "|"]
+    for x in res["hold"]:
+        lines.append(f"| {x['n']} | {x.get('live', 0)} | {x.get('relay_rss_held_kib', 0) / 1024:.1f} "
+                     f"| {x['relay_rss_kib_per_conn']:.1f} | {x.get('relay_core_pct_holding', 0):.2f} "
+                     f"| {x.get('echoes_per_s', 0):.0f} |")
+    lines += ["", f"Key file size (every configured key is tried on each hello; {params['keys_rate']:g} conn/s "
+              "through one client box):", "", "| keys | relay CPU us/conn | net of idle | failed |", "|---" * 4 + "|"]
+    lines += [f"| {k['keys']} | {k['relay_cpu_us_per_conn']:.0f} | {k['relay_cpu_us_per_conn_net']:.0f} "
+              f"| {k['failed']} |" for k in res["keys"]]
+    keys = sorted(res["keys"], key=lambda k: k["keys"])
+    if len(keys) > 1 and keys[-1]["keys"] > keys[0]["keys"]:
+        lo, hi = keys[0], keys[-1]
+        per_key = (hi["relay_cpu_us_per_conn_net"] - lo["relay_cpu_us_per_conn_net"]) / (hi["keys"] - lo["keys"])
+        lines += ["", f"Each configured key adds about {per_key:.1f} us of relay CPU to every connection "
+                  f"({lo['keys']} to {hi['keys']} keys)."]
+    est = h["relay_core_conns_per_s_estimate"]
+    lines += ["", f"Most carried: {h['max_conns_per_s']} conn/s, {h['limit']}; at "
+              f"{h['relay_cpu_us_per_conn']:.0f} us of relay CPU per connection (net of idle, at the busiest step that "
+              f"kept up) one core allows about {est} conn/s "
+              "(process time only, not the kernel's softirq work). Held: "
+              f"{h['max_held_live']} live connections at {h['held_rss_kib_per_conn']:.1f} KiB of relay RSS each.", ""]
+    return lines
+
+
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "e1": e1_section, "e1b": e1b_section, "e2": e2_section, "e3": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
-    "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section}
+    "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
+    "relay-capacity": relay_capacity_section}
 
 
 def summarize(out: Path) -> tuple[str, list[str]]:

@@ -95,6 +95,44 @@ def e3(g: float | None, k: float | None) -> dict[str, object]:
             "headline": {"median_t90_s": {"gwsteer": g, "kernel": k}}, "runs": runs}
 
 
+def rate_step(offered: float, achieved: float, us: float, saturated: str = "") -> dict[str, object]:
+    return {"offered_per_s": offered, "achieved_per_s": achieved, "failed": 0, "latency_median_ms": 1.5,
+            "latency_p99_ms": 9.0, "relay_cpu_us_per_conn": us, "relay_cpu_us_per_conn_net": us - 20,
+            "relay_core_pct": 40.0, "relay_core_busy_pct": 60.0, "generator_core_busy_pct": 95.0,
+            "saturated": saturated}
+
+
+RELAY_CAPACITY = {
+    "params": {"mode": "full", "kernel": "6.18", "braid": "abc1234", "date": "2026-11-30", "machine_cores": 2,
+               "pinning": "relay: taskset -c 0", "clients": 100, "request_bytes": 64, "response_bytes": 512,
+               "nofile": 20000, "loadavg_at_start": [1.0, 2.0, 3.0],
+               "echo_bytes": 16, "echo_interval_s": 5.0, "hold_s": 10.0, "keys_rate": 100.0},
+    "results": {
+        "rate": [rate_step(500, 499, 420), rate_step(1000, 820, 400, "achieved 820/s < 90 % of offered")],
+        "hold": [{"n": 1000, "live": 1000, "relay_rss_held_kib": 61440, "relay_rss_kib_per_conn": 40.0,
+                  "relay_core_pct_holding": 1.5, "echoes_per_s": 200}],
+        "keys": [{"keys": 1, "relay_cpu_us_per_conn": 360, "relay_cpu_us_per_conn_net": 350, "failed": 0},
+                 {"keys": 101, "relay_cpu_us_per_conn": 1360, "relay_cpu_us_per_conn_net": 1350, "failed": 0}],
+        "relay_idle_core_pct": 0.5,
+        "headline": {"max_conns_per_s": 820, "limit": "limited by the generator's core", "relay_cpu_us_per_conn": 400,
+                     "relay_core_conns_per_s_estimate": 2500, "max_held_live": 1000, "held_rss_kib_per_conn": 40.0}}}
+
+
+def test_relay_capacity(tmp_path: Path) -> None:
+    write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
+    text, missing = summarize(tmp_path)
+    assert "relay-capacity" not in missing
+    sec = text.split("## Relay capacity")[1]
+    assert "full mode, kernel 6.18, braid abc1234, 2026-11-30; 2 cores; relay: taskset -c 0; 100 client boxes" in sec
+    assert "load average 1.00/2.00/3.00 at the start, ? at the end" in sec
+    assert "| 1000 | 820 (saturated) | 0 | 1.50 | 9.00 | 400 | 380 | 40.0 | 60.0 | 95.0 |" in sec
+    assert "| 1000 | 1000 | 60.0 | 40.0 | 1.50 | 200 |" in sec
+    assert "| 101 | 1360 | 1350 | 0 |" in sec
+    assert "about 10.0 us of relay CPU to every connection (1 to 101 keys)" in sec
+    assert "Most carried: 820 conn/s, limited by the generator's core" in sec
+    assert "one core allows about 2500 conn/s" in sec
+
+
 def write(out: Path, name: str, data: object, nested: bool = True) -> None:
     d = out / name if nested else out
     d.mkdir(parents=True, exist_ok=True)
@@ -111,6 +149,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "simult-flows", SIMULT_FLOWS, nested=False)
     write(tmp_path, "wf-deep-12ep", wf_deep(12, 0.25), nested=False)
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
+    write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
     twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")
@@ -143,7 +182,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "bench-sched", "bench-pageload", "simult-flows",
-                       "wf-deep-12ep", "wf-deep-30ep"]
+                       "wf-deep-12ep", "wf-deep-30ep", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text and "e1, e1b, e2, bench-sched, bench-pageload" in text
 

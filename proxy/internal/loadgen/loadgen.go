@@ -12,6 +12,10 @@
 // for every variant so the reference proxy can take part). Both directions are a deterministic ChaCha8 stream of
 // the seed, so either end checks the other byte for byte, and the trailer
 // after the client's half-close proves half-close works end to end.
+//
+// A header with magic "BLGE" instead starts an echo connection: the server
+// sends back every byte it receives until EOF (the held connections of
+// the relay-capacity benchmark, capacity.go).
 package loadgen
 
 import (
@@ -38,6 +42,10 @@ const (
 )
 
 var magic = [4]byte{'B', 'L', 'G', '1'}
+
+// echoMagic starts a held connection (capacity.go): the server echoes
+// every byte until EOF; the rest of its header is ignored.
+var echoMagic = [4]byte{'B', 'L', 'G', 'E'}
 
 // errShortStream: the peer ended a stream before its announced length.
 var errShortStream = errors.New("stream ended")
@@ -143,10 +151,17 @@ func handle(c net.Conn) {
 	defer c.Close()
 	var hdr [headerLen]byte
 	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := io.ReadFull(c, hdr[:]); err != nil || [4]byte(hdr[:4]) != magic {
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	if [4]byte(hdr[:4]) == echoMagic {
+		echo(c)
+		return
+	}
+	if [4]byte(hdr[:4]) != magic {
+		return
+	}
 	seed := binary.BigEndian.Uint64(hdr[4:])
 	down := binary.BigEndian.Uint64(hdr[12:])
 	up := binary.BigEndian.Uint64(hdr[20:])
@@ -174,6 +189,24 @@ func handle(c net.Conn) {
 	}
 	binary.BigEndian.PutUint64(tr[1:], uint64(got))
 	c.Write(tr[:])
+}
+
+// echo sends back what c receives, until EOF or an error. The buffer is
+// small: a held connection's echoes are a few bytes, and a sink holds
+// thousands of them.
+func echo(c net.Conn) {
+	buf := make([]byte, 512)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Dialer opens a connection to the target (directly or through SOCKS).
