@@ -61,6 +61,12 @@ def _all_up(topo: Topo) -> bool:
     return bool(status) and all(g["up"] for g in status.values())
 
 
+# Each round's transfer: 1.2 s of both 40 Mbit/s paths; long enough that a
+# path left idle shows in the byte counts, short enough for braid's VM
+# (emulated CPU), where three rounds of 10 MB took 87 s.
+ROUND_BYTES = 6_000_000
+
+
 def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> None:
     topo = onlink(lab, tmp, shape_mbit=40)
     topo.write_config(onlink_gateways(topo))
@@ -72,10 +78,10 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
     for round_ in range(3):  # every connection, not just the first
         before = {gw: interface_counters(topo.cli, dev)[0] for gw, dev in topo.client_dev.items()}
         server = topo.server()
-        # The connection stays open after its 10 MB until the checks below
+        # The connection stays open after its data until the checks below
         # are done (on a slow machine the data finishes before they do).
         release = tmp / f"release-{round_}"
-        client = topo.client(10_000_000, hold=release)
+        client = topo.client(ROUND_BYTES, hold=release)
         wait_for("one subflow per gateway", lambda: all(_per_source(topo).values()), 5)
         time.sleep(0.5)  # no extra subflows appear later either
         counts = _per_source(topo)
@@ -91,8 +97,8 @@ def test_one_subflow_per_healthy_gateway_data_on_both(lab: Lab, tmp: Path) -> No
         release.touch()
         _finish(topo, client, server)
         sent = {gw: interface_counters(topo.cli, dev)[0] - before[gw] for gw, dev in topo.client_dev.items()}
-        # 10 MB over two 40 Mbit/s paths: each must carry a real share.
-        assert sent["gw1"] > 2_000_000 and sent["gw2"] > 2_000_000, (round_, sent)
+        # Over two 40 Mbit/s paths each must carry a real share.
+        assert sent["gw1"] > ROUND_BYTES // 5 and sent["gw2"] > ROUND_BYTES // 5, (round_, sent)
 
     stop_process(monitor)
     events = monitor.stdout.read() if monitor.stdout else ""
