@@ -4,7 +4,9 @@
 # Debian 12 root filesystems (client box, proxy) through the chroot
 # connection, run twice, with their results checked in the targets and in
 # network namespaces (host kernel), then booted with their own systemd
-# (systemd-nspawn) to start the units; the three run concurrently. The Debian
+# (systemd-nspawn) to start the units, and docs/deploy.md's manual,
+# package-based steps run on two fresh booted systems
+# (tests/test_manual_deploy.py); the three run concurrently. The Debian
 # rootfs is debootstrap'd once and cached (~/.cache/braid/ansible or
 # $BRAID_CACHE; ~2 minutes the first time); then the stage takes ~3 minutes
 # on a shared 2-core machine.
@@ -53,7 +55,10 @@ else
 	# Bounded: every playbook run has its own limit; these are the backstops
 	# (a first run includes debootstrap; the other part waits on its lock).
 	part invalid timeout 1500 python3 -m pytest -q -rs -p no:cacheprovider tests/test_invalid_inventory.py
-	part converge timeout 1500 python3 -m pytest -q -rs -s -p no:cacheprovider --durations=3 tests/test_converge.py
+	# The guide's manual path runs in the converge's process: the UIDs
+	# booted.py gives the containers' mptcpd are unique within one process.
+	part converge timeout 1500 python3 -m pytest -q -rs -s -p no:cacheprovider --durations=3 tests/test_converge.py \
+		tests/test_manual_deploy.py
 	part packaging timeout 900 "$repo/packaging/test.sh"
 	wait
 	failed=0

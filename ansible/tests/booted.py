@@ -62,11 +62,12 @@ class BootedSystem:
             todo += children.get(pid, [])
         return 0
 
-    def run(self, *cmd: str, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """Run ``cmd`` inside the container, as its root."""
+    def run(self, *cmd: str, check: bool = False, timeout: float = 60,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``cmd`` inside the container, as its root (``input`` on its stdin)."""
         if not self.init_pid:
             raise RuntimeError("the container has not started")
-        return subprocess.run(["nsenter", "--target", str(self.init_pid), "--all", *cmd],
+        return subprocess.run(["nsenter", "--target", str(self.init_pid), "--all", *cmd], input=input,
                               capture_output=True, text=True, timeout=timeout, check=check)
 
     def wait_until_up(self) -> str:
@@ -182,6 +183,8 @@ def _own_mptcpd_user(root: Path) -> Path | None:
                     f"userdel {_MPTCPD_USER} 2>/dev/null; useradd --system --no-create-home --uid {uid} "
                     f"--shell /usr/sbin/nologin {_MPTCPD_USER}"], check=True, timeout=60, capture_output=True)
     dropin = root / _MPTCPD_DROPIN
+    # A fresh system (test_manual_deploy) has no drop-in directory yet.
+    dropin.parent.mkdir(parents=True, exist_ok=True)
     dropin.write_text(f"[Service]\nUser={_MPTCPD_USER}\n")
     return dropin
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guide import gateway_states, guide_checks
 
 from ansible_run import REPO, PlaybookResult, chroot_host, run_playbook, write_inventory
 from booted import BootedSystem, booted_system
@@ -615,24 +616,9 @@ def _subflow_sources(ns: Namespace, port: int) -> set[str]:
     return {line.split()[-2].rsplit(":", 1)[0] for line in out.splitlines() if line.strip()}
 
 
-def _guide_checks() -> list[str]:
-    """The commands of docs/deploy.md's "Checking it works" block, comments dropped:
-    what the guide tells an operator to run on a client box."""
-    text = (REPO / "docs" / "deploy.md").read_text()
-    section = text[text.index("## Checking it works"):]
-    block = section[section.index("```sh\n") + 6:section.index("\n```", section.index("```sh\n"))]
-    commands = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
-    return [c for c in commands if c and not c.startswith("#")]
-
-
 def _journal_has(system: BootedSystem, unit: str, lines: list[str]) -> bool:
     journal = system.journal(unit)
     return all(line in journal for line in lines)
-
-
-def _gateways(box: BootedSystem) -> dict[str, bool]:
-    out = box.run("cat", "/run/braid/gateways.json").stdout
-    return {g["id"]: g["up"] for g in json.loads(out)["gateways"]} if out else {}
 
 
 def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
@@ -679,7 +665,7 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                 assert ours == [], (name, {unit: system.journal(unit) for unit in ours})
                 assert topo[name].run(["sysctl", "-n", "net.mptcp.pm_type"]).stdout.strip() == "1", name
             _wait_for("gwsteer: dsl and lte up, sat down",
-                      lambda: {k: v for k, v in _gateways(box).items() if k in ("dsl", "lte", "sat")}
+                      lambda: {k: v for k, v in gateway_states(box).items() if k in ("dsl", "lte", "sat")}
                       == {"dsl": True, "lte": True, "sat": False},
                       lambda: box.journal("mptcp.service"))
             # braid-openvpn under its unit: both ends bring the full tunnel
@@ -702,7 +688,7 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                               ["tunnel gw-dsl up", "tunnel gw-lte up"]),
                       partial(box.journal, "braid-openvpn@client.service"))
             _wait_for("gwsteer: dsl-tun and lte-tun up",
-                      lambda: {k: v for k, v in _gateways(box).items() if k.endswith("-tun")}
+                      lambda: {k: v for k, v in gateway_states(box).items() if k.endswith("-tun")}
                       == {"dsl-tun": True, "lte-tun": True},
                       lambda: box.run("cat", "/run/braid/gateways.json").stdout + box.journal("mptcp.service"))
             # Tor mode under its units: the client's tor reaches the bridge's
@@ -743,7 +729,7 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             assert min(received) > BOOTED_TRANSFER // 6, received
             # docs/deploy.md's "Checking it works", as an operator runs it on
             # the box: every command works and shows what the guide says.
-            checks = _guide_checks()
+            checks = guide_checks()
             assert len(checks) >= 6, checks
             out = {}
             for command in checks:
@@ -820,7 +806,7 @@ def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Co
                 system.wait_until_up()
                 for unit in FLEET_UNITS[name]:
                     assert system.is_active(unit), f"{name}: {unit}\n{system.journal(unit)}"
-            _wait_for("gwsteer on box2: dsl and lte up", lambda: _gateways(box) == {"dsl": True, "lte": True},
+            _wait_for("gwsteer on box2: dsl and lte up", lambda: gateway_states(box) == {"dsl": True, "lte": True},
                       lambda: box.journal("mptcp.service"))
 
             def relays_seen() -> set[str]:
