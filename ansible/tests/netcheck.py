@@ -11,9 +11,11 @@ braid_testbed namespace, bounded in time::
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 from braid_testbed.netns import Namespace
-from braid_testbed.topology import Topology
+from braid_testbed.topology import Topology, interface_counters
 
 # A dropped SYN shows as a timeout: long enough for a veth round trip under load.
 CONNECT_TIMEOUT_S = 2.0
@@ -60,3 +62,14 @@ def connect(ns: Namespace, host: str, port: int, uid: int | None = None) -> str:
     if uid is not None:
         cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
     return ns.run(cmd, timeout=CONNECT_TIMEOUT_S + 10).stdout.strip()
+
+
+def socks_download(ns: Namespace, url: str, dest: Path, wans: tuple[str, ...] = (), timeout_s: int = 60
+                   ) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """Download ``url`` into ``dest`` through braid-proxy client's SOCKS port in ``ns``
+    (127.0.0.1:1080): curl's result (its stdout: the bytes downloaded) and the bytes
+    each of ``wans`` (interfaces of ``ns``) received meanwhile."""
+    before = [interface_counters(ns, wan)[1] for wan in wans]
+    got = ns.run(["curl", "-sS", "--max-time", str(timeout_s), "--socks5", "127.0.0.1:1080", "-o", str(dest),
+                  "-w", "%{size_download}", url], check=False, timeout=timeout_s + 30)
+    return got, [interface_counters(ns, wan)[1] - b for wan, b in zip(wans, before, strict=True)]

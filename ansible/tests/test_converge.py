@@ -38,10 +38,9 @@ from ansible_run import REPO, PlaybookResult, chroot_host, run_playbook, write_i
 from booted import BootedSystem, booted_system
 from braid_openvpn.config import DEFAULT_INNER_ADDRESS
 from braid_testbed.netns import Namespace, stop_process
-from braid_testbed.topology import interface_counters
 from braid_testbed.wait import wait_for
 from debian_rootfs import unpacked_rootfs
-from netcheck import FirewallTopology, connect, server_cmd, tag
+from netcheck import FirewallTopology, connect, server_cmd, socks_download, tag
 
 # When the pair is booted (test_booted_pair_...), dsl and lte lead to the
 # proxy and sat, a backup, leads nowhere.
@@ -705,15 +704,8 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                       partial(_journal_has, box, "braid-tor-client.service", [f"but got {bridge_fingerprint()}"]),
                       partial(box.journal, "braid-tor-client.service"))
 
-            def received_per_wan() -> list[int]:
-                return [interface_counters(topo["box"], f"wan{n}")[1] for n in (1, 2)]
-
-            before = received_per_wan()
             fetched = tmp_path / "fetched"
-            got = topo["box"].run(["curl", "-sS", "--max-time", "60", "--socks5", "127.0.0.1:1080",
-                                   "-o", str(fetched), "-w", "%{size_download}",
-                                   f"http://{WEB_ADDRESS}:8080/blob"], check=False, timeout=90)
-            received = [after - b for after, b in zip(received_per_wan(), before, strict=True)]
+            got, received = socks_download(topo["box"], f"http://{WEB_ADDRESS}:8080/blob", fetched, ("wan1", "wan2"))
             assert got.returncode == 0 and got.stdout == str(BOOTED_TRANSFER), \
                 (got.stdout, got.stderr, box.journal("braid-proxy-client.service"),
                  relay.journal("braid-proxy-server.service"))
@@ -815,9 +807,7 @@ def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Co
 
             fetched = tmp_path / "fetched"
             for fetch in range(FLEET_FETCHES_MAX):
-                got = topo["box2"].run(["curl", "-sS", "--max-time", "30", "--socks5", "127.0.0.1:1080",
-                                        "-o", str(fetched), f"http://{WEB_ADDRESS}:8080/blob"],
-                                       check=False, timeout=60)
+                got, _ = socks_download(topo["box2"], f"http://{WEB_ADDRESS}:8080/blob", fetched, timeout_s=30)
                 assert got.returncode == 0, (fetch, got.stderr, box.journal("braid-proxy-client.service"),
                                              relay.journal("braid-proxy-server.service"),
                                              relay2.journal("braid-proxy-server.service"))

@@ -39,10 +39,9 @@ from guide import ManualBlock, gateway_states, guide_checks, manual_blocks, read
 from ansible_run import REPO
 from booted import BootedSystem, booted_system
 from braid_testbed.netns import stop_process
-from braid_testbed.topology import interface_counters
 from braid_testbed.wait import wait_for
 from debian_rootfs import unpacked_rootfs
-from netcheck import FirewallTopology, tag
+from netcheck import FirewallTopology, socks_download, tag
 
 WEB_ADDRESS = "203.0.113.80"
 UNITS = {"client": ["braid-gwsteer-route.service", "mptcp.service", "braid-proxy-client.service"],
@@ -182,15 +181,8 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
             _wait(f"gwsteer: {ids} up", lambda: gateway_states(box) == dict.fromkeys(ids, True),
                   lambda: box.run("cat", "/run/braid/gateways.json").stdout + box.journal("mptcp.service"))
 
-            def received_per_wan() -> list[int]:
-                return [interface_counters(topo["box"], f"wan{n}")[1] for n in (1, 2)]
-
-            before = received_per_wan()
             fetched = tmp_path / "fetched"
-            got = topo["box"].run(["curl", "-sS", "--max-time", "60", "--socks5", "127.0.0.1:1080",
-                                   "-o", str(fetched), "-w", "%{size_download}",
-                                   f"http://{WEB_ADDRESS}:8080/blob"], check=False, timeout=90)
-            received = [after - b for after, b in zip(received_per_wan(), before, strict=True)]
+            got, received = socks_download(topo["box"], f"http://{WEB_ADDRESS}:8080/blob", fetched, ("wan1", "wan2"))
             assert got.returncode == 0 and got.stdout == str(TRANSFER), \
                 (got.stdout, got.stderr, box.journal("braid-proxy-client.service"),
                  proxy.journal("braid-proxy-server.service"))
