@@ -26,6 +26,7 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import lzma
 import os
 import re
 import shutil
@@ -41,6 +42,10 @@ KERNEL_DIR = Path(__file__).resolve().parent
 PATCH_DIR = KERNEL_DIR / "patches"
 SERIES_FILE = PATCH_DIR / "series"
 BRAID_FRAGMENT = KERNEL_DIR / "config" / "braid.config"
+DISTRO_FRAGMENT = KERNEL_DIR / "config" / "distro.config"
+# Debian's kernel configurations (linux-config-6.12) braid builds a box's
+# kernel from: cloud-amd64 for a VPS, amd64 for hardware.
+DISTRO_FLAVOURS = ("cloud-amd64", "amd64")
 VIRTME_EXCLUDE = KERNEL_DIR / "config" / "virtme-exclude.txt"
 KERNEL_ENV = KERNEL_DIR / "kernel.env"
 # Bump when the recipe below changes in a way that changes the image.
@@ -310,6 +315,29 @@ def configure(src: Path, obj: Path, virtme: list[str], marker: str) -> None:
     verify_config(obj / ".config", [BRAID_FRAGMENT])
 
 
+def distro_config(flavour: str) -> Path:
+    """Debian's configuration of ``flavour`` (linux-config-6.12, xz)."""
+    env = read_kernel_env()
+    path = Path(env["LINUX_CONFIG_DIR"]) / f"config.amd64_none_{flavour}.xz"
+    if not path.exists():
+        raise BuildError(f"{path} is missing: install {env['LINUX_CONFIG_PACKAGE']} (scripts/install-deps)")
+    return path
+
+
+def configure_distro(src: Path, obj: Path, flavour: str) -> None:
+    """Debian's configuration of ``flavour`` plus braid's distro fragment:
+    a kernel that boots what Debian's boots, with braid's schedulers."""
+    log(f"configuring: Debian's {flavour} configuration and braid's distro fragment")
+    obj.mkdir(parents=True, exist_ok=True)
+    (obj / ".config").write_bytes(lzma.decompress(distro_config(flavour).read_bytes()))
+    marker_frag = obj / "marker.config"
+    marker_frag.write_text(f'CONFIG_LOCALVERSION="{LOCALVERSION}-{flavour}"\nCONFIG_LOCALVERSION_AUTO=n\n')
+    run(["scripts/kconfig/merge_config.sh", "-m", "-O", str(obj), str(obj / ".config"), str(DISTRO_FRAGMENT),
+         str(marker_frag)], src, "merge config fragments")
+    run(["make", "-s", f"O={obj}", "ARCH=x86_64", "olddefconfig"], src, "make olddefconfig")
+    verify_config(obj / ".config", [DISTRO_FRAGMENT])
+
+
 def verify_config(config: Path, fragments: list[Path]) -> None:
     """Every option a fragment sets must survive olddefconfig."""
     final: dict[str, str] = {}
@@ -410,9 +438,19 @@ def compile_kernel(src: Path, obj: Path, marker: str, jobs: int, pkgversion: str
     log(f"compiled {compiled} files in {int(time.monotonic() - start)}s")
 
 
-def ensure_kernel(jobs: int | None = None, force: bool = False) -> KernelImage:
-    """Return the cached kernel for the current inputs, building it if needed."""
+def ensure_kernel(jobs: int | None = None, force: bool = False, flavour: str | None = None,
+                  config_only: bool = False) -> KernelImage:
+    """Return the cached kernel for the current inputs, building it if needed.
+
+    ``flavour`` None is the VM's small kernel (tinyconfig, virtme-ng's and
+    braid's fragments); one of DISTRO_FLAVOURS is a box's kernel from
+    Debian's configuration of that name (cached apart: its own object tree
+    and images). ``config_only`` stops after the configuration, checked,
+    and returns the image it would build (``config`` then names the
+    object tree's .config)."""
     check_dependencies()
+    if flavour is not None and flavour not in DISTRO_FLAVOURS:
+        raise BuildError(f"unknown flavour {flavour!r}: one of {', '.join(DISTRO_FLAVOURS)}")
     env = read_kernel_env()
     package = env["LINUX_SOURCE_PACKAGE"]
     version = installed_source_version(package)
@@ -426,16 +464,26 @@ def ensure_kernel(jobs: int | None = None, force: bool = False) -> KernelImage:
     # Only one kernel build at a time: two on 2 cores starve each other.
     with exclusive(root / "build.lock", "another kernel build is running; waiting for it"):
         src = prepare_source(root, version, Path(env["LINUX_SOURCE_TARBALL"]))
-        virtme = virtme_options(src)
-        digest = build_hash(version, patches, virtme)
-        out = root / "images" / digest[:16]
+        if flavour is None:
+            virtme = virtme_options(src)
+            digest = build_hash(version, patches, virtme)
+            out, obj = root / "images" / digest[:16], root / "obj"
+        else:
+            distro = [f"flavour {flavour}", DISTRO_FRAGMENT.read_text(), distro_config(flavour).read_bytes().hex()]
+            digest = build_hash(version, patches, distro)
+            out, obj = root / f"images-{flavour}" / digest[:16], root / f"obj-{flavour}"
         image = KernelImage(out / "bzImage", out / "config", digest)
-        if image.bzimage.exists() and not force:
+        if image.bzimage.exists() and not force and not config_only:
             return image
-        log(f"building kernel {image.marker} ({len(patches)} patches)")
+        log(f"{'configuring' if config_only else 'building'} kernel {image.marker} ({len(patches)} patches)")
         apply_series(src, patches)
-        obj = root / "obj"
-        configure(src, obj, virtme, image.marker)
+        if flavour is None:
+            configure(src, obj, virtme, image.marker)
+        else:
+            configure_distro(src, obj, flavour)
+        if config_only:
+            log(f"configuration checked: {obj / '.config'}")
+            return KernelImage(image.bzimage, obj / ".config", digest)
         pkgversion = package_version(version, digest)
         for stale in root.glob("*.deb"):
             stale.unlink()
