@@ -771,6 +771,12 @@ def _fleet_topology() -> FirewallTopology:
     return topo
 
 
+def _relays_up(box: Namespace) -> set[str]:
+    """The relays box2's braid-proxy client takes new connections to (its status endpoint)."""
+    got = box.run(["curl", "-sS", "--max-time", "5", "http://127.0.0.1:9180/metrics"], check=False)
+    return set(re.findall(r'^braid_proxy_relay_up\{relay="([^"]+)"\} 1$', got.stdout, re.M))
+
+
 def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Converged, tmp_path: Path) -> None:
     """The fleet's second client box and both relays booted: box2's braid-proxy client, given
     both relays (servers, spread) by its inventory, sends its connections to each, and both
@@ -783,10 +789,14 @@ def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Co
     (site / "blob").write_bytes(os.urandom(FLEET_BLOB))
     web_log = tmp_path / "web.log"
     topo = _fleet_topology()
-    with topo.up(), web_log.open("wb") as log:
+    with topo.up(), web_log.open("wb") as log, (tmp_path / "relay2-netlink.log").open("wb") as netlink:
         web = topo["web"].popen(["python3", "-m", "http.server", "--bind", WEB_ADDRESS, "8080",
                                  "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=log)
         topo["web"].wait_listening(8080, WEB_ADDRESS, proc=web)
+        # relay2 reaches web by a static route: whatever changes its routes or
+        # addresses while it boots and relays is in the failure messages.
+        topo["relay2"].popen(["ip", "-ts", "monitor", "route", "address", "link", "rule"],
+                             stdout=netlink, stderr=subprocess.STDOUT)
         roots = {"box2": converged.client2, "relay": converged.proxy, "relay2": converged.proxy2}
         for name, root in roots.items():
             topo[name].run(["sysctl", "-p", str(root / "etc/sysctl.d/60-braid-mptcp.conf")], check=False)
@@ -794,12 +804,26 @@ def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Co
                 booted_system(roots["relay2"], topo.ns_name("relay2"), tmp_path / "relay2.log") as relay2, \
                 booted_system(roots["box2"], topo.ns_name("box2"), tmp_path / "box2.log") as box:
             systems = {"box2": box, "relay": relay, "relay2": relay2}
+
+            def diagnosis() -> str:
+                routes = topo["relay2"].run(["ip", "route"], check=False).stdout
+                return "\n".join([
+                    f"box2's client:\n{box.journal('braid-proxy-client.service')}",
+                    *(f"{name}'s server:\n{system.journal('braid-proxy-server.service')}"
+                      for name, system in systems.items() if name != "box2"),
+                    f"relay2's routes:\n{routes}",
+                    f"relay2's netlink events:\n{(tmp_path / 'relay2-netlink.log').read_text()[-4000:]}"])
+
             for name, system in systems.items():
                 system.wait_until_up()
                 for unit in FLEET_UNITS[name]:
                     assert system.is_active(unit), f"{name}: {unit}\n{system.journal(unit)}"
             _wait_for("gwsteer on box2: dsl and lte up", lambda: gateway_states(box) == {"dsl": True, "lte": True},
                       lambda: box.journal("mptcp.service"))
+            # box2's client started with the relays: a relay that was still
+            # booting failed its first check and stays down until one passes.
+            want = {server["address"] for server in FLEET_SERVERS}
+            _wait_for("box2's client: both relays up", lambda: _relays_up(topo["box2"]) == want, diagnosis)
 
             def relays_seen() -> set[str]:
                 text = web_log.read_text()
@@ -808,13 +832,10 @@ def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Co
             fetched = tmp_path / "fetched"
             for fetch in range(FLEET_FETCHES_MAX):
                 got, _ = socks_download(topo["box2"], f"http://{WEB_ADDRESS}:8080/blob", fetched, timeout_s=30)
-                assert got.returncode == 0, (fetch, got.stderr, box.journal("braid-proxy-client.service"),
-                                             relay.journal("braid-proxy-server.service"),
-                                             relay2.journal("braid-proxy-server.service"))
+                assert got.returncode == 0, (fetch, got.stderr, diagnosis())
                 assert fetched.read_bytes() == (site / "blob").read_bytes(), f"download {fetch} is not byte-exact"
                 if relays_seen() == set(FLEET_RELAY_SOURCES):
                     break
             print(f"fleet: {fetch + 1} downloads through box2 reached the web server from {sorted(relays_seen())}")
-            assert relays_seen() == set(FLEET_RELAY_SOURCES), (web_log.read_text(),
-                                                               box.journal("braid-proxy-client.service"))
+            assert relays_seen() == set(FLEET_RELAY_SOURCES), (web_log.read_text(), diagnosis())
         stop_process(web)

@@ -319,17 +319,17 @@ def handle(conn: socket.socket, progress: Path | None = None,
                 conn.sendall(request)
 
 
-def listen(args: argparse.Namespace) -> socket.socket:
+def listen(args: argparse.Namespace, out: TextIO) -> socket.socket:
     srv = make_socket(args.mptcp, args.bind)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((args.bind, args.port))
     srv.listen(128)
-    print(f"listening on {args.bind}:{args.port}", flush=True)
+    print(f"listening on {args.bind}:{args.port}", file=out, flush=True)
     return srv
 
 
-def serve(args: argparse.Namespace) -> int:
-    srv = listen(args)
+def serve(args: argparse.Namespace, out: TextIO) -> int:
+    srv = listen(args, out)
     relisten = threading.Event()
     if args.relisten_on_input:
         # A listening socket takes the MPTCP scheduler in force when it is
@@ -348,7 +348,7 @@ def serve(args: argparse.Namespace) -> int:
         if relisten.is_set():
             relisten.clear()
             srv.close()  # first: two listeners cannot share the port
-            srv = listen(args)
+            srv = listen(args, out)
             srv.settimeout(0.1)
         try:
             conn, _ = srv.accept()
@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
                    help="seconds the connection may stay silent before the transfer fails")
     args = parser.parse_args(argv)
     try:
-        return serve(args) if args.cmd == "serve" else send(args, out, err)
+        return serve(args, out) if args.cmd == "serve" else send(args, out, err)
     except (OSError, ConnectionError) as e:
         print(f"bulk: {args.cmd} failed: {e}", file=err)
         return 2

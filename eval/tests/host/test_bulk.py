@@ -23,23 +23,19 @@ def free_port(family: int = socket.AF_INET, host: str = "127.0.0.1") -> int:
 
 
 def serve_one(host: str, port: int, progress: Path) -> threading.Thread:
-    """A bulk.py server for one connection, in a thread; returns once its
-    port is taken (a bind of ours then fails)."""
+    """A bulk.py server for one connection, in a thread; returns once it
+    listens (it says so on its output after listen())."""
+    out = io.StringIO()
     t = threading.Thread(target=bulk.main, args=(["serve", "--bind", host, "--port", str(port), "--count", "1",
-                                                  "--progress", str(progress)], io.StringIO(), io.StringIO()),
+                                                  "--progress", str(progress)], out, io.StringIO()),
                          daemon=True)
     t.start()
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    deadline = time.monotonic() + 10
-    while True:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host, port))
-            except OSError:
-                time.sleep(0.05)  # bound: listen() follows at once
-                return t
+    deadline = time.monotonic() + 30  # generous: the suite may share the cores with a VM
+    while "listening on" not in out.getvalue():
+        assert t.is_alive(), "bulk.py serve exited before it listened"
         assert time.monotonic() < deadline, "bulk.py serve did not listen"
         time.sleep(0.01)
+    return t
 
 
 def send(args: list[str]) -> tuple[int, dict[str, object], str]:
