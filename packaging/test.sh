@@ -46,6 +46,7 @@ field() {
 version=$(field Version)
 pyversion=$(python3 -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' "$repo/pyproject.toml")
 commit=$(git -C "$repo" rev-parse --short=12 HEAD)
+short=$(git -C "$repo" rev-parse --short=7 HEAD)
 echo "$version" | grep -Eq "^$pyversion\+git[0-9]{14}\.$commit(\.dirty)?\$" ||
 	fail "Version $version is not $pyversion+git<time>.$commit"
 # dpkg's own check of the version's syntax, and the order of two builds.
@@ -147,8 +148,14 @@ in_root "apt-get install -y -q /tmp/$debname >/tmp/apt.log 2>&1 || { cat /tmp/ap
 
 echo "=== installed ($(($(date +%s) - start))s)"
 in_root "
-	braid-proxy --version
-	gwsteer-check --version
+	for tool in braid-proxy braid-pt gwsteer-check; do
+		v=\$(\$tool --version) && echo \"\$v\"
+		# braid's release and the commit it was built from, as the package's.
+		case \"\$v\" in
+		*' $pyversion ('*'$short'*) ;;
+		*) echo \"\$tool --version does not name $pyversion ($commit)\"; exit 1 ;;
+		esac
+	done
 	braid --version
 	for tool in gwsteer-route gwsteer-cli braid-tor braid-openvpn; do
 		\$tool --help >/dev/null || { echo \"\$tool --help failed\"; exit 1; }

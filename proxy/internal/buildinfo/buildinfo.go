@@ -1,5 +1,6 @@
 // Package buildinfo names the build a binary came from, for --version:
-// the module version Go recorded (a tagged release) or, for a build from a
+// braid's release as braid's build scripts stamp it, else the module
+// version Go recorded (a tagged release) or, for a plain build from a
 // checkout, the commit and whether the tree had changes.
 package buildinfo
 
@@ -8,6 +9,13 @@ import (
 	"strings"
 )
 
+// release is braid's release and commit, e.g. "0.1.0 (0073904-dirty)",
+// the text gwsteer-check --version prints: braid's build scripts (the
+// packages' and Ansible's artifacts) set it at link time with
+// -ldflags "-X 'braid/proxy/internal/buildinfo.release=...'". A plain go
+// build leaves it empty.
+var release string
+
 // Version returns "NAME VERSION", e.g. "braid-proxy 0.1.0" or
 // "braid-proxy devel 3dfc980a1b2c+changes (go1.24.1)".
 func Version(name string) string {
@@ -15,10 +23,13 @@ func Version(name string) string {
 	if !ok {
 		return name + " unknown"
 	}
-	return name + " " + describe(bi)
+	return name + " " + describe(release, bi)
 }
 
-func describe(bi *debug.BuildInfo) string {
+func describe(stamped string, bi *debug.BuildInfo) string {
+	if stamped != "" {
+		return stamped + " (" + bi.GoVersion + ")"
+	}
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}
