@@ -40,18 +40,30 @@ from braid_openvpn.config import DEFAULT_INNER_ADDRESS
 from braid_testbed.netns import Namespace, stop_process
 from braid_testbed.wait import wait_for
 from debian_rootfs import unpacked_rootfs
-from netcheck import FirewallTopology, connect, server_cmd, socks_download, tag
+from netcheck import (
+    WEB_ADDRESS,
+    FirewallTopology,
+    box_topology,
+    connect,
+    server_cmd,
+    socks_download,
+    tag,
+    web_side_source,
+)
 
 # When the pair is booted (test_booted_pair_...), dsl and lte lead to the
 # proxy and sat, a backup, leads nowhere.
-GATEWAYS = [
+GATEWAYS: list[dict[str, Any]] = [
     {"id": "dsl", "source": "10.1.1.2", "hops": ["10.1.1.1"]},
     {"id": "lte", "source": "10.1.2.2", "hops": ["10.1.2.1"]},
     {"id": "sat", "source": "10.1.3.2", "hops": ["10.1.3.1"], "backup": True},
 ]
-# The booted pair's web server: a documentation address, which braid-proxy
-# refuses unless the server's allow_cidrs names it.
-WEB_ADDRESS = "203.0.113.80"
+# The booted boxes' uplinks, (address/prefix, gateway), as GATEWAYS has them.
+BOOTED_UPLINKS = [(f"{g['source']}/24", g["hops"][0]) for g in GATEWAYS if not g.get("backup")]
+SAT_UPLINK = next((f"{g['source']}/24", g["hops"][0]) for g in GATEWAYS if g.get("backup"))
+# The relay's braid-proxy address. Its web server (netcheck.WEB_ADDRESS) is
+# a documentation address, which braid-proxy refuses unless the server's
+# allow_cidrs names it.
 PROXY_ADDRESS = "198.51.100.7"
 # Tor mode: the bridge's braid key (in the inventory for both ends, as from
 # a vault) and its identity fingerprint (the client's inventory).
@@ -578,24 +590,6 @@ BOOTED_RATE_MBIT = 40
 BOOTED_TRANSFER = 12_000_000
 
 
-def _booted_topology() -> FirewallTopology:
-    """box -(wan1)- gw1 -\\ relay - web, box -(wan2)- gw2 -/, box -(wan3)- gw3 (no way on)."""
-    topo = FirewallTopology(tag("bt"))
-    for node in ("box", "gw1", "gw2", "gw3", "relay", "web"):
-        topo.node(node)
-    topo.link("box", "wan3", "10.1.3.2/24", "gw3", "eth0", "10.1.3.1/24")
-    for n in (1, 2):
-        topo.link("box", f"wan{n}", f"10.1.{n}.2/24", f"gw{n}", "eth0", f"10.1.{n}.1/24")
-        topo.link(f"gw{n}", "eth1", f"10.3.{n}.1/24", "relay", f"eth{n}", f"10.3.{n}.2/24")
-        topo.route(f"gw{n}", f"{PROXY_ADDRESS}/32", f"10.3.{n}.2")
-        topo.route("relay", f"10.1.{n}.0/24", f"10.3.{n}.1")
-    topo.link("relay", "eth0", "203.0.113.1/24", "web", "eth0", f"{WEB_ADDRESS}/24")
-    topo.address("relay", "lo", f"{PROXY_ADDRESS}/32")
-    # The box's main table: what its first uplink's DHCP would give it.
-    topo.route("box", "default", "10.1.1.1")
-    return topo
-
-
 def _shape(ns: Namespace, dev: str) -> None:
     ns.run(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{BOOTED_RATE_MBIT}mbit",
             "burst", "32kb", "latency", "50ms"])
@@ -630,7 +624,8 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
     site = tmp_path / "site"
     site.mkdir()
     (site / "blob").write_bytes(os.urandom(BOOTED_TRANSFER))
-    topo = _booted_topology()
+    # sat's gateway (wan3) leads nowhere: gwsteer must find it down.
+    topo = box_topology("bt", "box", BOOTED_UPLINKS, {"relay": PROXY_ADDRESS}, dead_uplink=SAT_UPLINK)
     with topo.up():
         for n in (1, 2):
             _shape(topo["box"], f"wan{n}")
@@ -748,27 +743,7 @@ FLEET_UNITS = {
     "relay2": ["mptcp.service", "braid-firewall.service", "braid-proxy-server.service"],
 }
 # The web server's side of each relay: who it sees a request from.
-FLEET_RELAY_SOURCES = {"relay": "203.0.113.1", "relay2": "198.18.2.1"}
-
-
-def _fleet_topology() -> FirewallTopology:
-    """box2 -(wan1)- gw1 and -(wan2)- gw2, each gateway leading to both relays; both relays reach web."""
-    topo = FirewallTopology(tag("fl"))
-    for node in ("box2", "gw1", "gw2", "relay", "relay2", "web"):
-        topo.node(node)
-    for n in (1, 2):
-        topo.link("box2", f"wan{n}", f"10.1.{n}.2/24", f"gw{n}", "eth0", f"10.1.{n}.1/24")
-        for net, (relay, address) in enumerate((("relay", PROXY_ADDRESS), ("relay2", PROXY2_ADDRESS)), start=3):
-            topo.link(f"gw{n}", f"eth{net - 2}", f"10.{net}.{n}.1/24", relay, f"eth{n}", f"10.{net}.{n}.2/24")
-            topo.route(f"gw{n}", f"{address}/32", f"10.{net}.{n}.2")
-            topo.route(relay, f"10.1.{n}.0/24", f"10.{net}.{n}.1")
-    topo.link("relay", "eth0", f"{FLEET_RELAY_SOURCES['relay']}/24", "web", "eth0", f"{WEB_ADDRESS}/24")
-    topo.link("relay2", "eth0", f"{FLEET_RELAY_SOURCES['relay2']}/24", "web", "eth1", "198.18.2.2/24")
-    topo.route("relay2", f"{WEB_ADDRESS}/32", "198.18.2.2")
-    topo.address("relay", "lo", f"{PROXY_ADDRESS}/32")
-    topo.address("relay2", "lo", f"{PROXY2_ADDRESS}/32")
-    topo.route("box2", "default", "10.1.1.1")
-    return topo
+FLEET_RELAY_SOURCES = {"relay": web_side_source(1), "relay2": web_side_source(2)}
 
 
 def _relays_up(box: Namespace) -> set[str]:
@@ -788,7 +763,7 @@ def test_booted_fleet_box_spreads_its_connections_over_both_relays(converged: Co
     site.mkdir()
     (site / "blob").write_bytes(os.urandom(FLEET_BLOB))
     web_log = tmp_path / "web.log"
-    topo = _fleet_topology()
+    topo = box_topology("fl", "box2", BOOTED_UPLINKS, {"relay": PROXY_ADDRESS, "relay2": PROXY2_ADDRESS})
     with topo.up(), web_log.open("wb") as log, (tmp_path / "relay2-netlink.log").open("wb") as netlink:
         web = topo["web"].popen(["python3", "-m", "http.server", "--bind", WEB_ADDRESS, "8080",
                                  "--directory", str(site)], stdout=subprocess.DEVNULL, stderr=log)

@@ -41,9 +41,8 @@ from booted import BootedSystem, booted_system
 from braid_testbed.netns import stop_process
 from braid_testbed.wait import wait_for
 from debian_rootfs import unpacked_rootfs
-from netcheck import FirewallTopology, socks_download, tag
+from netcheck import WEB_ADDRESS, FirewallTopology, box_topology, socks_download
 
-WEB_ADDRESS = "203.0.113.80"
 UNITS = {"client": ["braid-gwsteer-route.service", "mptcp.service", "braid-proxy-client.service"],
          "proxy": ["mptcp.service", "braid-proxy-server.service"]}
 # As the booted pair of test_converge: tbf per uplink (no netem on the host
@@ -77,24 +76,11 @@ def _run_blocks(system: BootedSystem, root: Path, host: str, blocks: list[Manual
 
 def _topology(conf: configparser.ConfigParser, proxy_address: str) -> FirewallTopology:
     """box -(wan1)- gw1 -\\ proxy - web, box -(wan2)- gw2 -/, with the guide's addresses."""
-    topo = FirewallTopology(tag("md"))
-    for node in ("box", "gw1", "gw2", "proxy", "web"):
-        topo.node(node)
     uplinks = [conf[s] for s in conf.sections() if s.startswith("gateway ")]
     assert len(uplinks) == 2, conf.sections()
-    for n, uplink in enumerate(uplinks, start=1):
-        source, hop = uplink["source"], uplink["hops"]
-        net = source.rsplit(".", 1)[0]
-        assert hop.startswith(net + "."), (source, hop)
-        topo.link("box", f"wan{n}", f"{source}/24", f"gw{n}", "eth0", f"{hop}/24")
-        topo.link(f"gw{n}", "eth1", f"10.3.{n}.1/24", "proxy", f"eth{n}", f"10.3.{n}.2/24")
-        topo.route(f"gw{n}", f"{proxy_address}/32", f"10.3.{n}.2")
-        topo.route("proxy", f"{net}.0/24", f"10.3.{n}.1")
-    topo.link("proxy", "eth0", "203.0.113.1/24", "web", "eth0", f"{WEB_ADDRESS}/24")
-    topo.address("proxy", "lo", f"{proxy_address}/32")
-    # The box's main table: what its first uplink's DHCP would give it.
-    topo.route("box", "default", uplinks[0]["hops"])
-    return topo
+    for uplink in uplinks:
+        assert uplink["hops"].startswith(uplink["source"].rsplit(".", 1)[0] + "."), dict(uplink)
+    return box_topology("md", "box", [(f"{u['source']}/24", u["hops"]) for u in uplinks], {"proxy": proxy_address})
 
 
 @pytest.fixture(scope="module")
