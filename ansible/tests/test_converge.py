@@ -129,6 +129,9 @@ def converged(rootfs_tarball: Path, artifacts: Path, kernel_debs: list[Path],
             unpacked_rootfs(rootfs_tarball, base / "client2") as client2, \
             unpacked_rootfs(rootfs_tarball, base / "proxy2") as proxy2:
         relay_settings = {"allow_cidrs": [f"{WEB_ADDRESS}/32"]}
+        # box2 and relay2 ran Tor mode and braid-openvpn before their inventory turned both off.
+        for root, side in ((client2, "client"), (proxy2, "proxy")):
+            _enable_earlier_units(root, side)
         inventory = write_inventory(
             base / "inventory.yml",
             {"box1": chroot_host(client, braid_gwsteer_gateways=GATEWAYS, braid_firewall_lan_interfaces=["lan0"],
@@ -151,6 +154,24 @@ def converged(rootfs_tarball: Path, artifacts: Path, kernel_debs: list[Path],
         key = (client / "etc/braid/client.keys").read_text()
         second = run_playbook("site.yml", inventory)
         yield Converged(client, proxy, client2, proxy2, artifacts, first, second, key)
+
+
+def _earlier_units(side: str) -> list[str]:
+    """Tor mode's and braid-openvpn's units on ``side`` (client or proxy)."""
+    return [f"braid-tor-{'client' if side == 'client' else 'bridge'}.service", f"braid-openvpn@{side}.service"]
+
+
+def _enable_earlier_units(root: Path, side: str) -> None:
+    """What an earlier run with Tor mode and braid-openvpn on left enabled: their units (braid-openvpn's
+    as shipped; Tor mode's is rendered by its role, so a stand-in that runs nothing)."""
+    units = root / "etc/systemd/system"
+    tor, openvpn = _earlier_units(side)
+    (units / tor).write_text("[Unit]\nDescription=Tor mode (an earlier run's)\n[Service]\nExecStart=/bin/true\n"
+                             "[Install]\nWantedBy=multi-user.target\n")
+    (units / "braid-openvpn@.service").write_text((REPO / "proxy/contrib/braid-openvpn@.service").read_text())
+    in_root(root, "systemctl", "enable", tor, openvpn)
+    for unit in (tor, openvpn):
+        assert in_root(root, "systemctl", "is-enabled", unit).stdout.strip() == "enabled", unit
 
 
 def _kernel_release(debs: list[Path]) -> str:
@@ -336,6 +357,16 @@ def test_units_installed_enabled_and_verified(converged: Converged, side: str, u
     assert drop_in.read_text() == (REPO / "mptcpd-plugins/contrib/mptcp.service.d/braid-gwsteer.conf").read_text()
     proxy_unit = units[0]
     assert (root / "etc/systemd/system" / proxy_unit).read_text() == (REPO / "proxy/contrib" / proxy_unit).read_text()
+
+
+def test_tor_mode_and_openvpn_turned_off_are_disabled(converged: Converged) -> None:
+    """box2 and relay2 had Tor mode's and braid-openvpn's units enabled before the first run, and
+    their inventory turns both off: the playbooks disabled the units (and the second run found
+    nothing to change, test_second_run_changes_nothing)."""
+    for root, side in ((converged.client2, "client"), (converged.proxy2, "proxy")):
+        for unit in _earlier_units(side):
+            state = in_root(root, "systemctl", "is-enabled", unit, check=False).stdout.strip()
+            assert state == "disabled", (side, unit, state)
 
 
 def _exposure(root: Path, unit: str) -> float:
