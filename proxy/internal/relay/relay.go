@@ -16,6 +16,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -224,6 +225,15 @@ func (c countingReader) Read(p []byte) (int, error) {
 		account(int64(n), c.up, c.ctr, c.last, c.total)
 	}
 	return n, err
+}
+
+// SyscallConn lets a framed destination wait until the source is readable
+// before it takes a buffer for the read (wire.Conn.ReadFrom).
+func (c countingReader) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.r.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 type countingWriter struct {

@@ -178,45 +178,58 @@ func (o *Opener) SetNext(next cipher.AEAD) { o.next = next }
 // frame is returned (empty, FlagKeyUpdate set) after the opener has moved
 // to the next key.
 func (o *Opener) ReadFrame(r io.Reader, buf []byte) (flags byte, payload []byte, err error) {
-	hdr := o.hdr[:]
-	if _, err = io.ReadFull(r, hdr); err != nil {
-		if err == io.EOF {
-			return 0, nil, ErrTruncated
-		}
-		if err == io.ErrUnexpectedEOF {
-			return 0, nil, ErrTruncated
-		}
-		return 0, nil, fmt.Errorf("wire: reading frame header: %w", err)
-	}
-	plain, err := o.aead.Open(hdr[:0], o.nonce.next(), hdr, nil)
+	n, flags, err := o.readHeader(r)
 	if err != nil {
-		return 0, nil, ErrAuth
-	}
-	n := int(binary.BigEndian.Uint16(plain)) + TagLen
-	flags = plain[2]
-	if flags&^knownFlags != 0 || (flags&FlagPadding != 0 && flags != FlagPadding) {
-		return 0, nil, fmt.Errorf("%w: 0x%02x", ErrFrameFlags, flags)
-	}
-	if n > MaxPayload+TagLen {
-		return 0, nil, fmt.Errorf("wire: frame length %d out of range", n)
+		return 0, nil, err
 	}
 	if cap(buf) < n {
 		buf = make([]byte, n)
 	}
-	buf = buf[:n]
+	payload, err = o.readBody(r, flags, buf[:n])
+	return flags, payload, err
+}
+
+// readHeader reads and opens a frame's header: the length of the body that
+// follows (payload and tag) and the frame's flags.
+func (o *Opener) readHeader(r io.Reader) (n int, flags byte, err error) {
+	hdr := o.hdr[:]
+	if _, err = io.ReadFull(r, hdr); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return 0, 0, ErrTruncated
+		}
+		return 0, 0, fmt.Errorf("wire: reading frame header: %w", err)
+	}
+	plain, err := o.aead.Open(hdr[:0], o.nonce.next(), hdr, nil)
+	if err != nil {
+		return 0, 0, ErrAuth
+	}
+	n = int(binary.BigEndian.Uint16(plain)) + TagLen
+	flags = plain[2]
+	if flags&^knownFlags != 0 || (flags&FlagPadding != 0 && flags != FlagPadding) {
+		return 0, 0, fmt.Errorf("%w: 0x%02x", ErrFrameFlags, flags)
+	}
+	if n > MaxPayload+TagLen {
+		return 0, 0, fmt.Errorf("wire: frame length %d out of range", n)
+	}
+	return n, flags, nil
+}
+
+// readBody reads the body readHeader announced into buf (exactly its
+// length) and returns its plaintext (aliasing buf).
+func (o *Opener) readBody(r io.Reader, flags byte, buf []byte) (payload []byte, err error) {
 	if _, err = io.ReadFull(r, buf); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return 0, nil, ErrTruncated
+			return nil, ErrTruncated
 		}
-		return 0, nil, fmt.Errorf("wire: reading frame: %w", err)
+		return nil, fmt.Errorf("wire: reading frame: %w", err)
 	}
 	payload, err = o.aead.Open(buf[:0], o.nonce.next(), buf, nil)
 	if err != nil {
-		return 0, nil, ErrAuth
+		return nil, ErrAuth
 	}
 	if flags&FlagKeyUpdate != 0 {
 		if len(payload) != 0 || flags&FlagFIN != 0 {
-			return 0, nil, fmt.Errorf("%w: key update frame with data", ErrAuth)
+			return nil, fmt.Errorf("%w: key update frame with data", ErrAuth)
 		}
 		if o.next != nil {
 			o.aead, o.next = o.next, nil
@@ -225,7 +238,7 @@ func (o *Opener) ReadFrame(r io.Reader, buf []byte) (flags byte, payload []byte,
 		}
 		o.nonce = nonceCounter{}
 	}
-	return flags, payload, nil
+	return payload, nil
 }
 
 // frameBufLen holds one whole frame: header, largest payload, tag.
@@ -254,7 +267,8 @@ type Conn struct {
 	rmu     sync.Mutex
 	br      *bufio.Reader // from readers, until the read side ends
 	opener  *Opener
-	rbuf    *[]byte // from frameBufs, until the read side ends
+	rbuf    *[]byte // from frameBufs while frames arrive (idle.go)
+	rfull   bool    // the last frame read was whole: more is likely queued
 	pending []byte
 	rerr    error
 
@@ -356,15 +370,25 @@ func (c *Conn) nextFrame() error {
 		c.releaseRead()
 		return c.rerr
 	}
-	if c.rbuf == nil {
-		c.rbuf = frameBufs.Get().(*[]byte)
-		// Frame bodies larger than the buffer are read straight into
-		// rbuf, so a small buffer only batches headers with short frames.
-		if c.br == nil {
-			c.br = NewReader(c.raw)
-		}
+	if c.rbuf != nil && !c.rfull {
+		// A short frame: the peer may go quiet now. The next header is
+		// waited for without the frame buffer (idle.go).
+		frameBufs.Put(c.rbuf)
+		c.rbuf = nil
 	}
-	flags, payload, err := c.opener.ReadFrame(c.br, *c.rbuf)
+	if c.br == nil {
+		c.br = NewReader(c.raw)
+	}
+	n, flags, err := c.opener.readHeader(c.br)
+	var payload []byte
+	if err == nil {
+		if c.rbuf == nil {
+			c.rbuf = frameBufs.Get().(*[]byte)
+		}
+		// Bodies larger than br's buffer are read straight into rbuf.
+		payload, err = c.opener.readBody(c.br, flags, (*c.rbuf)[:n])
+	}
+	c.rfull = len(payload) == MaxPayload
 	if err != nil {
 		c.rerr = err
 		c.releaseRead()
@@ -484,12 +508,23 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // ReadFrom copies src into frames, one read per frame, so each frame is as
 // large as the data available (up to MaxPayload) without extra copies.
+//
+// While src is quiet no buffer is held (idle.go): after a short read the
+// buffer goes back to the pool, and the next is taken once src is readable.
 func (c *Conn) ReadFrom(src io.Reader) (int64, error) {
-	bp := frameBufs.Get().(*[]byte)
-	defer frameBufs.Put(bp)
-	buf := *bp
+	var bp *[]byte
+	defer func() {
+		if bp != nil {
+			frameBufs.Put(bp)
+		}
+	}()
 	var total int64
 	for {
+		if bp == nil {
+			awaitReadable(src)
+			bp = frameBufs.Get().(*[]byte)
+		}
+		buf := *bp
 		n, rerr := src.Read(buf[HeaderLen : HeaderLen+MaxPayload])
 		if n > 0 {
 			c.wmu.Lock()
@@ -509,6 +544,10 @@ func (c *Conn) ReadFrom(src io.Reader) (int64, error) {
 		}
 		if rerr != nil {
 			return total, rerr
+		}
+		if n < MaxPayload {
+			frameBufs.Put(bp)
+			bp = nil
 		}
 	}
 }

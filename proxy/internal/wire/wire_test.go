@@ -59,6 +59,16 @@ func TestFrameRoundTripAndTamper(t *testing.T) {
 	}
 }
 
+// sentThenClosed is a TCP connection whose peer sends b and closes.
+func sentThenClosed(t *testing.T, b []byte) *net.TCPConn {
+	c, peer := tcpPair(t)
+	go func() {
+		peer.Write(b)
+		peer.Close()
+	}()
+	return c
+}
+
 func TestConnHalfCloseAndTruncation(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,9 +105,7 @@ func TestConnHalfCloseAndTruncation(t *testing.T) {
 	_, o2 := aeadPair(t)
 	s2, _ := aeadPair(t)
 	trunc := s2.Append(nil, 0, []byte("partial"))
-	rb := make([]byte, frameBufLen)
-	rc2 := &Conn{opener: o2, rbuf: &rb}
-	rc2.br = bufioReader(bytes.NewReader(trunc))
+	rc2 := NewConn(sentThenClosed(t, trunc), o2, nil)
 	if _, err := io.ReadAll(rc2); !errors.Is(err, ErrTruncated) {
 		t.Fatalf("truncated stream: %v", err)
 	}
