@@ -39,13 +39,21 @@ captures (failover_metrics.py):
 * byte-exact: the server's SHA-256 matches the sender's, and the in-order
   bytes rebuilt from the captures equal what the server read.
 
-This runs on the host kernel (MPTCP, tbf, nftables; no netem, none of
+It runs on the host kernel (MPTCP, tbf, nftables; no netem, none of
 braid's schedulers needed): gwsteer's logic does not depend on braid's
-kernel. Run as root, with mptcpd-plugins built (``make -C mptcpd-plugins``).
+kernel. In braid's kernel (``kernel/vm run``) the client's scheduler also
+decides what a removed subflow leaves to re-send: ``--client-sysctl
+net.mptcp.scheduler=delaybal`` (any braid scheduler but ``redundant``)
+re-sends only what that subflow carried, ``default`` everything above the
+connection's acknowledgement. Run as root, with mptcpd-plugins built
+(``make -C mptcpd-plugins``).
 
     python3 -m braid_eval.experiments.failover                     # quick: one 2 s outage, 1 run
     python3 -m braid_eval.experiments.failover --full --out out/e3 # outages 0.5-10 s, 5 runs
     python3 -m braid_eval.experiments.failover --replot --out out/e3
+    kernel/vm run --timeout 1800 -- python3 -m braid_eval.experiments.failover \
+        --outages 1 2 5 --runs 3 --client-sysctl net.mptcp.scheduler=delaybal \
+        --out results/e3-braid-delaybal                            # braid's kernel
     python3 -m braid_eval.experiments.failover --outages 1 2 5 --runs 3 \
         --modes gwsteer gwsteer+stall_ms=100+stall_remove=true kernel   # a gwsteer variant beside both
 
@@ -273,6 +281,11 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         total = T_CUT + outage + after
         server = topo.server(timeout=total + 60)
         client = topo.client(10**11, seconds=total)
+        # T_CUT counts from the first data, not from the client's start: an
+        # interpreter takes seconds to start in braid's emulated VM, and a
+        # cut before the connection exists measures nothing.
+        wait_for("the upload's first bytes at the server", lambda: topo.received_bytes() > 0, 30,
+                 interval=0.02, diagnosis=lambda: f"client exit status: {client.poll()}")
         time.sleep(T_CUT)
         topo.cut("gw1")
         cut = time.time()
@@ -437,6 +450,22 @@ def headline(runs: list[Run]) -> dict[str, object]:
             "byte_exact": all(r.byte_exact and r.capture_matches for r in runs)}
 
 
+def kernel_phrase(params: dict[str, object]) -> str:
+    """Which kernel ran the sweep, and what that decides: on the host the
+    re-injection is upstream's; in braid's kernel the client's scheduler
+    picks it (a braid scheduler re-sends only what the removed subflow
+    carried)."""
+    sysctls = params.get("client_sysctls")
+    sched = sysctls.get("net.mptcp.scheduler", "default") if isinstance(sysctls, dict) else "default"
+    if "braid" not in str(params.get("kernel", "")):
+        return (f"Host kernel {params['kernel']} (MPTCP, tbf, nftables; upstream's re-injection; "
+                "gwsteer does not depend on braid's kernel)")
+    reinject = ("upstream's re-injection" if sched in ("default", "redundant")
+                else "only what the removed subflow carried is sent again")
+    return (f"braid's kernel {params['kernel']} in its emulated VM (TCG), client scheduler "
+            f"`{sched}` ({reinject})")
+
+
 def report(runs: list[Run], params: dict[str, object]) -> str:
     outages = sorted({r.outage_s for r in runs})
     head = headline(runs)
@@ -444,8 +473,7 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
     assert isinstance(med, dict) and isinstance(reached, dict)
     modes = modes_of(runs)
     lines = ["# E3: failover, gwsteer vs the in-kernel path manager", "",
-             f"Host kernel {params['kernel']} (MPTCP, tbf, nftables; gwsteer does not depend on "
-             f"braid's kernel), braid {params['braid']}, {params['mode']} mode, {params['runs']} "
+             f"{kernel_phrase(params)}, braid {params['braid']}, {params['mode']} mode, {params['runs']} "
              f"run(s) per cell, {params['date']}. Two gateways, client uplinks tbf {params['mbit']} "
              f"Mbit/s; surviving capacity C = {params['capacity_mbit']:.1f} Mbit/s (gw2 alone, "
              f"measured); gw1 cut at {T_CUT:g} s by an nftables drop on gw1. Detection: "
