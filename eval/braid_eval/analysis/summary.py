@@ -3,7 +3,8 @@ counterpart, whether the evaluation's targets were met, and the
 benchmarks' side-by-side tables.
 
 Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json,
-OUT/e3/e3.json, OUT/bench-sched.json, OUT/bench-pageload.json and
+OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json and
+OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json, OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json
 and OUT/wf-deep-30ep.json (``braid-wf defenses --json``) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
@@ -38,8 +39,11 @@ BRAID_SCHEDULERS = ("default", "hywf", "bernoulli", "delaybal", "redundant")
 
 
 def find(out: Path, name: str) -> Path | None:
-    """OUT/<name>/<name>.json or OUT/<name>.json, whichever exists."""
-    for path in (out / name / f"{name}.json", out / f"{name}.json"):
+    """OUT/<name>/<name>.json or OUT/<name>.json, whichever exists; E3 in
+    braid's kernel is OUT/e3-braid-<scheduler>/e3.json (the experiment
+    always names its file e3.json)."""
+    stem = "e3" if name.startswith("e3-") else name
+    for path in (out / name / f"{stem}.json", out / name / f"{name}.json", out / f"{name}.json"):
         if path.is_file():
             return path
     return None
@@ -140,30 +144,51 @@ def _median(values: list[float | None]) -> str:
     return f"{statistics.median(got):.2f} s" + (f" ({miss} of {len(values)} -)" if miss else "")
 
 
+def _within(t90: float | None) -> str:
+    return "-" if t90 is None else "yes" if t90 <= E3_TARGET_S else "no"
+
+
 def e3_section(data: dict[str, Any]) -> list[str]:
-    """Median t90 and re-use per outage, gwsteer beside the in-kernel PM."""
+    """Median t90, re-use and copies per outage, gwsteer beside the in-kernel
+    PM, on the host kernel or in braid's with the client's scheduler named."""
     params, runs = data["params"], data["runs"]
     rows = []
     for outage in sorted({r["outage_s"] for r in runs}):
         cells = []
-        for key in ("t90_s", "first_gw1_s"):
+        for key in ("t90_s", "first_gw1_s", "dup_bytes"):
             for mode in ("gwsteer", "kernel"):
-                cells.append(_median([r[key] for r in runs
-                                      if r["mode"] == mode and r["outage_s"] == outage]))
+                got = [r.get(key) for r in runs if r["mode"] == mode and r["outage_s"] == outage]
+                if key != "dup_bytes":
+                    cells.append(_median(got))
+                    continue
+                known = [v for v in got if v is not None and v >= 0]  # -1: not measured
+                cells.append(f"{statistics.median(known) / 1e3:.0f} kB" if known else "-")
         rows.append(f"| {outage:g} s | " + " | ".join(cells) + " |")
     head = data.get("headline", {})
     med = head.get("median_t90_s", {})
     g, k = med.get("gwsteer"), med.get("kernel")
     met = g is not None and g <= E3_TARGET_S and (k is None or g < k)
-    return ["## E3: failover, gwsteer vs the in-kernel path manager", "",
-            f"({_env(params)}; host kernel; {params.get('runs', '?')} run(s) per cell; t90: "
+    sched = params.get("client_sysctls", {}).get("net.mptcp.scheduler", "default")
+    braid = "braid" in str(params.get("kernel", ""))
+    if braid:
+        title, where = f", braid's kernel, client scheduler `{sched}`", f"braid's kernel in its VM (TCG), `{sched}`"
+    else:
+        title, where = "", "host kernel"
+    return [f"## E3: failover, gwsteer vs the in-kernel path manager{title}", "",
+            f"({_env(params)}; {where}; {params.get('runs', '?')} run(s) per cell; t90: "
             "median over the runs that reached 90 % within the outage, how many did not in "
-            "brackets)", "",
-            "| outage | t90 gwsteer | t90 kernel PM | first gw1 packet gwsteer | kernel PM |",
-            "|---|---|---|---|---|", *rows, "",
+            "brackets; copies: bytes through gw2 during the outage that the receiver already held)", "",
+            "| outage | t90 gwsteer | t90 kernel PM | first gw1 packet gwsteer | kernel PM "
+            "| copies gwsteer | kernel PM |",
+            "|---|---|---|---|---|---|---|", *rows, "",
             f"Target (gwsteer's median t90 <= {E3_TARGET_S:g} s over outages >= 1 s and below the "
             f"in-kernel PM's): gwsteer {'-' if g is None else f'{g:.2f} s'}, in-kernel PM "
-            f"{'-' if k is None else f'{k:.2f} s'} -> **{'met' if met else 'not met'}**.", "",
+            f"{'-' if k is None else f'{k:.2f} s'} -> **{'met' if met else 'not met'}**. "
+            f"Median t90 <= {E3_TARGET_S:g} s on its own: gwsteer {_within(g)}, in-kernel PM {_within(k)}.", "",
+            *(["A braid scheduler re-sends only what the removed subflow carried; `default` and "
+               "`redundant` keep upstream's re-injection of everything above the connection's "
+               "acknowledgement. Times in the VM are emulated-CPU times: compare columns and "
+               "schedulers within a run, not with the host's table.", ""] if braid else []),
             "Published (kept apart): neither Binder nor MultiNAT reports a failover time; Binder "
             "never re-creates a subflow after a gateway returns, MultiNAT's connections die with "
             "their link.", ""]
@@ -319,6 +344,7 @@ def relay_capacity_section(data: dict[str, Any]) -> list[str]:
 
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "e1": e1_section, "e1b": e1b_section, "e2": e2_section, "e3": e3_section,
+    "e3-braid-delaybal": e3_section, "e3-braid-default": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
     "relay-capacity": relay_capacity_section}

@@ -88,10 +88,12 @@ def wf_deep(epochs: int, rf_under_hywf_ap: float | None) -> dict[str, object]:
                         for d, (rf, df) in closed.items()}}
 
 
-def e3(g: float | None, k: float | None) -> dict[str, object]:
-    runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4}
-            for m, v in (("gwsteer", g), ("kernel", k))]
-    return {"params": {"mode": "full", "kernel": "6.18-host", "braid": "abc1234", "runs": 1},
+def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
+       sysctls: dict[str, str] | None = None) -> dict[str, object]:
+    runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4, "dup_bytes": copies}
+            for m, v, copies in (("gwsteer", g, 0), ("kernel", k, 310_000))]
+    return {"params": {"mode": "full", "kernel": kernel, "braid": "abc1234", "runs": 1,
+                       "client_sysctls": sysctls or {}},
             "headline": {"median_t90_s": {"gwsteer": g, "kernel": k}}, "runs": runs}
 
 
@@ -144,6 +146,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "e2", E2, nested=False)  # OUT/e2.json is found too
     write(tmp_path, "e1b", E1B)
     write(tmp_path, "e3", e3(0.6, 1.7))
+    for sched in ("delaybal", "default"):
+        write(tmp_path, f"e3-braid-{sched}", e3(0.5, 1.1, "6.12.117-braid", {"net.mptcp.scheduler": sched}))
     write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
     write(tmp_path, "bench-pageload", BENCH_PAGELOAD, nested=False)
     write(tmp_path, "simult-flows", SIMULT_FLOWS, nested=False)
@@ -167,8 +171,15 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "loss 1%" not in text.split("## E2")[0].split("Target")[0]
     assert "every such point): **not met**" in text
     assert "| steady 0.30 | 10.9 | 6.8 | 1.60 | 13.2 |" in text
-    assert "| 2 s | 0.60 s | 1.70 s | 0.40 s | 0.40 s |" in text
-    assert "gwsteer 0.60 s, in-kernel PM 1.70 s -> **met**" in text
+    host, braid = text.split("## E3")[1], text.split("## E3")[2]
+    assert "host kernel" in host and "re-sends only what" not in host
+    assert "| 2 s | 0.60 s | 1.70 s | 0.40 s | 0.40 s | 0 kB | 310 kB |" in host
+    assert "gwsteer 0.60 s, in-kernel PM 1.70 s -> **met**" in host
+    assert braid.startswith(": failover, gwsteer vs the in-kernel path manager, braid's kernel, "
+                            "client scheduler `delaybal`")
+    assert "gwsteer 0.50 s, in-kernel PM 1.10 s -> **met**" in braid and "re-sends only what" in braid
+    assert "Median t90 <= 1 s on its own: gwsteer yes, in-kernel PM no." in braid
+    assert "client scheduler `default`" in text.split("## E3")[3]
     assert "| 01 balanced bwidth | 7906 | 7418 | 8001 **FAIL** |" in text
     assert "Passed: default 1/1, delaybal 0/1." in text
     # Published figures are there, each after braid's own.
@@ -181,10 +192,11 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e1b", "e2", "bench-sched", "bench-pageload", "simult-flows",
-                       "wf-deep-12ep", "wf-deep-30ep", "relay-capacity"]
+    assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-default", "bench-sched",
+                       "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "relay-capacity"]
     assert "-> **not met**" in text
-    assert "Missing (no result file under" in text and "e1, e1b, e2, bench-sched, bench-pageload" in text
+    assert "Missing (no result file under" in text
+    assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-default, bench-sched" in text
 
 
 EVAL = str(Path(__file__).resolve().parents[2])
@@ -200,7 +212,7 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     run = summary(tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "missing e1, e1b, e2, bench-sched, bench-pageload, simult-flows" in run.stderr
+    assert "missing e1, e1b, e2, e3-braid-delaybal, e3-braid-default, bench-sched, bench-pageload" in run.stderr
     assert (tmp_path / "summary.md").read_text().startswith("# braid results")
     page = tmp_path / "RESULTS.md"
     to_page = subprocess.run([sys.executable, "-m", "braid_eval.analysis.summary", "--out", str(tmp_path),
