@@ -112,12 +112,14 @@ def connect(ns: Namespace, host: str, port: int, uid: int | None = None) -> str:
     return ns.run(cmd, timeout=CONNECT_TIMEOUT_S + 10).stdout.strip()
 
 
-def socks_download(ns: Namespace, url: str, dest: Path, wans: tuple[str, ...] = (), timeout_s: int = 60
-                   ) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+def socks_download(ns: Namespace, url: str, dest: Path, wans: tuple[str, ...] = (), timeout_s: int = 60,
+                   socks: str | None = "127.0.0.1:1080") -> tuple[subprocess.CompletedProcess[str], list[int]]:
     """Download ``url`` into ``dest`` through braid-proxy client's SOCKS port in ``ns``
-    (127.0.0.1:1080): curl's result (its stdout: the bytes downloaded) and the bytes
+    (``socks``; None: a plain connection, as the box's transparent redirect
+    takes it): curl's result (its stdout: the bytes downloaded) and the bytes
     each of ``wans`` (interfaces of ``ns``) received meanwhile."""
     before = [interface_counters(ns, wan)[1] for wan in wans]
-    got = ns.run(["curl", "-sS", "--max-time", str(timeout_s), "--socks5", "127.0.0.1:1080", "-o", str(dest),
+    proxy = ["--socks5", socks] if socks else []
+    got = ns.run(["curl", "-sS", "--max-time", str(timeout_s), *proxy, "-o", str(dest),
                   "-w", "%{size_download}", url], check=False, timeout=timeout_s + 30)
     return got, [interface_counters(ns, wan)[1] - b for wan, b in zip(wans, before, strict=True)]

@@ -9,15 +9,17 @@ blocks. braid's package (``packaging/build-deb``) is copied into each
 system's /root, then the guide's marked blocks (guide.py) run there in step
 order, as an operator runs them as root: apt-get installs the package,
 sysctls, gateways.conf, gwsteer's drop-in, the key, braid-proxy's JSON, the
-checks, ``systemctl enable --now``. Substituted: only the ``<version>`` of
-the package's file name. Done by the test where the guide leaves it to the
-operator: the box's key line appended to the proxy's server.keys (the
-guide: "over SSH"), and the proxy's ``allow_cidrs`` for the stand-in web
-server, which sits on a documentation address braid-proxy refuses (a real
-destination is public). Then: the units run, gwsteer's gateways are up, a
-download through the box's SOCKS port is byte-exact and each uplink, shaped
-so that one cannot carry it alone, carries a real share, and the guide's
-"Checking it works" commands succeed on the box.
+checks, ``systemctl enable --now``, the transparent redirect's nftables.
+Substituted: only the ``<version>`` of the package's file name. Done by
+the test where the guide leaves it to the operator: the box's key line
+appended to the proxy's server.keys (the guide: "over SSH"), and the
+proxy's ``allow_cidrs`` for the stand-in web server, which sits on a
+documentation address braid-proxy refuses (a real destination is public).
+Then: the units run, gwsteer's gateways are up, a download through the
+box's SOCKS port is byte-exact and each uplink, shaped so that one cannot
+carry it alone, carries a real share, and the guide's "Checking it works"
+commands succeed on the box; web, out of the box's reach before the
+redirect, is reached by a plain curl after it.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
     assert conf["gwsteer"]["probe_target"] == proxy_address
     ids = [s.removeprefix("gateway ") for s in conf.sections() if s.startswith("gateway ")]
 
+    url = f"http://{WEB_ADDRESS}:8080/blob"
     site = tmp_path / "site"
     site.mkdir()
     (site / "blob").write_bytes(os.urandom(TRANSFER))
@@ -155,6 +158,11 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
                     server = proxy_root / "etc/braid/server.json"
                     server.write_text(json.dumps({**json.loads(server.read_text()),
                                                   "allow_cidrs": [f"{WEB_ADDRESS}/32"]}))
+                if step == 8:
+                    # The gateways route to the proxy only: without the
+                    # redirect (step 9) web is out of the box's reach.
+                    direct, _ = socks_download(topo["box"], url, tmp_path / "direct", timeout_s=5, socks=None)
+                    assert direct.returncode != 0, ("web reachable without braid", direct.stdout)
                 print(f"manual deploy: step {step} done ({time.monotonic() - start:.0f} s)")
 
             for host, system in systems.items():
@@ -168,7 +176,7 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
                   lambda: box.run("cat", "/run/braid/gateways.json").stdout + box.journal("mptcp.service"))
 
             fetched = tmp_path / "fetched"
-            got, received = socks_download(topo["box"], f"http://{WEB_ADDRESS}:8080/blob", fetched, ("wan1", "wan2"))
+            got, received = socks_download(topo["box"], url, fetched, ("wan1", "wan2"))
             assert got.returncode == 0 and got.stdout == str(TRANSFER), \
                 (got.stdout, got.stderr, box.journal("braid-proxy-client.service"),
                  proxy.journal("braid-proxy-server.service"))
@@ -176,6 +184,11 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
             print(f"manual deploy: bytes received per uplink {dict(zip(ids, received, strict=True))}")
             # Each uplink carries a real share: one 40 Mbit/s path saturates.
             assert min(received) > TRANSFER // 6, received
+            # The guide's redirect (step 9): the box's plain TCP goes through braid.
+            plain = tmp_path / "plain"
+            got, _ = socks_download(topo["box"], url, plain, socks=None)
+            assert got.returncode == 0 and plain.read_bytes() == (site / "blob").read_bytes(), \
+                (got.stdout, got.stderr, box.run("nft", "list", "ruleset").stdout)
 
             # "Checking it works", as an operator runs it on the box.
             out = {}
