@@ -518,10 +518,11 @@ func (c *Conn) ReadFrom(src io.Reader) (int64, error) {
 			frameBufs.Put(bp)
 		}
 	}()
+	awaitReadable := readableWaiter(src)
 	var total int64
 	for {
 		if bp == nil {
-			awaitReadable(src)
+			awaitReadable()
 			bp = frameBufs.Get().(*[]byte)
 		}
 		buf := *bp

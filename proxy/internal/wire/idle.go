@@ -13,27 +13,30 @@ import "syscall"
 //     the frame buffer is taken for the body and given back once a frame
 //     shorter than the largest has been consumed;
 //   - sealing frames from a socket (Conn.ReadFrom), the wait is for the
-//     socket to become readable (awaitReadable) before a buffer is taken,
+//     socket to become readable (readableWaiter) before a buffer is taken,
 //     and the buffer goes back after a read shorter than a whole frame.
 //
 // A bulk transfer, whose frames and reads are whole, keeps its buffers.
 
-// awaitReadable returns once r has something to read (data, its end or an
-// error), without reading it; at once if r is not a socket. Errors are left
-// to the read that follows, which sees them too.
-func awaitReadable(r any) {
+// readableWaiter returns a function that returns once r has something to
+// read (data, its end or an error), without reading it; one that returns at
+// once if r is not a socket. The socket's handle is looked up once, not at
+// every wait. Errors are left to the read that follows, which sees them too.
+func readableWaiter(r any) func() {
 	sc, ok := r.(syscall.Conn)
 	if !ok {
-		return
+		return func() {}
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return
+		return func() {}
 	}
 	var one [1]byte
-	_ = rc.Read(func(fd uintptr) bool {
-		// MSG_PEEK leaves the byte for the read; MPTCP sockets support it.
-		_, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return err != syscall.EAGAIN
-	})
+	return func() {
+		_ = rc.Read(func(fd uintptr) bool {
+			// MSG_PEEK leaves the byte for the read; MPTCP sockets support it.
+			_, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			return err != syscall.EAGAIN
+		})
+	}
 }

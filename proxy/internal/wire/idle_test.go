@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// awaitReadable waits for the peer's first byte without taking it, and
+// readableWaiter's wait is for the peer's first byte without taking it, and
 // returns at the peer's close and at its own side's close.
-func TestAwaitReadable(t *testing.T) {
+func TestReadableWaiter(t *testing.T) {
 	a, b := tcpPair(t)
 	done := make(chan struct{})
-	go func() { awaitReadable(a); close(done) }()
+	go func() { readableWaiter(a)(); close(done) }()
 	select {
 	case <-done:
 		t.Fatal("returned before the peer sent anything")
@@ -30,11 +30,11 @@ func TestAwaitReadable(t *testing.T) {
 
 	// The peer's close is something to read (EOF), and so is this side's.
 	b.Close()
-	awaitReadable(a)
+	readableWaiter(a)()
 	c, d := tcpPair(t)
 	defer d.Close()
 	go func() { time.Sleep(50 * time.Millisecond); c.Close() }()
-	awaitReadable(c)
+	readableWaiter(c)()
 }
 
 func tcpPair(t *testing.T) (*net.TCPConn, *net.TCPConn) {
