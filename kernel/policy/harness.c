@@ -139,6 +139,12 @@ u64 harness_bern_ewma(u64 avg, u64 sample, u32 shift)
 	return bern_ewma(avg, sample, shift);
 }
 
+u32 harness_bern_bounded_pick(const u64 *arrival_us, u32 n, u32 pick,
+			      u32 lag_us)
+{
+	return bern_bounded_pick(arrival_us, n, pick, lag_us);
+}
+
 /* Paths from parallel arrays, at most DBAL_MAX_PATHS; returns how many. */
 static u32 dbal_paths(struct dbal_path *p, const u64 *queued, const u64 *rate,
 		      const u32 *owd_us, u32 n)

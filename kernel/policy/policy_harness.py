@@ -89,6 +89,8 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_bern_fixed_weights.argtypes = [u32, u32, p_u32]
     lib.harness_bern_ewma.argtypes = [u64, u64, u32]
     lib.harness_bern_ewma.restype = u64
+    lib.harness_bern_bounded_pick.argtypes = [p_u64, u32, u32, u32]
+    lib.harness_bern_bounded_pick.restype = u32
     lib.harness_dbal_earliest.argtypes = [p_u64, p_u64, p_u32, u32, u32, u32]
     lib.harness_dbal_earliest.restype = u32
     lib.harness_dbal_wait_pays.argtypes = [p_u64, p_u64, p_u32, u32, u64]
@@ -135,6 +137,13 @@ def bernoulli_fixed(permille: int, n: int) -> list[int]:
     out = (ctypes.c_uint32 * n)()
     lib.harness_bern_fixed_weights(permille, n, out)
     return list(out)
+
+
+def bernoulli_bounded_pick(arrival_us: list[int], pick: int, lag_us: int) -> int:
+    """bern_bounded_pick: the drawn path, or the earliest if it lags by more than lag_us."""
+    n = len(arrival_us)
+    return int(load_harness().harness_bern_bounded_pick((ctypes.c_uint64 * n)(*arrival_us), n,
+                                                        pick, lag_us))
 
 
 def delaybal_earliest(queued: list[int], rate: list[int], owd_us: list[int], size: int,

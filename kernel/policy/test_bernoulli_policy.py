@@ -13,6 +13,7 @@ from scipy import optimize
 from braid_eval.experiments.latency_model import mm1_delay, mmpp_queue_length, p_star
 from policy_harness import (
     BERN_ONE,
+    bernoulli_bounded_pick,
     bernoulli_fixed,
     bernoulli_weights,
     delaybal_earliest,
@@ -160,6 +161,23 @@ def test_load_average() -> None:
         avg = lib.harness_bern_ewma(avg or 1, 4000, 2)
     assert avg == pytest.approx(4000, rel=0.01)
     assert lib.harness_bern_ewma(4000, 0, 2) == 3000
+
+
+def test_a_run_that_would_arrive_too_late_goes_where_it_arrives_first() -> None:
+    # 30 and 5 Mbit/s, 5 ms each way: a 4-segment run arrives on the idle
+    # slow path 9.3 ms after the idle fast path would deliver it
+    fast, slow = 5000 + 1500, 5000 + 9300
+    assert bernoulli_bounded_pick([fast, slow], pick=1, lag_us=2000) == 0
+    assert bernoulli_bounded_pick([fast, slow], pick=1, lag_us=10000) == 1
+    assert bernoulli_bounded_pick([fast, slow], pick=0, lag_us=2000) == 0
+    # the fast path's queue makes it the late one: a draw for it moves
+    assert bernoulli_bounded_pick([slow + 2001, slow], pick=0, lag_us=2000) == 1
+    assert bernoulli_bounded_pick([slow + 2000, slow], pick=0, lag_us=2000) == 0
+    # 0: no bound, the split as drawn
+    assert bernoulli_bounded_pick([fast, slow], pick=1, lag_us=0) == 1
+    # three paths: to the earliest, the lowest index on a tie
+    assert bernoulli_bounded_pick([9000, 4000, 4000], pick=0, lag_us=1000) == 1
+    assert bernoulli_bounded_pick([4000, 9000, 4500], pick=1, lag_us=1000) == 0
 
 
 def test_delaybal_picks_the_earliest_arrival() -> None:

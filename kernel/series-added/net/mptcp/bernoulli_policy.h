@@ -175,6 +175,38 @@ static inline void bern_fixed_weights(u32 permille, u32 n, u32 *weight)
 }
 
 /**
+ * bern_bounded_pick - the drawn path, unless the run would arrive too late
+ * @arrival_us: when the run would arrive on each path, microseconds
+ * @n: number of paths, 1..BERN_MAX_PATHS
+ * @pick: the path drawn from the split
+ * @lag_us: how much later than on the earliest path the run may arrive
+ *	    on @pick; 0: no bound
+ *
+ * The model's paths deliver independently. One MPTCP connection delivers
+ * in order: every byte sent after a run waits until the run has arrived.
+ * A run drawn for a path whose queue makes it arrive long after the
+ * earliest path would deliver it holds up everything behind it, on every
+ * path (head-of-line blocking, which the model does not have). Bounding
+ * that lag keeps the split where the queues allow it and otherwise sends
+ * the run where it arrives first.
+ *
+ * Return: @pick, or the earliest path (the lowest index on a tie) when
+ * the run arrives on @pick more than @lag_us after it does there.
+ */
+static inline u32 bern_bounded_pick(const u64 *arrival_us, u32 n, u32 pick,
+				    u32 lag_us)
+{
+	u32 i, first = 0;
+
+	if (!lag_us)
+		return pick;
+	for (i = 1; i < n; i++)
+		if (arrival_us[i] < arrival_us[first])
+			first = i;
+	return arrival_us[pick] > arrival_us[first] + lag_us ? first : pick;
+}
+
+/**
  * bern_ewma - exponentially weighted moving average, gain 2^-@shift
  * @avg: the average so far; 0 starts it at @sample
  * @sample: the new sample

@@ -16,8 +16,14 @@
  * proportional split a load-blind scheduler would use; when the slow link
  * varies between 7 and 3 Mbit/s, 9.8 ms against 50 ms (the thesis's
  * optimum there, 3.9 ms, needs the variation's parameters, which a sender
- * cannot observe). One in-order connection adds head-of-line blocking the
- * model does not have: the delays measured on the wire are higher.
+ * cannot observe).
+ *
+ * One in-order connection adds head-of-line blocking the model does not
+ * have: a run on a path with a long queue holds up everything sent after
+ * it, on every path. A run drawn for a path on which it would arrive more
+ * than bernoulli_max_lag_us after the earliest path goes to the earliest
+ * path instead (bern_bounded_pick(); arrival as delaybal estimates it,
+ * mptcp_sched_describe(); counted in MPTcpExtSchedRunTooLate).
  *
  * Estimators, per connection and per subflow:
  *   mu_i    mptcp_sched_rate(): the largest recent TCP delivery-rate
@@ -53,6 +59,10 @@
  *   bernoulli_permille  fixed mode: the first path's share, 0..1000 (500);
  *                       the other paths share the rest equally
  *   bernoulli_batch     mean run length in segments, 1..64 (4)
+ *   bernoulli_max_lag_us  adaptive mode: how much later than on the
+ *                       earliest path a run may arrive on the path drawn
+ *                       for it, microseconds (2000); 0: no bound, the
+ *                       split as drawn
  */
 
 #define pr_fmt(fmt) "MPTCP: " fmt
@@ -74,10 +84,15 @@
 /* hywf's weighted pick and geometric draw, shared */
 #include "hywf_policy.h"
 #include "bernoulli_policy.h"
+#define dbal_div_u64(a, b)	div64_u64(a, b)
+/* the earliest-arrival estimate, shared with delaybal */
+#include "delaybal_policy.h"
 
 #define BERN_PERMILLE_DEFAULT	500
 #define BERN_BATCH_DEFAULT	4
 #define BERN_BATCH_MAX		64
+#define BERN_MAX_LAG_US_DEFAULT	2000
+#define BERN_MAX_LAG_US_MAX	USEC_PER_SEC
 #define BERN_LOAD_INTERVAL_MS	100
 #define BERN_LOAD_GAIN_SHIFT	2
 #define BERN_LOAD_RESTART	10
@@ -104,11 +119,13 @@ struct bern_sock {
  * @adaptive: 1 for the optimal split, 0 for the fixed one
  * @permille: fixed mode's first-path share
  * @batch: mean run length in segments
+ * @max_lag_us: adaptive mode's bound on a run's lag behind the earliest path
  */
 struct bern_settings {
 	u32 adaptive;
 	u32 permille;
 	u32 batch;
+	u32 max_lag_us;
 };
 
 /**
@@ -206,6 +223,31 @@ static u32 bern_first_to_drain(const struct mptcp_sched_path *paths, u32 n)
 	return pick;
 }
 
+/* Where a run of @segs segments goes: the path drawn, unless it would
+ * arrive there more than @lag_us after the earliest path.
+ */
+static u32 bern_bound_lag(struct mptcp_sock *msk,
+			  const struct mptcp_sched_path *paths, u32 n,
+			  u32 pick, u32 segs, u32 lag_us, u32 now)
+{
+	u64 size = (u64)segs * tcp_sk(paths[pick].ssk)->mss_cache;
+	u64 arrival[BERN_MAX_PATHS];
+	struct dbal_path desc;
+	u32 i, chosen;
+
+	if (!lag_us || n < 2)
+		return pick;
+	for (i = 0; i < n; i++) {
+		mptcp_sched_describe(paths[i].ssk, now, &desc);
+		arrival[i] = dbal_arrival_us(&desc, size);
+	}
+	chosen = bern_bounded_pick(arrival, n, pick, lag_us);
+	if (chosen != pick)
+		MPTCP_INC_STATS(sock_net((struct sock *)msk),
+				MPTCP_MIB_SCHEDRUNTOOLATE);
+	return chosen;
+}
+
 /* Path and length of the next run. */
 static u32 bern_new_run(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
 			u32 n, u32 now, u32 *segs)
@@ -215,7 +257,7 @@ static u32 bern_new_run(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
 	u32 weight[BERN_MAX_PATHS];
 	u64 mu[BERN_MAX_PATHS];
 	u64 load;
-	u32 i;
+	u32 i, pick;
 
 	load = bern_update_load(msk, now);
 	*segs = hywf_draw_burst(READ_ONCE(pn->cfg.batch), get_random_u32());
@@ -227,11 +269,14 @@ static u32 bern_new_run(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
 	for (i = 0; i < n; i++)
 		mu[i] = mptcp_sched_rate(paths[i].ssk, bern_rate(paths[i].ssk),
 					 now);
-	if (READ_ONCE(pn->cfg.adaptive))
-		bern_optimal_weights(mu, n, load, weight);
-	else
+	if (!READ_ONCE(pn->cfg.adaptive)) {
 		bern_fixed_weights(READ_ONCE(pn->cfg.permille), n, weight);
-	return hywf_pick_path(weight, n, get_random_u32());
+		return hywf_pick_path(weight, n, get_random_u32());
+	}
+	bern_optimal_weights(mu, n, load, weight);
+	pick = hywf_pick_path(weight, n, get_random_u32());
+	return bern_bound_lag(msk, paths, n, pick, *segs,
+			      READ_ONCE(pn->cfg.max_lag_us), now);
 }
 
 static int bern_get_subflow(struct mptcp_sock *msk,
@@ -299,11 +344,13 @@ static struct mptcp_sched_ops mptcp_sched_bernoulli = {
 
 static const unsigned int bern_permille_max = 1000;
 static const unsigned int bern_batch_max = BERN_BATCH_MAX;
+static const unsigned int bern_max_lag_us_max = BERN_MAX_LAG_US_MAX;
 
 static struct bern_settings bern_defaults = {
 	.adaptive	= 1,
 	.permille	= BERN_PERMILLE_DEFAULT,
 	.batch		= BERN_BATCH_DEFAULT,
+	.max_lag_us	= BERN_MAX_LAG_US_DEFAULT,
 };
 
 /* .data points into bern_defaults; each namespace's copy is rebased. */
@@ -334,6 +381,15 @@ static const struct ctl_table bern_sysctl_table[] = {
 		.proc_handler	= proc_douintvec_minmax,
 		.extra1		= SYSCTL_ONE,
 		.extra2		= (void *)&bern_batch_max,
+	},
+	{
+		.procname	= "bernoulli_max_lag_us",
+		.data		= &bern_defaults.max_lag_us,
+		.maxlen		= sizeof(unsigned int),
+		.mode		= 0644,
+		.proc_handler	= proc_douintvec_minmax,
+		.extra1		= SYSCTL_ZERO,
+		.extra2		= (void *)&bern_max_lag_us_max,
 	},
 };
 

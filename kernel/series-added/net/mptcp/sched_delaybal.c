@@ -77,36 +77,6 @@ struct dbal_pernet {
 static unsigned int dbal_net_id __read_mostly;
 
 /*
- * What the choice needs to know about @ssk.
- *
- * The rate is the larger of the delivery-rate estimate and what the
- * subflow's window drains per smoothed RTT. A subflow given little data
- * only yields delivery samples of its own small load: on those alone an
- * unused path looks far slower than it is, never becomes the earliest,
- * and never gets the data that would correct the estimate (measured: a
- * 5 Mbit/s path next to a 20 Mbit/s one carried nothing of a 16 MB
- * upload in two runs of three). The window's rate is what it would
- * deliver of a queue handed to it now; on a busy subflow the two agree.
- */
-static void dbal_describe(struct sock *ssk, u32 now, struct dbal_path *p)
-{
-	struct rate_est *est =
-		mptcp_sched_subflow_priv(mptcp_subflow_ctx(ssk));
-	const struct tcp_sock *tp = tcp_sk(ssk);
-	u32 srtt_us = max(tp->srtt_us >> 3, 1U);
-	u32 rtt_us = tcp_min_rtt(tp);
-	u64 window_rate;
-
-	if (rtt_us == ~0U)	/* no sample yet */
-		rtt_us = srtt_us;
-	window_rate = div_u64((u64)tcp_snd_cwnd(tp) * tp->mss_cache *
-			      USEC_PER_SEC, srtt_us);
-	p->queued = READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una);
-	p->rate = max(mptcp_sched_rate(ssk, est, now), window_rate);
-	p->owd_us = rtt_us / 2;
-}
-
-/*
  * A subflow that has carried no data yet is known by its handshake only,
  * and that round trip can be far longer than the path's: on a fresh link
  * the first packet waits for neighbour resolution (measured: 307 ms on a
@@ -156,7 +126,7 @@ static int dbal_get_subflow(struct mptcp_sock *msk,
 	now = jiffies_to_msecs(jiffies);
 	batch = READ_ONCE(pn->batch);
 	for (i = 0; i < n; i++) {
-		dbal_describe(paths[i].ssk, now, &desc[i]);
+		mptcp_sched_describe(paths[i].ssk, now, &desc[i]);
 		all |= 1U << i;
 		if (sk_stream_memory_free(paths[i].ssk))
 			can_send |= 1U << i;
