@@ -9,7 +9,10 @@ fraction of the 35 Mbit/s sum; each message's delay runs from its arrival at
 the sender to its last byte at the receiver. Configurations (client and
 proxy alike):
 
-  bernoulli         adaptive: its own estimates of load and path rates
+  bernoulli         adaptive: its own estimates of load and path rates, a
+                    run never arriving more than bernoulli_max_lag_us
+                    behind the earliest path
+  bernoulli-unbounded  adaptive, the split as drawn (bernoulli_max_lag_us 0)
   bernoulli-pstar   fixed split at the model's optimum p*(load)
   bernoulli-plim    fixed capacity-proportional split, 30/35
   default           upstream's scheduler
@@ -24,8 +27,13 @@ emulation: the measured delays sit above the model, and the comparison that
 matters is between configurations in one run.
 
 Quick mode (the test suite's): two loads, 8 s each. Full mode: loads 0.1 to
-0.95, 20 s each, and a plot. Both write JSON with every parameter and the
-kernel version, and a Markdown report.
+0.95, 20 s each, and a plot. ``--runs N`` repeats every point N times,
+interleaved (each run its own seed); the report gives each point's median
+and range. Both write JSON with every parameter and the kernel version, and
+a Markdown report with the target's verdict: adaptive ``bernoulli``'s
+median delay within TARGET_RATIO of the best measured reference (the fixed
+split at the model's p*, ``delaybal``, ``default``) at every steady load up
+to 0.9, and PLIM_FACTOR below the capacity-proportional split at 0.9.
 
     kernel/vm run -- python3 -m braid_eval.experiments.latency --full --out out/e2
 """
@@ -36,6 +44,7 @@ import argparse
 import dataclasses
 import json
 import random
+import statistics
 import sys
 import threading
 import time
@@ -68,7 +77,17 @@ MEAN_SIZE = 4096
 # per message, and per 1448-byte segment 52 bytes of TCP/IP headers with
 # timestamps plus MPTCP's 20-byte DSS option.
 WIRE_FACTOR = (1 + 16 / MEAN_SIZE) * (1448 + 72) / 1448
-CONFIGS = ("bernoulli", "bernoulli-pstar", "bernoulli-plim", "default", "delaybal")
+CONFIGS = ("bernoulli", "bernoulli-unbounded", "bernoulli-pstar", "bernoulli-plim", "default",
+           "delaybal")
+# The target: adaptive bernoulli within TARGET_RATIO of the best of these,
+# measured on the same wire, at every steady load up to TARGET_MAX_LOAD, and
+# PLIM_FACTOR below the capacity-proportional split at TARGET_MAX_LOAD.
+REFERENCES = ("bernoulli-pstar", "delaybal", "default")
+TARGET_RATIO = 1.2
+PLIM_FACTOR = 3.0
+TARGET_MAX_LOAD = 0.9
+# bernoulli_max_lag_us for adaptive `bernoulli`: the kernel's default
+BOUNDED_LAG_US = 2000
 QUICK_LOADS = (0.3, 0.85)
 # The thesis's variable slow link: 7 <-> 3 Mbit/s (mean 5), leaving each
 # state at rate 1/s (mean sojourn 1 s).
@@ -93,6 +112,86 @@ class Point:
     wan1_share: float
     model_pstar_ms: float
     model_plim_ms: float
+    run: int = 0
+
+
+@dataclasses.dataclass
+class Summary:
+    """One configuration at one load over its runs."""
+
+    median_ms: float
+    low_ms: float
+    high_ms: float
+    runs: int
+
+
+def summarise(points: list[Point]) -> dict[tuple[str, str, float], Summary]:
+    """Median and range of the mean delay per (scenario, config, load)."""
+    groups: dict[tuple[str, str, float], list[float]] = {}
+    for p in points:
+        groups.setdefault((p.scenario, p.config, p.load), []).append(p.mean_ms)
+    return {key: Summary(statistics.median(v), min(v), max(v), len(v)) for key, v in groups.items()}
+
+
+@dataclasses.dataclass
+class Verdict:
+    """Adaptive bernoulli against the best measured reference at one steady load."""
+
+    load: float
+    bernoulli_ms: float
+    best_config: str
+    best_ms: float
+    plim_ms: float | None
+
+    @property
+    def ratio(self) -> float:
+        return self.bernoulli_ms / self.best_ms
+
+    @property
+    def met(self) -> bool:
+        if self.ratio > TARGET_RATIO:
+            return False
+        if self.load >= TARGET_MAX_LOAD and self.plim_ms is not None:
+            return self.plim_ms >= PLIM_FACTOR * self.bernoulli_ms
+        return True
+
+
+def verdicts(points: list[Point]) -> list[Verdict]:
+    """The target per steady load up to TARGET_MAX_LOAD where adaptive
+    bernoulli and at least one reference were measured."""
+    table = summarise(points)
+    out = []
+    for load in sorted({p.load for p in points if p.scenario == "steady"}):
+        mine = table.get(("steady", "bernoulli", load))
+        refs = {c: table[("steady", c, load)] for c in REFERENCES if ("steady", c, load) in table}
+        if mine is None or not refs or load > TARGET_MAX_LOAD + 1e-9:
+            continue
+        best = min(refs, key=lambda c: refs[c].median_ms)
+        plim = table.get(("steady", "bernoulli-plim", load))
+        out.append(Verdict(load, mine.median_ms, best, refs[best].median_ms,
+                           plim.median_ms if plim else None))
+    return out
+
+
+def verdict_lines(points: list[Point]) -> list[str]:
+    """Markdown: the target's verdict per load and over all."""
+    found = verdicts(points)
+    if not found:
+        return []
+    lines = [f"Target: adaptive `bernoulli`'s median delay within {TARGET_RATIO:g}x of the best "
+             f"measured of {', '.join(REFERENCES)} at every steady load <= {TARGET_MAX_LOAD:g}, "
+             f"and {PLIM_FACTOR:g}x below `bernoulli-plim` at {TARGET_MAX_LOAD:g}:", "",
+             "| load | bernoulli, ms | best reference | its ms | ratio | met |", "|---|---|---|---|---|---|"]
+    for v in found:
+        plim = (f"; p_lim {v.plim_ms:.1f} ms = {v.plim_ms / v.bernoulli_ms:.1f}x"
+                if v.load >= TARGET_MAX_LOAD and v.plim_ms is not None else "")
+        lines.append(f"| {v.load:.2f} | {v.bernoulli_ms:.2f} | {v.best_config} | {v.best_ms:.2f} | "
+                     f"{v.ratio:.2f}{plim} | {'yes' if v.met else '**no**'} |")
+    covered = any(v.load >= TARGET_MAX_LOAD for v in found)
+    overall = ("**met**" if all(v.met for v in found) and covered else
+               "**not met**" if not all(v.met for v in found) else
+               f"met at the loads run; {TARGET_MAX_LOAD:g} not run")
+    return [*lines, "", f"Over the loads run: {overall}.", ""]
 
 
 def service_rates() -> tuple[float, float]:
@@ -147,10 +246,13 @@ def configure(tb: StandardTestbed, config: str, load: float, scenario: str) -> N
         tb[node].sysctl("net.mptcp.bernoulli_adaptive", 0 if fixed is not None else 1)
         if fixed is not None:
             tb[node].sysctl("net.mptcp.bernoulli_permille", round(1000 * fixed))
+        else:
+            tb[node].sysctl("net.mptcp.bernoulli_max_lag_us",
+                            0 if config == "bernoulli-unbounded" else BOUNDED_LAG_US)
 
 
 def run_point(tb: StandardTestbed, scenario: str, config: str, load: float, seconds: float,
-              seed: int) -> Point:
+              seed: int, run: int = 0) -> Point:
     configure(tb, config, load, scenario)
     before = [interface_counters(tb.client, f"wan{w}")[0] for w in (1, 2)]
     proc = tb.client.run_main(messages.main, ["send", "--host", ip("proxy", "core"), "--port", str(MESSAGES_PORT),
@@ -167,7 +269,7 @@ def run_point(tb: StandardTestbed, scenario: str, config: str, load: float, seco
                  messages=out["messages"],
                  mean_ms=out["mean_ms"], p50_ms=out["p50_ms"], p99_ms=out["p99_ms"],
                  wan1_share=sent[0] / max(1, sum(sent)), model_pstar_ms=pstar_ms,
-                 model_plim_ms=plim_ms)
+                 model_plim_ms=plim_ms, run=run)
 
 
 class SlowLinkModulator:
@@ -202,20 +304,23 @@ class SlowLinkModulator:
 
 
 def sweep(configs: tuple[str, ...], loads: tuple[float, ...], seconds: float,
-          scenario: str = "steady", tag: str = "e2") -> Iterator[Point]:
-    """Every configuration at every load on one testbed (each run is a new
-    connection, so it takes the scheduler set just before it)."""
-    progress = Progress(f"e2 {scenario}", len(configs) * len(loads))
+          scenario: str = "steady", tag: str = "e2", runs: int = 1) -> Iterator[Point]:
+    """Every configuration at every load on one testbed, runs times,
+    interleaved so that a slow spell of the machine touches every
+    configuration alike (each point is a new connection, so it takes the
+    scheduler set just before it)."""
+    progress = Progress(f"e2 {scenario}", runs * len(configs) * len(loads))
+    order = [(r, lo, c) for r in range(runs) for lo in loads for c in configs]
     with (scheduler_testbed(tag, "default", FAST, SLOW) as tb,
           BulkServer(tb, port=MESSAGES_PORT, tool=MESSAGES_TOOL)):
-        for i, (load, config) in enumerate((lo, c) for lo in loads for c in configs):
+        for i, (run, load, config) in enumerate(order):
             t0 = time.monotonic()
             if scenario == "variable":
                 with SlowLinkModulator(tb, seed=1 + i):
-                    point = run_point(tb, scenario, config, load, seconds, seed=1 + i)
+                    point = run_point(tb, scenario, config, load, seconds, seed=1 + i, run=run)
             else:
-                point = run_point(tb, scenario, config, load, seconds, seed=1 + i)
-            progress.step(f"load {load:.2f} {config:16} "
+                point = run_point(tb, scenario, config, load, seconds, seed=1 + i, run=run)
+            progress.step(f"run {run + 1}/{runs} load {load:.2f} {config:19} "
                           f"mean {point.mean_ms:7.2f} ms p99 {point.p99_ms:7.1f} ms  "
                           f"wan1 {point.wan1_share:.2f}  (model p* {point.model_pstar_ms:.2f}, "
                           f"p_lim {point.model_plim_ms:.2f}), {time.monotonic() - t0:.0f} s")
@@ -234,23 +339,36 @@ def report(points: list[Point], params: dict[str, object]) -> str:
              f"Model: M/M/1 per path (Markov-modulated for 'variable'); lambda0 = "
              f"{lambda0(mu1, mu2) / (mu1 + mu2):.2f} of capacity (below it p* = 1: the fast "
              "path alone). Model delays include the propagation delay.", ""]
-    by_key = {(p.scenario, p.config, p.load): p for p in points}
+    by_key: dict[tuple[str, str, float], list[Point]] = {}
+    for p in points:
+        by_key.setdefault((p.scenario, p.config, p.load), []).append(p)
+    runs = max((len(v) for v in by_key.values()), default=1)
     for scenario in dict.fromkeys(p.scenario for p in points):
         mine = [p for p in points if p.scenario == scenario]
         configs = list(dict.fromkeys(p.config for p in mine))
         loads = sorted({p.load for p in mine})
 
-        def cells(load: float, field: str, scenario: str = scenario,
+        def cells(load: float, field: str, spread: bool = False, scenario: str = scenario,
                   configs: list[str] = configs) -> str:
-            got = [by_key.get((scenario, c, load)) for c in configs]
-            return " | ".join(f"{getattr(g, field):.2f}" if g else "-" for g in got)
+            out = []
+            for c in configs:
+                got = [getattr(p, field) for p in by_key.get((scenario, c, load), [])]
+                if not got:
+                    out.append("-")
+                    continue
+                text = f"{statistics.median(got):.2f}"
+                out.append(text + (f" ({min(got):.1f}-{max(got):.1f})" if spread and len(got) > 1 else ""))
+            return " | ".join(out)
 
-        lines += [f"## {scenario} slow link", "", "Mean message delay, ms (measured; model on the right):",
+        heading = ("Mean message delay, ms (measured; model on the right)"
+                   + (f": median of {runs} runs (range)" if runs > 1 else "") + ":")
+        lines += [f"## {scenario} slow link", "", heading,
                   "", "| load | " + " | ".join(configs) + " | model p* | model p_lim |",
                   "|---" * (len(configs) + 3) + "|"]
         for load in loads:
             pstar_ms, plim_ms = model_ms(load, scenario)
-            lines.append(f"| {load:.2f} | {cells(load, 'mean_ms')} | {pstar_ms:.2f} | {plim_ms:.2f} |")
+            lines.append(f"| {load:.2f} | {cells(load, 'mean_ms', spread=True)} | {pstar_ms:.2f} "
+                         f"| {plim_ms:.2f} |")
         lines += ["", "99th percentile, ms:", "", "| load | " + " | ".join(configs) + " |",
                   "|---" * (len(configs) + 1) + "|"]
         lines += [f"| {load:.2f} | {cells(load, 'p99_ms')} |" for load in loads]
@@ -259,6 +377,7 @@ def report(points: list[Point], params: dict[str, object]) -> str:
         lines += [f"| {load:.2f} | {cells(load, 'wan1_share')} | {optimal_share(load, scenario):.2f} |"
                   for load in loads]
         lines.append("")
+    lines += verdict_lines(points)
     lines += ["Published (thesis ch. 5; model, 1400-byte packets): at 29 of 35 Mbit/s with the "
               "variable slow link, 3.9 ms with p* against 51 ms with p_lim; its WiFi testbed: "
               "6 ms against 25 ms at 64 Mbit/s. braid's figures above are measured on emulated "
@@ -273,16 +392,20 @@ def plot(points: list[Point], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     scenarios = list(dict.fromkeys(p.scenario for p in points))
+    table = summarise(points)
     fig, axes = plt.subplots(1, len(scenarios), figsize=(6.5 * len(scenarios), 4.5), squeeze=False)
     for ax, scenario in zip(axes[0], scenarios, strict=True):
         mine = [p for p in points if p.scenario == scenario]
         for config in dict.fromkeys(p.config for p in mine):
-            series = sorted((p for p in mine if p.config == config), key=lambda p: p.load)
-            ax.plot([p.load for p in series], [p.mean_ms for p in series], marker="o", label=config)
-        loads = [i / 100 for i in range(5, 97)]
-        curves = [model_ms(lo, scenario) for lo in loads]
-        ax.plot(loads, [c[0] for c in curves], "k--", label="model, p*")
-        ax.plot(loads, [c[1] for c in curves], "k:", label="model, p_lim")
+            loads = sorted({p.load for p in mine if p.config == config})
+            got = [table[(scenario, config, lo)] for lo in loads]
+            ax.errorbar(loads, [g.median_ms for g in got],
+                        yerr=[[g.median_ms - g.low_ms for g in got], [g.high_ms - g.median_ms for g in got]],
+                        marker="o", capsize=2, label=config)
+        grid = [i / 100 for i in range(5, 97)]
+        curves = [model_ms(lo, scenario) for lo in grid]
+        ax.plot(grid, [c[0] for c in curves], "k--", label="model, p*")
+        ax.plot(grid, [c[1] for c in curves], "k:", label="model, p_lim")
         ax.set_yscale("log")
         ax.set_title(f"{scenario} slow link")
         ax.set_xlabel("load (fraction of 35 Mbit/s)")
@@ -303,6 +426,8 @@ def main() -> int:
     p.add_argument("--loads", type=float, nargs="+",
                    help="fractions of the 35 Mbit/s capacity, each in (0, 1) (default: by mode)")
     p.add_argument("--seconds", type=float, help="per point (quick 8, full 20)")
+    p.add_argument("--runs", type=int, default=1,
+                   help="repeat every point this many times, interleaved (median and range reported)")
     p.add_argument("--out", type=Path, default=Path("out/e2"))
     p.add_argument("--replot", action="store_true",
                    help="only redo the report and plot from OUT/e2.json (no VM needed)")
@@ -320,16 +445,18 @@ def main() -> int:
     loads = tuple(args.loads or (FULL_LOADS if args.full else QUICK_LOADS))
     if any(not 0 < lo < 1 for lo in loads):
         p.error("--loads: each must be a fraction of capacity in (0, 1)")
+    if args.runs < 1:
+        p.error("--runs: at least 1")
     scenarios = args.scenarios or (list(SCENARIOS) if args.full else ["steady"])
     seconds = args.seconds or (20.0 if args.full else 8.0)
     params: dict[str, object] = {"mode": "full" if args.full else "quick", "loads": loads,
                                  "scenarios": scenarios, "configs": args.configs,
-                                 "seconds": seconds, "mean_size": MEAN_SIZE, "prop_ms": PROP_MS,
+                                 "seconds": seconds, "runs": args.runs, "mean_size": MEAN_SIZE, "prop_ms": PROP_MS,
                                  "fast_mbit": FAST.rate_mbit, "slow_mbit": SLOW.rate_mbit,
-                                 "variable_mbit": VARIABLE_MBIT, "seeds": "1 + point index",
+                                 "variable_mbit": VARIABLE_MBIT, "seeds": "1 + point index (runs interleaved)",
                                  **provenance()}
     points = [pt for scenario in scenarios
-              for pt in sweep(tuple(args.configs), loads, seconds, scenario)]
+              for pt in sweep(tuple(args.configs), loads, seconds, scenario, runs=args.runs)]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "e2.json").write_text(json.dumps(
         {"params": params, "points": [dataclasses.asdict(pt) for pt in points]}, indent=1) + "\n")

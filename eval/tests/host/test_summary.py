@@ -23,11 +23,20 @@ E1 = {"params": {"mode": "full", "kernel": "6.12-braid",
           {"scenario": "loss 0.1%", "config": "default", "flows": 1, "goodput_mbit": 16.0, "vs_tcp": 1.78},
           # 1 % loss is above the target's 0.1 %: left out whatever it shows.
           {"scenario": "loss 1%", "config": "default", "flows": 1, "goodput_mbit": 9.6, "vs_tcp": 3.98}]}
-E2 = {"params": {"mode": "quick", "kernel": "6.12-braid"},
-      "points": [{"scenario": "steady", "config": "bernoulli", "load": 0.3, "mean_ms": 10.9,
-                  "model_pstar_ms": 6.8},
-                 {"scenario": "steady", "config": "bernoulli-plim", "load": 0.3, "mean_ms": 13.2,
-                  "model_pstar_ms": 6.8}]}
+def e2_point(config: str, load: float, mean_ms: float, run: int = 0) -> dict[str, object]:
+    return {"scenario": "steady", "config": config, "load": load, "offered_mbit": 35 * load,
+            "messages": 100, "mean_ms": mean_ms, "p50_ms": mean_ms, "p99_ms": 3 * mean_ms,
+            "wan1_share": 0.9, "model_pstar_ms": 6.8, "model_plim_ms": 9.0, "run": run}
+
+
+# two runs: bernoulli 10.9 (10.0, 11.8) at 0.3 against delaybal's 12.0; at
+# 0.9 46 ms against delaybal's 30: not met
+E2 = {"params": {"mode": "quick", "kernel": "6.12-braid", "runs": 2},
+      "points": [e2_point("bernoulli", 0.3, 10.0), e2_point("bernoulli", 0.3, 11.8, run=1),
+                 e2_point("delaybal", 0.3, 12.0), e2_point("delaybal", 0.3, 12.0, run=1),
+                 e2_point("bernoulli-plim", 0.3, 13.2), e2_point("bernoulli-plim", 0.3, 13.2, run=1),
+                 e2_point("bernoulli", 0.9, 46.0), e2_point("delaybal", 0.9, 30.0),
+                 e2_point("bernoulli-plim", 0.9, 200.0)]}
 
 
 TABLE_2 = [[0, 85, 1e-07], [33, 110, 0.01], [36, 110, 1.0]]
@@ -170,7 +179,10 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| loss 0.1%, 1 flow(s) | 16.0 Mbit/s = 1.78x TCP (default) | not met |" in text
     assert "loss 1%" not in text.split("## E2")[0].split("Target")[0]
     assert "every such point): **not met**" in text
-    assert "| steady 0.30 | 10.9 | 6.8 | 1.60 | 13.2 |" in text
+    assert "| 0.30 | 10.9 (10.0-11.8) | 12.0 (12.0-12.0) | 13.2 (13.2-13.2) | 6.8 |" in text
+    assert "| 0.30 | 10.90 | delaybal | 12.00 | 0.91 | yes |" in text
+    assert "| 0.90 | 46.00 | delaybal | 30.00 | 1.53; p_lim 200.0 ms = 4.3x | **no** |" in text
+    assert "Over the loads run: **not met**." in text
     host, braid = text.split("## E3")[1], text.split("## E3")[2]
     assert "host kernel" in host and "re-sends only what" not in host
     assert "| 2 s | 0.60 s | 1.70 s | 0.40 s | 0.40 s | 0 kB | 310 kB |" in host
@@ -193,7 +205,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-default", "bench-sched",
-                       "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "relay-capacity"]
+                       "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep",
+                       "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-default, bench-sched" in text
