@@ -20,6 +20,9 @@ Commands::
                                       # none / hywf / AP / hywf+AP / FRONT side by side (k-FP by
                                       # default), with measured overhead (simulated defences; quick
                                       # by default)
+    python3 -m braid_wf wirecheck --root out/wf --conditions hywf hywf-ap [--attacks kfp,df]
+                                      # each attack on network 1's captures beside the same loads
+                                      # protected by the simulator (braid_wf.wirecheck)
 
 ``evaluate`` reads any dataset in the WF literature's format (Wang's or
 Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
@@ -42,6 +45,7 @@ import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
 from braid_eval.progress import Progress
+from braid_wf import wirecheck
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
 from braid_wf.deep import require_jax
@@ -170,6 +174,39 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                                                           if args.defense else ""))
     emit(run_eval(orig, args, protected, title), args.report)
     return 0
+
+
+def cmd_wirecheck(args: argparse.Namespace) -> int:
+    """Each attack on each condition's captures of network 1 beside the
+    simulator's protection of the same loads (braid_wf.wirecheck)."""
+    start = time.monotonic()
+    originals_dir = args.originals or args.root / "hywf" / "all"
+    originals = load_limited(originals_dir, args)
+    hist = (histograms_from_json(args.padding_histograms.read_text()) if args.padding_histograms
+            else wirecheck.proxy_histograms())
+    params = defense_catalog.DefenseParams(budget=args.padding_budget, n_chp=args.n_chp, histograms=hist)
+    meta = {"root": str(args.root), "originals": str(originals_dir), "repeats": args.repeats,
+            "full": args.full, "padding_budget": args.padding_budget, "n_chp": args.n_chp,
+            "braid": installed_version(), "date": time.strftime("%Y-%m-%d")}
+    checks = []
+    for condition in args.conditions:
+        wire = load_limited(args.root / condition / "wan1", args)
+        for attack in args.attacks:
+            log(f"{condition}, {attack}: wire and simulated, {args.repeats} splits")
+            checks.append(wirecheck.check(condition, originals, wire, attack, params=params,
+                                          repeats=args.repeats, quick=not args.full, seed=args.seed,
+                                          progress=log))
+            if args.json:
+                args.json.parent.mkdir(parents=True, exist_ok=True)
+                args.json.write_text(json.dumps(wirecheck.to_json(checks, meta), indent=1) + "\n")
+    size = "published" if args.full else "quick-mode"
+    text = "\n".join([f"# The simulators against the wire ({args.root})", "",
+                      f"Closed world, defence-aware model on network 1's protected test traces, mean ± sd "
+                      f"over {args.repeats} splits; {size} attacks; the same loads and splits in both "
+                      "columns.", "", *wirecheck.table(checks), "",
+                      f"_{time.monotonic() - start:.0f} s_", ""])
+    emit(text, args.report)
+    return 0 if all(c.holds for c in checks) else 1
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -568,6 +605,22 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--n-chp", type=int, default=100,
                    help="hywf-ap: the kernel's p-drift at both ends, mean packets between redraws of "
                    "the split (net.mptcp.hywf_nchp; default 100, the thesis's)")
+    w = sub.add_parser("wirecheck", help="attacks on captured protected traces vs the simulator on the same loads",
+                       description=wirecheck.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(w)
+    w.add_argument("--root", type=Path, default=Path("out/wf"), help="collect's --out (default out/wf)")
+    w.add_argument("--conditions", nargs="+", default=["hywf"],
+                   help="collected conditions to check (default hywf; e.g. hywf hywf-ap hywf-ap-1conn)")
+    w.add_argument("--originals", type=Path,
+                   help="the unpadded loads, both networks merged (default ROOT/hywf/all)")
+    w.add_argument("--padding-budget", type=float, default=0.4,
+                   help="padded conditions: the budget they were collected with (default 0.4, collect's)")
+    w.add_argument("--padding-histograms", type=Path,
+                   help="padded conditions: the histograms they were collected with (default braid-proxy's)")
+    w.add_argument("--n-chp", type=int, default=100,
+                   help="hywf-ap: the p-drift it was collected with (default 100, collect's)")
+    w.add_argument("--json", type=Path, help="write the checks as JSON here (rewritten after each)")
+    limits(w)
     h = sub.add_parser("histograms", help="fit adaptive padding's delay histograms on a dataset's loads",
                        description="Fit WTF-PAD's H_B (between bursts) and H_G (in bursts) per direction on the "
                        "loads of a WF-format dataset (e.g. collect's OUT/CONDITION/all) and write them in the "
@@ -635,6 +688,14 @@ def main(argv: list[str] | None = None) -> int:
                 require_jax()
             except ImportError as err:
                 p.error(str(err))
+    if args.cmd == "wirecheck":
+        if args.repeats < 1 or args.padding_budget < 0 or args.n_chp < 0:
+            p.error("wirecheck: --repeats >= 1, --padding-budget >= 0 and --n-chp >= 0 are required")
+        try:
+            for condition in args.conditions:
+                wirecheck.simulator_of(condition)
+        except ValueError as err:
+            p.error(str(err))
     if args.cmd == "evaluate" and args.defense and args.protected:
         p.error("--defense (simulated) and --protected (captured) are alternatives")
     if args.cmd == "quick":
@@ -642,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_quick(args)
     try:
         return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
-                "costs": cmd_costs, "defenses": cmd_defenses, "histograms": cmd_histograms}[args.cmd](args)
+                "costs": cmd_costs, "defenses": cmd_defenses, "histograms": cmd_histograms,
+                "wirecheck": cmd_wirecheck}[args.cmd](args)
     except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
         raise SystemExit(f"wf {args.cmd}: {err}")
 

@@ -144,6 +144,15 @@ def test_relay_capacity(tmp_path: Path) -> None:
     assert "one core allows about 2500 conn/s" in sec
 
 
+WIRE_CHECK = {"meta": {"root": "out/wf", "originals": "out/wf/hywf/all", "repeats": 2, "full": False,
+                        "padding_budget": 0.4, "n_chp": 100, "braid": "0.1.0", "date": "2026-11-30",
+                        "tolerance_points": 5.0},
+              "checks": [{"condition": "hywf", "attack": "kfp", "loads": 600, "wire": [0.38, 0.42],
+                          "simulated": [0.35, 0.39]},
+                         {"condition": "hywf-ap", "attack": "df", "loads": 600, "wire": [0.3, 0.3],
+                          "simulated": [0.2, 0.2]}]}
+
+
 def write(out: Path, name: str, data: object, nested: bool = True) -> None:
     d = out / name if nested else out
     d.mkdir(parents=True, exist_ok=True)
@@ -163,8 +172,13 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-deep-12ep", wf_deep(12, 0.25), nested=False)
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
+    write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
+    wire = text.split("## Website fingerprinting: the simulators against the wire")[1]
+    assert "| hywf | kfp | 600 | 40.0 ± 2.8 | 37.0 ± 2.8 | +3.0 | yes |" in wire
+    assert "| hywf-ap | df | 600 | 30.0 ± 0.0 | 20.0 ± 0.0 | +10.0 | **no** |" in wire
+    assert "1 of 2 checks within ±5 points" in wire
     twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")
     assert "| hywf-ap | 15.0 | 25.0 | 12.0 |" in twelve
     assert "`hywf`: strongest attack run RF at 35.0 % with 0.0 % bandwidth overhead" in twelve
@@ -205,7 +219,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-default", "bench-sched",
-                       "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep",
+                       "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-wire-check",
                        "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text

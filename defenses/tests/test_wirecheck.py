@@ -1,0 +1,85 @@
+"""`wf wirecheck`: an attack on captured protected traces beside the same
+loads protected by the simulator. A "capture" that is not protected at all
+must be told apart from the simulated hywf; one the simulator made of the
+same loads must not; loads are matched by name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from braid_wf import wirecheck
+from braid_wf.compare import observed
+from braid_wf.defences import catalog
+from braid_wf.synth import synthetic_dataset
+from braid_wf.trace import Dataset, save_dataset
+
+SITES, LOADS = 8, 12
+
+
+def corpus() -> Dataset:
+    return synthetic_dataset(SITES, LOADS, 0, seed=5)
+
+
+def hywf_captures(ds: Dataset, seed: int) -> Dataset:
+    """What a wire that splits as the simulator does would capture on network 1."""
+    protect = observed(catalog.make_defense("hywf"))
+    rng = np.random.default_rng(seed)
+    return Dataset([protect(t, rng) for t in ds.traces], list(ds.labels), list(ds.names))
+
+
+def test_simulator_names() -> None:
+    assert wirecheck.simulator_of("hywf-ap-1conn") == "hywf-ap"
+    assert wirecheck.simulator_of("hywf") == "hywf"
+    try:
+        wirecheck.simulator_of("default")
+    except ValueError as err:
+        assert "no simulator" in str(err)
+    else:
+        raise AssertionError("a condition without a defence has no simulator")
+    assert wirecheck.proxy_histograms() is not None
+
+
+def test_loads_are_matched_by_name() -> None:
+    ds = corpus()
+    wire = hywf_captures(ds, seed=9)
+    order = list(reversed(range(len(wire.traces))))[: len(wire.traces) - 5]  # shuffled, 5 missing
+    orig, got = wirecheck.matched(ds, wire.subset(order))
+    assert len(orig.traces) == len(ds.traces) - 5
+    assert orig.names == got.names
+    assert orig.labels == got.labels
+
+
+def test_an_unprotected_capture_fails_and_a_simulated_one_holds() -> None:
+    ds = corpus()
+    params = catalog.DefenseParams()
+    # k-FP with its seeds fixed: the same figures on every run
+    bare = wirecheck.check("hywf", ds, ds, "kfp", params=params, repeats=2, quick=True)
+    assert bare.difference_points > 20 and not bare.holds, bare
+    alike = wirecheck.check("hywf", ds, hywf_captures(ds, seed=9), "kfp", params=params, repeats=2,
+                            quick=True)
+    assert alike.holds, alike
+    rows = wirecheck.table([bare, alike])
+    assert rows[2].startswith("| hywf | kfp | 96 |") and rows[2].endswith("| **no** |")
+
+
+def test_cli_writes_json_and_exits_1_when_a_check_fails(tmp_path: Path) -> None:
+    ds = corpus()
+    save_dataset(ds, tmp_path / "hywf" / "all")
+    save_dataset(ds, tmp_path / "hywf" / "wan1")  # not split: the check must fail
+    out = tmp_path / "check.json"
+    run = subprocess.run([sys.executable, "-m", "braid_wf", "wirecheck", "--root", str(tmp_path),
+                          "--attacks", "kfp", "--repeats", "1", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr
+    assert "| hywf | kfp | 96 |" in run.stdout
+    data = json.loads(out.read_text())
+    assert data["meta"]["tolerance_points"] == wirecheck.TOLERANCE_POINTS
+    assert [c["attack"] for c in data["checks"]] == ["kfp"]
+    bad = subprocess.run([sys.executable, "-m", "braid_wf", "wirecheck", "--root", str(tmp_path),
+                          "--conditions", "default"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no simulator" in bad.stderr
