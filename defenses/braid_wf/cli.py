@@ -189,9 +189,10 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
             "full": args.full, "padding_budget": args.padding_budget, "n_chp": args.n_chp,
             "braid": installed_version(), "date": time.strftime("%Y-%m-%d")}
     checks = []
-    for condition in args.conditions:
-        wire = load_limited(args.root / condition / "wan1", args)
-        for attack in args.attacks:
+    wires = {c: load_limited(args.root / c / "wan1", args) for c in args.conditions}
+    # attack by attack, in the order given: the fast ones first finish every condition
+    for attack in args.attacks:
+        for condition, wire in wires.items():
             log(f"{condition}, {attack}: wire and simulated, {args.repeats} splits")
             checks.append(wirecheck.check(condition, originals, wire, attack, params=params,
                                           repeats=args.repeats, quick=not args.full, seed=args.seed,
