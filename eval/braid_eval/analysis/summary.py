@@ -127,8 +127,7 @@ def e2_section(data: dict[str, Any]) -> list[str]:
         cells = []
         for config in shown:
             got = table.get(("steady", config, load))
-            cells.append("-" if got is None else f"{got.median_ms:.1f}"
-                         + (f" ({got.low_ms:.1f}-{got.high_ms:.1f})" if got.runs > 1 else ""))
+            cells.append("-" if got is None else got.text(1))
         rows.append(f"| {load:.2f} | " + " | ".join(cells) + f" | {latency.model_ms(load)[0]:.1f} |")
     if not rows:
         return ["No adaptive `bernoulli` point in e2.json.", ""]

@@ -117,19 +117,24 @@ class Point:
 
 @dataclasses.dataclass
 class Summary:
-    """One configuration at one load over its runs."""
+    """One measured field of one configuration at one load, over its runs."""
 
-    median_ms: float
-    low_ms: float
-    high_ms: float
+    median: float
+    low: float
+    high: float
     runs: int
 
+    def text(self, digits: int, spread: bool = True) -> str:
+        """The median, and the range when there are several runs."""
+        return f"{self.median:.{digits}f}" + (f" ({self.low:.1f}-{self.high:.1f})"
+                                             if spread and self.runs > 1 else "")
 
-def summarise(points: list[Point]) -> dict[tuple[str, str, float], Summary]:
-    """Median and range of the mean delay per (scenario, config, load)."""
+
+def summarise(points: list[Point], field: str = "mean_ms") -> dict[tuple[str, str, float], Summary]:
+    """Median and range of ``field`` per (scenario, config, load)."""
     groups: dict[tuple[str, str, float], list[float]] = {}
     for p in points:
-        groups.setdefault((p.scenario, p.config, p.load), []).append(p.mean_ms)
+        groups.setdefault((p.scenario, p.config, p.load), []).append(getattr(p, field))
     return {key: Summary(statistics.median(v), min(v), max(v), len(v)) for key, v in groups.items()}
 
 
@@ -166,10 +171,10 @@ def verdicts(points: list[Point]) -> list[Verdict]:
         refs = {c: table[("steady", c, load)] for c in REFERENCES if ("steady", c, load) in table}
         if mine is None or not refs or load > TARGET_MAX_LOAD + 1e-9:
             continue
-        best = min(refs, key=lambda c: refs[c].median_ms)
+        best = min(refs, key=lambda c: refs[c].median)
         plim = table.get(("steady", "bernoulli-plim", load))
-        out.append(Verdict(load, mine.median_ms, best, refs[best].median_ms,
-                           plim.median_ms if plim else None))
+        out.append(Verdict(load, mine.median, best, refs[best].median,
+                           plim.median if plim else None))
     return out
 
 
@@ -339,10 +344,8 @@ def report(points: list[Point], params: dict[str, object]) -> str:
              f"Model: M/M/1 per path (Markov-modulated for 'variable'); lambda0 = "
              f"{lambda0(mu1, mu2) / (mu1 + mu2):.2f} of capacity (below it p* = 1: the fast "
              "path alone). Model delays include the propagation delay.", ""]
-    by_key: dict[tuple[str, str, float], list[Point]] = {}
-    for p in points:
-        by_key.setdefault((p.scenario, p.config, p.load), []).append(p)
-    runs = max((len(v) for v in by_key.values()), default=1)
+    tables = {field: summarise(points, field) for field in ("mean_ms", "p99_ms", "wan1_share")}
+    runs = max((s.runs for s in tables["mean_ms"].values()), default=1)
     for scenario in dict.fromkeys(p.scenario for p in points):
         mine = [p for p in points if p.scenario == scenario]
         configs = list(dict.fromkeys(p.config for p in mine))
@@ -350,15 +353,8 @@ def report(points: list[Point], params: dict[str, object]) -> str:
 
         def cells(load: float, field: str, spread: bool = False, scenario: str = scenario,
                   configs: list[str] = configs) -> str:
-            out = []
-            for c in configs:
-                got = [getattr(p, field) for p in by_key.get((scenario, c, load), [])]
-                if not got:
-                    out.append("-")
-                    continue
-                text = f"{statistics.median(got):.2f}"
-                out.append(text + (f" ({min(got):.1f}-{max(got):.1f})" if spread and len(got) > 1 else ""))
-            return " | ".join(out)
+            got = [tables[field].get((scenario, c, load)) for c in configs]
+            return " | ".join("-" if g is None else g.text(2, spread) for g in got)
 
         heading = ("Mean message delay, ms (measured; model on the right)"
                    + (f": median of {runs} runs (range)" if runs > 1 else "") + ":")
@@ -399,8 +395,8 @@ def plot(points: list[Point], path: Path) -> None:
         for config in dict.fromkeys(p.config for p in mine):
             loads = sorted({p.load for p in mine if p.config == config})
             got = [table[(scenario, config, lo)] for lo in loads]
-            ax.errorbar(loads, [g.median_ms for g in got],
-                        yerr=[[g.median_ms - g.low_ms for g in got], [g.high_ms - g.median_ms for g in got]],
+            ax.errorbar(loads, [g.median for g in got],
+                        yerr=[[g.median - g.low for g in got], [g.high - g.median for g in got]],
                         marker="o", capsize=2, label=config)
         grid = [i / 100 for i in range(5, 97)]
         curves = [model_ms(lo, scenario) for lo in grid]
