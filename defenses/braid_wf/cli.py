@@ -200,11 +200,17 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
             if args.json:
                 args.json.parent.mkdir(parents=True, exist_ok=True)
                 args.json.write_text(json.dumps(wirecheck.to_json(checks, meta), indent=1) + "\n")
+    structures = [s for c in args.conditions
+                  if (s := wirecheck.structure(c, args.root, originals_dir, originals.names, params, args.seed))]
+    if args.json:
+        args.json.write_text(json.dumps(wirecheck.to_json(checks, meta, structures), indent=1) + "\n")
     size = "published" if args.full else "quick-mode"
     text = "\n".join([f"# The simulators against the wire ({args.root})", "",
                       f"Closed world, defence-aware model on network 1's protected test traces, mean ± sd "
                       f"over {args.repeats} splits; {size} attacks; the same loads and splits in both "
                       "columns.", "", *wirecheck.table(checks), "",
+                      "How the loads cross the networks, on the wire / simulated (medians over loads):", "",
+                      *wirecheck.structure_table(structures), "",
                       f"_{time.monotonic() - start:.0f} s_", ""])
     emit(text, args.report)
     return 0 if all(c.holds for c in checks) else 1

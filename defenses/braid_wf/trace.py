@@ -119,8 +119,10 @@ def format_trace(trace: Trace) -> str:
     return "".join(f"{t:.6f}\t{int(s)}\n" for t, s in zip(trace.times, trace.sizes, strict=True))
 
 
-def parse_trace(text: str, source: str = "<trace>") -> Trace:
-    """A trace from ``time<TAB>direction*size`` lines (any whitespace)."""
+def parse_trace(text: str, source: str = "<trace>", rebase: bool = True) -> Trace:
+    """A trace from ``time<TAB>direction*size`` lines (any whitespace),
+    its times from its first packet (``rebase``) or as written (the
+    captures of one load's networks share the load's start)."""
     times: list[float] = []
     sizes: list[int] = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -139,7 +141,7 @@ def parse_trace(text: str, source: str = "<trace>") -> Trace:
         sizes.append(s)
     order = np.argsort(np.asarray(times), kind="stable")
     arr_t = np.asarray(times)[order]
-    return Trace(arr_t - (arr_t[0] if len(arr_t) else 0.0), np.asarray(sizes)[order])
+    return Trace(arr_t - (arr_t[0] if rebase and len(arr_t) else 0.0), np.asarray(sizes)[order])
 
 
 def write_trace(trace: Trace, path: Path) -> None:
@@ -149,8 +151,8 @@ def write_trace(trace: Trace, path: Path) -> None:
     tmp.replace(path)
 
 
-def read_trace(path: Path) -> Trace:
-    return parse_trace(path.read_text(), str(path))
+def read_trace(path: Path, rebase: bool = True) -> Trace:
+    return parse_trace(path.read_text(), str(path), rebase)
 
 
 def trace_name(site: int, instance: int | None) -> str:

@@ -17,7 +17,10 @@ on protected test traces):
              as on the wire)
 
 The simulator holds for an attack when the two accuracies are within
-TOLERANCE_POINTS of each other. The originals of a padded condition
+TOLERANCE_POINTS of each other. Beside the accuracies, :func:`structure`
+compares what the attacks read: how long the runs of one network are in
+each direction (a split in long runs hides more of a page than one that
+thins it evenly) and how many packets and bytes padding added. The originals of a padded condition
 (``hywf-ap``) cannot come from its own capture, which holds the dummies:
 they come from an unpadded capture of the same loads (``--originals``,
 by default the ``hywf`` condition's ``all``); loads are matched by name
@@ -28,15 +31,17 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from braid_wf.compare import observed
 from braid_wf.defences import catalog
 from braid_wf.defences.adaptive_padding import ApHistograms, histograms_from_json
 from braid_wf.evaluate import evaluate
-from braid_wf.trace import Dataset
+from braid_wf.trace import Dataset, Trace, read_trace
 
 TOLERANCE_POINTS = 5.0
 # A collected condition and the simulator of what its kernel and transport
@@ -107,13 +112,20 @@ def check(condition: str, originals: Dataset, wire: Dataset, attack: str, *, par
                  simulated["model_prot"].tpr)
 
 
-def to_json(checks: Sequence[Check], meta: dict[str, Any]) -> dict[str, Any]:
+def to_json(checks: Sequence[Check], meta: dict[str, Any], structures: Sequence[Structure] = ()
+            ) -> dict[str, Any]:
     return {"meta": {**meta, "tolerance_points": TOLERANCE_POINTS},
-            "checks": [dataclasses.asdict(c) for c in checks]}
+            "checks": [dataclasses.asdict(c) for c in checks],
+            "structure": [dataclasses.asdict(r) for r in structures]}
 
 
 def from_json(data: dict[str, Any]) -> list[Check]:
     return [Check(**c) for c in data["checks"]]
+
+
+def structures_from_json(data: dict[str, Any]) -> list[Structure]:
+    pair = ("runs_up", "runs_down", "extra_packets", "extra_bytes")
+    return [Structure(r["condition"], r["loads"], *(tuple(r[k]) for k in pair)) for r in data.get("structure", [])]
 
 
 def _mean_sd(values: Sequence[float]) -> str:
@@ -127,4 +139,76 @@ def table(checks: Sequence[Check]) -> list[str]:
              f"within ±{TOLERANCE_POINTS:g} |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {c.condition} | {c.attack} | {c.loads} | {_mean_sd(c.wire)} | {_mean_sd(c.simulated)} "
               f"| {c.difference_points:+.1f} | {'yes' if c.holds else '**no**'} |" for c in checks]
+    return lines
+
+
+def mean_runs(parts: Sequence[Trace], direction: int) -> float:
+    """Mean length, in packets, of the runs of one direction's packets
+    (1 outgoing, -1 incoming) that cross the same network, the networks'
+    traces (times from the load's start) merged in time; nan if none."""
+    times = np.concatenate([p.times[np.sign(p.sizes) == direction] for p in parts])
+    if not len(times):
+        return float("nan")
+    network = np.concatenate([np.full(int((np.sign(p.sizes) == direction).sum()), i)
+                              for i, p in enumerate(parts)])[np.argsort(times, kind="stable")]
+    return len(network) / (1 + int(np.count_nonzero(np.diff(network))))
+
+
+@dataclasses.dataclass
+class Structure:
+    """How one condition's loads cross the networks, (wire, simulated):
+    medians over loads of the mean run of one network's packets upstream
+    and downstream (:func:`mean_runs`), and of the packets and bytes the
+    load gained over its original (padding; 0 when unpadded)."""
+
+    condition: str
+    loads: int
+    runs_up: tuple[float, float]
+    runs_down: tuple[float, float]
+    extra_packets: tuple[float, float]
+    extra_bytes: tuple[float, float]
+
+
+def _wire_loads(root: Path, condition: str, originals: Path, names: Sequence[str]
+                ) -> Iterator[tuple[str, Trace, tuple[Trace, Trace]]]:
+    """(name, original, (network 1, network 2)) per load captured in both,
+    times from the load's start."""
+    for name in names:
+        nets = [root / condition / wan / name for wan in ("wan1", "wan2")]
+        if (originals / name).exists() and all(n.exists() for n in nets):
+            yield name, read_trace(originals / name, rebase=False), (
+                read_trace(nets[0], rebase=False), read_trace(nets[1], rebase=False))
+
+
+def structure(condition: str, root: Path, originals: Path, names: Sequence[str],
+              params: catalog.DefenseParams, seed: int = 1) -> Structure | None:
+    """``condition``'s captures of both networks beside its simulator
+    applied to the originals of the same loads (``names``); None when no
+    load was captured on both networks."""
+    defend = catalog.make_defense(simulator_of(condition), params)
+    rows: list[tuple[float, ...]] = []
+    for i, (_, orig, wire) in enumerate(_wire_loads(root, condition, originals, names)):
+        if not len(orig):
+            continue
+        sim = defend(orig, np.random.default_rng((seed, i)))
+        row: list[float] = []
+        for parts in (wire, sim.parts):
+            row += [mean_runs(parts, 1), mean_runs(parts, -1), sum(len(p) for p in parts) / len(orig) - 1,
+                    sum(p.total_bytes for p in parts) / orig.total_bytes - 1]
+        rows.append(tuple(row))
+    if not rows:
+        return None
+    med = [float(np.nanmedian([r[k] for r in rows])) for k in range(8)]
+    return Structure(condition, len(rows), (med[0], med[4]), (med[1], med[5]), (med[2], med[6]),
+                     (med[3], med[7]))
+
+
+def structure_table(rows: Sequence[Structure]) -> list[str]:
+    """Markdown rows: per condition, wire against simulated."""
+    lines = ["| condition | loads | run upstream, packets | run downstream, packets | extra packets | "
+             "extra bytes |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r.condition} | {r.loads} | {r.runs_up[0]:.1f} / {r.runs_up[1]:.1f} | "
+              f"{r.runs_down[0]:.1f} / {r.runs_down[1]:.1f} | {100 * r.extra_packets[0]:.0f} / "
+              f"{100 * r.extra_packets[1]:.0f} % | {100 * r.extra_bytes[0]:.0f} / {100 * r.extra_bytes[1]:.0f} % |"
+              for r in rows]
     return lines

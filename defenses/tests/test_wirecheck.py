@@ -16,7 +16,7 @@ from braid_wf import wirecheck
 from braid_wf.compare import observed
 from braid_wf.defences import catalog
 from braid_wf.synth import synthetic_dataset
-from braid_wf.trace import Dataset, save_dataset
+from braid_wf.trace import Dataset, Trace, save_dataset
 
 SITES, LOADS = 8, 12
 
@@ -83,3 +83,39 @@ def test_cli_writes_json_and_exits_1_when_a_check_fails(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "braid_wf", "wirecheck", "--root", str(tmp_path),
                           "--conditions", "default"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no simulator" in bad.stderr
+
+
+def test_runs_are_counted_per_direction_across_networks() -> None:
+    one = Trace(np.array([0.0, 1.0, 2.0, 4.0, 5.0]), np.array([100, 100, 100, 100, -1500]))
+    two = Trace(np.array([3.0, 6.0]), np.array([100, -1500]))
+    assert wirecheck.mean_runs([one, two], 1) == 5 / 3  # 1 1 1 | 2 | 1
+    assert wirecheck.mean_runs([one, two], -1) == 1.0  # 1 | 2
+    assert np.isnan(wirecheck.mean_runs([Trace(np.zeros(0), np.zeros(0, dtype=np.int64))], 1))
+
+
+def captured(ds: Dataset, root: Path, condition: str, split: str, seed: int) -> None:
+    """``ds`` as ``all`` and as both networks' captures under ``split``
+    (times from each load's start, as collect writes them)."""
+    defend = catalog.make_defense(split)
+    save_dataset(ds, root / condition / "all")
+    parts = [defend(t, np.random.default_rng((seed, i))).parts for i, t in enumerate(ds.traces)]
+    for k, wan in enumerate(("wan1", "wan2")):
+        save_dataset(Dataset([p[k] for p in parts], list(ds.labels), list(ds.names)), root / condition / wan)
+
+
+def test_structure_tells_a_thinned_split_from_the_simulated_bursts(tmp_path: Path) -> None:
+    """A wire that splits as the simulator does shows the simulator's runs;
+    one that alternates packets shows runs of one packet."""
+    ds = corpus()
+    params = catalog.DefenseParams()
+    captured(ds, tmp_path, "hywf", "hywf", seed=3)
+    alike = wirecheck.structure("hywf", tmp_path, tmp_path / "hywf" / "all", ds.names, params)
+    assert alike is not None and alike.loads == len(ds.traces)
+    for wire, sim in (alike.runs_up, alike.runs_down):
+        assert sim > 5 and 0.7 < wire / sim < 1.4, alike
+    assert alike.extra_packets == (0.0, 0.0) and alike.extra_bytes == (0.0, 0.0)
+    captured(ds, tmp_path / "even", "hywf", "even", seed=3)
+    thinned = wirecheck.structure("hywf", tmp_path / "even", tmp_path / "hywf" / "all", ds.names, params)
+    assert thinned is not None and thinned.runs_up[0] == thinned.runs_down[0] == 1.0
+    assert wirecheck.structure_table([alike, thinned])[2].startswith(f"| hywf | {len(ds.traces)} |")
+    assert wirecheck.structure("hywf", tmp_path / "none", tmp_path / "hywf" / "all", ds.names, params) is None

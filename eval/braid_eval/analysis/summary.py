@@ -308,7 +308,11 @@ def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
             f"hywf-ap's p-drift {meta['n_chp']})", "",
             *wirecheck.table(checks), "",
             f"{held} of {len(checks)} checks within ±{meta['tolerance_points']:g} points: where one is not, the "
-            "simulated figures above misstate that attack under that defence on the wire.", ""]
+            "simulated figures above misstate that attack under that defence on the wire.", "",
+            *(["How the loads cross the networks, on the wire / simulated (medians over loads; a run is "
+               "consecutive packets of one direction on one network):", "",
+               *wirecheck.structure_table(structures), ""] if (structures := wirecheck.structures_from_json(data))
+              else [])]
 
 
 def _loadavg(v: list[float] | None) -> str:
