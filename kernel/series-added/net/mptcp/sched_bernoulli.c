@@ -23,7 +23,7 @@
  * it, on every path. A run drawn for a path on which it would arrive more
  * than bernoulli_max_lag_us after the earliest path goes to the earliest
  * path instead (bern_bounded_pick(); arrival as delaybal estimates it,
- * mptcp_sched_describe(); counted in MPTcpExtSchedRunTooLate).
+ * mptcp_sched_describe_rate(); counted in MPTcpExtSchedRunTooLate).
  *
  * Estimators, per connection and per subflow:
  *   mu_i    mptcp_sched_rate(): the largest recent TCP delivery-rate
@@ -224,11 +224,12 @@ static u32 bern_first_to_drain(const struct mptcp_sched_path *paths, u32 n)
 }
 
 /* Where a run of @segs segments goes: the path drawn, unless it would
- * arrive there more than @lag_us after the earliest path.
+ * arrive there more than @lag_us after the earliest path (@mu: the paths'
+ * rate estimates).
  */
 static u32 bern_bound_lag(struct mptcp_sock *msk,
 			  const struct mptcp_sched_path *paths, u32 n,
-			  u32 pick, u32 segs, u32 lag_us, u32 now)
+			  const u64 *mu, u32 pick, u32 segs, u32 lag_us)
 {
 	u64 size = (u64)segs * tcp_sk(paths[pick].ssk)->mss_cache;
 	u64 arrival[BERN_MAX_PATHS];
@@ -238,7 +239,7 @@ static u32 bern_bound_lag(struct mptcp_sock *msk,
 	if (!lag_us || n < 2)
 		return pick;
 	for (i = 0; i < n; i++) {
-		mptcp_sched_describe(paths[i].ssk, now, &desc);
+		mptcp_sched_describe_rate(paths[i].ssk, mu[i], &desc);
 		arrival[i] = dbal_arrival_us(&desc, size);
 	}
 	chosen = bern_bounded_pick(arrival, n, pick, lag_us);
@@ -275,8 +276,8 @@ static u32 bern_new_run(struct mptcp_sock *msk, struct mptcp_sched_path *paths,
 	}
 	bern_optimal_weights(mu, n, load, weight);
 	pick = hywf_pick_path(weight, n, get_random_u32());
-	return bern_bound_lag(msk, paths, n, pick, *segs,
-			      READ_ONCE(pn->cfg.max_lag_us), now);
+	return bern_bound_lag(msk, paths, n, mu, pick, *segs,
+			      READ_ONCE(pn->cfg.max_lag_us));
 }
 
 static int bern_get_subflow(struct mptcp_sock *msk,
