@@ -78,6 +78,15 @@ u32 harness_hywf_next_burst(struct hywf_epoch *e, u32 ps_permille, u32 ncons,
 			       burst_pkts);
 }
 
+u32 harness_hywf_take_burst(struct hywf_epoch *e, u32 ncons, u32 n,
+			    u32 now_ms, u32 idle_ms, u32 *burst_pkts)
+{
+	struct hywf_params p = { .ps_permille = 500, .ncons = ncons };
+
+	return hywf_take_burst(e, &p, n, now_ms, idle_ms, NULL, &rnd,
+			       burst_pkts);
+}
+
 u32 harness_hywf_next_burst_drift(struct hywf_epoch *e, struct hywf_drift *d,
 				  u32 ncons, u32 nchp, u32 n, u32 now_ms,
 				  u32 idle_ms, u32 *burst_pkts)

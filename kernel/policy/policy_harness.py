@@ -30,7 +30,9 @@ class HywfEpoch(ctypes.Structure):
         ("weight", ctypes.c_uint32 * HYWF_MAX_PATHS),
         ("last_ms", ctypes.c_uint32),
         ("draws", ctypes.c_uint32),
+        ("burst_left", ctypes.c_uint32),
         ("nr_paths", ctypes.c_uint8),
+        ("burst_path", ctypes.c_uint8),
     )
 
 
@@ -71,6 +73,8 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_hywf_next_burst.argtypes = [
         ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst.restype = u32
+    lib.harness_hywf_take_burst.argtypes = [ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, p_u32]
+    lib.harness_hywf_take_burst.restype = u32
     lib.harness_hywf_next_burst_drift.argtypes = [
         ctypes.POINTER(HywfEpoch), ctypes.POINTER(HywfDrift), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst_drift.restype = u32

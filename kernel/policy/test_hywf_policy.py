@@ -412,3 +412,83 @@ def test_drift_starts_afresh_with_a_new_page_and_is_off_at_zero() -> None:
     # hywf_nchp 0: no drift state is touched, the page's split is used
     _, splits, _, _ = drifting_page(lib, 0, 20_000)
     assert splits == []
+
+
+def _take(epoch: HywfEpoch, ncons: int, n: int, now: int) -> tuple[int, int]:
+    """(path, packets) of the next piece a connection with n paths takes."""
+    pkts = ctypes.c_uint32()
+    path = load_harness().harness_hywf_take_burst(ctypes.byref(epoch), ncons, n, now, 500,
+                                                  ctypes.byref(pkts))
+    return path, pkts.value
+
+
+@pytest.mark.parametrize("ncons", [1, 20, 50])
+def test_a_page_burst_is_handed_out_in_pieces_on_one_path(ncons: int) -> None:
+    """Connections sending at once take pieces of the page's burst: every
+    piece of a burst is on the burst's path and at most ncons / 4 packets,
+    and the pieces of a burst add up to a geometric length of mean ncons,
+    as HyWF's bursts (whichever connection takes each piece)."""
+    epoch = HywfEpoch()
+    piece_max = max(1, ncons // 4)
+    lengths: list[int] = []
+    now = 1000
+    while len(lengths) < 20000:
+        starts = epoch.burst_left == 0
+        path, pkts = _take(epoch, ncons, 2, now)
+        assert 1 <= pkts <= piece_max
+        if starts:
+            lengths.append(pkts)
+            burst_path = path
+        else:
+            assert path == burst_path, "a piece left its burst's path"
+            lengths[-1] += pkts
+        now += 1  # busy: well inside the idle gap
+    assert epoch.draws == 1  # one page: one split throughout
+    lengths = lengths[:-1]  # the last burst may be unfinished
+    assert statistics.fmean(lengths) == pytest.approx(ncons, rel=0.05)
+    if ncons == 1:
+        assert set(lengths) == {1}
+        return
+    # Chi-square against Geometric(1/ncons) at ALPHA, as for the bursts
+    # themselves (test_burst_lengths_are_geometric_with_mean_ncons; the
+    # mean's 5 % is more than 7 standard errors: fails with 1e-12).
+    n = len(lengths)
+    counts = Counter(lengths)
+    edges = [k for k in range(1, 10 * ncons) if n * stats.geom.pmf(k, 1 / ncons) >= 5]
+    observed = [counts.get(k, 0) for k in edges]
+    expected = [n * stats.geom.pmf(k, 1 / ncons) for k in edges]
+    observed.append(n - sum(observed))
+    expected.append(n - sum(expected))
+    _, p = stats.chisquare(observed, expected)
+    assert p > ALPHA, f"page bursts are not geometric (p={p:.4g})"
+
+
+def _page_with_a_burst_under_way(n: int) -> HywfEpoch:
+    """An epoch whose first burst (drawn at t=1000 for n paths) has
+    packets left after its first piece."""
+    for seed in range(1, 200):
+        load_harness().harness_seed(seed)
+        epoch = HywfEpoch()
+        _take(epoch, 20, n, 1000)
+        if epoch.burst_left:
+            return epoch
+    raise AssertionError("no burst longer than one piece in 200 draws")
+
+
+def test_fewer_paths_leave_the_page_burst_alone() -> None:
+    """A connection with fewer paths than the split numbers them
+    differently: its bursts are its own and the page's burst goes on."""
+    epoch = _page_with_a_burst_under_way(3)
+    left, path = epoch.burst_left, epoch.burst_path
+    for now, n in ((1001, 2), (1002, 1)):
+        _take(epoch, 20, n, now)
+        assert (epoch.burst_left, epoch.burst_path, epoch.draws) == (left, path, 1)
+    assert _take(epoch, 20, 3, 1003)[0] == path
+
+
+def test_an_idle_page_does_not_pass_its_burst_on() -> None:
+    """What is left of a page's burst when the page goes idle is dropped:
+    the next page draws a split and a burst of its own."""
+    epoch = _page_with_a_burst_under_way(2)
+    _take(epoch, 20, 2, 1000 + 501)
+    assert epoch.draws == 2

@@ -30,6 +30,8 @@ from braid_testbed.netns import stop_process
 from braid_testbed.pcap import MptcpConnection, TcpPacket, mptcp_connections
 
 PAGES_TOOL = TOOLS_DIR / "pages.py"
+# hywf_policy.h's HYWF_PIECE_DIV: a page's burst is taken in pieces of ncons / 4
+PIECE_DIV = 4
 PAGE_PORT = 8080
 
 
@@ -174,32 +176,46 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
     """HyWF's prediction for the wan1 share of these pages' bytes in
     ``direction``: "down", the objects' responses, or "up", their requests.
 
-    Per page load (``per_page``) or per connection, a split p ~ U[0, 1];
-    each object's response (request), cut into WIRE_MSS packets, leaves in
-    bursts of Geometric(1 / ncons) packets, each on wan1 with probability p.
+    Per page load (``per_page``) or per connection, a split p ~ U[0, 1] and
+    bursts of Geometric(1 / ncons) packets, each on wan1 with probability
+    p; each object's response (request) is cut into WIRE_MSS packets. Per
+    page the bursts are the page's: its connections take each burst in
+    pieces of ncons / PIECE_DIV packets (hywf_take_burst() in
+    sched_hywf.c's policy), and a piece that an object leaves unused is
+    lost to the burst. Per connection each object's bursts are its own.
     Burst noise makes a page's share differ from its p (a page of a few
     hundred packets has a dozen bursts; upstream, where each request is a
-    packet or three, a page of 8 objects is 8 bursts and all of it crosses
-    one WAN with probability 2/9), so measured shares are compared with
-    this, the model's own distribution, rather than with U[0, 1] itself.
+    packet or three, a page's requests are a burst or two), so measured
+    shares are compared with this, the model's own distribution, rather
+    than with U[0, 1] itself.
     """
     if direction not in ("down", "up"):
         raise ValueError(f"direction {direction!r}: down or up")
     rng = random.Random(seed)
     column = 0 if direction == "down" else 1
+    piece_max = max(1, ncons // PIECE_DIV)
+
+    def burst_length() -> int:  # Geometric on {1, 2, ...} with mean ncons, by inversion
+        return 1 if ncons <= 1 else 1 + int(math.log(1 - rng.random()) / math.log(1 - 1 / ncons))
+
     out = []
     for _ in range(draws):
         objects: list[list[int]] = rng.choice(pages).result["objects"]  # type: ignore[assignment]
         page_p = rng.random()
-        wan1 = total = 0
+        wan1 = total = burst_left = 0
+        on_wan1 = False
         for obj in objects:
             p = page_p if per_page else rng.random()
             left = obj[column]
+            if not per_page:
+                burst_left = 0
             while left > 0:
-                # Geometric on {1, 2, ...} with mean ncons, by inversion
-                burst = 1 if ncons <= 1 else 1 + int(math.log(1 - rng.random()) / math.log(1 - 1 / ncons))
-                sent = min(burst * WIRE_MSS, left)
-                wan1 += sent if rng.random() < p else 0
+                if not burst_left:
+                    burst_left, on_wan1 = burst_length(), rng.random() < p
+                piece = min(piece_max, burst_left) if per_page else burst_left
+                burst_left -= piece
+                sent = min(piece * WIRE_MSS, left)
+                wan1 += sent if on_wan1 else 0
                 total += sent
                 left -= sent
         out.append(wan1 / total)

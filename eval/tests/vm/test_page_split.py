@@ -72,7 +72,7 @@ CONTROL_PAGES = 8
 SMALL_CONFIRM_PAGES = 40  # a fresh series when the first leans to wan1
 # A small-object page's downstream share is at or below LOW_SHARE with
 # probability at least LOW_SHARE_P: U[0, 1] gives 0.2, the page-scope
-# model (model_shares, whose bursts carry small objects whole) 0.24.
+# model (model_shares, whose bursts carry small objects whole) 0.34.
 LOW_SHARE, LOW_SHARE_P = 0.2, 0.2
 
 
@@ -197,10 +197,10 @@ def model_fit(measured: list[float], pages: list[PageTrace], per_page: bool,
 def reaches_both_ends(values: list[float]) -> bool:
     """Some page shows wan1 at most a tenth of its bytes and some at least
     nine tenths: the split reaches both networks. Under the page-scope
-    model, whose bursts widen U[0, 1], a page is at or below 0.1 with probability 0.124 downstream
-    and 0.157 upstream, and as often at or above 0.9: 40 pages miss an end
-    with probability 0.010 downstream and 0.002 upstream, 80 pages with
-    5e-5 and 2e-6 (2 x 200,000 model draws on the test's page sizes)."""
+    model, whose bursts widen U[0, 1], a page is at or below 0.1 with probability 0.132 downstream
+    and 0.334 upstream, and as often at or above 0.9: 40 pages miss an end
+    with probability 0.0067 downstream and 2e-7 upstream, 80 pages with
+    2.3e-5 and 2e-14 (2 x 200,000 model draws on the test's page sizes)."""
     return min(values) <= 0.1 and max(values) >= 0.9
 
 
@@ -211,11 +211,11 @@ def fits_page_scope(pages: list[PageTrace], bed: PageBed, direction: str) -> Non
     is confirmed on a fresh one: the test fails if KS rejects that at
     CONFIRM_ALPHA or the two samples' pages together miss an end. Pages
     are independent samples (GAP_MS), and on model data KS rejects at its
-    nominal level (20,000 simulated samples of 40 pages: 0.0095 at 0.01,
-    0.0011 at 0.001). The first sample is rejected with probability 0.019
-    downstream and 0.011 upstream, so a correct scheduler fails with at
-    most 0.019 x 0.001 + 5e-5 (80 pages miss an end) = 7e-5 downstream and
-    1.3e-5 upstream."""
+    nominal level (4,000 simulated samples of 40 pages each way: 0.0103
+    downstream and 0.0073 upstream at 0.01). The first sample is rejected
+    with probability 0.017 downstream and 0.0073 upstream, so a correct
+    scheduler fails with at most 0.017 x 0.001 + 2.3e-5 (80 pages miss an
+    end) = 4e-5 downstream and 7.3e-6 upstream."""
     values = shares(pages, direction)
     describe(f"page scope, {direction}", values)
     fit = model_fit(values, pages, per_page=True, direction=direction)
@@ -249,10 +249,10 @@ def test_page_scope_upstream_share_follows_the_split_per_page(
     a page sent their request on wan1 alone and the share leaned to wan1
     (mean 0.59 over 160 pages, 2026-11-26).
 
-    Each request is one burst, so a page of PAGE_OBJECTS requests crosses
-    one WAN whole with probability 2 / (PAGE_OBJECTS + 1); the shares are
-    compared with the page-scope model of the requests, not with U[0, 1],
-    as fits_page_scope does. Only requests whose hold gave up (the client's
+    The page's requests take its bursts in pieces, so a page crosses one
+    WAN whole more often than not (test_a_page_s_requests_share_its_bursts);
+    the shares are compared with the page-scope model of the requests, not
+    with U[0, 1], as fits_page_scope does. Only requests whose hold gave up (the client's
     MPTcpExtSchedJoinWaitTimeout) may leave before their join (and any a
     capture drop hides, strays_allowed)."""
     page_scope, moved = page_scope_series
@@ -266,6 +266,27 @@ def test_page_scope_upstream_share_follows_the_split_per_page(
         f"{alone} requests left before their join, {never} of them on a connection that never "
         "joined at all (no second subflow in either capture: the path manager did not join it)")
     fits_page_scope(page_scope, bed, "up")
+
+
+def test_a_page_s_requests_share_its_bursts(page_scope: list[PageTrace]) -> None:
+    """A page's connections send at once and take the page's bursts in
+    pieces (hywf_take_burst), so requests sent together share a burst and
+    cross one WAN. Were each connection's bursts its own, each request
+    (a packet or three) would be a burst of its own and a page of
+    PAGE_OBJECTS requests would cross one WAN whole with probability
+    2 / (PAGE_OBJECTS + 1) = 0.22; with the page's bursts shared, with the
+    probability the page-scope model gives for the test's pages (about 0.6).
+    The test asks for at least the count that pages following the model
+    reach with probability 1 - FALSE_FAILURE (pages are independent: GAP_MS)."""
+    values = shares(page_scope, "up")
+    whole = sum(v in (0.0, 1.0) for v in values)
+    model = model_shares(page_scope, True, NCONS, MODEL_DRAWS, direction="up")
+    expected = sum(v in (0.0, 1.0) for v in model) / len(model)
+    least = least_count(PAGES, expected, FALSE_FAILURE)
+    print(f"\npage scope, up: {whole} of {PAGES} pages crossed one WAN whole (model "
+          f"{expected:.2f}: at least {least}; bursts per connection: "
+          f"{2 / (PAGE_OBJECTS + 1):.2f})")
+    assert whole >= least, f"{whole} of {PAGES} pages' requests crossed one WAN whole; at least {least} expected"
 
 
 def spread_rejects(values: list[float], model: list[float], wider: bool) -> bool:
@@ -295,10 +316,11 @@ def test_connection_scope_concentrates_each_page_near_half(
     On model data (2 x 20,000 simulated samples of 40 pages each way), the
     connection scope fails its checks with probability at most 0.006 (KS
     at CONN_ALPHA 0.004-0.0055, its spread not rejected by the page model
-    0-0.0005) and the page scope with at most 0.0053 (its spread not
-    rejected by the connection model): a correct scheduler fails this test
-    with at most 0.006^2 + 0.0053^2 = 6.4e-5, where a single sample of
-    each failed with 0.011."""
+    0-0.0005) and the page scope with at most 0.0040 (its spread not
+    rejected by the connection model; 20,000 samples of the model with
+    the page's bursts shared): a correct scheduler fails this test with at
+    most 0.006^2 + 0.0040^2 = 5.2e-5, where a single sample of each failed
+    with 0.010."""
     page_model = model_shares(connection_scope, True, NCONS, MODEL_DRAWS)
     conn_model = model_shares(page_scope, False, NCONS, MODEL_DRAWS)
     per_page, per_conn = shares(page_scope, "down"), shares(connection_scope, "down")

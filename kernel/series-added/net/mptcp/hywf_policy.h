@@ -22,8 +22,9 @@
  *
  * A split belongs to an epoch (struct hywf_epoch): one page load. The
  * epoch may be one connection's or shared by all connections to one peer
- * or in one namespace (the kernel file decides); bursts are always per
- * connection.
+ * or in one namespace (the kernel file decides). So do its bursts: the
+ * connections sending at once take the page's current burst in pieces
+ * (hywf_take_burst()).
  *
  * Optionally (nchp > 0, two paths) a connection's split drifts around its
  * epoch's, HyWF-AP's dynamic p: see hywf_drift_weights().
@@ -35,6 +36,8 @@
 #define HYWF_ONE		0x10000U	/* 1.0, i.e. 1 << HYWF_ONE_SHIFT */
 #define HYWF_PERMILLE		1000U
 #define HYWF_MAX_PATHS		8
+/* A page's burst is handed out in pieces of ncons / HYWF_PIECE_DIV packets. */
+#define HYWF_PIECE_DIV		4
 /* Bound on a burst, in units of ncons: keeps every product in range. */
 #define HYWF_BURST_MAX_FACTOR	64
 /* fractional bits of the fixed-point base-2 logarithms */
@@ -223,13 +226,17 @@ static inline bool hywf_idle_expired(u32 now_ms, u32 last_ms, u32 idle_ms)
  * @weight: one weight per path, summing to HYWF_ONE
  * @last_ms: time of the last burst decision in the epoch, for idle detection
  * @draws: number of splits drawn so far (observable by tests)
+ * @burst_left: packets of the page's current burst not yet handed out
  * @nr_paths: number of paths @weight was drawn for; 0 before the first draw
+ * @burst_path: the path of the page's current burst
  */
 struct hywf_epoch {
 	u32 weight[HYWF_MAX_PATHS];
 	u32 last_ms;
 	u32 draws;
+	u32 burst_left;
 	u8 nr_paths;
+	u8 burst_path;
 };
 
 /**
@@ -406,6 +413,68 @@ static inline u32 hywf_next_burst(struct hywf_epoch *e,
 	*burst_pkts = hywf_draw_burst(p->ncons, rnd->next(rnd->ctx));
 	if (d && d->left)
 		d->left -= *burst_pkts < d->left ? *burst_pkts : d->left;
+	return path;
+}
+
+/**
+ * hywf_take_burst - the next piece of the page's burst for one connection
+ * @e: the epoch the connection belongs to
+ * @p: parameters
+ * @n: number of usable paths of the connection now, >= 1
+ * @now_ms: current time, wrapping milliseconds
+ * @idle_ms: idle gap that starts a new page load
+ * @d: the connection's drifting split (hywf_drift_weights()), or NULL
+ * @rnd: random source
+ * @burst_pkts: out, length of the piece in packets
+ *
+ * HyWF's bursts belong to the page, as its split does. Were each of a
+ * page's connections to draw bursts of its own, the connections sending
+ * at once would interleave their bursts on both networks: each observer
+ * would see the whole page thinned, in runs a few packets long, and a
+ * thinned copy of a page is nearly as recognisable as the page itself.
+ * So the epoch holds the page's current burst (its path and the packets
+ * left of its length), and a connection takes it in pieces of at most
+ * ncons / HYWF_PIECE_DIV packets: connections sending at once take
+ * successive pieces of one burst, on one path, and the page moves to its
+ * next burst when the pieces handed out add up to the burst's length. A
+ * piece is not given back when its connection runs out of data first: the
+ * page's burst is that much shorter.
+ *
+ * A connection with fewer paths than the split (one not yet joined)
+ * numbers the paths differently, and one with a single path is outside
+ * the split (hywf_next_burst()): they draw bursts of their own and leave
+ * the page's alone.
+ *
+ * Return: index of the path for the piece, in [0, @n).
+ */
+static inline u32 hywf_take_burst(struct hywf_epoch *e,
+				  const struct hywf_params *p, u32 n,
+				  u32 now_ms, u32 idle_ms,
+				  struct hywf_drift *d,
+				  struct hywf_rand *rnd, u32 *burst_pkts)
+{
+	u32 piece = p->ncons / HYWF_PIECE_DIV;
+	u32 path, len;
+
+	if (n > HYWF_MAX_PATHS)
+		n = HYWF_MAX_PATHS;
+	if (n >= 2 && n == e->nr_paths && e->burst_left &&
+	    !hywf_idle_expired(now_ms, e->last_ms, idle_ms)) {
+		path = e->burst_path;
+		e->last_ms = now_ms;
+	} else {
+		path = hywf_next_burst(e, p, n, now_ms, idle_ms, d, rnd, &len);
+		if (n < 2 || n != e->nr_paths) {
+			*burst_pkts = len;
+			return path;
+		}
+		e->burst_path = path;
+		e->burst_left = len;
+	}
+	if (!piece)
+		piece = 1;
+	*burst_pkts = e->burst_left < piece ? e->burst_left : piece;
+	e->burst_left -= *burst_pkts;
 	return path;
 }
 

@@ -37,7 +37,7 @@
  * at once and never takes one from a peer whose page is under way: a
  * connection to a further peer splits on its own
  * (MPTcpExtSchedPeerTableFull counts them). MPTcpExtSchedSplitDrawn
- * counts the splits drawn. Bursts stay per connection. An epoch starts a new split when all
+ * counts the splits drawn. An epoch starts a new split when all
  * of its connections have been idle for hywf_idle_ms (a Tor connection
  * carries many page loads), and when its number of paths changes:
  *
@@ -58,7 +58,15 @@
  * stays out of the shared split, and its burst ends when a path joins, so
  * that the rest of the flight follows the split.
  *
- * Bursts are counted in segments on the wire: the push path cuts a burst
+ * Bursts are the page's too. A page's connections send at once, and had
+ * each its own bursts they would interleave on both networks: each
+ * observer would see the whole page thinned into runs of a few packets,
+ * which classifiers read almost as well as the page itself. So the epoch
+ * holds the page's current burst, and each connection takes it in pieces
+ * of ncons / 4 packets (hywf_take_burst()): the page's packets cross the
+ * networks in runs of ncons on average, whichever connections carry them.
+ *
+ * Bursts are counted in segments on the wire: the push path cuts a piece
  * of L at exactly L packets of the MSS in use.
  *
  * Never stalling: when the burst's subflow cannot take data the scheduler
@@ -324,7 +332,7 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 
 	if (scope == HYWF_SCOPE_CONNECTION) {
 		draws = hs->own.draws;
-		path = hywf_next_burst(&hs->own, &params, n, now, idle_ms,
+		path = hywf_take_burst(&hs->own, &params, n, now, idle_ms,
 				       &hs->drift, &hywf_rand, pkts);
 		if (hs->own.draws != draws)
 			MPTCP_INC_STATS(net, MPTCP_MIB_SCHEDSPLITDRAWN);
@@ -343,7 +351,7 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 		}
 	}
 	draws = epoch->draws;
-	path = hywf_next_burst(epoch, &params, n, now, idle_ms, &hs->drift,
+	path = hywf_take_burst(epoch, &params, n, now, idle_ms, &hs->drift,
 			       &hywf_rand, pkts);
 	if (epoch->draws != draws)
 		MPTCP_INC_STATS(net, MPTCP_MIB_SCHEDSPLITDRAWN);
