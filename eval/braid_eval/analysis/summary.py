@@ -305,7 +305,8 @@ def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
             f"braid {meta['braid']}, {meta['date']}; closed world, the defence-aware model on network 1's "
             f"protected test traces, mean ± sd over {meta['repeats']} splits; "
             f"{'published' if meta['full'] else 'quick-mode'} attacks; AP budget {meta['padding_budget']:g}, "
-            f"hywf-ap's p-drift {meta['n_chp']})", "",
+            f"hywf-ap's p-drift {meta['n_chp']}; a load of which network 1 captured nothing is left out of "
+            "both columns)", "",
             *wirecheck.table(checks), "",
             f"{held} of {len(checks)} checks within ±{meta['tolerance_points']:g} points: where one is not, the "
             "simulated figures above misstate that attack under that defence on the wire.", "",
