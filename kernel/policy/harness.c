@@ -148,6 +148,11 @@ u64 harness_bern_ewma(u64 avg, u64 sample, u32 shift)
 	return bern_ewma(avg, sample, shift);
 }
 
+u64 harness_bern_waiting(u64 unacked, u64 rate, u32 owd_us)
+{
+	return bern_waiting(unacked, rate, owd_us);
+}
+
 u32 harness_bern_bounded_pick(const u64 *arrival_us, u32 n, u32 pick,
 			      u32 lag_us)
 {

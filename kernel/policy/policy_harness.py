@@ -93,6 +93,8 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_bern_fixed_weights.argtypes = [u32, u32, p_u32]
     lib.harness_bern_ewma.argtypes = [u64, u64, u32]
     lib.harness_bern_ewma.restype = u64
+    lib.harness_bern_waiting.argtypes = [u64, u64, u32]
+    lib.harness_bern_waiting.restype = u64
     lib.harness_bern_bounded_pick.argtypes = [p_u64, u32, u32, u32]
     lib.harness_bern_bounded_pick.restype = u32
     lib.harness_dbal_earliest.argtypes = [p_u64, p_u64, p_u32, u32, u32, u32]

@@ -225,3 +225,15 @@ def test_delaybal_waits_for_a_full_short_path_only_when_little_is_pending() -> N
     assert not delaybal_wait_pays(short, long_, run, boundary + 1448)
     # pending below the run's own size counts as the run
     assert delaybal_wait_pays(short, long_, run, 0) == delaybal_wait_pays(short, long_, run, run)
+
+
+def test_only_what_exceeds_a_bandwidth_delay_product_waits() -> None:
+    """A run waits behind a path's queue, not behind its bytes in flight:
+    30 Mbit/s (3.75 MB/s) and 5 ms each way hold 37,500 bytes on the wire."""
+    waiting = load_harness().harness_bern_waiting
+    assert waiting(20_000, 3_750_000, 5000) == 0  # a lightly loaded fast path
+    assert waiting(37_500, 3_750_000, 5000) == 0
+    assert waiting(100_000, 3_750_000, 5000) == 62_500  # a standing queue
+    assert waiting(100_000, 3_750_000, 0) == 100_000
+    # the largest rate and delay the estimators give stay in range
+    assert waiting(1 << 42, 10**11, 10**7) == (1 << 42) - 2 * 10**12

@@ -207,6 +207,27 @@ static inline u32 bern_bounded_pick(const u64 *arrival_us, u32 n, u32 pick,
 }
 
 /**
+ * bern_waiting - the bytes a new run waits behind on a path
+ * @unacked: bytes sent and not acknowledged, and not yet sent
+ * @rate: what the path delivers, bytes per second
+ * @owd_us: its one-way propagation delay, microseconds
+ *
+ * Bytes in flight within one bandwidth-delay product are on the wire, not
+ * ahead of the run in a queue: a lightly loaded fast path always has some,
+ * and counting them as queue made it look later than an idle slow path
+ * and sent runs there below the load where the model keeps every run on
+ * the fast path. What is beyond one bandwidth-delay product is queue.
+ *
+ * Return: @unacked less one bandwidth-delay product, at least 0.
+ */
+static inline u64 bern_waiting(u64 unacked, u64 rate, u32 owd_us)
+{
+	u64 bdp = bern_div_u64(rate * 2 * owd_us, 1000000);
+
+	return unacked > bdp ? unacked - bdp : 0;
+}
+
+/**
  * bern_ewma - exponentially weighted moving average, gain 2^-@shift
  * @avg: the average so far; 0 starts it at @sample
  * @sample: the new sample

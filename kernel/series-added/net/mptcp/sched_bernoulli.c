@@ -23,7 +23,8 @@
  * it, on every path. A run drawn for a path on which it would arrive more
  * than bernoulli_max_lag_us after the earliest path goes to the earliest
  * path instead (bern_bounded_pick(); arrival as delaybal estimates it,
- * mptcp_sched_describe_rate(); counted in MPTcpExtSchedRunTooLate).
+ * mptcp_sched_describe_rate(), behind what exceeds one bandwidth-delay
+ * product, bern_waiting(); counted in MPTcpExtSchedRunTooLate).
  *
  * Estimators, per connection and per subflow:
  *   mu_i    mptcp_sched_rate(): the largest recent TCP delivery-rate
@@ -240,6 +241,8 @@ static u32 bern_bound_lag(struct mptcp_sock *msk,
 		return pick;
 	for (i = 0; i < n; i++) {
 		mptcp_sched_describe_rate(paths[i].ssk, mu[i], &desc);
+		desc.queued = bern_waiting(desc.queued, desc.rate,
+					   desc.owd_us);
 		arrival[i] = dbal_arrival_us(&desc, size);
 	}
 	chosen = bern_bounded_pick(arrival, n, pick, lag_us);
