@@ -31,6 +31,20 @@ def seeded() -> None:
     load_harness().harness_seed(20261122)
 
 
+def assert_geometric(lengths: list[int], ncons: int, what: str) -> None:
+    """Chi-square goodness of fit of ``lengths`` against Geometric(1/ncons)
+    on [1, inf), bins with >= 5 expected counts and one tail bin, at ALPHA."""
+    n, q = len(lengths), 1 / ncons
+    counts = Counter(lengths)
+    edges = [k for k in range(1, 10 * ncons) if n * stats.geom.pmf(k, q) >= 5]
+    observed = [counts.get(k, 0) for k in edges]
+    expected = [n * stats.geom.pmf(k, q) for k in edges]
+    observed.append(n - sum(observed))
+    expected.append(n - sum(expected))
+    _, p = stats.chisquare(observed, expected)
+    assert p > ALPHA, f"{what} are not geometric (p={p:.4g})"
+
+
 @pytest.mark.parametrize("ncons", [1, 5, 20, 50, 1000])
 def test_burst_lengths_are_geometric_with_mean_ncons(ncons: int) -> None:
     lib = load_harness()
@@ -41,18 +55,8 @@ def test_burst_lengths_are_geometric_with_mean_ncons(ncons: int) -> None:
     if ncons == 1:
         assert (lengths == 1).all()
         return
-    # Chi-square goodness of fit against Geometric(1/ncons) on [1, inf),
-    # bins with >= 5 expected counts and one tail bin, at ALPHA (the mean
-    # above is 7 standard errors inside its 5 %: fails with 1e-12).
-    q = 1 / ncons
-    counts = Counter(lengths.tolist())
-    edges = [k for k in range(1, 10 * ncons) if n * stats.geom.pmf(k, q) >= 5]
-    observed = [counts.get(k, 0) for k in edges]
-    expected = [n * stats.geom.pmf(k, q) for k in edges]
-    observed.append(n - sum(observed))
-    expected.append(n - sum(expected))
-    _, p = stats.chisquare(observed, expected)
-    assert p > ALPHA, f"burst lengths are not geometric (p={p:.4g})"
+    # the mean above is 7 standard errors inside its 5 %: fails with 1e-12
+    assert_geometric(lengths.tolist(), ncons, "burst lengths")
 
 
 @pytest.mark.parametrize("x", [1, 2, 3, 1000, 9999, 10000, (1 << 32) - 1, 1 << 32])
@@ -449,18 +453,9 @@ def test_a_page_burst_is_handed_out_in_pieces_on_one_path(ncons: int) -> None:
     if ncons == 1:
         assert set(lengths) == {1}
         return
-    # Chi-square against Geometric(1/ncons) at ALPHA, as for the bursts
-    # themselves (test_burst_lengths_are_geometric_with_mean_ncons; the
-    # mean's 5 % is more than 7 standard errors: fails with 1e-12).
-    n = len(lengths)
-    counts = Counter(lengths)
-    edges = [k for k in range(1, 10 * ncons) if n * stats.geom.pmf(k, 1 / ncons) >= 5]
-    observed = [counts.get(k, 0) for k in edges]
-    expected = [n * stats.geom.pmf(k, 1 / ncons) for k in edges]
-    observed.append(n - sum(observed))
-    expected.append(n - sum(expected))
-    _, p = stats.chisquare(observed, expected)
-    assert p > ALPHA, f"page bursts are not geometric (p={p:.4g})"
+    # as for the bursts themselves (the mean's 5 % is more than 7 standard
+    # errors: fails with 1e-12)
+    assert_geometric(lengths, ncons, "page bursts")
 
 
 def _page_with_a_burst_under_way(n: int) -> HywfEpoch:
