@@ -146,11 +146,12 @@ def mean_runs(parts: Sequence[Trace], direction: int) -> float:
     """Mean length, in packets, of the runs of one direction's packets
     (1 outgoing, -1 incoming) that cross the same network, the networks'
     traces (times from the load's start) merged in time; nan if none."""
-    times = np.concatenate([p.times[np.sign(p.sizes) == direction] for p in parts])
+    sel = [np.sign(p.sizes) == direction for p in parts]
+    times = np.concatenate([p.times[s] for p, s in zip(parts, sel, strict=True)])
     if not len(times):
         return float("nan")
-    network = np.concatenate([np.full(int((np.sign(p.sizes) == direction).sum()), i)
-                              for i, p in enumerate(parts)])[np.argsort(times, kind="stable")]
+    network = np.concatenate([np.full(int(s.sum()), i) for i, s in enumerate(sel)])[
+        np.argsort(times, kind="stable")]
     return len(network) / (1 + int(np.count_nonzero(np.diff(network))))
 
 
@@ -170,14 +171,21 @@ class Structure:
 
 
 def _wire_loads(root: Path, condition: str, originals: Path, names: Sequence[str]
-                ) -> Iterator[tuple[str, Trace, tuple[Trace, Trace]]]:
-    """(name, original, (network 1, network 2)) per load captured in both,
-    times from the load's start."""
+                ) -> Iterator[tuple[Trace, tuple[Trace, Trace]]]:
+    """(original, (network 1, network 2)) per load captured in both, times
+    from the load's start."""
     for name in names:
         nets = [root / condition / wan / name for wan in ("wan1", "wan2")]
         if (originals / name).exists() and all(n.exists() for n in nets):
-            yield name, read_trace(originals / name, rebase=False), (
+            yield read_trace(originals / name, rebase=False), (
                 read_trace(nets[0], rebase=False), read_trace(nets[1], rebase=False))
+
+
+def _shape(parts: Sequence[Trace], original: Trace) -> tuple[float, float, float, float]:
+    """Runs upstream and downstream, and extra packets and bytes, of one
+    load's networks against its original."""
+    return (mean_runs(parts, 1), mean_runs(parts, -1), sum(len(p) for p in parts) / len(original) - 1,
+            sum(p.total_bytes for p in parts) / original.total_bytes - 1)
 
 
 def structure(condition: str, root: Path, originals: Path, names: Sequence[str],
@@ -186,21 +194,17 @@ def structure(condition: str, root: Path, originals: Path, names: Sequence[str],
     applied to the originals of the same loads (``names``); None when no
     load was captured on both networks."""
     defend = catalog.make_defense(simulator_of(condition), params)
-    rows: list[tuple[float, ...]] = []
-    for i, (_, orig, wire) in enumerate(_wire_loads(root, condition, originals, names)):
+    wire_rows, sim_rows = [], []
+    for i, (orig, wire) in enumerate(_wire_loads(root, condition, originals, names)):
         if not len(orig):
             continue
-        sim = defend(orig, np.random.default_rng((seed, i)))
-        row: list[float] = []
-        for parts in (wire, sim.parts):
-            row += [mean_runs(parts, 1), mean_runs(parts, -1), sum(len(p) for p in parts) / len(orig) - 1,
-                    sum(p.total_bytes for p in parts) / orig.total_bytes - 1]
-        rows.append(tuple(row))
-    if not rows:
+        wire_rows.append(_shape(wire, orig))
+        sim_rows.append(_shape(defend(orig, np.random.default_rng((seed, i))).parts, orig))
+    if not wire_rows:
         return None
-    med = [float(np.nanmedian([r[k] for r in rows])) for k in range(8)]
-    return Structure(condition, len(rows), (med[0], med[4]), (med[1], med[5]), (med[2], med[6]),
-                     (med[3], med[7]))
+    wire_med, sim_med = (np.nanmedian(np.array(rows), axis=0) for rows in (wire_rows, sim_rows))
+    runs_up, runs_down, packets, nbytes = ((float(w), float(m)) for w, m in zip(wire_med, sim_med, strict=True))
+    return Structure(condition, len(wire_rows), runs_up, runs_down, packets, nbytes)
 
 
 def structure_table(rows: Sequence[Structure]) -> list[str]:
