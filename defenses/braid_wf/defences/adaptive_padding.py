@@ -34,9 +34,10 @@ simulator does not:
   after [WG16]) uses to delimit website accesses): padding stops when the
   load has gone idle instead of running on.
 
-A dummy has the size of the last real packet its end sent (braid pads
-with whole frames) and is sent at its timer's time; real packets are
-never delayed, so the defence adds no latency.
+A dummy has the size of the last real packet its end sent (braid's
+transport pads with a frame of its last real frame's size, at most one
+packet) and is sent at its timer's time; real packets are never delayed,
+so the defence adds no latency.
 
 Usage::
 

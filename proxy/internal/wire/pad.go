@@ -15,9 +15,10 @@ import (
 // semantics of defenses/braid_wf/defences/adaptive_padding.py:
 //
 //   - BURST: every real frame sent (re)arms a timer with a delay from H_B;
-//   - GAP: when it fires, a padding frame of the last real frame's size
-//     goes out and the timer is re-armed with a delay from H_G, until H_G's
-//     infinity bin ends the fake burst or a real frame starts BURST again;
+//   - GAP: when it fires, a padding frame goes out and the timer is
+//     re-armed with a delay from H_G, until H_G's infinity bin ends the
+//     fake burst or a real frame starts BURST again; the padding frame has
+//     the last real frame's size, at most one packet (padSize);
 //   - budget: a padding frame is sent only while the padding's wire bytes
 //     stay ≤ Budget × the wire bytes of the real frames sent so far on the
 //     connection (causal, so a connection's overhead never exceeds it);
@@ -36,6 +37,22 @@ import (
 
 // FrameOverhead is a frame's wire bytes beyond its payload.
 const FrameOverhead = HeaderLen + TagLen
+
+// PadMaxWire is the most wire bytes one padding frame takes: one packet
+// on a 1500-byte-MTU path with MPTCP's options (IPv4 and TCP headers,
+// timestamps and a DSS mapping leave about 1420 bytes). WTF-PAD's unit of
+// padding is one packet, and so is the simulator's
+// (defenses/braid_wf/defences/adaptive_padding.py): a padding frame the
+// size of a whole 16 KB real frame would be a burst of a dozen packets
+// at every timer, a different defence from the one its histograms were
+// fitted for.
+const PadMaxWire = 1400
+
+// padSize is the payload of a padding frame that follows a real frame of
+// last payload bytes.
+func padSize(last int) int {
+	return min(last, PadMaxWire-FrameOverhead)
+}
 
 // ErrFrameFlags means an authenticated frame had flags the receiver does
 // not know, or a combination it refuses.
@@ -255,7 +272,7 @@ func (c *Conn) padFire(gen uint64) {
 	if now.Sub(time.Unix(0, c.lastReal.Load())) > p.cfg.Idle {
 		return // idle: wait for the next real frame
 	}
-	size := c.lastSize
+	size := padSize(c.lastSize)
 	cost := int64(size + FrameOverhead)
 	if float64(c.stats.padSent.Load()+cost) > p.cfg.Budget*float64(c.stats.dataSent.Load()) {
 		return // out of budget until more real bytes are sent
@@ -294,7 +311,7 @@ func (c *Conn) sendPadding(size int) padResult {
 // holds wmu).
 func (c *Conn) writePadding(size int) bool {
 	if c.padBuf == nil {
-		c.padBuf = make([]byte, 0, HeaderLen+MaxPayload+TagLen)
+		c.padBuf = make([]byte, 0, PadMaxWire)
 	}
 	c.padBuf = c.sealer.Append(c.padBuf[:0], FlagPadding, zeros[:size])
 	if err := c.writeFrames(c.padBuf); err != nil {

@@ -151,3 +151,42 @@ func TestConnPaddingBudgetAndIdle(t *testing.T) {
 type countingConn struct{ net.Conn }
 
 func (c *countingConn) CloseWrite() error { return c.Conn.(*net.TCPConn).CloseWrite() }
+
+// A padding frame is at most one packet: after 16 KB frames every
+// padding frame takes PadMaxWire wire bytes, after a short frame its
+// size, both for a connection that pads alone and for a group's member.
+func TestPaddingFramesAreOnePacket(t *testing.T) {
+	wide := PadConfig{Budget: 10, Idle: 100 * time.Millisecond, Hist: fixedHist(t)}
+	alone, outAlone := loopbackConn(t)
+	if err := alone.StartPadding(wide); err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewPadGroup(wide, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, outMember := loopbackConn(t)
+	member.JoinPadGroup(g)
+	for name, c := range map[string]*Conn{"alone": alone, "group member": member} {
+		var frames, sent int64
+		for _, size := range []int{16 * 1024, 300} {
+			for range 3 {
+				c.Write(bytes.Repeat([]byte("x"), size))
+				time.Sleep(20 * time.Millisecond)
+			}
+			// idle: no padding frame of this size is left to go out
+			// after the snapshot
+			time.Sleep(wide.Idle + 50*time.Millisecond)
+			tot := c.PadTotals()
+			df, ds := tot.PadFrames-frames, tot.PadSent-sent
+			frames, sent = tot.PadFrames, tot.PadSent
+			want := int64(min(size+FrameOverhead, PadMaxWire))
+			if df == 0 || ds != df*want {
+				t.Fatalf("%s: after %d-byte frames %d padding frames of %d wire bytes in all, want each %d",
+					name, size, df, ds, want)
+			}
+		}
+	}
+	finish(t, alone, outAlone)
+	finish(t, member, outMember)
+}

@@ -156,7 +156,7 @@ func (g *PadGroup) fire(gen uint64) {
 		g.mu.Unlock()
 		return // idle: wait for the next real frame
 	}
-	size := g.lastSize
+	size := padSize(g.lastSize)
 	cost := int64(size + FrameOverhead)
 	if float64(g.padSent+cost) > g.cfg.Budget*float64(g.dataSent) {
 		g.mu.Unlock()
