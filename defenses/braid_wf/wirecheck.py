@@ -20,8 +20,9 @@ The simulator holds for an attack when the two accuracies are within
 TOLERANCE_POINTS of each other. Beside the accuracies, :func:`structure`
 compares what the attacks read: how long the runs of one network are in
 each direction (a split in long runs hides more of a page than one that
-thins it evenly) and how many packets and bytes padding added. The originals of a padded condition
-(``hywf-ap``) cannot come from its own capture, which holds the dummies:
+thins it evenly), how many packets and bytes padding added, and how far
+past the page's last real packet it ran. The originals of a padded
+condition (``hywf-ap``) cannot come from its own capture, which holds the dummies:
 they come from an unpadded capture of the same loads (``--originals``,
 by default the ``hywf`` condition's ``all``); loads are matched by name
 (site and instance fix a load's content).
@@ -124,7 +125,7 @@ def from_json(data: dict[str, Any]) -> list[Check]:
 
 
 def structures_from_json(data: dict[str, Any]) -> list[Structure]:
-    pair = ("runs_up", "runs_down", "extra_packets", "extra_bytes")
+    pair = ("runs_up", "runs_down", "extra_packets", "extra_bytes", "tail_s")
     return [Structure(r["condition"], r["loads"], *(tuple(r[k]) for k in pair)) for r in data.get("structure", [])]
 
 
@@ -160,7 +161,10 @@ class Structure:
     """How one condition's loads cross the networks, (wire, simulated):
     medians over loads of the mean run of one network's packets upstream
     and downstream (:func:`mean_runs`), and of the packets and bytes the
-    load gained over its original (padding; 0 when unpadded)."""
+    load gained over its original (padding; 0 when unpadded), and how much
+    later than the original's its last packet comes (adaptive padding runs
+    up to its idle bound past a page's last real packet, if a connection
+    is open to carry it)."""
 
     condition: str
     loads: int
@@ -168,6 +172,7 @@ class Structure:
     runs_down: tuple[float, float]
     extra_packets: tuple[float, float]
     extra_bytes: tuple[float, float]
+    tail_s: tuple[float, float]
 
 
 def _wire_loads(root: Path, condition: str, originals: Path, names: Sequence[str]
@@ -181,11 +186,12 @@ def _wire_loads(root: Path, condition: str, originals: Path, names: Sequence[str
                 read_trace(nets[0], rebase=False), read_trace(nets[1], rebase=False))
 
 
-def _shape(parts: Sequence[Trace], original: Trace) -> tuple[float, float, float, float]:
-    """Runs upstream and downstream, and extra packets and bytes, of one
-    load's networks against its original."""
+def _shape(parts: Sequence[Trace], original: Trace) -> tuple[float, float, float, float, float]:
+    """Runs upstream and downstream, extra packets and bytes, and the
+    tail (s), of one load's networks against its original."""
+    last = max((float(p.times[-1]) for p in parts if len(p)), default=float("nan"))
     return (mean_runs(parts, 1), mean_runs(parts, -1), sum(len(p) for p in parts) / len(original) - 1,
-            sum(p.total_bytes for p in parts) / original.total_bytes - 1)
+            sum(p.total_bytes for p in parts) / original.total_bytes - 1, last - float(original.times[-1]))
 
 
 def structure(condition: str, root: Path, originals: Path, names: Sequence[str],
@@ -203,16 +209,18 @@ def structure(condition: str, root: Path, originals: Path, names: Sequence[str],
     if not wire_rows:
         return None
     wire_med, sim_med = (np.nanmedian(np.array(rows), axis=0) for rows in (wire_rows, sim_rows))
-    runs_up, runs_down, packets, nbytes = ((float(w), float(m)) for w, m in zip(wire_med, sim_med, strict=True))
-    return Structure(condition, len(wire_rows), runs_up, runs_down, packets, nbytes)
+    runs_up, runs_down, packets, nbytes, tail = (
+        (float(w), float(m)) for w, m in zip(wire_med, sim_med, strict=True))
+    return Structure(condition, len(wire_rows), runs_up, runs_down, packets, nbytes, tail)
 
 
 def structure_table(rows: Sequence[Structure]) -> list[str]:
     """Markdown rows: per condition, wire against simulated."""
     lines = ["| condition | loads | run upstream, packets | run downstream, packets | extra packets | "
-             "extra bytes |", "|---|---|---|---|---|---|"]
+             "extra bytes | tail, ms |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r.condition} | {r.loads} | {r.runs_up[0]:.1f} / {r.runs_up[1]:.1f} | "
               f"{r.runs_down[0]:.1f} / {r.runs_down[1]:.1f} | {100 * r.extra_packets[0]:.0f} / "
-              f"{100 * r.extra_packets[1]:.0f} % | {100 * r.extra_bytes[0]:.0f} / {100 * r.extra_bytes[1]:.0f} % |"
+              f"{100 * r.extra_packets[1]:.0f} % | {100 * r.extra_bytes[0]:.0f} / {100 * r.extra_bytes[1]:.0f} % | "
+              f"{1000 * r.tail_s[0]:.0f} / {1000 * r.tail_s[1]:.0f} |"
               for r in rows]
     return lines

@@ -114,8 +114,23 @@ def test_structure_tells_a_thinned_split_from_the_simulated_bursts(tmp_path: Pat
     for wire, sim in (alike.runs_up, alike.runs_down):
         assert sim > 5 and 0.7 < wire / sim < 1.4, alike
     assert alike.extra_packets == (0.0, 0.0) and alike.extra_bytes == (0.0, 0.0)
+    assert alike.tail_s == (0.0, 0.0)
     captured(ds, tmp_path / "even", "hywf", "even", seed=3)
     thinned = wirecheck.structure("hywf", tmp_path / "even", tmp_path / "hywf" / "all", ds.names, params)
     assert thinned is not None and thinned.runs_up[0] == thinned.runs_down[0] == 1.0
     assert wirecheck.structure_table([alike, thinned])[2].startswith(f"| hywf | {len(ds.traces)} |")
     assert wirecheck.structure("hywf", tmp_path / "none", tmp_path / "hywf" / "all", ds.names, params) is None
+
+
+def test_tail_shows_padding_past_the_page_s_last_packet(tmp_path: Path) -> None:
+    """A wire that pads nothing after the page (here: not at all) has no
+    tail; the simulated hywf-ap of the same loads runs past the last real
+    packet, as adaptive padding does up to its idle bound."""
+    ds = corpus()
+    captured(ds, tmp_path, "hywf", "hywf", seed=3)
+    captured(ds, tmp_path, "hywf-ap", "hywf", seed=3)
+    params = catalog.DefenseParams(budget=0.4, histograms=wirecheck.proxy_histograms())
+    padded = wirecheck.structure("hywf-ap", tmp_path, tmp_path / "hywf" / "all", ds.names, params)
+    assert padded is not None and padded.tail_s[0] == 0.0 and padded.tail_s[1] > 0.01, padded
+    assert padded.extra_packets[0] == 0.0 < padded.extra_packets[1]
+    assert wirecheck.structures_from_json(json.loads(json.dumps(wirecheck.to_json([], {}, [padded])))) == [padded]
