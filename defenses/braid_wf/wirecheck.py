@@ -22,10 +22,10 @@ compares what the attacks read: how long the runs of one network are in
 each direction (a split in long runs hides more of a page than one that
 thins it evenly), how many packets and bytes padding added, and how far
 past the page's last real packet it ran. The originals of a padded
-condition (``hywf-ap``) cannot come from its own capture, which holds the dummies:
-they come from an unpadded capture of the same loads (``--originals``,
-by default the ``hywf`` condition's ``all``); loads are matched by name
-(site and instance fix a load's content).
+condition (``hywf-ap``) cannot come from its own capture, which holds
+the dummies: they come from an unpadded capture of the same loads
+(``--originals``, by default the ``hywf`` condition's ``all``); loads
+are matched by name (site and instance fix a load's content).
 """
 
 from __future__ import annotations
