@@ -21,7 +21,9 @@ that goes idle and resumes, as a browser's does between page loads);
 ``phased-download`` asks the server for each chunk in turn instead.
 ``paced`` uploads one chunk of ``nbytes`` per rate in ``--rates`` (Mbit/s,
 0 for as fast as the connection takes it), back to back, each at its rate
-(an application whose load changes: the adaptive scheduler's input). An
+(an application whose load changes: the adaptive scheduler's input); a
+paced chunk after another starts once the connection has delivered what
+came before (see ``drained``). An
 upload (plain or paced) can stop early after ``--seconds`` (the digest then
 covers what was sent) and can keep its connection open, idle, after the data
 until ``--hold-file`` exists (a test that inspects the connection's subflows
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import fcntl
 import functools
 import hashlib
 import json
@@ -50,6 +53,7 @@ import random
 import socket
 import struct
 import sys
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -65,6 +69,9 @@ MODE_UPLOAD, MODE_DOWNLOAD, MODE_PHASED, MODE_RR, MODE_PHASED_DOWN = 1, 2, 3, 4,
 MODES = {"upload": MODE_UPLOAD, "download": MODE_DOWNLOAD, "phased": MODE_PHASED, "rr": MODE_RR,
          "phased-download": MODE_PHASED_DOWN, "paced": MODE_UPLOAD}
 PACED_WRITE = 4096
+# drained(): how often it looks, and how long at most it waits.
+DRAIN_POLL_S = 0.005
+DRAIN_LIMIT_S = 30.0
 CHUNK = 64 * 1024
 # stream(): the random block its chunks are sliced from, and that block's seed.
 STREAM_BLOCK = 1 << 20
@@ -199,11 +206,37 @@ def send_stream(sock: socket.socket, seed: int, nbytes: int,
     return digest.digest(), sent
 
 
+def unacknowledged(sock: socket.socket) -> int:
+    """Bytes written to ``sock`` that its peer has not acknowledged yet
+    (SIOCOUTQ; MPTCP answers it for the whole connection)."""
+    queued: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+    return queued
+
+
+def drained(sock: socket.socket, limit_s: float = DRAIN_LIMIT_S) -> bool:
+    """Wait until the peer has acknowledged everything written to ``sock``;
+    False if that took more than ``limit_s``.
+
+    A paced chunk that starts while an unpaced one still fills the send
+    buffer is not paced: its first write waits for room, and the schedule,
+    fallen behind by that wait, then writes what it owes at once, offering
+    more than the chunk's rate for as long as the previous chunk took to
+    leave. Starting the schedule once the buffer has drained makes the
+    offered load the chunk's rate from its first write."""
+    end = time.monotonic() + limit_s
+    while unacknowledged(sock):
+        if time.monotonic() > end:
+            return False
+        time.sleep(DRAIN_POLL_S)
+    return True
+
+
 def send_paced(sock: socket.socket, seed: int, nbytes: int, rates: list[float],
                upload: Upload | None = None) -> tuple[bytes, int, list[list[float]]]:
     """One chunk of ``nbytes`` per rate (Mbit/s, 0: unpaced) from the
-    seeded stream, in PACED_WRITE writes on schedule; half-closes. Returns
-    the digest, the bytes sent and each chunk's wall-clock window.
+    seeded stream, in PACED_WRITE writes on schedule, a paced chunk after
+    another once the connection has ``drained``; half-closes. Returns the
+    digest, the bytes sent and each chunk's wall-clock window.
 
     The stream is generated as it is sent: generating a long paced run
     first kept the connection silent for seconds after it opened (7 s for
@@ -230,6 +263,8 @@ def send_paced(sock: socket.socket, seed: int, nbytes: int, rates: list[float],
     windows = []
     sent = 0
     for rate in rates:
+        if rate and sent:
+            drained(sock)
         t0, m0 = time.time(), time.monotonic()
         for off in range(0, nbytes, PACED_WRITE):
             if rate:

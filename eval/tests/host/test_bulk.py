@@ -89,3 +89,31 @@ def test_upload_over_ipv6(tmp_path: Path) -> None:
     server.join(10)
     assert rc == 0 and result["digest_ok"] is True, err
     assert received(tmp_path / "progress") == 256 << 10
+
+
+def test_drained_waits_for_the_peer_to_take_the_data() -> None:
+    """Over MPTCP: a peer that reads nothing leaves written data
+    unacknowledged (its receive window fills) and drained() gives up at its
+    limit; once the peer reads it all, drained() sees it acknowledged."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM, bulk.IPPROTO_MPTCP) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        sender = socket.socket(socket.AF_INET, socket.SOCK_STREAM, bulk.IPPROTO_MPTCP)
+        sender.connect(listener.getsockname())
+        peer, _ = listener.accept()
+        with sender, peer:
+            sender.setblocking(False)
+            written = 0
+            try:
+                while written < 256 << 20:
+                    written += sender.send(b"x" * 65536)
+            except BlockingIOError:
+                pass
+            assert bulk.unacknowledged(sender) > 0
+            assert not bulk.drained(sender, limit_s=0.2)
+            assert written < 256 << 20, "the peer's window never filled"
+            got = 0
+            while got < written:
+                got += len(peer.recv(1 << 20))
+            assert bulk.drained(sender, limit_s=10)
+            assert bulk.unacknowledged(sender) == 0

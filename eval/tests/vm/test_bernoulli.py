@@ -114,8 +114,10 @@ def window_share(trace: ConnectionTrace, start: float, end: float) -> tuple[floa
 def test_adaptive_split_follows_the_load(bed: StandardTestbed) -> None:
     """One connection uploads 3 MB as fast as it can (~25 Mbit/s offered,
     above lambda0: both WANs), then 1 MB at 2 Mbit/s (below lambda0: the
-    fast WAN alone). The load estimate needs a few of its 100 ms intervals
-    to come down, so the light phase is judged after its first 1.5 s.
+    fast WAN alone). The light phase starts once the heavy one's data has
+    been acknowledged (bulk.py's paced mode), and the load estimate needs a
+    few of its 100 ms intervals to come down, so the light phase is judged
+    after its first 1.5 s.
     The heavy phase fills the send buffer: its runs go where the data
     leaves first (MPTcpExtSchedBacklogRun), not by the model's split."""
     with BulkServer(bed) as server:
@@ -128,12 +130,13 @@ def test_adaptive_split_follows_the_load(bed: StandardTestbed) -> None:
     light_start, light_end = phases[3]
     heavy, heavy_bytes = window_share(trace, heavy_start, heavy_end)
     light, light_bytes = window_share(trace, light_start + 1.5, light_end)
-    print(f"\nheavy phase: wan1 share {heavy:.3f} of {heavy_bytes} B; "
-          f"light phase (after 1.5 s): wan1 share {light:.3f} of {light_bytes} B; backlogged runs {backlog}")
-    assert light_bytes > 200_000
-    assert light >= 0.95, "light load should stay on the fast WAN"
-    assert 0.05 <= 1 - heavy, "heavy load should use the slow WAN too"
-    assert backlog > 0, "a sender that fills its buffer was never treated as backlogged"
+    seen = (f"heavy phase: wan1 share {heavy:.3f} of {heavy_bytes} B; light phase (after 1.5 s): "
+            f"wan1 share {light:.3f} of {light_bytes} B; backlogged runs {backlog}")
+    print(f"\n{seen}")
+    assert light_bytes > 200_000, seen
+    assert light >= 0.95, f"light load should stay on the fast WAN: {seen}"
+    assert 0.05 <= 1 - heavy, f"heavy load should use the slow WAN too: {seen}"
+    assert backlog > 0, f"a sender that fills its buffer was never treated as backlogged: {seen}"
 
 
 BACKLOG_RUNS = "MPTcpExtSchedBacklogRun"
