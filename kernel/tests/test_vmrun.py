@@ -25,3 +25,22 @@ def test_guest_gets_the_hosts_commit_and_braid_settings(monkeypatch: pytest.Monk
     script = vmrun.guest_script(["python3", "-m", "braid_eval.demo"], image, tmp_path)
     assert f"export PYTHONPATH={vmrun.REPO_DIR}/eval:" in script
     assert vmrun.checkout_commit() not in ("", "unknown")
+
+
+def test_guest_root_is_virtme_ngs_9p_mount_with_a_cache(tmp_path: Path) -> None:
+    """The rootflags braid appends are virtme-ng's own (read from the
+    installed virtme-ng, so that an upgrade which changes them fails here)
+    plus cache=loose, and come after virtme-ng's on the command line
+    (the kernel takes the last)."""
+    import virtme.commands.run as virtme_run
+
+    source = Path(virtme_run.__file__).read_text()
+    theirs = [part for part in source.split('"') if part.startswith("rootflags=") and "9p2000.L" in part]
+    assert theirs, "virtme-ng no longer passes 9p rootflags"
+    assert {f"{flags},cache=loose" for flags in theirs} == {vmrun.ROOT_9P_FLAGS}
+    assert source.index("kernelargs.extend(args.kopt)") > source.index(theirs[0]), \
+        "virtme-ng puts the options it is given before its own rootflags"
+    image = KernelImage(bzimage=tmp_path / "bzImage", config=tmp_path / "config", build_hash="0" * 64)
+    cmd = vmrun.vng_command(image, "true", 2, "2G", [tmp_path])
+    assert cmd[cmd.index("--append") + 1] == vmrun.ROOT_9P_FLAGS
+    assert "--force-9p" in cmd
