@@ -164,7 +164,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "e2", E2, nested=False)  # OUT/e2.json is found too
     write(tmp_path, "e1b", E1B)
     write(tmp_path, "e3", e3(0.6, 1.7))
-    for sched in ("delaybal", "default"):
+    for sched in ("delaybal", "bernoulli", "default"):
         write(tmp_path, f"e3-braid-{sched}", e3(0.5, 1.1, "6.12.117-braid", {"net.mptcp.scheduler": sched}))
     write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
     write(tmp_path, "bench-pageload", BENCH_PAGELOAD, nested=False)
@@ -205,7 +205,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
                             "client scheduler `delaybal`")
     assert "gwsteer 0.50 s, in-kernel PM 1.10 s -> **met**" in braid and "re-sends only what" in braid
     assert "Median t90 <= 1 s on its own: gwsteer yes, in-kernel PM no." in braid
-    assert "client scheduler `default`" in text.split("## E3")[3]
+    assert "client scheduler `bernoulli`" in text.split("## E3")[3]
+    assert "client scheduler `default`" in text.split("## E3")[4]
     assert "| 01 balanced bwidth | 7906 | 7418 | 8001 **FAIL** |" in text
     assert "Passed: default 1/1, delaybal 0/1." in text
     # Published figures are there, each after braid's own.
@@ -218,12 +219,12 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-default", "bench-sched",
+    assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-default", "bench-sched",
                        "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-wire-check",
                        "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
-    assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-default, bench-sched" in text
+    assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-default, bench-sched" in text
 
 
 EVAL = str(Path(__file__).resolve().parents[2])
@@ -239,7 +240,8 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     run = summary(tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "missing e1, e1b, e2, e3-braid-delaybal, e3-braid-default, bench-sched, bench-pageload" in run.stderr
+    assert ("missing e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-default, bench-sched, "
+            "bench-pageload") in run.stderr
     assert (tmp_path / "summary.md").read_text().startswith("# braid results")
     page = tmp_path / "RESULTS.md"
     to_page = subprocess.run([sys.executable, "-m", "braid_eval.analysis.summary", "--out", str(tmp_path),
