@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from pyroute2 import MPTCP
@@ -158,6 +158,21 @@ class StandardTestbed(Topology):
         """Select the MPTCP packet scheduler on both ends (both send data)."""
         for node in ("client", "proxy"):
             self[node].sysctl("net.mptcp.scheduler", name)
+
+    @contextmanager
+    def changed_sysctls(self, nodes: tuple[str, ...], values: Mapping[str, int | str]) -> Iterator[None]:
+        """Set sysctls in ``nodes``; the previous values come back afterwards,
+        pass or fail."""
+        saved = {(node, key): self[node].run(["sysctl", "-n", key]).stdout.strip()
+                 for node in nodes for key in values}
+        try:
+            for node in nodes:
+                for key, value in values.items():
+                    self[node].sysctl(key, value)
+            yield
+        finally:
+            for (node, key), value in saved.items():
+                self[node].sysctl(key, value)
 
     def cut_wan(self, i: int) -> None:
         """Take WAN i down on the client side (cable pulled)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import cast
 
@@ -84,30 +84,13 @@ def hywf_testbed(tag: str) -> StandardTestbed:
 def bed() -> Iterator[StandardTestbed]:
     """One hywf testbed for every test here but the sysctl ones (a bring-up
     takes ~40 s under TCG). Tests that change it put it back: settings
-    through `changed_sysctls`, a cut or blackholed WAN in their own
-    `finally`; each test runs its own BulkServer."""
+    through `StandardTestbed.changed_sysctls`, a cut or blackholed WAN in
+    their own `finally`; each test runs its own BulkServer."""
     tb = hywf_testbed(f"hb{os.getpid() % 1000}")
     try:
         yield tb
     finally:
         tb.down()
-
-
-@contextmanager
-def changed_sysctls(tb: StandardTestbed, nodes: tuple[str, ...],
-                    values: Mapping[str, int | str]) -> Iterator[None]:
-    """Set sysctls in ``nodes``; the previous values come back afterwards,
-    pass or fail."""
-    saved = {(node, key): tb[node].run(["sysctl", "-n", key]).stdout.strip()
-             for node in nodes for key in values}
-    try:
-        for node in nodes:
-            for key, value in values.items():
-                tb[node].sysctl(key, value)
-        yield
-    finally:
-        for (node, key), value in saved.items():
-            tb[node].sysctl(key, value)
 
 
 def draw_series(tb: StandardTestbed, modes: tuple[str, ...]) -> dict[str, list[ConnectionTrace]]:
@@ -270,7 +253,7 @@ def drift_failure(bed: StandardTestbed) -> str | None:
     """A series of downloads with hywf_nchp: why its windows do not drift as
     the simulator's, or None."""
     values = {"net.mptcp.hywf_ncons": 1, "net.mptcp.hywf_nchp": DRIFT_NCHP}
-    with changed_sysctls(bed, ("client", "proxy"), values):
+    with bed.changed_sysctls(("client", "proxy"), values):
         traces = draw_series(bed, ("download",))["download"]
     rng = np.random.default_rng(3)
     wire: list[float] = []
@@ -369,8 +352,8 @@ def phase_share_differences(tb: StandardTestbed, idle_ms: int, count: int, mode:
     default mean of 20 packets a phase has ~70 bursts, the difference has
     sd ~0.12 and a kept split crosses CHANGED 9% of the time.
     """
-    with (changed_sysctls(tb, ("client", "proxy"), {"net.mptcp.hywf_idle_ms": idle_ms,
-                                                   "net.mptcp.hywf_ncons": IDLE_TEST_NCONS}),
+    with (tb.changed_sysctls(("client", "proxy"), {"net.mptcp.hywf_idle_ms": idle_ms,
+                                                  "net.mptcp.hywf_ncons": IDLE_TEST_NCONS}),
           BulkServer(tb) as server):
         traces = traced_series(tb, server, count, CONN_BYTES, mode,
                                ["--phases", "2", "--pause-ms", str(PHASE_PAUSE_MS)])
@@ -450,7 +433,7 @@ def test_more_than_64_peers_keep_their_splits(bed: StandardTestbed) -> None:
     draws."""
     settings = {"net.mptcp.hywf_scope": 1, "net.mptcp.hywf_idle_ms": 600_000,
                 "net.mptcp.hywf_join_wait_ms": 5000}
-    with changed_sysctls(bed, ("proxy",), settings), client_sources(bed) as sources, \
+    with bed.changed_sysctls(("proxy",), settings), client_sources(bed) as sources, \
             BulkServer(bed) as server:
         def download(source: str) -> None:
             r = bulk_client(bed, ["send", "--host", bed.proxy_ip, "--port", str(server.port), "--source", source,
@@ -477,7 +460,7 @@ def test_transfer_survives_a_wan_cut(bed: StandardTestbed, mode: str) -> None:
     tb = bed
     wan1_heavy = {"net.mptcp.hywf_ps_permille": 750}
     try:
-        with changed_sysctls(tb, ("client", "proxy"), wan1_heavy), BulkServer(tb) as server:
+        with tb.changed_sysctls(("client", "proxy"), wan1_heavy), BulkServer(tb) as server:
             r, _ = transfer_with_breakage(tb, server, 12 << 20, mode, 2 << 20, lambda: tb.cut_wan(1))
             moved = {n: sched_bursts_moved(tb, n) for n in ("client", "proxy")}
         print(f"\n{mode} with wan1 cut after 2 MB: digest_ok={r.digest_ok} "
@@ -551,7 +534,7 @@ def test_burst_ends_with_its_subflow(bed: StandardTestbed, mode: str) -> None:
     had queued; with 8 MiB a loaded run found the transfer over before the
     new subflow could carry anything."""
     all_on_wan2 = {"net.mptcp.hywf_ps_permille": 0, "net.mptcp.hywf_ncons": 200}
-    with changed_sysctls(bed, ("client", "proxy"), all_on_wan2):
+    with bed.changed_sysctls(("client", "proxy"), all_on_wan2):
         x = replace_wan2_subflow(bed, mode, nbytes=REPLACED_BYTES)
     print(f"\n{mode}, wan2's subflow replaced after 2 MB: {x.summary()}")
     assert x.result.digest_ok

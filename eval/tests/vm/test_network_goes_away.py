@@ -51,8 +51,7 @@ OWN_RESENT_MAX = 64 << 10
 # hywf's split range for the test: wan1's share from U[0, 0.5], so that
 # wan2 carries GONE_AFTER early. With the full U[0, 1], one connection in
 # 25 leaves wan2 less than GONE_AFTER of the 12 MB (a run in braid's VM
-# drew 0.7 %)
-# and its network never goes away during the transfer.
+# drew 0.7 %) and its network never goes away during the transfer.
 HYWF_PS_PERMILLE = 250
 # A stalled transfer is a failure; waiting the default four minutes for
 # it proves nothing more (a healthy one takes under 15 s here).
@@ -70,9 +69,6 @@ def bed(equal_wans: StandardTestbed) -> StandardTestbed:
 def test_transfer_survives_its_network_going_away(bed: StandardTestbed, scheduler: str, mode: str) -> None:
     bed.enable_kernel_pm()  # the previous test deleted wan2's endpoint
     bed.set_scheduler(scheduler)
-    if scheduler == "hywf":
-        for node in ("client", "proxy"):
-            bed[node].sysctl("net.mptcp.hywf_ps_permille", HYWF_PS_PERMILLE)
     # a new listener: an accepted connection takes its listener's scheduler
     delete_endpoint = bed.wan2_endpoint_deletion()
 
@@ -80,15 +76,13 @@ def test_transfer_survives_its_network_going_away(bed: StandardTestbed, schedule
         bed.blackhole_wan(2)
         delete_endpoint()
 
+    split_range = {"net.mptcp.hywf_ps_permille": HYWF_PS_PERMILLE} if scheduler == "hywf" else {}
     try:
-        with BulkServer(bed) as server:
+        with bed.changed_sysctls(("client", "proxy"), split_range), BulkServer(bed) as server:
             r, gone_at = transfer_with_breakage(bed, server, NBYTES, mode, GONE_AFTER, network_goes_away,
                                                 wan=2, timeout_s=TIMEOUT_S)
     finally:
         bed.blackhole_wan(2, on=False)
-        if scheduler == "hywf":
-            for node in ("client", "proxy"):
-                bed[node].sysctl("net.mptcp.hywf_ps_permille", 500)
     upload = mode == "upload"
     packets = [p for pkts in r.wan_packets.values() for p in pkts
                if (p.dport == BULK_PORT if upload else p.sport == BULK_PORT)]
