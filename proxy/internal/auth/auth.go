@@ -103,6 +103,15 @@ const (
 	// (their count in the answer). Every braid client sets it; the flag
 	// only keeps the answer's size known to a peer that did not.
 	FlagPadReply = 0x08
+	// FlagDrain says the client, once both directions have ended, reads
+	// and drops the server's padding frames after its FIN frame
+	// (wire.DrainOnClose): the server may pad after it, and says so with
+	// wire.ReplyFlagLinger.
+	FlagDrain = 0x10
+	// FlagLinger says the client may pad after its own FIN frame
+	// (wire.LingerForPadding) if the server drains it, which the server
+	// says with wire.ReplyFlagDrain.
+	FlagLinger = 0x20
 
 	prologue = "braid-proxy v3"
 	labelPSK = "braid-v2 noise psk"

@@ -96,7 +96,12 @@ func (c *Client) openOn(rt *runtimeState, d dest.Addr, pre *pendingDial, early b
 			flags |= auth.FlagEarlyData
 		}
 		if cfg.Encrypt {
-			flags |= auth.FlagPadding // this client drops padding frames
+			// This client drops padding frames, also after the server's
+			// end of stream, and pads after its own if it pads at all.
+			flags |= auth.FlagPadding | auth.FlagDrain
+			if rt.pad != nil {
+				flags |= auth.FlagLinger
+			}
 		}
 		if hs, first, err = auth.NewClientHello(rt.psk, r.pub, flags, time.Now(), wire.AppendRequest(nil, d)); err != nil {
 			return nil, wire.StatusGeneralFailure, err
@@ -198,6 +203,12 @@ func (c *Client) openOn(rt *runtimeState, d dest.Addr, pre *pendingDial, early b
 				wc = wire.NewConnReader(raw, br, opener, wire.NewSealer(c2sAEAD))
 				wc.SetPadCounters(c.padCtrs)
 				up.conn = wc
+			}
+			if rflags&wire.ReplyFlagLinger != 0 {
+				wc.DrainOnClose()
+			}
+			if rflags&wire.ReplyFlagDrain != 0 && rt.pad != nil {
+				wc.LingerForPadding()
 			}
 			c.startPadding(rt, wc, rflags&wire.ReplyFlagPadding != 0)
 			return st, nil

@@ -703,13 +703,14 @@ func TestConcurrent1000NoLeaks(t *testing.T) {
 	dial, _ := loadgen.SOCKSDialer(p.socks, p.sink, "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var peak uint64
-	stop := make(chan struct{})
+	stop, peakHeap := make(chan struct{}), make(chan uint64, 1)
 	go func() {
 		var ms runtime.MemStats
+		var peak uint64
 		for {
 			select {
 			case <-stop:
+				peakHeap <- peak
 				return
 			case <-time.After(50 * time.Millisecond):
 				runtime.ReadMemStats(&ms)
@@ -736,6 +737,7 @@ func TestConcurrent1000NoLeaks(t *testing.T) {
 	const n = 1000
 	s := loadgen.Run(ctx, dial, n, n, 64<<10, 16<<10, true)
 	close(stop)
+	peak := <-peakHeap
 	held := <-floodDone
 	if s.Failed != 0 {
 		t.Fatalf("%d of %d failed: %s", s.Failed, n, s.FirstError)

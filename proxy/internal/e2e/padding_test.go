@@ -317,8 +317,50 @@ func budgetHoldsOverAPageLoad(t *testing.T, scope string) {
 	if bad.Load() != 0 {
 		t.Fatal("requests arrived altered")
 	}
-	if g := p.counter(p.srvM, "padding_groups"); g != 0 {
-		t.Fatalf("the server keeps %d padding groups with no connection open", g)
+	// A group is kept while its last connection lingers (wire's linger.go).
+	if !waitFor(func() bool { return p.counter(p.srvM, "padding_groups") == 0 }) {
+		t.Fatalf("the server keeps %d padding groups with no connection open", p.counter(p.srvM, "padding_groups"))
+	}
+}
+
+// A page's padding goes on after its last connection has ended, until the
+// idle bound, as an observer of the page would see it: each end keeps that
+// connection's socket open (it lingers) and the other drains it, so the
+// bytes after the end reach the tap and every padding frame sent is
+// dropped at the other end, none lost to a reset.
+func TestPaddingGoesOnAfterThePagesLastConnection(t *testing.T) {
+	const idle = 400 * time.Millisecond
+	var bad atomic.Int64
+	target := pageServer(t, &bad)
+	// A padding frame every 20 ms, and a wide budget for the upload's few
+	// hundred bytes, leave budget to pad past the end.
+	p, tp := padPair(t, config.MaxPaddingBudget, 0.5, fixedHist(t, 0.02), idle, "")
+	pageLoad(t, p.socks, target, 3, 1, 3)
+	if !idleBoth(p) {
+		t.Fatal("connections still open")
+	}
+	u0, d0 := tp.total()
+	time.Sleep(idle + 200*time.Millisecond)
+	u1, d1 := tp.total()
+	lc, ls := p.counter(p.clM, "padding_linger_conns"), p.counter(p.srvM, "padding_linger_conns")
+	t.Logf("after the page's last connection ended: %d bytes up, %d down; lingering conns: client %d, server %d",
+		u1-u0, d1-d0, lc, ls)
+	if lc != 1 || ls != 1 {
+		t.Fatalf("lingering connections: client %d, server %d, want 1 each", lc, ls)
+	}
+	if u1 == u0 || d1 == d0 {
+		t.Fatal("no padding on the wire after the page's last connection ended")
+	}
+	if !waitFor(func() bool {
+		return p.counter(p.srvM, "padding_bytes_received") == p.counter(p.clM, "padding_bytes_sent") &&
+			p.counter(p.clM, "padding_bytes_received") == p.counter(p.srvM, "padding_bytes_sent")
+	}) {
+		t.Fatalf("padding sent and dropped differ: up %d/%d down %d/%d",
+			p.counter(p.clM, "padding_bytes_sent"), p.counter(p.srvM, "padding_bytes_received"),
+			p.counter(p.srvM, "padding_bytes_sent"), p.counter(p.clM, "padding_bytes_received"))
+	}
+	if bad.Load() != 0 {
+		t.Fatal("requests arrived altered")
 	}
 }
 

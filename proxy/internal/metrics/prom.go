@@ -42,6 +42,7 @@ var counterHelp = map[string]string{
 	"padding_conns":                "Connections that padded their upload.",
 	"padding_data_bytes_sent":      "Data bytes sent on connections that pad.",
 	"padding_frames_sent":          "Padding frames sent.",
+	"padding_linger_conns":         "Connections that stayed open to pad after their end of stream.",
 	"padding_peer_unsupported":     "Connections whose peer does not drop padding.",
 	"preconnect_dial_failures":     "Spare connections that failed to connect.",
 	"preconnect_discarded":         "Spare connections closed unused.",

@@ -297,7 +297,14 @@ const answerHold = 10 * time.Millisecond
 // handle serves one connection; authenticated is called once the peer has
 // authenticated (it gives back the pre-authentication slot).
 func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) {
-	defer c.Close()
+	var data relay.Conn
+	defer func() {
+		// A relay's end may leave the socket lingering for padding
+		// (wire's linger.go): it then closes itself.
+		if wc, ok := data.(*wire.Conn); !ok || !wc.ClosesInBackground() {
+			c.Close()
+		}
+	}()
 	cfg := rt.cfg
 	s.metrics.Counter("conns_total").Add(1)
 	// Silent for at most first_byte_timeout (a client's spare waits for
@@ -357,10 +364,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 	if destConn != nil {
 		defer destConn.Close()
 	}
-	var (
-		data relay.Conn
-		ctrs relay.Counters = byteCounter{s.metrics}
-	)
+	var ctrs relay.Counters = byteCounter{s.metrics}
 	if status == wire.StatusOK && sess.okWithData != nil {
 		wc := sess.okWithData()
 		if wc == nil {
@@ -492,9 +496,20 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	// A client that drops padding frames learns that this server does too
 	// (older clients refuse the reply flag, so only those that asked).
 	peerPads := acc.Flags&auth.FlagPadding != 0
+	// This server pads after a connection's end only towards a client
+	// that drains, and drains only a client that may pad after its end
+	// (wire's linger.go).
+	linger := peerPads && rt.pad != nil && acc.Flags&auth.FlagDrain != 0
+	drain := peerPads && acc.Flags&auth.FlagLinger != 0
 	var rflags byte
 	if peerPads {
 		rflags = wire.ReplyFlagPadding
+	}
+	if linger {
+		rflags |= wire.ReplyFlagLinger
+	}
+	if drain {
+		rflags |= wire.ReplyFlagDrain
 	}
 	answer := func(st wire.Status) ([]byte, error) {
 		sh, k, err := acc.ServerHello(wire.AppendReplyFlags(nil, st, rflags))
@@ -551,6 +566,12 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		}
 		wc := wire.NewConnReader(c, take(), opener, wire.NewSealer(s2c))
 		wc.SetPadCounters(s.padCtrs)
+		if linger {
+			wc.LingerForPadding()
+		}
+		if drain {
+			wc.DrainOnClose()
+		}
 		if rt.pad != nil {
 			if !peerPads {
 				s.metrics.Counter("padding_peer_unsupported").Add(1)

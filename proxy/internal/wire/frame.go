@@ -281,17 +281,21 @@ type Conn struct {
 	werr   error                      // the timer's failed write, for the next one
 
 	// Adaptive padding (pad.go). pad, lastSize and lastSent are under wmu.
-	pad      *padState
-	group    atomic.Pointer[PadGroup] // padding shared with other connections (padgroup.go)
-	padBuf   []byte                   // a padding frame being written
-	lastSize int                      // payload bytes of the last real frame sent
-	lastSent int64                    // its time, Unix ns
-	lastReal atomic.Int64             // last real frame sent or received, Unix ns
-	padOn    atomic.Bool
-	shut     atomic.Bool // Close was called
-	finSent  atomic.Bool // CloseWrite was called: no frame may follow
-	padCtrs  PadCounters
-	stats    connStats
+	pad        *padState
+	group      atomic.Pointer[PadGroup] // padding shared with other connections (padgroup.go)
+	padBuf     []byte                   // a padding frame being written
+	lastSize   int                      // payload bytes of the last real frame sent
+	lastSent   int64                    // its time, Unix ns
+	lastReal   atomic.Int64             // last real frame sent or received, Unix ns
+	padOn      atomic.Bool
+	padIdle    atomic.Int64 // its own padder's idle bound, ns (linger.go)
+	shut       atomic.Bool  // Close was called: no padding frame follows
+	finSent    atomic.Bool  // CloseWrite was called: no real frame follows
+	linger     atomic.Bool  // padding may follow the FIN frame (linger.go)
+	drain      atomic.Bool  // Close drains the peer's padding after its FIN
+	background atomic.Bool  // Close left the socket to close itself
+	padCtrs    PadCounters
+	stats      connStats
 }
 
 // NewConn wraps raw with the given directions.
@@ -367,7 +371,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // empty). Once the read side has ended, its buffers go back to the pools.
 func (c *Conn) nextFrame() error {
 	if c.rerr != nil {
-		c.releaseRead()
+		c.endRead()
 		return c.rerr
 	}
 	if c.rbuf != nil && !c.rfull {
@@ -395,11 +399,7 @@ func (c *Conn) nextFrame() error {
 		return err
 	}
 	if flags&FlagPadding != 0 {
-		w := int64(len(payload) + FrameOverhead)
-		c.stats.padRecv.Add(w)
-		if pc := c.padCtrs.Received; pc != nil {
-			pc.Add(w)
-		}
+		c.countPadReceived(len(payload))
 		c.pending = nil // dropped: never reaches the application
 		return nil
 	}
@@ -408,10 +408,34 @@ func (c *Conn) nextFrame() error {
 	if flags&FlagFIN != 0 {
 		c.rerr = io.EOF
 		if len(payload) == 0 {
-			c.releaseRead()
+			c.endRead()
 		}
 	}
 	return nil
+}
+
+// countPadReceived counts a padding frame of n payload bytes dropped.
+func (c *Conn) countPadReceived(n int) {
+	w := int64(n + FrameOverhead)
+	c.stats.padRecv.Add(w)
+	if pc := c.padCtrs.Received; pc != nil {
+		pc.Add(w)
+	}
+}
+
+// endRead returns the read buffers once the read side has ended (caller
+// holds rmu; nothing pending), but a draining Close reads on after a clean
+// end (linger.go): the read buffer may already hold the frames that follow
+// the FIN frame, so it stays.
+func (c *Conn) endRead() {
+	if c.rerr != io.EOF || !c.drain.Load() {
+		c.releaseRead()
+		return
+	}
+	if c.rbuf != nil {
+		frameBufs.Put(c.rbuf)
+	}
+	c.rbuf, c.pending = nil, nil
 }
 
 // releaseRead returns the read buffers (caller holds rmu; nothing pending).
@@ -568,15 +592,17 @@ func (c *Conn) CloseWrite() error {
 	return c.writeFrames(c.sealer.Append(nil, FlagFIN, nil))
 }
 
-// Close closes the raw connection. Bytes still held go out first if no
-// writer holds the write lock (the peer tells a refusal from a relay that
-// failed later by the server's answer they carry); Close never waits for a
-// writer, since closing is what unblocks one.
+// Close closes the raw connection. After a clean end of both directions a
+// Conn that lingers or drains closes it in the background instead
+// (linger.go). Otherwise bytes still held go out first if no writer holds
+// the write lock (the peer tells a refusal from a relay that failed later
+// by the server's answer they carry); Close never waits for a writer,
+// since closing is what unblocks one.
 func (c *Conn) Close() error {
-	c.shut.Store(true) // no padding frame after this
-	if g := c.group.Load(); g != nil {
-		g.leave(c)
+	if c.closeGracefully() {
+		return nil
 	}
+	c.stopPadding()
 	if t := c.flush.Load(); t != nil {
 		t.Stop()
 		if c.wmu.TryLock() {

@@ -129,6 +129,17 @@ func ParseRequest(b []byte) (dest.Addr, error) {
 // byte but Version.
 const ReplyFlagPadding = 0x80
 
+// ReplyFlagLinger and ReplyFlagDrain answer the hello's auth.FlagDrain and
+// auth.FlagLinger (linger.go): the server may pad after its FIN frame, so
+// the client drains it; the server drains the client's padding after the
+// client's FIN frame, so the client may linger. Each is set only for a
+// client whose hello asked.
+const (
+	ReplyFlagLinger = 0x40
+	ReplyFlagDrain  = 0x20
+	replyFlags      = ReplyFlagPadding | ReplyFlagLinger | ReplyFlagDrain
+)
+
 // AppendReply encodes a reply: version | status.
 func AppendReply(b []byte, s Status) []byte { return append(b, Version, byte(s)) }
 
@@ -145,10 +156,10 @@ func ParseReply(b []byte) (Status, error) {
 	return Status(b[1]), nil
 }
 
-// ParseReplyFlags decodes a reply that may carry ReplyFlagPadding.
+// ParseReplyFlags decodes a reply that may carry the reply flags.
 func ParseReplyFlags(b []byte) (Status, byte, error) {
-	if len(b) != 2 || b[0]&^ReplyFlagPadding != Version {
+	if len(b) != 2 || b[0]&^replyFlags != Version {
 		return 0, 0, fmt.Errorf("%w: reply", ErrMalformed)
 	}
-	return Status(b[1]), b[0] & ReplyFlagPadding, nil
+	return Status(b[1]), b[0] & replyFlags, nil
 }

@@ -75,13 +75,14 @@ func (cfg PadConfig) check() error {
 
 // NewPadCounters returns counters named in a registry-like lookup
 // (metrics.Registry.Counter): padding_bytes_sent, padding_frames_sent,
-// padding_bytes_received, padding_data_bytes_sent.
+// padding_bytes_received, padding_data_bytes_sent, padding_linger_conns.
 func NewPadCounters(counter func(string) *atomic.Int64) PadCounters {
 	return PadCounters{
 		Sent:     counter("padding_bytes_sent"),
 		Frames:   counter("padding_frames_sent"),
 		Received: counter("padding_bytes_received"),
 		Data:     counter("padding_data_bytes_sent"),
+		Lingered: counter("padding_linger_conns"),
 	}
 }
 
@@ -91,6 +92,7 @@ type PadCounters struct {
 	Frames   *atomic.Int64 // padding frames sent
 	Received *atomic.Int64 // padding frames' wire bytes received (and dropped)
 	Data     *atomic.Int64 // real frames' wire bytes sent on connections that pad
+	Lingered *atomic.Int64 // connections that stayed open to pad after their FIN frame
 }
 
 // PadTotals are one connection's figures.
@@ -187,6 +189,7 @@ func (c *Conn) StartPadding(cfg PadConfig) error {
 		return nil
 	}
 	c.pad = &padState{cfg: cfg, clock: clock}
+	c.padIdle.Store(int64(cfg.Idle))
 	c.padOn.Store(true)
 	if pc := c.padCtrs.Data; pc != nil {
 		pc.Add(c.stats.dataSent.Load())
@@ -265,7 +268,7 @@ func (c *Conn) padFire(gen uint64) {
 	}
 	defer c.wmu.Unlock()
 	p := c.pad
-	if p == nil || !p.clock.current(gen) || c.closed || c.werr != nil {
+	if p == nil || !p.clock.current(gen) || c.closed && !c.mayPadAfterFIN() || c.werr != nil {
 		return
 	}
 	now := time.Now()
@@ -301,7 +304,7 @@ func (c *Conn) sendPadding(size int) padResult {
 		return padBusy
 	}
 	defer c.wmu.Unlock()
-	if c.closed || c.werr != nil || !c.writePadding(size) {
+	if c.closed && !c.mayPadAfterFIN() || c.werr != nil || !c.writePadding(size) {
 		return padClosed
 	}
 	return padSent

@@ -59,16 +59,18 @@ func TestUnknownFrameFlagsRefused(t *testing.T) {
 }
 
 func TestReplyFlags(t *testing.T) {
-	st, f, err := ParseReplyFlags(AppendReplyFlags(nil, StatusOK, ReplyFlagPadding))
-	if err != nil || st != StatusOK || f != ReplyFlagPadding {
-		t.Fatal(st, f, err)
+	for _, flags := range []byte{ReplyFlagPadding, ReplyFlagPadding | ReplyFlagLinger | ReplyFlagDrain} {
+		st, f, err := ParseReplyFlags(AppendReplyFlags(nil, StatusOK, flags))
+		if err != nil || st != StatusOK || f != flags {
+			t.Fatal(st, f, err)
+		}
 	}
 	// A reply with the flag is malformed to a parser without it (an old
 	// client): the server only sets it for clients that asked.
 	if _, err := ParseReply(AppendReplyFlags(nil, StatusOK, ReplyFlagPadding)); err == nil {
 		t.Fatal("ParseReply accepted a flagged reply")
 	}
-	if _, _, err := ParseReplyFlags([]byte{Version | 0x40, 0}); err == nil {
+	if _, _, err := ParseReplyFlags([]byte{Version | 0x10, 0}); err == nil {
 		t.Fatal("unknown reply flag accepted")
 	}
 }

@@ -189,20 +189,35 @@ func (g *PadGroup) fire(gen uint64) {
 }
 
 // retarget moves padding off c, which can send no more, to another member
-// whose sending side is still open, or to none (caller holds mu). Members
-// that sent their FIN are passed over, so that padding never bounces
-// between connections that can no longer carry it.
+// whose sending side is still open, or else to one that sent its FIN but
+// may pad after it (linger.go), or to none (caller holds mu). Members that
+// can no longer carry padding are passed over, so that padding never
+// bounces between them.
 func (g *PadGroup) retarget(c *Conn) {
 	if g.last != c {
 		return
 	}
 	g.last = nil
 	for m := range g.members {
-		if m != c && !m.shut.Load() && !m.finSent.Load() {
+		if m == c || m.shut.Load() {
+			continue
+		}
+		if !m.finSent.Load() {
 			g.last = m
 			return
 		}
+		if m.linger.Load() {
+			g.last = m // unless an open one is found
+		}
 	}
+}
+
+// idleAt is when the group goes idle: Idle after the last real frame on
+// any member, in either direction.
+func (g *PadGroup) idleAt() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lastReal.Add(g.cfg.Idle)
 }
 
 // PadGroups keeps one PadGroup per key: per client id on a server, one key
