@@ -288,12 +288,11 @@ type Conn struct {
 	lastSent   int64                    // its time, Unix ns
 	lastReal   atomic.Int64             // last real frame sent or received, Unix ns
 	padOn      atomic.Bool
-	padIdle    atomic.Int64 // its own padder's idle bound, ns (linger.go)
-	shut       atomic.Bool  // Close was called: no padding frame follows
-	finSent    atomic.Bool  // CloseWrite was called: no real frame follows
-	linger     atomic.Bool  // padding may follow the FIN frame (linger.go)
-	drain      atomic.Bool  // Close drains the peer's padding after its FIN
-	background atomic.Bool  // Close left the socket to close itself
+	shut       atomic.Bool // Close was called: no padding frame follows
+	finSent    atomic.Bool // CloseWrite was called: no real frame follows
+	linger     atomic.Bool // padding may follow the FIN frame (linger.go)
+	drain      atomic.Bool // Close drains the peer's padding after its FIN
+	background atomic.Bool // Close left the socket to close itself
 	padCtrs    PadCounters
 	stats      connStats
 }

@@ -43,10 +43,6 @@ func (c *Conn) LingerForPadding() { c.linger.Store(true) }
 // before the peer's FIN frame can have been read.
 func (c *Conn) DrainOnClose() { c.drain.Store(true) }
 
-// mayPadAfterFIN reports whether a padding frame may follow the FIN frame
-// (caller holds wmu).
-func (c *Conn) mayPadAfterFIN() bool { return c.linger.Load() && c.werr == nil }
-
 // closeGracefully is Close once both directions ended cleanly on a Conn
 // that lingers or drains. It reports false, having done nothing, when
 // neither applies or the end was not clean (Close then closes at once).
@@ -122,12 +118,14 @@ func (c *Conn) lingerUntilIdle(end time.Time) {
 }
 
 // padIdleAt is when the padder that pads c goes idle: its idle bound after
-// the last real frame in either direction on any connection it pads.
+// the last real frame in either direction on any connection it pads. Call
+// it once padOn is set: StartPadding sets pad before padOn, and pad does
+// not change after.
 func (c *Conn) padIdleAt() time.Time {
 	if g := c.group.Load(); g != nil {
 		return g.idleAt()
 	}
-	return time.Unix(0, c.lastReal.Load()).Add(time.Duration(c.padIdle.Load()))
+	return time.Unix(0, c.lastReal.Load()).Add(c.pad.cfg.Idle)
 }
 
 // stopPadding ends padding on c: no padding frame after this (a timer

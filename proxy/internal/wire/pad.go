@@ -189,7 +189,6 @@ func (c *Conn) StartPadding(cfg PadConfig) error {
 		return nil
 	}
 	c.pad = &padState{cfg: cfg, clock: clock}
-	c.padIdle.Store(int64(cfg.Idle))
 	c.padOn.Store(true)
 	if pc := c.padCtrs.Data; pc != nil {
 		pc.Add(c.stats.dataSent.Load())
@@ -268,7 +267,7 @@ func (c *Conn) padFire(gen uint64) {
 	}
 	defer c.wmu.Unlock()
 	p := c.pad
-	if p == nil || !p.clock.current(gen) || c.closed && !c.mayPadAfterFIN() || c.werr != nil {
+	if p == nil || !p.clock.current(gen) || c.closed && !c.linger.Load() || c.werr != nil {
 		return
 	}
 	now := time.Now()
@@ -304,7 +303,7 @@ func (c *Conn) sendPadding(size int) padResult {
 		return padBusy
 	}
 	defer c.wmu.Unlock()
-	if c.closed && !c.mayPadAfterFIN() || c.werr != nil || !c.writePadding(size) {
+	if c.closed && !c.linger.Load() || c.werr != nil || !c.writePadding(size) {
 		return padClosed
 	}
 	return padSent
