@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import cast
 
 import pytest
@@ -50,24 +51,20 @@ def bed() -> Iterator[StandardTestbed]:
         yield tb
 
 
-def set_both(tb: StandardTestbed, **values: int) -> None:
-    for node in ("client", "proxy"):
-        for key, value in values.items():
-            tb[node].sysctl(f"net.mptcp.{key}", value)
+def on_both(tb: StandardTestbed, **values: int) -> AbstractContextManager[None]:
+    """bernoulli's sysctls set on both ends, put back afterwards."""
+    return tb.changed_sysctls(("client", "proxy"), {f"net.mptcp.{key}": v for key, v in values.items()})
 
 
 def fixed_split_share(tb: StandardTestbed, mode: str) -> float:
     """One transfer at bernoulli_permille FIXED_PERMILLE: wan1's share of
     what the scheduler placed once both WANs were there."""
-    set_both(tb, bernoulli_adaptive=0, bernoulli_permille=FIXED_PERMILLE, bernoulli_batch=1)
     sender = "client" if mode == "upload" else "proxy"
-    try:
-        with BulkServer(tb) as server:
-            moved = sched_bursts_moved(tb, sender)
-            r = measured_transfer(tb, server, FIXED_BYTES, mode=mode)
-            moved = sched_bursts_moved(tb, sender) - moved
-    finally:
-        set_both(tb, bernoulli_adaptive=1, bernoulli_permille=500, bernoulli_batch=4)
+    with (on_both(tb, bernoulli_adaptive=0, bernoulli_permille=FIXED_PERMILLE, bernoulli_batch=1),
+          BulkServer(tb) as server):
+        moved = sched_bursts_moved(tb, sender)
+        r = measured_transfer(tb, server, FIXED_BYTES, mode=mode)
+        moved = sched_bursts_moved(tb, sender) - moved
     # What the scheduler placed: from wan2's first data on, in data-sequence
     # order, in full-size wire packets (its unit: one segment per decision).
     # Two other counts read the upload wrong: by wire time from the join, 0.31-0.35, since the
@@ -184,11 +181,8 @@ def test_run_ends_with_its_subflow(bed: StandardTestbed) -> None:
     address. The run in progress is counted as moved when the subflow
     closes (the schedulers' subflow_closed hook), and runs drawn afterwards use the new
     subflow."""
-    set_both(bed, bernoulli_adaptive=0, bernoulli_permille=0)
-    try:
+    with on_both(bed, bernoulli_adaptive=0, bernoulli_permille=0):
         x = replace_wan2_subflow(bed, "upload", nbytes=6 << 20, after_bytes=1 << 20)
-    finally:
-        set_both(bed, bernoulli_adaptive=1, bernoulli_permille=500)
     print(f"\nupload, wan2's subflow replaced after 1 MB: {x.summary()}")
     assert x.result.digest_ok
     assert x.moved >= 1, "the leaving subflow's run was not counted"
