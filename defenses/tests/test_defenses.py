@@ -19,6 +19,7 @@ from braid_wf.defences.adaptive_padding import (
     ApHistograms,
     Histogram,
     adaptive_padding,
+    dummy_sizes,
     fit_histograms,
     histograms_from_json,
     histograms_to_json,
@@ -212,9 +213,20 @@ def test_ap_dummies_follow_the_burst_and_gap_histograms() -> None:
         else:  # GAP state
             assert g_lo <= gap <= g_hi
             fake_bursts[-1] += 1
-        assert part.sizes[j] == 600  # size of the last real packet sent
+        assert part.sizes[j] == 600  # the size of the last data frame sent
     assert len(fake_bursts) == 200  # every silence got one (0.5 s > 50 ms, < idle)
     assert np.mean(fake_bursts) == pytest.approx(1 / p_inf, rel=0.2)
+
+
+def test_ap_dummy_is_the_last_data_frame_at_most_one_packet() -> None:
+    """A dummy follows the end's last data frame as braid's transport pads:
+    an empty frame (FIN, window) does not set it, a frame larger than a
+    packet (full packets, then a shorter tail) gives a full packet, and
+    the other direction's packets do not count."""
+    out = [35, 400, 35, -1420, 1420, 1420, 700, 35, -1420, 300, -600, 1500]
+    t = Trace(np.arange(len(out), dtype=np.float64), np.asarray(out))
+    assert dummy_sizes(t, 1).tolist() == [35, 400, 400, 1400, 1400, 1400, 1400, 300, 1400]
+    assert dummy_sizes(t, -1).tolist() == [1400, 1400, 600]
 
 
 def test_ap_real_packet_resets_the_burst_timer() -> None:

@@ -34,10 +34,14 @@ simulator does not:
   after [WG16]) uses to delimit website accesses): padding stops when the
   load has gone idle instead of running on.
 
-A dummy has the size of the last real packet its end sent (braid's
-transport pads with a frame of its last real frame's size, at most one
-packet) and is sent at its timer's time; real packets are never delayed,
-so the defence adds no latency.
+A dummy has the size of the last real data its end sent, at most one
+packet, as braid's transport pads (a padding frame of its last data
+frame's size, at most ``PAD_MAX_BYTES`` on the wire), estimated from the
+packets (:func:`dummy_sizes`; packets no larger than an empty frame,
+``EMPTY_FRAME_BYTES``, are braid-proxy's FIN and window frames, which
+carry no data and do not set the padding's size). A dummy is sent
+at its timer's time; real packets are never delayed, so the defence adds
+no latency.
 
 Usage::
 
@@ -67,6 +71,11 @@ from braid_wf.trace import Trace
 IDLE_S = 1.0
 EDGES_S = np.logspace(-6, 2, 8 * 8 + 1)  # 1 us .. 100 s, 8 bins a decade
 DIRECTIONS = (1, -1)  # outgoing (the client pads), incoming (the proxy pads)
+# braid-proxy's padding frame is at most one packet (wire.PadMaxWire) and
+# follows its last data frame's size; a frame without data (FIN, window
+# update) is its header and tag only (wire.FrameOverhead).
+PAD_MAX_BYTES = 1400
+EMPTY_FRAME_BYTES = 35
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,13 +183,37 @@ def histograms_from_json(text: str) -> ApHistograms:
     return ApHistograms(burst, gap)
 
 
+def dummy_sizes(trace: Trace, d: int) -> npt.NDArray[np.int64]:
+    """For each of the trace's packets in direction d, the size of a dummy
+    its end would send after it: the size of its last data frame (packets
+    larger than EMPTY_FRAME_BYTES) at most PAD_MAX_BYTES. A frame larger
+    than a packet shows as full packets and a shorter tail: a data packet
+    right after a full one in the same run is taken as such a tail (the
+    frame was at least a packet). Before any data: an empty frame's size."""
+    sizes = np.abs(trace.sizes)
+    dirs = trace.directions
+    out = np.empty(int(np.count_nonzero(dirs == d)), dtype=np.int64)
+    size, prev_full, k = EMPTY_FRAME_BYTES, False, 0
+    for s, dr in zip(sizes.tolist(), dirs.tolist(), strict=True):
+        if dr != d:
+            prev_full = False  # the run has ended
+            continue
+        if s > EMPTY_FRAME_BYTES:
+            size = PAD_MAX_BYTES if prev_full else min(s, PAD_MAX_BYTES)
+            prev_full = s >= PAD_MAX_BYTES
+        out[k] = size
+        k += 1
+    return out
+
+
 def _pad_direction(trace: Trace, d: int, rng: np.random.Generator, hist: ApHistograms,
                    budget: float | None, idle: float, real_times: npt.NDArray[np.float64]
                    ) -> tuple[list[float], list[int]]:
     """The dummies one end sends for direction d (times, signed sizes)."""
     sel = trace.directions == d
-    t_real, size_real = trace.times[sel], np.abs(trace.sizes[sel])
-    sent = np.cumsum(size_real)
+    t_real = trace.times[sel]
+    sent = np.cumsum(np.abs(trace.sizes[sel]))
+    size_dummy = dummy_sizes(trace, d)
     burst_delays = hist.burst[d].sample(rng, len(t_real))
     times: list[float] = []
     sizes: list[int] = []
@@ -191,7 +224,7 @@ def _pad_direction(trace: Trace, d: int, rng: np.random.Generator, hist: ApHisto
         while fire < next_real:
             if fire - last_real_before(real_times, fire) > idle:
                 break  # the load has gone idle: stop until real traffic
-            size = int(size_real[k])
+            size = int(size_dummy[k])
             if budget is not None and dummy_bytes + size > budget * sent[k]:
                 break  # out of budget until more real bytes are sent
             times.append(fire)
