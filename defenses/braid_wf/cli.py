@@ -10,7 +10,9 @@ Commands::
                                       [--open-world] [--full] --report out/wf/report.md
     python3 -m braid_wf collect --out out/wf --condition hywf --sites 50 --instances 30
                                       # in braid's VM (kernel/vm run -- ...); --host on the
-                                      # host kernel (default scheduler, unshaped links)
+                                      # host kernel (default scheduler, unshaped links);
+                                      # --condition tor-hywf: Tor mode, through a private
+                                      # Tor network and the braid bridge
     python3 -m braid_wf costs --root out/wf     # page-load time, overhead vs default
     python3 -m braid_wf histograms --data out/wf/hywf/all --out ap.json
                                       # adaptive padding's delay histograms fitted on loads,
@@ -45,7 +47,7 @@ import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
 from braid_eval.progress import Progress
-from braid_wf import wirecheck
+from braid_wf import collection, wirecheck
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
 from braid_wf.deep import require_jax
@@ -55,7 +57,7 @@ from braid_wf.defences.adaptive_padding import fit_histograms, histograms_from_j
 from braid_wf.evaluate import Score, evaluate
 from braid_wf.parallel import default_jobs
 from braid_wf.synth import synthetic_dataset
-from braid_wf.trace import Dataset, Trace, load_dataset, save_dataset, trace_from_packets, write_trace
+from braid_wf.trace import Dataset, Trace, load_dataset, save_dataset
 
 # Thesis Table 6.1 (closed world, Wang's dataset), TPR %, per attack.
 THESIS_CLOSED = {
@@ -185,7 +187,8 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
     hist = (histograms_from_json(args.padding_histograms.read_text()) if args.padding_histograms
             else wirecheck.proxy_histograms())
     params = defense_catalog.DefenseParams(budget=args.padding_budget, n_chp=args.n_chp, histograms=hist)
-    meta = {"root": str(args.root), "originals": str(originals_dir), "repeats": args.repeats,
+    meta = {"root": str(args.root), "originals": str(originals_dir), "sites": originals.monitored,
+            "repeats": args.repeats,
             "full": args.full, "padding_budget": args.padding_budget, "n_chp": args.n_chp,
             "braid": installed_version(), "date": time.strftime("%Y-%m-%d")}
     checks = []
@@ -208,7 +211,8 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
     text = "\n".join([f"# The simulators against the wire ({args.root})", "",
                       f"Closed world, defence-aware model on network 1's protected test traces, mean ± sd "
                       f"over {args.repeats} splits; {size} attacks; the same loads and splits in both "
-                      "columns.", "", *wirecheck.table(checks), "",
+                      "columns; undefended: trained and tested on the unsplit loads.", "",
+                      *wirecheck.table(checks), "",
                       "How the loads cross the networks, on the wire / simulated (medians over loads):", "",
                       *wirecheck.structure_table(structures), "",
                       f"_{time.monotonic() - start:.0f} s_", ""])
@@ -404,6 +408,9 @@ class Condition(NamedTuple):
     drift: bool = False
     # net.mptcp.* settings at both ends, with the scheduler
     sysctls: tuple[tuple[str, int], ...] = ()
+    # Tor mode: through a private Tor network and the braid bridge
+    # (braid_wf.tor_collect), not braid-proxy
+    tor: bool = False
 
 
 # The even split: every segment to either WAN with probability 1/2
@@ -413,50 +420,18 @@ class Condition(NamedTuple):
 EVEN_SPLIT = (("bernoulli_adaptive", 0), ("bernoulli_permille", 500), ("bernoulli_batch", 1))
 
 
-# Unmonitored load n is corpus site UNMONITORED_BASE + n, whatever --sites
-# is, so a dataset can grow its monitored sites later (resuming with a
-# larger --sites) without a monitored site ever being one of its
-# unmonitored ones. (Datasets before 2026-11-26 used --sites + n.)
-UNMONITORED_BASE = 100_000
-
-
-def check_numbering(meta: Path) -> None:
-    """Refuse to resume a dataset whose unmonitored loads were numbered
-    after its monitored sites (the old scheme): their names would now mean
-    other corpus sites."""
-    if not meta.exists():
-        return
-    for line in meta.read_text().splitlines():
-        r = json.loads(line)
-        if "-" not in r["file"] and r["site"] != UNMONITORED_BASE + int(r["file"]):
-            raise SystemExit(f"{meta.parent}: its unmonitored loads are numbered after the monitored "
-                             f"sites (load {r['file']} is site {r['site']}), not from {UNMONITORED_BASE}; "
-                             "collect into a new --out")
-
-
-# A load's trace runs until this long after its last object arrived: the
-# padding that follows the last data (braid-proxy's padding_idle, 1 s) is
-# part of what the observer sees. At most TAIL_OF_GAP of the pause before
-# the next load (collect's --gap-ms, 1.5 s), which must not leak in.
-TRACE_TAIL_S = 1.2
-TAIL_OF_GAP = 0.8
-
 CONDITIONS = {"single": Condition("default", multipath=False), "default": Condition("default"),
               "hywf": Condition("hywf"), "even": Condition("bernoulli", sysctls=EVEN_SPLIT),
               "ap": Condition("default", padded=True),
-              "hywf-ap": Condition("hywf", padded=True, drift=True)}
+              "hywf-ap": Condition("hywf", padded=True, drift=True),
+              "tor-hywf": Condition("hywf", tor=True), "tor-default": Condition("default", tor=True)}
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    """Loads through braid-proxy on the standard testbed, both WANs captured,
-    one trace per load and WAN (and their union, what one observer of an
-    unsplit load would see). Resumable: loads whose traces exist are skipped."""
-    from braid_eval.analysis.dss import WIRE_MSS
-    from braid_eval.measure.proxy_pair import SERVER_PORT, BraidProxyPair
-    from braid_testbed import LinkSpec, StandardTestbed, ip
-    from braid_testbed.topology import kernel_has_netem
-    from braid_wf.corpus import corpus_server, load_pages
-
+    """Loads through braid-proxy (or Tor, in Tor mode's conditions) on a
+    testbed, both WANs captured, one trace per load and WAN (and their
+    union, what one observer of an unsplit load would see). Resumable:
+    loads whose traces exist are skipped."""
     cond = CONDITIONS[args.condition]
     sched = cond.scheduler
     if args.padding_histograms:
@@ -465,39 +440,41 @@ def cmd_collect(args: argparse.Namespace) -> int:
         # Refused here, not by both braid-proxy ends after the testbed is up.
         histograms_from_json(args.padding_histograms.read_text())
         args.padding_histograms = args.padding_histograms.resolve()
-    if args.host:
-        if sched != "default":
-            raise SystemExit(f"condition {args.condition} needs braid's kernel (scheduler {sched}); "
-                             "run it through kernel/vm without --host")
-        spec = LinkSpec()
-    else:
+    if cond.tor and args.one_connection:
+        raise SystemExit(f"--one-connection: condition {args.condition} carries every load on tor's one "
+                         "connection to the bridge already")
+    if args.host and (sched != "default" or cond.tor):
+        raise SystemExit(f"condition {args.condition} needs braid's kernel and its shaped links; "
+                         "run it through kernel/vm without --host")
+    if not args.host:
+        from braid_testbed.topology import kernel_has_netem
         if not kernel_has_netem():
             raise SystemExit("shaped links need netem (braid's kernel); use --host on the host kernel")
-        spec = LinkSpec(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
     label = args.condition + ("-1conn" if args.one_connection else "")
-    root = args.out / label
-    dirs = {k: root / k for k in ("wan1", "wan2", "all")}
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True)
-    loads = [(s, i) for i in range(args.instances) for s in range(args.sites)]
-    loads += [(UNMONITORED_BASE + n, 0) for n in range(args.unmonitored)]
-    check_numbering(root / "loads.jsonl")
-
-    def name(s: int, i: int) -> str:
-        return f"{s}-{i}" if s < UNMONITORED_BASE else str(s - UNMONITORED_BASE)
-
-    todo = [(s, i) for s, i in loads if not (dirs["all"] / name(s, i)).exists()]
-    log(f"{label}: {len(loads) - len(todo)} of {len(loads)} loads already collected")
-    if not todo:
+    todo = collection.plan(args.out, label, args.sites, args.instances, args.unmonitored, args.gap_ms)
+    log(f"{label}: {len(todo.loads) - len(todo.todo)} of {len(todo.loads)} loads already collected")
+    if not todo.todo:
         return 0
-    tail_s = min(TRACE_TAIL_S, TAIL_OF_GAP * args.gap_ms / 1000)
+    if cond.tor:
+        from braid_wf import tor_collect
+        return tor_collect.collect(todo, sched, args, log)
+    return _collect_through_braid_proxy(todo, cond, args)
+
+
+def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: argparse.Namespace) -> int:
+    from braid_eval.analysis.dss import WIRE_MSS
+    from braid_eval.measure.proxy_pair import SERVER_PORT, BraidProxyPair
+    from braid_testbed import LinkSpec, StandardTestbed, ip
+    from braid_wf.corpus import corpus_server, load_pages, server_address
+
+    spec = LinkSpec() if args.host else LinkSpec(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
     clients = {ip("client", "wan1"), ip("client", "wan2")}
     tag = f"wf{args.condition[:3]}"
     with StandardTestbed(tag, wan1=spec, wan2=spec) as tb:
         if cond.multipath:
             tb.enable_kernel_pm()
-        if sched != "default":
-            tb.set_scheduler(sched)
+        if cond.scheduler != "default":
+            tb.set_scheduler(cond.scheduler)
         settings = cond.sysctls + ((("hywf_nchp", args.n_chp),) if cond.drift else ())
         for node in ("client", "proxy"):
             for key, value in settings:
@@ -506,35 +483,17 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if args.padding_histograms:
             pad += ("-padding-histograms", str(args.padding_histograms))
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
-        with (corpus_server(tb),
-              BraidProxyPair(tb, root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
-            progress = Progress(f"{label}:", len(loads), done=len(loads) - len(todo), sink=log)
-            for b in range(0, len(todo), args.batch):
-                batch = todo[b : b + args.batch]
+        meta = {"padding_histograms": str(args.padding_histograms)} if args.padding_histograms else {}
+        with (corpus_server(tb.server, server_address()) as server,
+              BraidProxyPair(tb, todo.root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
+            progress = Progress(f"{todo.label}:", len(todo.loads), done=len(todo.loads) - len(todo.todo), sink=log)
+            for b in range(0, len(todo.todo), args.batch):
+                batch = todo.todo[b : b + args.batch]
                 extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()))
                 with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
-                    proc, results = load_pages(tb, pair.socks, batch, args.gap_ms, extra)
-                collected = 0
-                with open(root / "loads.jsonl", "a") as meta:
-                    for r in results:
-                        if not r["ok"]:
-                            log(f"load {r['name']} failed; it will be retried")
-                            continue
-                        nm = name(r["site"], r["instance"])
-                        parts = {}
-                        for w, cap in ((1, cap1), (2, cap2)):
-                            parts[w] = trace_from_packets(cap.packets, clients, r["start"],
-                                                          r["end"] + tail_s,
-                                                          port=SERVER_PORT, segment=WIRE_MSS)
-                            write_trace(parts[w], dirs[f"wan{w}"] / nm)
-                        both = Trace(np.concatenate([parts[1].times, parts[2].times]),
-                                     np.concatenate([parts[1].sizes, parts[2].sizes]))
-                        order = np.argsort(both.times, kind="stable")
-                        write_trace(Trace(both.times[order], both.sizes[order]), dirs["all"] / nm)
-                        meta.write(json.dumps({**r, "file": nm, "condition": label,
-                                               **({"padding_histograms": str(args.padding_histograms)}
-                                                  if args.padding_histograms else {})}) + "\n")
-                        collected += 1
+                    proc, results = load_pages(tb.client, server, pair.socks, batch, args.gap_ms, extra)
+                collected = collection.record(todo, results, (cap1, cap2), clients, SERVER_PORT, WIRE_MSS,
+                                              meta, log)
                 cap1.cleanup()
                 cap2.cleanup()
                 progress.step("loads", n=collected)
@@ -590,7 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", type=Path, default=Path("out/wf"),
                    help="datasets root; the condition's traces go to OUT/CONDITION (default out/wf)")
     c.add_argument("--condition", choices=sorted(CONDITIONS), default="default",
-                   help="scheduler and padding at both ends (default: default)")
+                   help="scheduler and padding at both ends; tor-*: Tor mode, through a private Tor network "
+                        "and the braid bridge (default: default)")
     c.add_argument("--host", action="store_true", help="host kernel: default scheduler, unshaped links")
     c.add_argument("--sites", type=int, default=50, help="monitored sites (default 50)")
     c.add_argument("--instances", type=int, default=30, help="loads per monitored site (default 30)")

@@ -40,6 +40,7 @@ __all__ = [
     "CLIENT_W2",
     "PT_PORT",
     "SERVER_PUBLIC",
+    "WEB_IP",
     "WEB_NAME",
     "WEB_PORT",
     "ClientRun",

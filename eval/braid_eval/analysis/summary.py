@@ -6,7 +6,8 @@ Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json,
 OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json, OUT/e3-braid-bernoulli/e3.json
 and OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json, OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json
-and OUT/wf-deep-30ep.json (``braid-wf defenses --json``) and OUT/relay-capacity.json
+and OUT/wf-deep-30ep.json (``braid-wf defenses --json``), OUT/wf-wire-check.json and OUT/wf-tor.json
+(``braid-wf wirecheck --json``: the simulators against the wire, Tor mode) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
 (each also accepted as OUT/<name>.json or OUT/<name>/<name>.json), names
 the missing ones, and writes the page (OUT/summary.md unless --page). No
@@ -306,7 +307,7 @@ def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
             f"protected test traces, mean ± sd over {meta['repeats']} splits; "
             f"{'published' if meta['full'] else 'quick-mode'} attacks; AP budget {meta['padding_budget']:g}, "
             f"hywf-ap's p-drift {meta['n_chp']}; a load of which network 1 captured nothing is left out of "
-            "both columns)", "",
+            "both columns; undefended: the attack trained and tested on the unsplit loads)", "",
             *wirecheck.table(checks), "",
             f"{held} of {len(checks)} checks within ±{meta['tolerance_points']:g} points: where one is not, the "
             "simulated figures above misstate that attack under that defence on the wire.", "",
@@ -314,6 +315,27 @@ def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
                "consecutive packets of one direction on one network):", "",
                *wirecheck.structure_table(structures), ""] if (structures := wirecheck.structures_from_json(data))
               else [])]
+
+
+def wf_tor_section(data: dict[str, Any]) -> list[str]:
+    """Tor mode's loads (braid-wf collect --condition tor-hywf) under the
+    attacks: network 1's captures of the client's connection to the bridge
+    beside the unsplit loads and the hywf simulator (braid_wf.wirecheck)."""
+    meta, checks = data["meta"], wirecheck.from_json(data)
+    strongest = max(checks, key=lambda c: statistics.fmean(c.wire), default=None)
+    lines = ["## Website fingerprinting: Tor mode on the wire", "",
+             f"(page loads through a private Tor network in braid's kernel, the client's tor reaching the braid "
+             f"bridge over MPTCP with `hywf` on both ends, under `{meta['root']}`; braid {meta['braid']}, "
+             f"{meta['date']}; closed world, mean ± sd over {meta['repeats']} splits; "
+             f"{'published' if meta['full'] else 'quick-mode'} attacks; undefended: trained and tested on both "
+             "networks merged, i.e. the load as one network carries it; on the wire: the defence-aware model on "
+             "network 1's captures; simulated: the same loads split by the hywf simulator)", "",
+             *wirecheck.table(checks), ""]
+    if strongest is not None:
+        chance = f", chance {100 / meta['sites']:.0f} %" if meta.get("sites") else ""
+        lines += [f"Strongest attack on one network's Tor-mode traces: {strongest.attack} at "
+                  f"{100 * statistics.fmean(strongest.wire):.1f} % (goal <= {WF_TARGET_PCT:g} %{chance}).", ""]
+    return lines
 
 
 def _loadavg(v: list[float] | None) -> str:
@@ -374,7 +396,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "e3-braid-delaybal": e3_section, "e3-braid-bernoulli": e3_section, "e3-braid-default": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
-    "wf-wire-check": wf_wire_check_section,
+    "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section,
     "relay-capacity": relay_capacity_section}
 
 

@@ -42,7 +42,7 @@ from braid_eval.measure.proxy_pair import BraidProxyPair
 from braid_eval.measure.transfer import read_mib
 from braid_eval.progress import Progress
 from braid_testbed import LinkSpec, StandardTestbed, kernel_has_netem
-from braid_wf.corpus import corpus_server, load_pages
+from braid_wf.corpus import corpus_server, load_pages, server_address
 
 WAN = LinkSpec(rate_mbit=20, delay_ms=10, queue_pkts=100)
 CORPUS_GAP_MS = 1500  # as wf collect
@@ -50,7 +50,7 @@ CORPUS_GAP_MS = 1500  # as wf collect
 
 def corpus_block(tb: StandardTestbed, socks: str, loads: list[tuple[int, int]]) -> list[float]:
     """Load times (s) of corpus ``loads`` (site, instance) through ``socks``."""
-    proc, results = load_pages(tb, socks, loads, CORPUS_GAP_MS)
+    proc, results = load_pages(tb.client, server_address(), socks, loads, CORPUS_GAP_MS)
     if proc.returncode != 0 or len(results) != len(loads) or not all(r["ok"] for r in results):
         raise RuntimeError(f"corpus loads failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     return [float(r["seconds"]) for r in results]
@@ -73,7 +73,7 @@ def run(schedulers: list[str], pages: int, rounds: int, corpus: bool, workdir: P
     with StandardTestbed("bpl", wan1=WAN, wan2=WAN) as tb, contextlib.ExitStack() as servers:
         tb.enable_kernel_pm()
         if corpus:
-            servers.enter_context(corpus_server(tb))
+            servers.enter_context(corpus_server(tb.server, server_address()))
         else:
             servers.enter_context(PageServer(tb))
         progress = Progress("bench", rounds * len(schedulers))

@@ -148,9 +148,18 @@ WIRE_CHECK = {"meta": {"root": "out/wf", "originals": "out/wf/hywf/all", "repeat
                         "padding_budget": 0.4, "n_chp": 100, "braid": "0.1.0", "date": "2026-11-30",
                         "tolerance_points": 5.0},
               "checks": [{"condition": "hywf", "attack": "kfp", "loads": 600, "wire": [0.38, 0.42],
-                          "simulated": [0.35, 0.39]},
+                          "simulated": [0.35, 0.39], "undefended": [0.9, 0.92]},
                          {"condition": "hywf-ap", "attack": "df", "loads": 600, "wire": [0.3, 0.3],
                           "simulated": [0.2, 0.2]}]}
+
+
+TOR_CHECK = {"meta": {"root": "out/wft", "originals": "out/wft/tor-hywf/all", "sites": 20, "repeats": 3,
+                      "full": False, "padding_budget": 0.4, "n_chp": 100, "braid": "0.1.0",
+                      "date": "2026-12-01", "tolerance_points": 5.0},
+             "checks": [{"condition": "tor-hywf", "attack": "kfp", "loads": 400, "wire": [0.2, 0.22, 0.24],
+                         "simulated": [0.25, 0.25, 0.25], "undefended": [0.8, 0.8, 0.8]},
+                        {"condition": "tor-hywf", "attack": "rf", "loads": 400, "wire": [0.3, 0.3, 0.3],
+                         "simulated": [0.28, 0.28, 0.28], "undefended": [0.9, 0.9, 0.9]}]}
 
 
 def write(out: Path, name: str, data: object, nested: bool = True) -> None:
@@ -173,12 +182,17 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
+    write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
     wire = text.split("## Website fingerprinting: the simulators against the wire")[1]
-    assert "| hywf | kfp | 600 | 40.0 ± 2.8 | 37.0 ± 2.8 | +3.0 | yes |" in wire
-    assert "| hywf-ap | df | 600 | 30.0 ± 0.0 | 20.0 ± 0.0 | +10.0 | **no** |" in wire
+    assert "| hywf | kfp | 600 | 91.0 ± 1.4 | 40.0 ± 2.8 | 37.0 ± 2.8 | +3.0 | yes |" in wire
+    # recorded without the undefended figure
+    assert "| hywf-ap | df | 600 | — | 30.0 ± 0.0 | 20.0 ± 0.0 | +10.0 | **no** |" in wire
     assert "1 of 2 checks within ±5 points" in wire
+    tor = text.split("## Website fingerprinting: Tor mode on the wire")[1].split("\n## ")[0]
+    assert "| tor-hywf | kfp | 400 | 80.0 ± 0.0 | 22.0 ± 2.0 | 25.0 ± 0.0 | -3.0 | yes |" in tor
+    assert "Strongest attack on one network's Tor-mode traces: rf at 30.0 % (goal <= 30 %, chance 5 %)" in tor
     twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")
     assert "| hywf-ap | 15.0 | 25.0 | 12.0 |" in twelve
     assert "`hywf`: strongest attack run RF at 35.0 % with 0.0 % bandwidth overhead" in twelve
@@ -221,7 +235,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-default", "bench-sched",
                        "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-wire-check",
-                       "relay-capacity"]
+                       "wf-tor", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-default, bench-sched" in text

@@ -21,6 +21,7 @@ from braid_eval.analysis.false_failure import FALSE_FAILURE, most_count
 from braid_testbed import pages, websites
 from braid_testbed.pcap import TcpPacket
 from braid_wf import cli as wf
+from braid_wf import collection
 from braid_wf.attacks import cumul_features, kfp_features, knn_features
 from braid_wf.defences import hywf_sim
 from braid_wf.evaluate import evaluate
@@ -361,8 +362,9 @@ def test_unmonitored_loads_keep_their_corpus_site_when_sites_grow(tmp_path: Path
     assert wf.main([*base, "--sites", "3"]) == 0
     meta = tmp_path / "default" / "loads.jsonl"
     loads = {r["file"]: r["site"] for r in map(json.loads, meta.read_text().splitlines())}
-    assert loads == {"0-0": 0, "1-0": 1, "2-0": 2, "0": wf.UNMONITORED_BASE, "1": wf.UNMONITORED_BASE + 1}
-    meta.write_text(meta.read_text().replace(f'"site": {wf.UNMONITORED_BASE + 1}', '"site": 3'))
+    base_n = collection.UNMONITORED_BASE
+    assert loads == {"0-0": 0, "1-0": 1, "2-0": 2, "0": base_n, "1": base_n + 1}
+    meta.write_text(meta.read_text().replace(f'"site": {base_n + 1}', '"site": 3'))
     with pytest.raises(SystemExit, match="collect into a new --out"):
         wf.main([*base, "--sites", "4"])
 
@@ -390,6 +392,18 @@ def test_histograms_are_fitted_on_a_dataset_in_the_transports_format(
     with pytest.raises(SystemExit, match="format is not"):
         wf.main(["collect", "--condition", "hywf-ap", "--padding-histograms", str(tmp_path / "bad.json"),
                  "--out", str(tmp_path)])
+
+
+def test_tor_mode_conditions_refuse_what_they_cannot_do(tmp_path: Path) -> None:
+    """Tor mode's conditions need braid's kernel (a private Tor network on
+    shaped WANs) and always carry a load on tor's one connection: --host
+    and --one-connection are refused before anything starts."""
+    base = ["collect", "--condition", "tor-hywf", "--out", str(tmp_path), "--sites", "1", "--instances", "1"]
+    with pytest.raises(SystemExit, match="needs braid's kernel"):
+        wf.main([*base, "--host"])
+    with pytest.raises(SystemExit, match="one connection to the bridge"):
+        wf.main([*base, "--one-connection"])
+    assert not (tmp_path / "tor-hywf").exists()
 
 
 def test_every_condition_runs_a_scheduler_and_settings_braids_kernel_has() -> None:

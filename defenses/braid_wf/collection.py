@@ -1,0 +1,116 @@
+"""Where ``wf collect`` puts its loads and how a batch's captures become
+traces, whatever carried the loads (braid-proxy on the standard testbed,
+or Tor in Tor mode's private network).
+
+A condition's loads go to ``OUT/<label>/``: ``wan1/`` and ``wan2/`` hold
+what each network's observer captured of each load, ``all/`` both merged
+(the load as one path would carry it), ``loads.jsonl`` one line per load
+(the loader's result, the file name, the condition). A load whose ``all``
+trace exists is done: a collection resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from braid_wf.trace import Packet, Trace, trace_from_packets, write_trace
+
+# Unmonitored load n is corpus site UNMONITORED_BASE + n, whatever --sites
+# is, so a dataset can grow its monitored sites later (resuming with a
+# larger --sites) without a monitored site ever being one of its
+# unmonitored ones. (Datasets before 2026-11-26 used --sites + n.)
+UNMONITORED_BASE = 100_000
+# A load's trace runs until this long after its last object arrived: the
+# padding that follows the last data (braid-proxy's padding_idle, 1 s) is
+# part of what the observer sees. At most TAIL_OF_GAP of the pause before
+# the next load (collect's --gap-ms, 1.5 s), which must not leak in.
+TRACE_TAIL_S = 1.2
+TAIL_OF_GAP = 0.8
+
+
+class Capture(Protocol):
+    """One network's capture of a batch (braid_testbed's WanCapture)."""
+
+    @property
+    def packets(self) -> Sequence[Packet]: ...
+
+
+def load_name(site: int, instance: int) -> str:
+    """A load's file name: ``site-instance``, or ``n`` for unmonitored load n."""
+    return f"{site}-{instance}" if site < UNMONITORED_BASE else str(site - UNMONITORED_BASE)
+
+
+def check_numbering(meta: Path) -> None:
+    """Refuse to resume a dataset whose unmonitored loads were numbered
+    after its monitored sites (the old scheme): their names would now mean
+    other corpus sites."""
+    if not meta.exists():
+        return
+    for line in meta.read_text().splitlines():
+        r = json.loads(line)
+        if "-" not in r["file"] and r["site"] != UNMONITORED_BASE + int(r["file"]):
+            raise SystemExit(f"{meta.parent}: its unmonitored loads are numbered after the monitored "
+                             f"sites (load {r['file']} is site {r['site']}), not from {UNMONITORED_BASE}; "
+                             "collect into a new --out")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A condition's collection: its directories, every load it holds when
+    complete, those still to load, and how far past a load's end its
+    trace runs."""
+
+    label: str
+    root: Path
+    loads: list[tuple[int, int]]
+    todo: list[tuple[int, int]]
+    tail_s: float
+
+    def directory(self, part: str) -> Path:
+        """``wan1``, ``wan2`` or ``all``."""
+        return self.root / part
+
+
+def plan(out: Path, label: str, sites: int, instances: int, unmonitored: int, gap_ms: int) -> Plan:
+    """Make ``OUT/label``'s directories and list the loads not yet collected."""
+    root = out / label
+    for part in ("wan1", "wan2", "all"):
+        (root / part).mkdir(parents=True, exist_ok=True)
+    loads = [(s, i) for i in range(instances) for s in range(sites)]
+    loads += [(UNMONITORED_BASE + n, 0) for n in range(unmonitored)]
+    check_numbering(root / "loads.jsonl")
+    todo = [(s, i) for s, i in loads if not (root / "all" / load_name(s, i)).exists()]
+    return Plan(label, root, loads, todo, min(TRACE_TAIL_S, TAIL_OF_GAP * gap_ms / 1000))
+
+
+def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[Capture, Capture], clients: set[str],
+           port: int, segment: int, meta: dict[str, Any], log: Any) -> int:
+    """Each successful load of a batch as its traces on both networks and
+    merged, from the batch's captures (``clients``: the client's addresses,
+    ``port``: the relay's, ``segment``: the wire's MSS), and its line in
+    loads.jsonl with ``meta``; returns how many. A failed load is logged
+    and left for the next run."""
+    collected = 0
+    with open(p.root / "loads.jsonl", "a") as out:
+        for r in results:
+            if not r["ok"]:
+                log(f"load {r['name']} failed; it will be retried")
+                continue
+            name = load_name(r["site"], r["instance"])
+            parts = [trace_from_packets(cap.packets, clients, r["start"], r["end"] + p.tail_s,
+                                        port=port, segment=segment) for cap in captures]
+            for w, part in enumerate(parts, start=1):
+                write_trace(part, p.directory(f"wan{w}") / name)
+            times = np.concatenate([t.times for t in parts])
+            sizes = np.concatenate([t.sizes for t in parts])
+            order = np.argsort(times, kind="stable")
+            write_trace(Trace(times[order], sizes[order]), p.directory("all") / name)
+            out.write(json.dumps({**r, "file": name, "condition": p.label, **meta}) + "\n")
+            collected += 1
+    return collected
