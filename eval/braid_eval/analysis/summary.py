@@ -38,6 +38,7 @@ E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
 WF_TARGET_PCT = 30.0  # closed-world accuracy on one network's traces, strongest attack
 WF_OVERHEAD_PCT = 40.0  # at most this bandwidth overhead
+WF_WORKS = 0.9  # undefended accuracy that shows an attack works as published
 BRAID_SCHEDULERS = ("default", "hywf", "bernoulli", "delaybal", "redundant")
 
 
@@ -335,6 +336,12 @@ def wf_tor_section(data: dict[str, Any]) -> list[str]:
         chance = f", chance {100 / meta['sites']:.0f} %" if meta.get("sites") else ""
         lines += [f"Strongest attack on one network's Tor-mode traces: {strongest.attack} at "
                   f"{100 * statistics.fmean(strongest.wire):.1f} % (goal <= {WF_TARGET_PCT:g} %{chance}).", ""]
+    weak = [f"{c.attack} {100 * statistics.fmean(c.undefended):.1f} %" for c in checks
+            if c.undefended and statistics.fmean(c.undefended) < WF_WORKS]
+    if weak:
+        lines += [f"Undefended below {100 * WF_WORKS:.0f} %: {', '.join(weak)}. Such an attack does not work as "
+                  "published on these loads (too few of them, or quick mode): its figure under the defence is a "
+                  "lower bound on a working one's.", ""]
     return lines
 
 

@@ -193,6 +193,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     tor = text.split("## Website fingerprinting: Tor mode on the wire")[1].split("\n## ")[0]
     assert "| tor-hywf | kfp | 400 | 80.0 ± 0.0 | 22.0 ± 2.0 | 25.0 ± 0.0 | -3.0 | yes |" in tor
     assert "Strongest attack on one network's Tor-mode traces: rf at 30.0 % (goal <= 30 %, chance 5 %)" in tor
+    assert "Undefended below 90 %: kfp 80.0 %. Such an attack does not work" in tor
     twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")
     assert "| hywf-ap | 15.0 | 25.0 | 12.0 |" in twelve
     assert "`hywf`: strongest attack run RF at 35.0 % with 0.0 % bandwidth overhead" in twelve
