@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -90,7 +90,7 @@ def plan(out: Path, label: str, sites: int, instances: int, unmonitored: int, ga
 
 
 def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[Capture, Capture], clients: set[str],
-           port: int, segment: int, meta: dict[str, Any], log: Any) -> int:
+           port: int, segment: int, meta: dict[str, Any], log: Callable[[str], None]) -> int:
     """Each successful load of a batch as its traces on both networks and
     merged, from the batch's captures (``clients``: the client's addresses,
     ``port``: the relay's, ``segment``: the wire's MSS), and its line in
