@@ -46,7 +46,6 @@ from typing import NamedTuple
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
-from braid_eval.progress import Progress
 from braid_wf import collection, wirecheck
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
@@ -486,19 +485,11 @@ def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: a
         meta = {"padding_histograms": str(args.padding_histograms)} if args.padding_histograms else {}
         with (corpus_server(tb.server, server_address()) as server,
               BraidProxyPair(tb, todo.root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
-            progress = Progress(f"{todo.label}:", len(todo.loads), done=len(todo.loads) - len(todo.todo), sink=log)
-            for b in range(0, len(todo.todo), args.batch):
-                batch = todo.todo[b : b + args.batch]
-                extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()))
-                with tb.capture_wan(1) as cap1, tb.capture_wan(2) as cap2:
-                    proc, results = load_pages(tb.client, server, pair.socks, batch, args.gap_ms, extra)
-                collected = collection.record(todo, results, (cap1, cap2), clients, SERVER_PORT, WIRE_MSS,
-                                              meta, log)
-                cap1.cleanup()
-                cap2.cleanup()
-                progress.step("loads", n=collected)
-                if proc.returncode != 0 and not results:
-                    raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}")
+            extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()))
+            collection.collect_batches(
+                todo, args.batch, lambda: (tb.capture_wan(1), tb.capture_wan(2)),
+                lambda batch: load_pages(tb.client, server, pair.socks, batch, args.gap_ms, extra),
+                clients, SERVER_PORT, WIRE_MSS, meta, log)
     return 0
 
 

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+import subprocess
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from braid_wf.trace import Packet, Trace, trace_from_packets, write_trace
+from braid_eval.progress import Progress
+from braid_wf.trace import Trace, trace_from_packets, write_trace
+
+if TYPE_CHECKING:
+    from braid_testbed.capture import WanCapture
 
 # Unmonitored load n is corpus site UNMONITORED_BASE + n, whatever --sites
 # is, so a dataset can grow its monitored sites later (resuming with a
@@ -32,13 +37,6 @@ UNMONITORED_BASE = 100_000
 # the next load (collect's --gap-ms, 1.5 s), which must not leak in.
 TRACE_TAIL_S = 1.2
 TAIL_OF_GAP = 0.8
-
-
-class Capture(Protocol):
-    """One network's capture of a batch (braid_testbed's WanCapture)."""
-
-    @property
-    def packets(self) -> Sequence[Packet]: ...
 
 
 def load_name(site: int, instance: int) -> str:
@@ -89,7 +87,7 @@ def plan(out: Path, label: str, sites: int, instances: int, unmonitored: int, ga
     return Plan(label, root, loads, todo, min(TRACE_TAIL_S, TAIL_OF_GAP * gap_ms / 1000))
 
 
-def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[Capture, Capture], clients: set[str],
+def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[WanCapture, WanCapture], clients: set[str],
            port: int, segment: int, meta: dict[str, Any], log: Callable[[str], None]) -> int:
     """Each successful load of a batch as its traces on both networks and
     merged, from the batch's captures (``clients``: the client's addresses,
@@ -114,3 +112,28 @@ def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[Capture, 
             out.write(json.dumps({**r, "file": name, "condition": p.label, **meta}) + "\n")
             collected += 1
     return collected
+
+
+# A batch's loads through the relay: the loader's process and its results.
+Loader = Callable[[list[tuple[int, int]]], tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]]
+
+
+def collect_batches(p: Plan, batch: int, captures: Callable[[], tuple[WanCapture, WanCapture]], load: Loader,
+                    clients: set[str], port: int, segment: int, meta: dict[str, Any], log: Callable[[str], None],
+                    diagnosis: Callable[[], str] = str) -> None:
+    """``p``'s loads still to do, ``batch`` at a time: each batch loaded by
+    ``load`` while both networks' ``captures()`` run, then recorded
+    (:func:`record`), with a progress line and an ETA per batch. A loader
+    that fails without any result ends the collection, with
+    ``diagnosis()`` (what the relay logged) in the error."""
+    progress = Progress(f"{p.label}:", len(p.loads), done=len(p.loads) - len(p.todo), sink=log)
+    for b in range(0, len(p.todo), batch):
+        caps = captures()
+        with caps[0], caps[1]:
+            proc, results = load(p.todo[b : b + batch])
+        collected = record(p, results, caps, clients, port, segment, meta, log)
+        for cap in caps:
+            cap.cleanup()
+        progress.step("loads", n=collected)
+        if proc.returncode != 0 and not results:
+            raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}\n{diagnosis()}".rstrip())

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 
 from braid_eval.analysis.dss import WIRE_MSS
-from braid_eval.progress import Progress
 from braid_testbed.capture import WanCapture
 from braid_testbed.privnet import CLIENT_W1, CLIENT_W2, PT_PORT, WEB_IP, LinkSpec, PrivateTorNetwork
 from braid_wf import collection
@@ -55,20 +54,12 @@ def collect(todo: collection.Plan, scheduler: str, args: argparse.Namespace, log
             log(f"{todo.label}: the client's tor bootstrapped in {took:.0f} s")
             socks = f"127.0.0.1:{client.socks_port}"
             _first_load(net, server, socks, args.gap_ms)
-            progress = Progress(f"{todo.label}:", len(todo.loads), done=len(todo.loads) - len(todo.todo), sink=log)
-            for b in range(0, len(todo.todo), args.batch):
-                batch = todo.todo[b : b + args.batch]
-                caps = tuple(WanCapture(net.tb["c"], f"c-w{i}", f"wan{i}") for i in (1, 2))
-                with caps[0], caps[1]:
-                    proc, results = load_pages(net.tb["c"], server, socks, batch, args.gap_ms,
-                                               ("--seed", str(args.seed)), per_load_s=PER_LOAD_S)
-                collected = collection.record(todo, results, (caps[0], caps[1]), {CLIENT_W1, CLIENT_W2},
-                                              PT_PORT, WIRE_MSS, {"transport": "tor"}, log)
-                for cap in caps:
-                    cap.cleanup()
-                progress.step("loads", n=collected)
-                if proc.returncode != 0 and not results:
-                    raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}\n{net.stream_failures()}")
+            collection.collect_batches(
+                todo, args.batch, lambda: (WanCapture(net.tb["c"], "c-w1", "wan1"),
+                                           WanCapture(net.tb["c"], "c-w2", "wan2")),
+                lambda batch: load_pages(net.tb["c"], server, socks, batch, args.gap_ms,
+                                         ("--seed", str(args.seed)), per_load_s=PER_LOAD_S),
+                {CLIENT_W1, CLIENT_W2}, PT_PORT, WIRE_MSS, {"transport": "tor"}, log, net.stream_failures)
     return 0
 
 
