@@ -37,7 +37,8 @@ captures (failover_metrics.py):
   then removes and re-adds gw1's subflow anyway), restore -> up again
   after that (polled every 20 ms); the in-kernel PM has no gateway state.
 * byte-exact: the server's SHA-256 matches the sender's, and the in-order
-  bytes rebuilt from the captures equal what the server read.
+  bytes rebuilt from the captures equal what the server read (and the
+  upload's header before it, when a mapping placed that too).
 
 It runs on the host kernel (MPTCP, tbf, nftables; no netem, none of
 braid's schedulers needed): gwsteer's logic does not depend on braid's
@@ -87,6 +88,7 @@ from braid_eval.experiments.failover_metrics import (
 )
 from braid_eval.measure.transfer import read_mib
 from braid_eval.progress import Progress
+from braid_testbed.bulk import HEADER
 from braid_testbed.gateway_topologies import PORT, Topo, onlink, onlink_gateways
 from braid_testbed.mptcpd_lab import Lab, start_mptcpd, stop_process
 from braid_testbed.pcap import TcpPacket, read_tcp_packets
@@ -375,7 +377,8 @@ def measure(mode: str, outage: float, index: int, packets: dict[str, list[TcpPac
     return Run(mode=mode, outage_s=outage, run=index, t90_s=t90,
                first_gw1_s=first_at_or_after(gw1.times, restored), reuse_s=reuse,
                gap_s=longest_gap(delivery, cut, restored), byte_exact=byte_exact,
-               capture_matches=delivery.total[-1] == received, bytes=received,
+               capture_matches=delivery.total[-1] == received + (HEADER.size if delivery.from_start else 0),
+               bytes=received,
                pre_cut_mbit=before * 8 / 2.0 / 1e6, outage_rate=outage_rate, dup_bytes=dup,
                pre_cut_by_gw=by_gw)
 

@@ -39,10 +39,14 @@ SEQ_MOD = 1 << 32
 
 @dataclass(frozen=True)
 class Delivery:
-    """A cumulative byte curve: ``total[i]`` bytes by time ``times[i]``."""
+    """A cumulative byte curve: ``total[i]`` bytes by time ``times[i]``.
+    ``from_start``: the curve counts from the connection's first data
+    byte (for a curve rebuilt from captures, whether a mapping placed the
+    first subflow's first data; see :func:`in_order_delivery`)."""
 
     times: list[float]
     total: list[int]
+    from_start: bool = True
 
     def at(self, t: float) -> int:
         """Bytes delivered by time ``t`` (the curve is right-continuous)."""
@@ -74,7 +78,11 @@ def in_order_delivery(packets: Iterable[TcpPacket],
     sequence comes from the DSS mapping covering its subflow sequence
     (RFC 8684 3.3.1: relative to the subflow's ISN, taken from its SYN);
     the mapping may ride on a later packet (the first data packet carries
-    MP_CAPABLE, not DSS). Data sequence numbers are taken modulo 2^32
+    MP_CAPABLE, not DSS), and when none does, the curve starts at the
+    lowest byte a mapping placed: ``from_start`` says whether that is the
+    connection's first (the first SYN's subflow's first data byte; whether
+    the sender's first write shares a mapping with the data after it
+    depends on how the scheduler batched them). Data sequence numbers are taken modulo 2^32
     relative to the lowest one seen (braid's transfers are far below
     4 GiB). Retransmissions and re-injections of bytes already held in
     order add nothing; a packet no captured mapping covers is left out
@@ -94,6 +102,8 @@ def in_order_delivery(packets: Iterable[TcpPacket],
             maps.setdefault(pkt.flow, []).append((pkt.dss.ssn, pkt.dss.dsn, pkt.dss.length))
     for flow in maps:
         maps[flow] = sorted(set(maps[flow]))
+    first_flow = next(iter(isn), None)  # the MP_CAPABLE subflow: joins come after it
+    opening_dsn: int | None = None  # where the first subflow's first data byte was placed
     placed: list[tuple[float, int, int, TcpPacket]] = []  # (ts, dsn, length, packet)
     for pkt in ordered:
         if pkt.syn or pkt.payload_len == 0 or pkt.flow not in isn or pkt.flow not in maps:
@@ -105,8 +115,10 @@ def in_order_delivery(packets: Iterable[TcpPacket],
             continue
         ssn, dsn, _length = flow_maps[i]
         placed.append((pkt.ts, (dsn + rel - ssn) % SEQ_MOD, pkt.payload_len, pkt))
+        if pkt.flow == first_flow and rel == 1:
+            opening_dsn = placed[-1][1]
     if not placed:
-        return Delivery([], [])
+        return Delivery([], [], from_start=False)
     # The lowest data sequence seen: modulo 2^32, the one whose distance to
     # every other is below 2^31 (the first packet's, unless it was reordered).
     first = placed[0][1]
@@ -127,7 +139,8 @@ def in_order_delivery(packets: Iterable[TcpPacket],
             point = max(point, heapq.heappop(pending)[1])
         if point > before:
             events.append((ts, point - before))
-    return cumulative(events)
+    curve = cumulative(events)
+    return Delivery(curve.times, curve.total, from_start=opening_dsn == base)
 
 
 def sustained_from(curve: Delivery, start: float, horizon: float, rate: float, slack: float,

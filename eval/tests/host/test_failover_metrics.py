@@ -152,6 +152,25 @@ def test_in_order_delivery_waits_for_the_hole_and_ignores_copies() -> None:
     assert [p.ts for p in useful] == [0.01, 0.02, 0.03, 0.05, 0.06, 0.30]
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_in_order_delivery_says_whether_it_starts_at_the_first_byte(batched: bool) -> None:
+    """A sender's 21-byte first write alone in the MP_CAPABLE packet has
+    no DSS mapping to place it: the curve starts after it. Batched with
+    the data after it, the first mapping covers it: the curve counts it."""
+    dsn0, isn = 5000, 100
+    head = 21
+    if batched:
+        pkts = [_pkt(0.0, 41, isn, 0, syn=True), _pkt(0.01, 41, isn + 1, 1021),
+                _pkt(0.02, 41, isn + 1022, 1000, DssMapping(dsn0, 1, 2021))]
+    else:
+        pkts = [_pkt(0.0, 41, isn, 0, syn=True), _pkt(0.01, 41, isn + 1, head),
+                _pkt(0.02, 41, isn + 1 + head, 2000, DssMapping(dsn0 + head, 1 + head, 2000))]
+    pkts.append(_pkt(0.03, 52, 7, 0, syn=True))  # a join, no data: its start is no connection start
+    curve = in_order_delivery(pkts)
+    assert curve.from_start is batched
+    assert curve.total[-1] == (2021 if batched else 2000)
+
+
 def test_in_order_delivery_leaves_out_unplaceable_packets() -> None:
     """No SYN captured for a subflow: its bytes cannot be placed, so the
     rebuilt total falls short (the experiment's byte check then fails)."""
