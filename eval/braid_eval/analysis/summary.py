@@ -3,8 +3,9 @@ counterpart, whether the evaluation's targets were met, and the
 benchmarks' side-by-side tables.
 
 Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json,
-OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json, OUT/e3-braid-bernoulli/e3.json
-and OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json, OUT/bench-pageload.json and
+OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json, OUT/e3-braid-bernoulli/e3.json,
+OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json,
+OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json
 and OUT/wf-deep-30ep.json (``braid-wf defenses --json``), OUT/wf-wire-check.json and OUT/wf-tor.json
 (``braid-wf wirecheck --json``: the simulators against the wire, Tor mode) and OUT/relay-capacity.json
@@ -400,7 +401,8 @@ def relay_capacity_section(data: dict[str, Any]) -> list[str]:
 
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "e1": e1_section, "e1b": e1b_section, "e2": e2_section, "e3": e3_section,
-    "e3-braid-delaybal": e3_section, "e3-braid-bernoulli": e3_section, "e3-braid-default": e3_section,
+    "e3-braid-delaybal": e3_section, "e3-braid-bernoulli": e3_section,
+    "e3-braid-hywf": e3_section, "e3-braid-default": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section,

@@ -234,12 +234,12 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-default", "bench-sched",
-                       "bench-pageload", "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-wire-check",
-                       "wf-tor", "relay-capacity"]
+    assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
+                       "e3-braid-default", "bench-sched", "bench-pageload", "simult-flows", "wf-deep-12ep",
+                       "wf-deep-30ep", "wf-wire-check", "wf-tor", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
-    assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-default, bench-sched" in text
+    assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, bench-sched" in text
 
 
 EVAL = str(Path(__file__).resolve().parents[2])
@@ -255,8 +255,8 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     run = summary(tmp_path)
     assert run.returncode == 0, run.stderr
-    assert ("missing e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-default, bench-sched, "
-            "bench-pageload") in run.stderr
+    assert ("missing e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
+            "bench-sched, bench-pageload") in run.stderr
     assert (tmp_path / "summary.md").read_text().startswith("# braid results")
     page = tmp_path / "RESULTS.md"
     to_page = subprocess.run([sys.executable, "-m", "braid_eval.analysis.summary", "--out", str(tmp_path),
