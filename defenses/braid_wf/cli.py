@@ -39,9 +39,9 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -186,11 +186,18 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
     hist = (histograms_from_json(args.padding_histograms.read_text()) if args.padding_histograms
             else wirecheck.proxy_histograms())
     params = defense_catalog.DefenseParams(budget=args.padding_budget, n_chp=args.n_chp, histograms=hist)
-    meta = {"root": str(args.root), "originals": str(originals_dir), "sites": originals.monitored,
-            "repeats": args.repeats,
-            "full": args.full, "padding_budget": args.padding_budget, "n_chp": args.n_chp,
+    meta = {**wirecheck_setup(args), "sites": originals.monitored, "repeats": args.repeats,
             "braid": installed_version(), "date": time.strftime("%Y-%m-%d")}
-    checks = []
+    earlier, earlier_structures = updated_checks(args.update, args) if args.update else ([], [])
+    checks: list[wirecheck.Check] = []
+
+    def save(structures: Sequence[wirecheck.Structure] = ()) -> None:
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(wirecheck.to_json(
+                wirecheck.merged(earlier, checks), meta,
+                wirecheck.structures_merged(earlier_structures, structures)), indent=1) + "\n")
+
     wires = {c: load_limited(args.root / c / "wan1", args) for c in args.conditions}
     # attack by attack, in the order given: the fast ones first finish every condition
     for attack in args.attacks:
@@ -199,17 +206,14 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
             checks.append(wirecheck.check(condition, originals, wire, attack, params=params,
                                           repeats=args.repeats, quick=not args.full, seed=args.seed,
                                           progress=log))
-            if args.json:
-                args.json.parent.mkdir(parents=True, exist_ok=True)
-                args.json.write_text(json.dumps(wirecheck.to_json(checks, meta), indent=1) + "\n")
+            save()
     structures = [s for c in args.conditions
                   if (s := wirecheck.structure(c, args.root, originals_dir, originals.names, params, args.seed))]
-    if args.json:
-        args.json.write_text(json.dumps(wirecheck.to_json(checks, meta, structures), indent=1) + "\n")
+    save(structures)
     size = "published" if args.full else "quick-mode"
     text = "\n".join([f"# The simulators against the wire ({args.root})", "",
                       f"Closed world, defence-aware model on network 1's protected test traces, mean ± sd "
-                      f"over {args.repeats} splits; {size} attacks; the same loads and splits in both "
+                      f"over the splits; {size} attacks; the same loads and splits in both "
                       "columns; undefended: trained and tested on the unsplit loads.", "",
                       *wirecheck.table(checks), "",
                       "How the loads cross the networks, on the wire / simulated (medians over loads):", "",
@@ -217,6 +221,29 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
                       f"_{time.monotonic() - start:.0f} s_", ""])
     emit(text, args.report)
     return 0 if all(c.holds for c in checks) else 1
+
+
+def wirecheck_setup(args: argparse.Namespace) -> dict[str, Any]:
+    """What must be the same for checks of two runs to sit in one table."""
+    return {"root": str(args.root), "originals": str(args.originals or args.root / "hywf" / "all"),
+            "full": args.full, "padding_budget": args.padding_budget, "n_chp": args.n_chp,
+            "hywf_split": hywf_sim.SPLIT_MODEL}
+
+
+def updated_checks(path: Path, args: argparse.Namespace
+                   ) -> tuple[list[wirecheck.Check], list[wirecheck.Structure]]:
+    """The checks and structures of an earlier ``--json`` file that this
+    run updates; ValueError when it is not one or was made differently."""
+    try:
+        data = json.loads(path.read_text())
+        before = data["meta"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ValueError(f"wirecheck: --update {path}: not a wirecheck --json file ({err})") from err
+    differ = [f"{k} {before.get(k)!r} there, {v!r} here" for k, v in wirecheck_setup(args).items()
+              if before.get(k) != v]
+    if differ:
+        raise ValueError(f"wirecheck: --update {path}: made differently ({'; '.join(differ)})")
+    return wirecheck.from_json(data), wirecheck.structures_from_json(data)
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -337,7 +364,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             "open_world": open_world, "jobs": args.jobs, "deadline_s": args.deadline, "jax_devices": devices,
             "params": {"budget": args.budget, "idle": args.idle, "n_chp": args.n_chp, "front_n": args.front_n,
                        "front_w": list(args.front_w)},
-            "corpus_s": round(corpus_s, 2), "version": installed_version()}
+            "hywf_split": hywf_sim.SPLIT_MODEL, "corpus_s": round(corpus_s, 2), "version": installed_version()}
 
     def write(rows: list[DefenseResult], done: bool, final: bool = False) -> None:
         text = head + table(rows, args.attacks, args.base_rate) + f"\n_{time.monotonic() - start:.0f} s_\n"
@@ -578,6 +605,9 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--n-chp", type=int, default=100,
                    help="hywf-ap: the p-drift it was collected with (default 100, collect's)")
     w.add_argument("--json", type=Path, help="write the checks as JSON here (rewritten after each)")
+    w.add_argument("--update", type=Path, metavar="JSON",
+                   help="keep the checks of this earlier --json file (same loads and simulator) that this run "
+                   "does not redo, e.g. --attacks kfp --repeats 12 for more splits of one attack")
     limits(w)
     h = sub.add_parser("histograms", help="fit adaptive padding's delay histograms on a dataset's loads",
                        description="Fit WTF-PAD's H_B (between bursts) and H_G (in bursts) per direction on the "
@@ -652,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for condition in args.conditions:
                 wirecheck.simulator_of(condition)
+            if args.update:
+                updated_checks(args.update, args)
         except ValueError as err:
             p.error(str(err))
     if args.cmd == "evaluate" and args.defense and args.protected:

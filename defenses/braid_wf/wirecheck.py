@@ -17,8 +17,15 @@ on protected test traces):
              as on the wire)
 
 The simulator holds for an attack when the two accuracies are within
-TOLERANCE_POINTS of each other. Beside the accuracies, :func:`structure`
-compares what the attacks read: how long the runs of one network are in
+TOLERANCE_POINTS of each other. Each split gives one difference (both
+columns share it), and the standard error of their mean says whether the
+run's splits resolve the tolerance: the split of the loads and the random
+split of the traces move one split's accuracy by several points (k-FP on
+600 loads: the difference's sd over splits is about 5 points), so a check
+is resolved with at least MIN_SPLITS splits and a standard error of at
+most RESOLVED_SE_POINTS. ``--update`` replaces some checks of an earlier
+file (e.g. more splits for one attack). Beside the accuracies,
+:func:`structure` compares what the attacks read: how long the runs of one network are in
 each direction (a split in long runs hides more of a page than one that
 thins it evenly), how many packets and bytes padding added, and how far
 past the page's last real packet it ran. The originals of a padded
@@ -32,9 +39,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,7 +51,12 @@ from braid_wf.defences.adaptive_padding import ApHistograms, histograms_from_jso
 from braid_wf.evaluate import evaluate
 from braid_wf.trace import Dataset, Trace, read_trace
 
+T = TypeVar("T")
 TOLERANCE_POINTS = 5.0
+# A difference whose standard error is above this does not tell +-5 apart;
+# fewer splits than this do not estimate that error.
+RESOLVED_SE_POINTS = TOLERANCE_POINTS / 2
+MIN_SPLITS = 10
 # A collected condition and the simulator of what its kernel and transport
 # do (a ``-1conn`` collection is the same defence over one connection;
 # ``tor-hywf`` is hywf on Tor mode's one connection to the bridge).
@@ -87,8 +99,35 @@ class Check:
         return 100 * (statistics.fmean(self.wire) - statistics.fmean(self.simulated))
 
     @property
+    def difference_se_points(self) -> float:
+        """Standard error of the mean difference over the splits (each
+        split's wire and simulated accuracies share its loads); nan with
+        one split."""
+        diffs = [100 * (w - s) for w, s in zip(self.wire, self.simulated, strict=True)]
+        return statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+
+    @property
     def holds(self) -> bool:
         return abs(self.difference_points) <= TOLERANCE_POINTS
+
+    @property
+    def resolved(self) -> bool:
+        """Enough splits to estimate the difference's standard error, and
+        that error at most RESOLVED_SE_POINTS."""
+        return len(self.wire) >= MIN_SPLITS and self.difference_se_points <= RESOLVED_SE_POINTS
+
+
+def replaced(old: Sequence[T], new: Sequence[T], key: Callable[[T], Hashable]) -> list[T]:
+    """``old`` with each item that ``new`` has for the same key replaced,
+    in place; the rest of ``new`` after them."""
+    fresh = {key(x): x for x in new}
+    out = [fresh.pop(key(x), x) for x in old]
+    return out + list(fresh.values())
+
+
+def merged(old: Sequence[Check], new: Sequence[Check]) -> list[Check]:
+    """Checks of an earlier run with this run's for the same condition and attack."""
+    return replaced(old, new, lambda c: (c.condition, c.attack))
 
 
 def matched(originals: Dataset, wire: Dataset) -> tuple[Dataset, Dataset]:
@@ -141,14 +180,23 @@ def _mean_sd(values: Sequence[float]) -> str:
     return f"{100 * statistics.fmean(values):.1f} ± {100 * sd:.1f}"
 
 
+def _verdict(c: Check) -> str:
+    return ("yes" if c.holds else "**no**") + ("" if c.resolved else " (too few splits)")
+
+
 def table(checks: Sequence[Check]) -> list[str]:
     """Markdown rows: per condition and attack, wire against simulated."""
-    lines = ["| condition | attack | loads | undefended, % | on the wire, % | simulated, % | difference, points | "
-             f"within ±{TOLERANCE_POINTS:g} |", "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {c.condition} | {c.attack} | {c.loads} | {_mean_sd(c.undefended)} | {_mean_sd(c.wire)} "
-              f"| {_mean_sd(c.simulated)} | {c.difference_points:+.1f} | {'yes' if c.holds else '**no**'} |"
+    lines = ["| condition | attack | loads | splits | undefended, % | on the wire, % | simulated, % | "
+             f"difference ± se, points | within ±{TOLERANCE_POINTS:g} |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {c.condition} | {c.attack} | {c.loads} | {len(c.wire)} | {_mean_sd(c.undefended)} "
+              f"| {_mean_sd(c.wire)} | {_mean_sd(c.simulated)} | {c.difference_points:+.1f} ± "
+              f"{c.difference_se_points:.1f} | {_verdict(c)} |"
               for c in checks]
     return lines
+
+
+def structures_merged(old: Sequence[Structure], new: Sequence[Structure]) -> list[Structure]:
+    return replaced(old, new, lambda s: s.condition)
 
 
 def mean_runs(parts: Sequence[Trace], direction: int) -> float:

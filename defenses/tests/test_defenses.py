@@ -343,6 +343,34 @@ def test_p_drift_moves_the_split_within_a_load() -> None:
     assert q.min() >= 0.8 and q.max() <= 1.0
 
 
+def test_both_networks_drain_a_flight_at_once() -> None:
+    """Two bursts dealt one after the other inside a flight come out in
+    alternating turns, as on the wire; a gap longer than FLIGHT_GAP_S
+    starts a new flight, and no flight's share moves to another."""
+    step = hywf_sim.FLIGHT_GAP_S / 4
+    times = np.concatenate([np.arange(10) * step, 1.0 + np.arange(6) * step])
+    dealt = np.array([True] * 4 + [False] * 6 + [False] * 5 + [True], dtype=bool)
+    on1 = hywf_sim.drain_concurrently(times, dealt)
+    assert "".join("1" if x else "0" for x in on1) == "1100110000" + "001000"
+    sequential = hywf_sim.drain_concurrently(times, dealt, per_turn=100)
+    assert np.array_equal(sequential, dealt)
+    with pytest.raises(ValueError, match="per_turn"):
+        hywf_sim.drain_concurrently(times, dealt, per_turn=0)
+
+
+def test_wire_mask_keeps_the_scheduler_s_share_of_each_flight(corpus: Dataset) -> None:
+    """The observers' split moves packets only in time, inside a flight:
+    per direction and flight, network 1 carries as many packets as the
+    scheduler dealt it (same seed), so per-load shares are the thesis's."""
+    for i, t in enumerate(corpus.traces):
+        dealt = hywf_sim.hywf_mask(t, np.random.default_rng(i))
+        seen = hywf_sim.hywf_wire_mask(t, np.random.default_rng(i))
+        for sel in (t.sizes > 0, t.sizes <= 0):
+            times = t.times[sel]
+            flight = np.concatenate([[0], np.cumsum(np.diff(times) > hywf_sim.FLIGHT_GAP_S)])
+            assert np.array_equal(np.bincount(flight, dealt[sel]), np.bincount(flight, seen[sel]))
+
+
 # -- HyWF-AP ---------------------------------------------------------------------
 
 def test_hywf_ap_pads_before_the_split(corpus: Dataset, hist: ApHistograms) -> None:

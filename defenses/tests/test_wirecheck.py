@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from braid_wf import wirecheck
 from braid_wf.compare import observed
@@ -65,7 +66,28 @@ def test_an_unprotected_capture_fails_and_a_simulated_one_holds() -> None:
                             quick=True)
     assert alike.holds, alike
     rows = wirecheck.table([bare, alike])
-    assert rows[2].startswith("| hywf | kfp | 96 |") and rows[2].endswith("| **no** |")
+    assert rows[2].startswith("| hywf | kfp | 96 | 2 |") and rows[2].endswith("| **no** (too few splits) |")
+
+
+def test_a_difference_is_resolved_by_enough_consistent_splits() -> None:
+    """The difference's standard error over paired splits; fewer than
+    MIN_SPLITS splits, or splits that disagree, leave it unresolved."""
+    steady = wirecheck.Check("hywf", "kfp", 600, wire=[0.40, 0.42] * 5, simulated=[0.43, 0.43] * 5)
+    assert steady.difference_points == pytest.approx(-2.0) and steady.holds
+    # differences -3, -1, ...: sd (10 / 9) ** 0.5 points over 10 splits
+    assert steady.difference_se_points == pytest.approx((10 / 9) ** 0.5 / 10 ** 0.5) and steady.resolved
+    few = wirecheck.Check("hywf", "kfp", 600, wire=[0.40, 0.42], simulated=[0.43, 0.43])
+    assert few.holds and not few.resolved
+    noisy = wirecheck.Check("hywf", "kfp", 600, wire=[0.30, 0.50] * 5, simulated=[0.40, 0.40] * 5)
+    assert noisy.difference_se_points > wirecheck.RESOLVED_SE_POINTS and not noisy.resolved
+    assert np.isnan(wirecheck.Check("hywf", "rf", 1, wire=[0.3], simulated=[0.3]).difference_se_points)
+    rows = wirecheck.table([steady, noisy])
+    assert rows[2] == ("| hywf | kfp | 600 | 10 | — | 41.0 ± 1.1 | 43.0 ± 0.0 | -2.0 ± 0.3 | yes |")
+    assert rows[3].endswith("| yes (too few splits) |")
+    more = wirecheck.Check("hywf", "kfp", 600, wire=[0.4] * 12, simulated=[0.4] * 12)
+    other = wirecheck.Check("hywf-ap", "kfp", 600, wire=[0.4], simulated=[0.4])
+    assert wirecheck.merged([steady, other], [more]) == [more, other]
+    assert wirecheck.merged([other], [more]) == [other, more]
 
 
 def test_cli_writes_json_and_exits_1_when_a_check_fails(tmp_path: Path) -> None:
@@ -81,6 +103,18 @@ def test_cli_writes_json_and_exits_1_when_a_check_fails(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["meta"]["tolerance_points"] == wirecheck.TOLERANCE_POINTS
     assert [c["attack"] for c in data["checks"]] == ["kfp"]
+    # more splits for that attack, the file's other checks kept; a file made
+    # with other settings is refused as bad input
+    again = tmp_path / "again.json"
+    more = subprocess.run([sys.executable, "-m", "braid_wf", "wirecheck", "--root", str(tmp_path),
+                           "--attacks", "kfp", "--repeats", "2", "--update", str(out), "--json", str(again)],
+                          capture_output=True, text=True, timeout=300)
+    assert more.returncode == 1, more.stderr
+    assert [len(c["wire"]) for c in json.loads(again.read_text())["checks"]] == [2]
+    other = subprocess.run([sys.executable, "-m", "braid_wf", "wirecheck", "--root", str(tmp_path),
+                            "--padding-budget", "0.3", "--update", str(out)], capture_output=True, text=True,
+                           timeout=60)
+    assert other.returncode == 2 and "made differently (padding_budget 0.4 there, 0.3 here)" in other.stderr
     bad = subprocess.run([sys.executable, "-m", "braid_wf", "wirecheck", "--root", str(tmp_path),
                           "--conditions", "default"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no simulator" in bad.stderr

@@ -5,7 +5,7 @@
 =========  ==============================================================
 none       the load as it is (one network)
 even       round-robin-style even split (hywf_sim.even_mask)
-hywf       HyWF (thesis Algorithm 2; hywf_sim.hywf_mask), as the kernel does it
+hywf       HyWF (thesis Algorithm 2; hywf_sim.hywf_wire_mask), as the kernel does it
 hywf-drift HyWF with the thesis's p-drift (n_chp, default 100)
 ap         adaptive padding, WTF-PAD-style (adaptive_padding.py)
 hywf-ap    adaptive padding, then HyWF (hywf_ap.py; thesis §6.7)
@@ -30,7 +30,7 @@ from braid_wf.defences.adaptive_padding import IDLE_S, ApHistograms, adaptive_pa
 from braid_wf.defences.defended import Defended, split_by, undefended
 from braid_wf.defences.front import W_MAX_S, W_MIN_S, front
 from braid_wf.defences.hywf_ap import hywf_ap
-from braid_wf.defences.hywf_sim import N_CHP, even_mask, hywf_mask
+from braid_wf.defences.hywf_sim import N_CHP, even_mask, hywf_wire_mask
 from braid_wf.trace import Trace
 
 Defense = Callable[[Trace, np.random.Generator], Defended]
@@ -65,10 +65,10 @@ def make_defense(name: str, params: DefenseParams | None = None) -> Defense:
     if name == "even":
         return lambda tr, rng: split_by(undefended(tr), even_mask(tr, rng))
     if name == "hywf":
-        return lambda tr, rng: split_by(undefended(tr), hywf_mask(tr, rng))
+        return lambda tr, rng: split_by(undefended(tr), hywf_wire_mask(tr, rng))
     if name == "hywf-drift":
         n_chp = p.n_chp or N_CHP
-        return lambda tr, rng: split_by(undefended(tr), hywf_mask(tr, rng, n_chp=n_chp))
+        return lambda tr, rng: split_by(undefended(tr), hywf_wire_mask(tr, rng, n_chp=n_chp))
     if name == "ap":
         assert hist is not None
         return lambda tr, rng: adaptive_padding(tr, rng, hist, p.budget, p.idle)

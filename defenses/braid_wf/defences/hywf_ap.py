@@ -23,11 +23,11 @@ import numpy as np
 
 from braid_wf.defences.adaptive_padding import IDLE_S, ApHistograms, adaptive_padding
 from braid_wf.defences.defended import Defended, split_by
-from braid_wf.defences.hywf_sim import NCONS, hywf_mask
+from braid_wf.defences.hywf_sim import NCONS, hywf_wire_mask
 from braid_wf.trace import Trace
 
 
 def hywf_ap(trace: Trace, rng: np.random.Generator, histograms: ApHistograms, budget: float | None = None,
             idle: float = IDLE_S, n_chp: int = 0, ncons: int = NCONS) -> Defended:
     padded = adaptive_padding(trace, rng, histograms, budget, idle)
-    return split_by(padded, hywf_mask(padded.parts[0], rng, ncons=ncons, n_chp=n_chp))
+    return split_by(padded, hywf_wire_mask(padded.parts[0], rng, ncons=ncons, n_chp=n_chp))

@@ -258,6 +258,15 @@ def _wf_cell(cell: dict[str, Any] | None) -> str:
     return f"{cell['tpr_mean'] * 100:.1f}"
 
 
+# Results recorded before the simulator said how it split (``hywf_split``)
+# were made with the split of the HyWF thesis's simulator.
+SEQUENTIAL_SPLIT = "bursts in send order, each whole on its network before the next"
+
+
+def _split_model(meta: dict[str, Any]) -> str:
+    return f"`hywf` simulated as {meta.get('hywf_split', SEQUENTIAL_SPLIT)}"
+
+
 def wf_deep_section(data: dict[str, Any]) -> list[str]:
     """The WF attacks against each defence, closed world, on network 1's
     traces, with the defence's bandwidth overhead, against the privacy goal."""
@@ -267,7 +276,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
              f"({meta['corpus']}; {meta['started'][:10]}, on {', '.join(meta['jax_devices'])}; "
              f"{meta['repeats']} random split, attacker trained on originals + {meta['copies']} protected copy "
              f"per load; deep attacks {meta['epochs']} epochs, RF's TAM over {meta['tam_seconds']:g} s; "
-             "closed-world accuracy % of network 1's observer, chance 1 %)", "",
+             f"{_split_model(meta)}; closed-world accuracy % of network 1's observer, chance 1 %)", "",
              "| defence | bandwidth overhead % | " + " | ".join(names) + " |",
              "|---" * (len(attacks) + 2) + "|"]
     for defence, row in results.items():
@@ -306,13 +315,18 @@ def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
     return ["## Website fingerprinting: the simulators against the wire", "",
             f"(loads collected in braid's kernel under `{meta['root']}`, originals `{meta['originals']}`; "
             f"braid {meta['braid']}, {meta['date']}; closed world, the defence-aware model on network 1's "
-            f"protected test traces, mean ± sd over {meta['repeats']} splits; "
+            "protected test traces, mean ± sd over each row's splits (a split of the loads into training "
+            "and test, with fresh random splits of the traces; se: the standard error of the mean difference); "
             f"{'published' if meta['full'] else 'quick-mode'} attacks; AP budget {meta['padding_budget']:g}, "
-            f"hywf-ap's p-drift {meta['n_chp']}; a load of which network 1 captured nothing is left out of "
+            f"hywf-ap's p-drift {meta['n_chp']}; {_split_model(meta)}; a load of which network 1 captured "
+            "nothing is left out of "
             "both columns; undefended: the attack trained and tested on the unsplit loads)", "",
             *wirecheck.table(checks), "",
-            f"{held} of {len(checks)} checks within ±{meta['tolerance_points']:g} points: where one is not, the "
-            "simulated figures above misstate that attack under that defence on the wire.", "",
+            f"{held} of {len(checks)} checks within ±{meta['tolerance_points']:g} points: where one is not and its "
+            "splits resolve it, the simulated figures above misstate that attack under that defence on the wire."
+            + (f" {unresolved} with too few splits to tell (fewer than {wirecheck.MIN_SPLITS}, or the se above "
+               f"{wirecheck.RESOLVED_SE_POINTS:g} points)."
+               if (unresolved := sum(not c.resolved for c in checks)) else ""), "",
             *(["How the loads cross the networks, on the wire / simulated (medians over loads; a run is "
                "consecutive packets of one direction on one network):", "",
                *wirecheck.structure_table(structures), ""] if (structures := wirecheck.structures_from_json(data))
@@ -328,10 +342,11 @@ def wf_tor_section(data: dict[str, Any]) -> list[str]:
     lines = ["## Website fingerprinting: Tor mode on the wire", "",
              f"(page loads through a private Tor network in braid's kernel, the client's tor reaching the braid "
              f"bridge over MPTCP with `hywf` on both ends, under `{meta['root']}`; braid {meta['braid']}, "
-             f"{meta['date']}; closed world, mean ± sd over {meta['repeats']} splits; "
+             f"{meta['date']}; closed world, mean ± sd over each row's splits; "
              f"{'published' if meta['full'] else 'quick-mode'} attacks; undefended: trained and tested on both "
              "networks merged, i.e. the load as one network carries it; on the wire: the defence-aware model on "
-             "network 1's captures; simulated: the same loads split by the hywf simulator)", "",
+             f"network 1's captures; simulated: the same loads split by the hywf simulator, {_split_model(meta)})",
+             "",
              *wirecheck.table(checks), ""]
     if strongest is not None:
         chance = f", chance {100 / meta['sites']:.0f} %" if meta.get("sites") else ""
