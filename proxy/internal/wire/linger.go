@@ -32,6 +32,10 @@ const (
 	// longer than MaxLinger, so that a peer closing at the same moment
 	// is never reset while it lingers.
 	MaxDrain = 5 * time.Second
+	// closeLockWait bounds how long Close waits for the write lock before
+	// it decides whether to linger: a padding frame being written holds
+	// it for a moment, a writer blocked on a full send buffer for good.
+	closeLockWait = 50 * time.Millisecond
 )
 
 // LingerForPadding lets this end pad after its FIN frame: the peer said it
@@ -46,7 +50,9 @@ func (c *Conn) DrainOnClose() { c.drain.Store(true) }
 // closeGracefully is Close once both directions ended cleanly on a Conn
 // that lingers or drains. It reports false, having done nothing, when
 // neither applies or the end was not clean (Close then closes at once).
-// Like Close, it never waits for a reader or a writer.
+// It never waits for a reader, and for a writer only closeLockWait: the
+// padder writing a frame at that moment must not make a clean end close
+// at once, without the padding the peer is ready to drain.
 func (c *Conn) closeGracefully() bool {
 	if c.background.Load() {
 		return true
@@ -56,7 +62,7 @@ func (c *Conn) closeGracefully() bool {
 	}
 	readEnded := c.rerr == io.EOF
 	c.rmu.Unlock()
-	if !readEnded || !c.wmu.TryLock() {
+	if !readEnded || !c.lockWriteBriefly() {
 		return false
 	}
 	clean := c.closed && c.werr == nil && c.held == nil
@@ -94,6 +100,19 @@ func (c *Conn) closeGracefully() bool {
 		}
 		c.raw.Close()
 	}()
+	return true
+}
+
+// lockWriteBriefly takes the write lock unless it stays held for
+// closeLockWait.
+func (c *Conn) lockWriteBriefly() bool {
+	give := time.Now().Add(closeLockWait)
+	for !c.wmu.TryLock() {
+		if time.Now().After(give) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return true
 }
 

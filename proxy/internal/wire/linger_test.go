@@ -162,3 +162,39 @@ func TestLingerIsBounded(t *testing.T) {
 		t.Fatalf("padding sent %d, dropped %d, write error %v", sent, got, snd.werr)
 	}
 }
+
+// A padding frame being written when Close comes (the padder holds the
+// write lock for it) does not make a clean end close without lingering;
+// a writer that holds the lock for good does, after closeLockWait.
+func TestCloseLingersThoughAPaddingFrameIsBeingWritten(t *testing.T) {
+	for _, held := range []time.Duration{10 * time.Millisecond, 10 * closeLockWait} {
+		snd, rcv, sndClosed, _ := framedPair(t)
+		snd.LingerForPadding()
+		rcv.DrainOnClose()
+		if err := snd.StartPadding(PadConfig{Budget: 1000, Idle: 200 * time.Millisecond, Hist: fixedHist(t)}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			snd.Write(bytes.Repeat([]byte("x"), 50_000))
+			snd.CloseWrite()
+		}()
+		if _, err := io.ReadAll(rcv); err != nil {
+			t.Fatal(err)
+		}
+		rcv.CloseWrite()
+		if _, err := io.ReadAll(snd); err != nil {
+			t.Fatal(err)
+		}
+		snd.wmu.Lock() // as the padder does while it writes a frame
+		go func() {
+			time.Sleep(held)
+			snd.wmu.Unlock()
+		}()
+		snd.Close()
+		if lingers := snd.ClosesInBackground(); lingers != (held < closeLockWait) {
+			t.Errorf("write lock held %v at Close: closes in the background %v", held, lingers)
+		}
+		rcv.Close()
+		waitClosed(t, sndClosed, MaxDrain)
+	}
+}
