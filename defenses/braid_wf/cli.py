@@ -188,7 +188,7 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
     params = defense_catalog.DefenseParams(budget=args.padding_budget, n_chp=args.n_chp, histograms=hist)
     meta = {**wirecheck_setup(args), "sites": originals.monitored, "repeats": args.repeats,
             "braid": installed_version(), "date": time.strftime("%Y-%m-%d")}
-    earlier, earlier_structures = updated_checks(args.update, args) if args.update else ([], [])
+    earlier, earlier_structures = args.earlier  # read and checked with the arguments
     checks: list[wirecheck.Check] = []
 
     def save(structures: Sequence[wirecheck.Structure] = ()) -> None:
@@ -682,8 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for condition in args.conditions:
                 wirecheck.simulator_of(condition)
-            if args.update:
-                updated_checks(args.update, args)
+            args.earlier = updated_checks(args.update, args) if args.update else ([], [])
         except ValueError as err:
             p.error(str(err))
     if args.cmd == "evaluate" and args.defense and args.protected:

@@ -25,10 +25,10 @@ split of the traces move one split's accuracy by several points (k-FP on
 is resolved with at least MIN_SPLITS splits and a standard error of at
 most RESOLVED_SE_POINTS. ``--update`` replaces some checks of an earlier
 file (e.g. more splits for one attack). Beside the accuracies,
-:func:`structure` compares what the attacks read: how long the runs of one network are in
-each direction (a split in long runs hides more of a page than one that
-thins it evenly), how many packets and bytes padding added, and how far
-past the page's last real packet it ran. The originals of a padded
+:func:`structure` compares what the attacks read: how long the runs of
+one network are in each direction (a split in long runs hides more of a
+page than one that thins it evenly), how many packets and bytes padding
+added, and how far past the page's last real packet it ran. The originals of a padded
 condition (``hywf-ap``) cannot come from its own capture, which holds
 the dummies: they come from an unpadded capture of the same loads
 (``--originals``, by default the ``hywf`` condition's ``all``); loads
