@@ -311,6 +311,18 @@ def longest_data_gap(packets: list[TcpPacket], port: int, upload: bool, after: f
     return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
 
 
+def data_rate_mbit(packets: list[TcpPacket], port: int, upload: bool, after: float) -> float:
+    """What a transfer's data packets seen after ``after`` carried, per
+    second from ``after`` to the last of them (retransmissions included),
+    in Mbit/s; 0 without any."""
+    data = [p for p in packets if p.payload_len and p.ts >= after
+            and (p.dport == port if upload else p.sport == port)]
+    if not data:
+        return 0.0
+    span = max(p.ts for p in data) - after
+    return sum(p.payload_len for p in data) * 8 / span / 1e6 if span > 0 else 0.0
+
+
 @dataclasses.dataclass
 class SubflowReplaced:
     """What a transfer whose wan2 subflow was replaced mid-way did."""
