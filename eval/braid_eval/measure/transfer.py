@@ -304,10 +304,15 @@ def transfer_with_breakage(tb: StandardTestbed, server: BulkServer, nbytes: int,
     return result[0], broken_at
 
 
+def data_packets_after(packets: list[TcpPacket], port: int, upload: bool, after: float) -> list[TcpPacket]:
+    """A transfer's data packets (to ``port`` if ``upload``, else from it) seen after ``after``."""
+    return [p for p in packets if p.payload_len and p.ts >= after
+            and (p.dport == port if upload else p.sport == port)]
+
+
 def longest_data_gap(packets: list[TcpPacket], port: int, upload: bool, after: float) -> float:
     """Longest pause between a transfer's data packets seen after ``after``."""
-    times = sorted(p.ts for p in packets if p.payload_len and p.ts >= after
-                   and (p.dport == port if upload else p.sport == port))
+    times = sorted(p.ts for p in data_packets_after(packets, port, upload, after))
     return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
 
 
@@ -315,8 +320,7 @@ def data_rate_mbit(packets: list[TcpPacket], port: int, upload: bool, after: flo
     """What a transfer's data packets seen after ``after`` carried, per
     second from ``after`` to the last of them (retransmissions included),
     in Mbit/s; 0 without any."""
-    data = [p for p in packets if p.payload_len and p.ts >= after
-            and (p.dport == port if upload else p.sport == port)]
+    data = data_packets_after(packets, port, upload, after)
     if not data:
         return 0.0
     span = max(p.ts for p in data) - after
