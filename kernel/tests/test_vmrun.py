@@ -44,3 +44,19 @@ def test_guest_root_is_virtme_ngs_9p_mount_with_a_cache(tmp_path: Path) -> None:
     cmd = vmrun.vng_command(image, "true", 2, "2G", [tmp_path])
     assert cmd[cmd.index("--append") + 1] == vmrun.ROOT_9P_FLAGS
     assert "--force-9p" in cmd
+
+
+def test_guest_cpu_model_replaces_virtme_ngs_max() -> None:
+    """virtme-ng asks for ``-cpu max`` under TCG and adds --qemu-opts after
+    its own arguments (read from the installed virtme-ng: an upgrade that
+    changes either fails here); qemu keeps the last -cpu, braid's."""
+    import virtme.architectures as virtme_arch
+    import virtme.commands.run as virtme_run
+
+    assert '"-cpu", "max"' in Path(virtme_arch.__file__).read_text()
+    source = Path(virtme_run.__file__).read_text()
+    assert source.index("qemuargs.extend(args.qemu_opts)") > source.index("qemuargs.extend(arch.qemuargs("), \
+        "virtme-ng puts --qemu-opts before its own -cpu"
+    image = KernelImage(bzimage=Path("bzImage"), config=Path("config"), build_hash="0" * 64)
+    cmd = vmrun.vng_command(image, "true", 2, "2G", [])
+    assert f"--qemu-opts=-cpu {vmrun.GUEST_CPU}" in cmd
