@@ -27,7 +27,7 @@ from braid_eval.analysis.dss import WIRE_MSS
 from braid_eval.measure.proxy_pair import SERVER_PORT
 from braid_testbed import TOOLS_DIR, StandardTestbed, ip, pages
 from braid_testbed.netns import stop_process
-from braid_testbed.pcap import MptcpConnection, TcpPacket, mptcp_connections
+from braid_testbed.pcap import MptcpConnection, TcpPacket, TimeIndex, mptcp_connections
 
 PAGES_TOOL = TOOLS_DIR / "pages.py"
 # hywf_policy.h's HYWF_PIECE_DIV: a page's burst is taken in pieces of ncons / 4
@@ -99,11 +99,12 @@ class PageTrace:
         return self.payload[(wan, direction)] / total if total else float("nan")
 
 
-def relay_payload(packets: list[TcpPacket], start: float, end: float, direction: str) -> int:
+def relay_payload(packets: TimeIndex, start: float, end: float, direction: str) -> int:
     """Payload of braid's relay connections in [start, end], one direction."""
+    window = packets.between(start, end)
     if direction == "up":
-        return sum(p.payload_len for p in packets if start <= p.ts <= end and p.dport == SERVER_PORT)
-    return sum(p.payload_len for p in packets if start <= p.ts <= end and p.sport == SERVER_PORT)
+        return sum(p.payload_len for p in window if p.dport == SERVER_PORT)
+    return sum(p.payload_len for p in window if p.sport == SERVER_PORT)
 
 
 def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down",
@@ -159,11 +160,12 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
     drops = sum(c.dropped or 0 for c in (cap1, cap2))
     since = max(c.started_at or 0.0 for c in (cap1, cap2))
     answers, requests = first_flights(captured, "down", since), first_flights(captured, "up", since)
+    indexed = {w: TimeIndex(pk) for w, pk in captured.items()}
     traces = []
     for r in results:
         start, end = float(r["start"]), float(r["end"])
         traces.append(PageTrace(r, {(w, d): relay_payload(pk, start, end, d)
-                                    for w, pk in captured.items() for d in ("up", "down")},
+                                    for w, pk in indexed.items() for d in ("up", "down")},
                                 [f for f in answers if start <= f.sent_at <= end],
                                 [f for f in requests if start <= f.sent_at <= end], drops))
     cap1.cleanup()

@@ -28,7 +28,7 @@ from braid_eval.analysis.dss import WIRE_MSS, Segment, data_segments, first_send
 from braid_testbed import TOOLS_DIR, StandardTestbed, bulk, ip
 from braid_testbed.capture import WanCapture
 from braid_testbed.netns import stop_process
-from braid_testbed.pcap import TcpPacket
+from braid_testbed.pcap import TcpPacket, TimeIndex
 from braid_testbed.topology import interface_counters
 
 BULK_TOOL = TOOLS_DIR / "bulk.py"
@@ -227,12 +227,11 @@ def traced_series(
         raise RuntimeError(f"series failed ({proc.returncode}): {proc.stderr.strip()[-500:]}; "
                            f"results: {proc.stdout.strip()[-1500:]}")
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    captured = {1: cap1.packets, 2: cap2.packets}
+    captured = {1: TimeIndex(cap1.packets), 2: TimeIndex(cap2.packets)}
     traces = []
     for r in results:
         start, end = float(r["start"]), float(r["end"])
-        traces.append(ConnectionTrace(
-            r, {w: [p for p in pkts if start <= p.ts <= end] for w, pkts in captured.items()}))
+        traces.append(ConnectionTrace(r, {w: pkts.between(start, end) for w, pkts in captured.items()}))
     cap1.cleanup()
     cap2.cleanup()
     return traces
