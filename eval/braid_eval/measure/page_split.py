@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import random
 import subprocess
 from types import TracebackType
+
+import numpy as np
+import numpy.typing as npt
 
 from braid_eval.analysis.dss import WIRE_MSS
 from braid_eval.measure.proxy_pair import SERVER_PORT
@@ -33,6 +34,10 @@ PAGES_TOOL = TOOLS_DIR / "pages.py"
 # hywf_policy.h's HYWF_PIECE_DIV: a page's burst is taken in pieces of ncons / 4
 PIECE_DIV = 4
 PAGE_PORT = 8080
+# sched_hywf.c's largest hywf_ncons
+HYWF_NCONS_MAX = 10000
+# model_shares() computes this many packet slots at a time at most
+MODEL_CHUNK_SLOTS = 1 << 20
 
 
 class PageServer:
@@ -193,32 +198,99 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
     """
     if direction not in ("down", "up"):
         raise ValueError(f"direction {direction!r}: down or up")
-    rng = random.Random(seed)
+    if not 1 <= ncons <= HYWF_NCONS_MAX:
+        raise ValueError(f"ncons {ncons}: hywf_ncons takes 1 to {HYWF_NCONS_MAX}")
+    # Computed per packet slot, every draw at once: under braid's emulated
+    # VM a loop per burst took tens of seconds a call. A burst of
+    # Geometric(1 / ncons) packets is a run of slots, each after the first
+    # starting a new burst with probability 1 / ncons.
+    rng = np.random.default_rng(seed)
     column = 0 if direction == "down" else 1
-    piece_max = max(1, ncons // PIECE_DIV)
+    piece = max(1, ncons // PIECE_DIV) if per_page else None
+    new_burst_p = 1.0 / ncons if ncons > 1 else 1.0
+    sizes = [[int(obj[column]) for obj in page.result["objects"]] for page in pages]  # type: ignore[attr-defined]
+    counts = np.array([len(s) for s in sizes])
+    flat = np.array([b for s in sizes for b in s], dtype=np.int64)
+    chosen = rng.integers(len(pages), size=draws)
+    # the chosen pages' objects, in order, and the draw each belongs to
+    nobj = counts[chosen]
+    first = np.repeat(np.cumsum(counts)[chosen] - nobj, nobj)
+    rank = np.arange(nobj.sum()) - np.repeat(np.cumsum(nobj) - nobj, nobj)
+    obj_bytes = flat[first + rank]
+    obj_draw = np.repeat(np.arange(draws), nobj)
+    slots = (obj_bytes + WIRE_MSS - 1) // WIRE_MSS
+    last = obj_bytes - (slots - 1) * WIRE_MSS  # the last packet's bytes
+    totals = np.bincount(obj_draw, weights=obj_bytes, minlength=draws)
+    # Draws in chunks of at most MODEL_CHUNK_SLOTS slots (and at least one
+    # draw): a stream keeps room for the piece each object may lose.
+    room = np.bincount(obj_draw, weights=slots + (piece or 1) - 1, minlength=draws)
+    wan1 = np.zeros(draws)
+    d0 = 0
+    while d0 < draws:
+        d1 = max(d0 + 1, int(np.searchsorted(np.cumsum(room[d0:]), MODEL_CHUNK_SLOTS, side="right")) + d0)
+        o0, o1 = np.searchsorted(obj_draw, [d0, d1])
+        part = (slots[o0:o1], last[o0:o1], obj_draw[o0:o1] - d0)
+        wan1[d0:d1] = (_per_connection_wan1(rng, *part, d1 - d0, new_burst_p) if piece is None
+                       else _per_page_wan1(rng, *part, rank[o0:o1], d1 - d0, new_burst_p, piece))
+        d0 = d1
+    return [float(w / t) for w, t in zip(wan1, totals, strict=True)]
 
-    def burst_length() -> int:  # Geometric on {1, 2, ...} with mean ncons, by inversion
-        return 1 if ncons <= 1 else 1 + int(math.log(1 - rng.random()) / math.log(1 - 1 / ncons))
 
-    out = []
-    for _ in range(draws):
-        objects: list[list[int]] = rng.choice(pages).result["objects"]  # type: ignore[assignment]
-        page_p = rng.random()
-        wan1 = total = burst_left = 0
-        on_wan1 = False
-        for obj in objects:
-            p = page_p if per_page else rng.random()
-            left = obj[column]
-            if not per_page:
-                burst_left = 0
-            while left > 0:
-                if not burst_left:
-                    burst_left, on_wan1 = burst_length(), rng.random() < p
-                piece = min(piece_max, burst_left) if per_page else burst_left
-                burst_left -= piece
-                sent = min(piece * WIRE_MSS, left)
-                wan1 += sent if on_wan1 else 0
-                total += sent
-                left -= sent
-        out.append(wan1 / total)
-    return out
+def _flags(rng: np.random.Generator, new_burst: npt.NDArray[np.bool_],
+           p_of_slot: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    """Per slot: whether its burst went on wan1 (each burst with the p of
+    its first slot)."""
+    burst = np.cumsum(new_burst) - 1
+    starts = np.flatnonzero(new_burst)
+    on_wan1: npt.NDArray[np.bool_] = (rng.random(len(starts)) < p_of_slot[starts])[burst]
+    return on_wan1
+
+
+def _per_connection_wan1(rng: np.random.Generator, slots: npt.NDArray[np.int64],
+                         last: npt.NDArray[np.int64], obj_draw: npt.NDArray[np.int64], draws: int,
+                         new_burst_p: float) -> npt.NDArray[np.float64]:
+    """Each object its own split and bursts, the first starting with it."""
+    obj_of_slot = np.repeat(np.arange(len(slots)), slots)
+    first_slot = np.cumsum(slots) - slots
+    new_burst = rng.random(len(obj_of_slot)) < new_burst_p
+    new_burst[first_slot[slots > 0]] = True
+    flags = _flags(rng, new_burst, rng.random(len(slots))[obj_of_slot])
+    nbytes = np.full(len(obj_of_slot), WIRE_MSS, dtype=np.int64)
+    nbytes[(first_slot + slots - 1)[slots > 0]] = last[slots > 0]
+    return np.bincount(obj_draw[obj_of_slot], weights=nbytes * flags, minlength=draws).astype(np.float64)
+
+
+def _per_page_wan1(rng: np.random.Generator, slots: npt.NDArray[np.int64], last: npt.NDArray[np.int64],
+                   obj_draw: npt.NDArray[np.int64], rank: npt.NDArray[np.int64], draws: int,
+                   new_burst_p: float, piece: int) -> npt.NDArray[np.float64]:
+    """One split and one run of bursts per page, which its objects take in
+    order, a piece of ``piece`` slots at a time; the rest of an object's
+    last piece is lost, and the next object starts at the next piece."""
+    # Each draw's stream: room for its objects and the most they can lose.
+    room = np.bincount(obj_draw, weights=slots + piece - 1, minlength=draws).astype(np.int64)
+    base = np.cumsum(room) - room
+    length = int(room.sum()) + 1  # and a last slot that ends every stream
+    draw_of_slot = np.repeat(np.arange(draws), room)
+    new_burst = rng.random(length) < new_burst_p
+    new_burst[base] = True
+    new_burst[-1] = True
+    p_draw = np.append(rng.random(draws), 0.0)
+    flags = _flags(rng, new_burst, p_draw[np.append(draw_of_slot, draws)])
+    index = np.arange(length)
+    burst_start = np.maximum.accumulate(np.where(new_burst, index, 0))
+    at_piece = (index - burst_start) % piece == 0
+    # next_piece[i]: the first piece boundary at or after slot i
+    next_piece = np.minimum.accumulate(np.where(at_piece, index, length)[::-1])[::-1]
+    on1 = np.concatenate([[0], np.cumsum(flags)])
+    wan1 = np.zeros(draws)
+    pos = base.copy()
+    for k in range(int(rank.max()) + 1 if len(rank) else 0):
+        which = rank == k
+        d = obj_draw[which]
+        n, tail = slots[which], last[which]
+        start, end = pos[d], pos[d] + n
+        used = n > 0
+        wan1[d] += np.where(used, WIRE_MSS * (on1[end] - on1[start])
+                            - (WIRE_MSS - tail) * flags[np.maximum(end - 1, 0)], 0)
+        pos[d] = next_piece[end]
+    return wan1
