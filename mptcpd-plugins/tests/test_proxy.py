@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from braid_testbed.mptcpd_lab import Lab, Namespace, popen_text, start_mptcpd, stop_process
 from braid_testbed.wait import TIME_SCALE, wait_for
 
@@ -68,8 +70,14 @@ def _churn(cli: Namespace, srv: Namespace, count: int) -> float:
     client = cli.run([sys.executable, CHURN, "client", "--dst", MAIN, "--port", str(PORT),
                       "--count", str(count), "--timeout", str(120 * TIME_SCALE)],
                      check=False, timeout=150 * TIME_SCALE)
+    if client.returncode != 0:
+        # The client gave up (a connection it could not finish): say so,
+        # with the server's side, rather than wait for a server that will
+        # not reach its count.
+        stop_process(server)
+        out, err = server.communicate()
+        pytest.fail(f"client: {client.stdout}{client.stderr}; server: {out!r} {err!r}")
     server.wait(timeout=10 * TIME_SCALE)
-    assert client.returncode == 0, client.stdout + client.stderr
     assert json.loads(client.stdout)["connections"] == count
     return time.monotonic() - start
 
