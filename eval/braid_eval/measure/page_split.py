@@ -223,15 +223,17 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
     totals = np.bincount(obj_draw, weights=obj_bytes, minlength=draws)
     # Draws in chunks of at most MODEL_CHUNK_SLOTS slots (and at least one
     # draw): a stream keeps room for the piece each object may lose.
-    room = np.bincount(obj_draw, weights=slots + (piece or 1) - 1, minlength=draws)
+    room = np.bincount(obj_draw, weights=slots + (piece or 1) - 1, minlength=draws).astype(np.int64)
+    room_end = np.cumsum(room)
     wan1 = np.zeros(draws)
     d0 = 0
     while d0 < draws:
-        d1 = max(d0 + 1, int(np.searchsorted(np.cumsum(room[d0:]), MODEL_CHUNK_SLOTS, side="right")) + d0)
+        before = int(room_end[d0 - 1]) if d0 else 0
+        d1 = max(d0 + 1, int(np.searchsorted(room_end, before + MODEL_CHUNK_SLOTS, side="right")))
         o0, o1 = np.searchsorted(obj_draw, [d0, d1])
         part = (slots[o0:o1], last[o0:o1], obj_draw[o0:o1] - d0)
         wan1[d0:d1] = (_per_connection_wan1(rng, *part, d1 - d0, new_burst_p) if piece is None
-                       else _per_page_wan1(rng, *part, rank[o0:o1], d1 - d0, new_burst_p, piece))
+                       else _per_page_wan1(rng, *part, rank[o0:o1], room[d0:d1], new_burst_p, piece))
         d0 = d1
     return [float(w / t) for w, t in zip(wan1, totals, strict=True)]
 
@@ -261,13 +263,13 @@ def _per_connection_wan1(rng: np.random.Generator, slots: npt.NDArray[np.int64],
 
 
 def _per_page_wan1(rng: np.random.Generator, slots: npt.NDArray[np.int64], last: npt.NDArray[np.int64],
-                   obj_draw: npt.NDArray[np.int64], rank: npt.NDArray[np.int64], draws: int,
+                   obj_draw: npt.NDArray[np.int64], rank: npt.NDArray[np.int64], room: npt.NDArray[np.int64],
                    new_burst_p: float, piece: int) -> npt.NDArray[np.float64]:
     """One split and one run of bursts per page, which its objects take in
     order, a piece of ``piece`` slots at a time; the rest of an object's
     last piece is lost, and the next object starts at the next piece."""
-    # Each draw's stream: room for its objects and the most they can lose.
-    room = np.bincount(obj_draw, weights=slots + piece - 1, minlength=draws).astype(np.int64)
+    # Each draw's stream (``room``): its objects and the most they can lose.
+    draws = len(room)
     base = np.cumsum(room) - room
     length = int(room.sum()) + 1  # and a last slot that ends every stream
     draw_of_slot = np.repeat(np.arange(draws), room)
