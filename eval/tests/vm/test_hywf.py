@@ -60,11 +60,13 @@ DRIFT_NCHP = 100
 DRIFT_WINDOW = 100
 # Subflow-replacement test: the transfer outlasts a late leave (its docstring).
 REPLACED_BYTES = 16 << 20
-# Idle-redraw test: short bursts, and the share change that means a new split.
+# Idle-redraw test: short bursts, each phase's bytes, and the share change
+# that means a new split.
 IDLE_TEST_NCONS = 2
+PHASE_BYTES = 1 << 20
 CHANGED = 0.2
 # P(|p1 - p2| > CHANGED) for independent p ~ U[0, 1]: (1 - CHANGED)^2,
-# 0.641 with the phases' burst noise (400,000 model draws).
+# 0.642 with the phases' burst noise (400,000 model draws).
 REDRAW_CHANGE_P = (1 - CHANGED) ** 2
 
 
@@ -347,16 +349,17 @@ def phase_share_differences(tb: StandardTestbed, idle_ms: int, count: int, mode:
     PHASE_PAUSE_MS (well above the 200 ms idle limit of the redraw runs).
 
     Bursts are made short (IDLE_TEST_NCONS) so that a kept split moves only
-    a little between phases: a 2 MB phase is ~1400 packets in ~700 bursts,
-    its share has sd <= 0.023 and the difference of two phases <= 0.033, so
-    burst noise alone crosses CHANGED only as a > 6 sd event. With the
-    default mean of 20 packets a phase has ~70 bursts, the difference has
-    sd ~0.12 and a kept split crosses CHANGED 9% of the time.
+    a little between phases: a 1 MB phase (PHASE_BYTES) is ~720 packets in
+    ~360 bursts, its share has sd <= 0.032 and the difference of two phases
+    <= 0.045, so burst noise alone crosses CHANGED only as a > 4.4 sd event
+    (none in 400,000 model draws; at most 0.19). With the default mean of
+    20 packets a phase has ~36 bursts and a kept split would cross CHANGED
+    often.
     """
     with (tb.changed_sysctls(("client", "proxy"), {"net.mptcp.hywf_idle_ms": idle_ms,
                                                   "net.mptcp.hywf_ncons": IDLE_TEST_NCONS}),
           BulkServer(tb) as server):
-        traces = traced_series(tb, server, count, CONN_BYTES, mode,
+        traces = traced_series(tb, server, count, PHASE_BYTES, mode,
                                ["--phases", "2", "--pause-ms", str(PHASE_PAUSE_MS)])
     diffs = []
     for t in traces:
@@ -385,9 +388,9 @@ def test_idle_connection_draws_a_new_split(bed: StandardTestbed, mode: str) -> N
     the connections are independent (a split each, hywf_scope 0): at least
     1 of 10 such changes (least_count), which a correct scheduler misses
     with probability 0.36^10 = 3.7e-5; a kept split (each crossing with
-    ~1e-9) fails it all the same. The control needs fewer connections: a
-    kept split crosses CHANGED only as a > 6 sd event (sd of a change
-    <= 0.033: 2 of 5 with probability < 1e-16).
+    ~1e-5) fails it all the same. The control needs fewer connections: a
+    kept split crosses CHANGED only as a > 4.4 sd event (sd of a change
+    <= 0.045: 2 of 5 with probability < 1e-9).
     """
     count = 10
     redrawn = phase_share_differences(bed, idle_ms=200, count=count, mode=mode)
