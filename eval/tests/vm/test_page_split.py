@@ -129,15 +129,17 @@ class PageBed:
     def counters(self) -> dict[str, int]:
         """The proxy's hywf counters, and the client's join holds ("client
         ..."): the client holds requests, the proxy answers. Also the
-        joins each end saw, which tell a join never tried from one that
-        failed."""
+        splits each end drew (one a page unless a page idled longer than
+        hywf_idle_ms one way) and the joins each end saw, which tell a join
+        never tried from one that failed."""
         out = {}
         for node, prefix, names in (
-                ("proxy", "", ("SchedJoinWait", "SchedJoinWaitTimeout", "SchedBurstMoved",
-                               "MPCapableIdleACK", "MPJoinSynRx", "MPJoinAckRx")),
-                ("client", "client ", ("SchedJoinWait", "SchedJoinWaitTimeout", "MPCapableSYNACKRX",
-                                       "MPJoinSynTx", "MPJoinSynAckRx", "MPJoinSynTxConnectErr",
-                                       "MPJoinSynTxBindErr", "MPJoinSynTxCreatSkErr"))):
+                ("proxy", "", ("SchedSplitDrawn", "SchedJoinWait", "SchedJoinWaitTimeout",
+                               "SchedBurstMoved", "MPCapableIdleACK", "MPJoinSynRx", "MPJoinAckRx")),
+                ("client", "client ", ("SchedSplitDrawn", "SchedJoinWait", "SchedJoinWaitTimeout",
+                                       "MPCapableSYNACKRX", "MPJoinSynTx", "MPJoinSynAckRx",
+                                       "MPJoinSynTxConnectErr", "MPJoinSynTxBindErr",
+                                       "MPJoinSynTxCreatSkErr"))):
             nstat = self.tb[node].run(["nstat", "-az"])
             out.update({prefix + name: read_mib(nstat, f"MPTcpExt{name}") for name in names})
         return out
