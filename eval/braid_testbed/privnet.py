@@ -16,6 +16,7 @@ processes and namespaces go away when the with-block ends.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -60,6 +61,15 @@ BRIDGE_ORPORT = "127.0.0.1:9001"
 # as long as on the host, and longer still on a loaded CI machine.
 BRIDGE_START_S = scaled(60)
 
+# Prepared DataDirectories with their keys (make_keys: "auth", "relay0",
+# ...) that a network copies instead of making its own keys: braid's VM
+# suites make them on the host before the boot, since the keys take tens
+# of seconds on the guest's emulated CPU (tor-gencert's RSA identity key
+# alone ~20 s) and two seconds on the host. Each network still runs its
+# own tors; only the key generation moves.
+KEYS_DIR_ENV = "BRAID_TOR_KEYS_DIR"
+AUTHORITY_LISTED = "listed-fingerprint"
+
 # Short voting so a consensus exists seconds after start.
 AUTH_TIMING = [
     "V3AuthVotingInterval 10",
@@ -70,6 +80,42 @@ AUTH_TIMING = [
     "TestingV3AuthInitialDistDelay 2",
     "TestingV3AuthVotingStartOffset 0",
 ]
+
+
+def make_relay_dir(d: Path) -> str:
+    """A relay's DataDirectory ``d`` (new) with its keys; returns what tor
+    lists as its fingerprint ("Unnamed" and the fingerprint)."""
+    (d / "keys").mkdir(parents=True)
+    d.chmod(0o700)
+    return subprocess.run(
+        ["tor", "--quiet", "--ignore-missing-torrc", "--list-fingerprint", "--orport", "1",
+         "--datadirectory", str(d)],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+
+
+def make_authority_dir(d: Path) -> None:
+    """The directory authority's DataDirectory ``d`` (new), with its keys:
+    its relay identity, whose fingerprint goes into AUTHORITY_LISTED, and
+    the v3 identity, signing key and certificate (``tor-gencert``)."""
+    listed = make_relay_dir(d)
+    (d / AUTHORITY_LISTED).write_text(listed)
+    keys = d / "keys"
+    subprocess.run(
+        ["tor-gencert", "--create-identity-key", "-m", "12", "-a", f"{RELAY_IP}:{AUTH_DIRPORT}",
+         "-i", str(keys / "authority_identity_key"), "-s", str(keys / "authority_signing_key"),
+         "-c", str(keys / "authority_certificate"), "--passphrase-fd", "0"],
+        input=b"\n", check=True, capture_output=True, timeout=60,
+    )
+
+
+def make_keys(root: Path, relays: int) -> None:
+    """``root`` (new) with the DataDirectories a network of ``relays``
+    relays and exits copies (KEYS_DIR_ENV): "auth" and "relay0" onwards."""
+    root.mkdir(parents=True)
+    make_authority_dir(root / "auth")
+    for i in range(relays):
+        make_relay_dir(root / f"relay{i}")
 
 
 def build_pt(out: Path) -> Path:
@@ -150,6 +196,7 @@ class PrivateTorNetwork:
         self._tor("d", "auth", self._auth_torrc())
         for i in range(self.relays + self.exits):
             exit_ = i >= self.relays
+            self._copy_prepared(f"relay{i}")
             self._tor("d", f"relay{i}", self._relay_torrc(i, exit_))
         progress(started, "authority and relays started")
         self._wait_consensus(timeout=90)
@@ -190,27 +237,25 @@ class PrivateTorNetwork:
     # -- directory authority -----------------------------------------------
     def _authority_keys(self) -> None:
         d = self.tmp / "auth"
-        keys = d / "keys"
-        keys.mkdir(parents=True)
-        subprocess.run(
-            ["tor-gencert", "--create-identity-key", "-m", "12", "-a", f"{RELAY_IP}:{AUTH_DIRPORT}",
-             "-i", str(keys / "authority_identity_key"), "-s", str(keys / "authority_signing_key"),
-             "-c", str(keys / "authority_certificate"), "--passphrase-fd", "0"],
-            input=b"\n", check=True, capture_output=True, timeout=60,
-        )
+        if not self._copy_prepared("auth"):
+            make_authority_dir(d)
         v3ident = ""
-        for line in (keys / "authority_certificate").read_text().splitlines():
+        for line in (d / "keys" / "authority_certificate").read_text().splitlines():
             if line.startswith("fingerprint "):
                 v3ident = line.split()[1]
-        out = subprocess.run(
-            ["tor", "--quiet", "--ignore-missing-torrc", "--list-fingerprint", "--orport", "1",
-             "--datadirectory", str(d)],
-            check=True, capture_output=True, text=True, timeout=60,
-        ).stdout
-        fpr = "".join(out.split()[1:])
+        fpr = "".join((d / AUTHORITY_LISTED).read_text().split()[1:])
         self.dir_authority = (
             f"DirAuthority auth orport={AUTH_ORPORT} no-v2 v3ident={v3ident} {RELAY_IP}:{AUTH_DIRPORT} {fpr}"
         )
+
+    def _copy_prepared(self, name: str) -> bool:
+        """Copies ``name``'s DataDirectory from KEYS_DIR_ENV's, if it has one."""
+        prepared = os.environ.get(KEYS_DIR_ENV)
+        source = Path(prepared) / name if prepared else None
+        if source is None or not (source / "keys").is_dir():
+            return False
+        shutil.copytree(source, self.tmp / name)
+        return True
 
     def _base(self, name: str) -> list[str]:
         return [
@@ -465,3 +510,24 @@ class ClientRun:
             "--socks5-hostname", f"127.0.0.1:{self.socks_port}", "-o", str(out), url,
             check=False, timeout=timeout + 10,
         )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m braid_testbed.privnet",
+        description="Make a private Tor network's keys (its authority's and relays' DataDirectories) "
+                    f"ahead of the tests that run the network; they use them when ${KEYS_DIR_ENV} names "
+                    "the directory.")
+    parser.add_argument("keys_dir", type=Path, help="the directory to create (must not exist)")
+    parser.add_argument("--relays", type=int, default=3, help="relays and exits to make keys for (default 3)")
+    args = parser.parse_args()
+    if args.keys_dir.exists():
+        parser.error(f"{args.keys_dir} exists")
+    if args.relays < 0:
+        parser.error("--relays must be >= 0")
+    make_keys(args.keys_dir, args.relays)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
