@@ -30,7 +30,8 @@ type Conn interface {
 // exchange completes: a client sending early data writes before the
 // server's answer has arrived. Relay calls Await once, before the first
 // read, and then copies the underlying Conn directly (so plain TCP keeps
-// the splice path).
+// the splice path). Await must return in bounded time (its reads under a
+// deadline): an upload that fails waits for it.
 type Deferred struct {
 	Conn
 	Await func() error
@@ -106,6 +107,22 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 		defer timer.Stop()
 	}
 
+	// A far side whose answer is deferred: an upload that fails before the
+	// answer arrived has most often met a server that refused what was
+	// sent early, answered why and hung up (its reset fails the write).
+	// Closing both then would leave Await reading a closed socket; the
+	// upload's error waits for the answer instead, so that the relay fails
+	// with the answer's verdict and the caller learns from it.
+	var answered chan struct{}
+	if d, ok := b.(*Deferred); ok {
+		answered = make(chan struct{})
+		await := d.Await
+		b = &Deferred{Conn: d.Conn, Await: func() error {
+			defer close(answered)
+			return await()
+		}}
+	}
+
 	var res Result
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
@@ -113,6 +130,9 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 		defer wg.Done()
 		err := copyCounted(dst, src, up, ctr, &last, total)
 		if err != nil {
+			if up && answered != nil {
+				<-answered
+			}
 			errMu.Lock()
 			if res.Err == nil {
 				res.Err = err

@@ -136,6 +136,36 @@ func TestRelayDeferredFarSide(t *testing.T) {
 	}
 }
 
+// A far side that answers and hangs up while the upload is still being
+// written (a server refusing early data: its reset fails the write before
+// Await reads) still has its answer read: the relay fails with Await's
+// verdict, not with the write's error.
+func TestRelayReadsTheAnswerOfAFarSideThatHungUp(t *testing.T) {
+	app, aIn := tcpPair(t)
+	bOut, far := tcpPair(t)
+	refused := errors.New("refused")
+	answer := make([]byte, 2)
+	var readErr error
+	d := &Deferred{Conn: bOut, Await: func() error {
+		time.Sleep(300 * time.Millisecond) // the upload meets the reset first
+		bOut.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, readErr = io.ReadFull(bOut, answer); readErr != nil {
+			return readErr
+		}
+		return refused
+	}}
+	done := make(chan Result, 1)
+	go func() { done <- Relay(context.Background(), aIn, d, 0, nil, nil) }()
+	go app.Write(make([]byte, 8<<20)) // more than the sockets' buffers hold
+	far.Write([]byte("no"))
+	far.SetLinger(0)
+	far.Close() // with the upload unread: a reset
+	res := <-done
+	if res.Err != refused || string(answer) != "no" {
+		t.Fatalf("relay ended with %+v, Await read %q (%v); want the answer's verdict", res, answer, readErr)
+	}
+}
+
 func TestRelaySamplesOnce(t *testing.T) {
 	cases := map[string]func(app, far *net.TCPConn){
 		// Both directions end cleanly: one reading, when the second ends.
