@@ -108,11 +108,12 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 	}
 
 	// A far side whose answer is deferred: an upload that fails before the
-	// answer arrived has most often met a server that refused what was
-	// sent early, answered why and hung up (its reset fails the write).
-	// Closing both then would leave Await reading a closed socket; the
-	// upload's error waits for the answer instead, so that the relay fails
-	// with the answer's verdict and the caller learns from it.
+	// answer arrived (its write, or its FIN) has most often met a server
+	// that refused what was sent early, answered why and hung up (its reset
+	// fails the write). Closing both then would leave Await reading a
+	// closed socket; the upload's failure waits for the answer instead, so
+	// that the relay fails with the answer's verdict and the caller learns
+	// from it.
 	var answered chan struct{}
 	if d, ok := b.(*Deferred); ok {
 		answered = make(chan struct{})
@@ -122,6 +123,11 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 			return await()
 		}}
 	}
+	awaitAnswer := func(up bool) {
+		if up && answered != nil {
+			<-answered
+		}
+	}
 
 	var res Result
 	var wg sync.WaitGroup
@@ -130,9 +136,7 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 		defer wg.Done()
 		err := copyCounted(dst, src, up, ctr, &last, total)
 		if err != nil {
-			if up && answered != nil {
-				<-answered
-			}
+			awaitAnswer(up)
 			errMu.Lock()
 			if res.Err == nil {
 				res.Err = err
@@ -152,6 +156,7 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 			return
 		}
 		if cerr := dst.CloseWrite(); cerr != nil {
+			awaitAnswer(up)
 			closeBoth("error")
 		}
 	}

@@ -137,32 +137,44 @@ func TestRelayDeferredFarSide(t *testing.T) {
 }
 
 // A far side that answers and hangs up while the upload is still being
-// written (a server refusing early data: its reset fails the write before
-// Await reads) still has its answer read: the relay fails with Await's
-// verdict, not with the write's error.
+// written, or before its end is forwarded (a server refusing early data:
+// its reset fails the write or the FIN before Await reads) still has its
+// answer read: the relay fails with Await's verdict, not with the upload's
+// error.
 func TestRelayReadsTheAnswerOfAFarSideThatHungUp(t *testing.T) {
-	app, aIn := tcpPair(t)
-	bOut, far := tcpPair(t)
-	refused := errors.New("refused")
-	answer := make([]byte, 2)
-	var readErr error
-	d := &Deferred{Conn: bOut, Await: func() error {
-		time.Sleep(300 * time.Millisecond) // the upload meets the reset first
-		bOut.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, readErr = io.ReadFull(bOut, answer); readErr != nil {
-			return readErr
-		}
-		return refused
-	}}
-	done := make(chan Result, 1)
-	go func() { done <- Relay(context.Background(), aIn, d, 0, nil, nil) }()
-	go app.Write(make([]byte, 8<<20)) // more than the sockets' buffers hold
-	far.Write([]byte("no"))
-	far.SetLinger(0)
-	far.Close() // with the upload unread: a reset
-	res := <-done
-	if res.Err != refused || string(answer) != "no" {
-		t.Fatalf("relay ended with %+v, Await read %q (%v); want the answer's verdict", res, answer, readErr)
+	uploads := map[string]func(app *net.TCPConn){
+		"write": func(app *net.TCPConn) { go app.Write(make([]byte, 8<<20)) }, // more than the buffers hold
+		"fin": func(app *net.TCPConn) {
+			time.Sleep(50 * time.Millisecond) // the reset is in
+			app.CloseWrite()
+		},
+	}
+	for name, upload := range uploads {
+		t.Run(name, func(t *testing.T) {
+			app, aIn := tcpPair(t)
+			bOut, far := tcpPair(t)
+			refused := errors.New("refused")
+			answer := make([]byte, 2)
+			var readErr error
+			d := &Deferred{Conn: bOut, Await: func() error {
+				time.Sleep(300 * time.Millisecond) // the upload meets the reset first
+				bOut.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, readErr = io.ReadFull(bOut, answer); readErr != nil {
+					return readErr
+				}
+				return refused
+			}}
+			done := make(chan Result, 1)
+			go func() { done <- Relay(context.Background(), aIn, d, 0, nil, nil) }()
+			far.Write([]byte("no"))
+			far.SetLinger(0)
+			far.Close() // a reset
+			upload(app)
+			res := <-done
+			if res.Err != refused || string(answer) != "no" {
+				t.Fatalf("relay ended with %+v, Await read %q (%v); want the answer's verdict", res, answer, readErr)
+			}
+		})
 	}
 }
 
