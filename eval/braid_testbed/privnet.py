@@ -68,6 +68,8 @@ BRIDGE_START_S = scaled(60)
 # alone ~20 s) and two seconds on the host. Each network still runs its
 # own tors; only the key generation moves.
 KEYS_DIR_ENV = "BRAID_TOR_KEYS_DIR"
+# A network's relays and exits unless a test asks for others.
+RELAYS, EXITS = 2, 1
 AUTHORITY_LISTED = "listed-fingerprint"
 
 # Short voting so a consensus exists seconds after start.
@@ -140,7 +142,7 @@ class PrivateTorNetwork:
     __test__ = False
 
     def __init__(
-        self, relays: int = 2, exits: int = 1, bridge_extra: list[str] | None = None,
+        self, relays: int = RELAYS, exits: int = EXITS, bridge_extra: list[str] | None = None,
         wan1: LinkSpec | None = None, wan2: LinkSpec | None = None,
     ) -> None:
         self.bridge_extra = bridge_extra or []
@@ -519,7 +521,8 @@ def main() -> int:
                     f"ahead of the tests that run the network; they use them when ${KEYS_DIR_ENV} names "
                     "the directory.")
     parser.add_argument("keys_dir", type=Path, help="the directory to create (must not exist)")
-    parser.add_argument("--relays", type=int, default=3, help="relays and exits to make keys for (default 3)")
+    parser.add_argument("--relays", type=int, default=RELAYS + EXITS,
+                        help=f"relays and exits to make keys for (default {RELAYS + EXITS}, a network's)")
     args = parser.parse_args()
     if args.keys_dir.exists():
         parser.error(f"{args.keys_dir} exists")
