@@ -173,7 +173,8 @@ func writeBridgeLine(dir string, addr netip.AddrPort, args pt.Args) error {
 		return err
 	}
 	text := "# braid bridge line for clients' torrc; replace <FINGERPRINT> with the bridge's\n" +
-		"# (its DataDirectory/fingerprint file) and the address with a public one if it is 0.0.0.0.\n" +
+		"# (its DataDirectory/fingerprint file) and the address with a public one if it is\n" +
+		"# unspecified (0.0.0.0 or [::]: every address).\n" +
 		fmt.Sprintf("Bridge %s %s <FINGERPRINT> %s\n", transport, addr, enc)
 	return writeSecret(filepath.Join(dir, bridgeLineFile), text)
 }
