@@ -76,7 +76,8 @@ expect drwxr-x--- etc/braid/
 for tool in braid gwsteer-route gwsteer-cli braid-tor braid-openvpn; do
 	expect lrwxrwxrwx "usr/bin/$tool -> ../lib/braid/venv/bin/$tool"
 done
-for unit in braid-gwsteer-route.service braid-openvpn@.service braid-proxy-client.service braid-proxy-server.service; do
+for unit in braid-gwsteer-route.service braid-openvpn@.service braid-proxy-client.service braid-proxy-server.service \
+	braid-tor-client.service braid-tor-bridge.service; do
 	expect -rw-r--r-- "usr/lib/systemd/system/$unit"
 done
 expect -rw-r--r-- usr/share/braid/systemd/mptcp.service.d/braid-gwsteer.conf
@@ -167,13 +168,17 @@ in_root "
 	[ \"\$dir\" = '$plugindir' ] || { echo \"mptcpd's plugins are in \$dir, not $plugindir\"; exit 1; }
 	[ -f \"\$dir/gwsteer.so\" ] || { echo \"no gwsteer.so in \$dir\"; exit 1; }
 	[ \"\$(stat -c '%U:%G %a' /etc/braid)\" = 'root:braid 750' ] || { stat /etc/braid; exit 1; }
-	getent passwd braid | grep -q ':/nonexistent:/usr/sbin/nologin\$'
+	for user in braid braid-tor; do
+		getent passwd \$user | grep -q ':/nonexistent:/usr/sbin/nologin\$'
+	done
 	/usr/lib/braid/venv/bin/python -m pip --disable-pip-version-check check >/dev/null
 	[ \"\$(readlink -f /usr/bin/gwsteer-route)\" = /usr/lib/braid/venv/bin/gwsteer-route ]
 	grep -qx 'ExecStart=/usr/bin/braid-proxy client -config /etc/braid/client.json' \
 		/usr/lib/systemd/system/braid-proxy-client.service
 	grep -qx 'ExecStart=/usr/lib/braid/venv/bin/gwsteer-route follow' \
 		/usr/lib/systemd/system/braid-gwsteer-route.service
+	grep -qx 'ExecStart=/usr/lib/braid/venv/bin/braid-tor bridge --pt /usr/bin/braid-pt --data-dir /var/lib/braid-tor/bridge' \
+		/usr/lib/systemd/system/braid-tor-bridge.service
 	# Installed, not enabled, and mptcpd left as it was.
 	[ ! -e /etc/systemd/system/multi-user.target.wants/braid-proxy-client.service ]
 	[ ! -e /etc/systemd/system/mptcp.service.d/braid-gwsteer.conf ]
@@ -182,7 +187,8 @@ in_root "
 	install -d /etc/systemd/system/mptcp.service.d
 	ln -s /usr/share/braid/systemd/mptcp.service.d/braid-gwsteer.conf /etc/systemd/system/mptcp.service.d/
 	systemd-analyze verify --man=no braid-gwsteer-route.service braid-proxy-client.service \
-		braid-proxy-server.service braid-openvpn@client.service mptcp.service
+		braid-proxy-server.service braid-openvpn@client.service braid-tor-client.service \
+		braid-tor-bridge.service mptcp.service
 	rm -r /etc/systemd/system/mptcp.service.d
 "
 

@@ -123,3 +123,9 @@ def socks_download(ns: Namespace, url: str, dest: Path, wans: tuple[str, ...] = 
     got = ns.run(["curl", "-sS", "--max-time", str(timeout_s), *proxy, "-o", str(dest),
                   "-w", "%{size_download}", url], check=False, timeout=timeout_s + 30)
     return got, [interface_counters(ns, wan)[1] - b for wan, b in zip(wans, before, strict=True)]
+
+
+def subflow_sources(ns: Namespace, port: int) -> set[str]:
+    """Local addresses of the established TCP sockets (MPTCP subflows included) to a remote port."""
+    out = ns.run(["ss", "-Htn", "state", "established", "dst", f":{port}"]).stdout
+    return {line.split()[-2].rsplit(":", 1)[0] for line in out.splitlines() if line.strip()}

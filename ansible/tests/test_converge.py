@@ -47,6 +47,7 @@ from netcheck import (
     connect,
     server_cmd,
     socks_download,
+    subflow_sources,
     tag,
     web_side_source,
 )
@@ -162,13 +163,11 @@ def _earlier_units(side: str) -> list[str]:
 
 
 def _enable_earlier_units(root: Path, side: str) -> None:
-    """What an earlier run with Tor mode and braid-openvpn on left enabled: their units (braid-openvpn's
-    as shipped; Tor mode's is rendered by its role, so a stand-in that runs nothing)."""
+    """What an earlier run with Tor mode and braid-openvpn on left enabled: their units, as shipped."""
     units = root / "etc/systemd/system"
     tor, openvpn = _earlier_units(side)
-    (units / tor).write_text("[Unit]\nDescription=Tor mode (an earlier run's)\n[Service]\nExecStart=/bin/true\n"
-                             "[Install]\nWantedBy=multi-user.target\n")
-    (units / "braid-openvpn@.service").write_text((REPO / "proxy/contrib/braid-openvpn@.service").read_text())
+    for unit in (tor, "braid-openvpn@.service"):
+        (units / unit).write_text((REPO / "proxy/contrib" / unit).read_text())
     in_root(root, "systemctl", "enable", tor, openvpn)
     for unit in (tor, openvpn):
         assert in_root(root, "systemctl", "is-enabled", unit).stdout.strip() == "enabled", unit
@@ -492,8 +491,9 @@ def _mode_owner(root: Path, rel: str) -> tuple[int, str]:
 
 
 def _exec_start(unit_file: Path) -> list[str]:
-    """The ExecStart= arguments of a unit braid's roles render (no quoting needed in the test's inventory)."""
-    line = next(x for x in unit_file.read_text().splitlines() if x.startswith("ExecStart="))
+    """The ExecStart= arguments a unit or drop-in braid's roles install ends with (the last
+    ExecStart=: a drop-in resets the unit's first; no quoting needed in the test's inventory)."""
+    line = [x for x in unit_file.read_text().splitlines() if x.startswith("ExecStart=")][-1]
     return line.removeprefix("ExecStart=").split()
 
 
@@ -525,8 +525,11 @@ def test_tor_torrc_passes_tors_own_check_in_the_target(converged: Converged, sid
     """The unit's own controller arguments, with --check, as its user: the target's tor --verify-config
     accepts the torrc; one bad extra line (only tor can judge it) and the same check refuses."""
     root = converged.client if side == "client" else converged.proxy
-    unit = root / "etc/systemd/system" / f"braid-tor-{'client' if side == 'client' else 'bridge'}.service"
-    args = _exec_start(unit)
+    name = f"braid-tor-{'client' if side == 'client' else 'bridge'}.service"
+    # The repository's unit as it is, and the role's options in its drop-in.
+    unit = root / "etc/systemd/system" / name
+    assert unit.read_text() == (REPO / "proxy" / "contrib" / name).read_text()
+    args = _exec_start(root / "etc/systemd/system" / f"{name}.d" / "braid.conf")
     assert args[1] == ("client" if side == "client" else "bridge"), args
     bridge_line = (converged.client / "etc/braid/tor-bridge.line").read_text()
     cmd = ["setpriv", "--reuid=braid-tor", "--regid=braid-tor", "--clear-groups",
@@ -634,12 +637,6 @@ def _succeeds(ns: Namespace, cmd: list[str]) -> bool:
     return ns.run(cmd, check=False).returncode == 0
 
 
-def _subflow_sources(ns: Namespace, port: int) -> set[str]:
-    """Local addresses of the established TCP sockets (MPTCP subflows included) to a remote port."""
-    out = ns.run(["ss", "-Htn", "state", "established", "dst", f":{port}"]).stdout
-    return {line.split()[-2].rsplit(":", 1)[0] for line in out.splitlines() if line.strip()}
-
-
 def _journal_has(system: BootedSystem, unit: str, lines: list[str]) -> bool:
     journal = system.journal(unit)
     return all(line in journal for line in lines)
@@ -704,7 +701,7 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
                       partial(_succeeds, topo["box"], ["ping", "-c", "1", "-W", "1", FULL_TUNNEL_PROXY_END]),
                       lambda: topo["box"].run(["ip", "route", "show", "table", "all"]).stdout)
             _wait_for("the full tunnel's subflows leave through dsl and lte",
-                      lambda: _subflow_sources(topo["box"], 1194) == {"10.1.1.2", "10.1.2.2"},
+                      lambda: subflow_sources(topo["box"], 1194) == {"10.1.1.2", "10.1.2.2"},
                       lambda: topo["box"].run(["ss", "-tn"]).stdout)
             # The per-gateway tunnels: up at both ends, and gwsteer's probes
             # through each find its gateway up.
@@ -739,7 +736,7 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             # braid-proxy's connections (the download's and the spares) run
             # inside the per-gateway tunnels: gwsteer gave each a subflow
             # through both, and none leaves on a WAN directly.
-            relay_subflows = _subflow_sources(topo["box"], 7443)
+            relay_subflows = subflow_sources(topo["box"], 7443)
             print(f"booted pair: bytes received per gateway (dsl, lte) = {received}; "
                   f"braid-proxy's subflow sources {sorted(relay_subflows)}")
             assert relay_subflows == TUNNEL_SOURCES, relay_subflows
