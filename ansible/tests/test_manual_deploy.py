@@ -9,22 +9,29 @@ blocks. braid's package (``packaging/build-deb``) is copied into each
 system's /root, then the guide's marked blocks (guide.py) run there in step
 order, as an operator runs them as root: apt-get installs the package,
 sysctls, gateways.conf, gwsteer's drop-in, the key, braid-proxy's JSON, the
-checks, ``systemctl enable --now``, the transparent redirect's nftables.
-Substituted: only the ``<version>`` of the package's file name. Done by
-the test where the guide leaves it to the operator: the box's key line
-appended to the proxy's server.keys (the guide: "over SSH"), and the
-proxy's ``allow_cidrs`` for the stand-in web server, which sits on a
-documentation address braid-proxy refuses (a real destination is public).
+checks, ``systemctl enable --now``, the transparent redirect's nftables,
+Tor mode's bridge and client units, braid-openvpn's full tunnel.
+Substituted: only the ``<version>`` of the package's file name. Done by the
+test where the guide leaves it to the operator: the box's key line appended
+to the proxy's server.keys, the bridge's line and the box's OpenVPN keys
+copied to the box (the guide: "over SSH"), and the proxy's ``allow_cidrs``
+for the stand-in web server, which sits on a documentation address
+braid-proxy refuses (a real destination is public).
 Then: the units run, gwsteer's gateways are up, a download through the
 box's SOCKS port is byte-exact and each uplink, shaped so that one cannot
 carry it alone, carries a real share, and the guide's "Checking it works"
 commands succeed on the box; web, out of the box's reach before the
-redirect, is reached by a plain curl after it.
+redirect, is reached by a plain curl after it; the box's tor completes its
+link handshake with the bridge (the line's identity) through braid-pt,
+whose MPTCP connection has a subflow through each uplink; braid-openvpn's
+full tunnel comes up at both ends, carries a ping, and has a subflow
+through each uplink.
 """
 
 from __future__ import annotations
 
 import configparser
+import ipaddress
 import json
 import os
 import re
@@ -43,10 +50,25 @@ from booted import BootedSystem, booted_system
 from braid_testbed.netns import stop_process
 from braid_testbed.wait import wait_for
 from debian_rootfs import unpacked_rootfs
-from netcheck import WEB_ADDRESS, FirewallTopology, box_topology, socks_download
+from netcheck import WEB_ADDRESS, FirewallTopology, box_topology, socks_download, subflow_sources
 
-UNITS = {"client": ["braid-gwsteer-route.service", "mptcp.service", "braid-proxy-client.service"],
-         "proxy": ["mptcp.service", "braid-proxy-server.service"]}
+UNITS = {"client": ["braid-gwsteer-route.service", "mptcp.service", "braid-proxy-client.service",
+                    "braid-tor-client.service", "braid-openvpn@client.service"],
+         "proxy": ["mptcp.service", "braid-proxy-server.service", "braid-tor-bridge.service",
+                   "braid-openvpn@proxy.service"]}
+# Tor mode's steps: the bridge's transport port, and where the guide's
+# proxy step leaves the clients' line for the operator to copy to the box.
+TOR_PT_PORT = 4433
+TOR_LINE_ON_PROXY = "root/tor-bridge.line"
+TOR_LINE_ON_BOX = "etc/braid/tor-bridge.line"
+# tor's bootstrap phase once its link handshake with the bridge is done:
+# the bridge proved the identity the line names. The private topology has
+# no Tor network beyond the bridge, so the bootstrap goes no further than
+# asking it for a consensus.
+TOR_HANDSHAKE_DONE_PERCENT = 15
+# braid-openvpn's steps: the client's files the guide has the operator copy
+# from the proxy's PKI (relative to pki_dir, with client_name box1).
+OPENVPN_CLIENT_FILES = ("ca.crt", "issued/{name}.crt", "private/{name}.key", "tls-crypt.key")
 # As the booted pair of test_converge: tbf per uplink (no netem on the host
 # kernel), so that one uplink cannot carry the transfer alone.
 RATE_MBIT = 40
@@ -76,13 +98,18 @@ def _run_blocks(system: BootedSystem, root: Path, host: str, blocks: list[Manual
         _run_step(system, root, host, block, deb)
 
 
+def uplinks(conf: configparser.ConfigParser) -> list[configparser.SectionProxy]:
+    """The guide's gateways.conf's gateways."""
+    return [conf[s] for s in conf.sections() if s.startswith("gateway ")]
+
+
 def _topology(conf: configparser.ConfigParser, proxy_address: str) -> FirewallTopology:
     """box -(wan1)- gw1 -\\ proxy - web, box -(wan2)- gw2 -/, with the guide's addresses."""
-    uplinks = [conf[s] for s in conf.sections() if s.startswith("gateway ")]
-    assert len(uplinks) == 2, conf.sections()
-    for uplink in uplinks:
+    gateways = uplinks(conf)
+    assert len(gateways) == 2, conf.sections()
+    for uplink in gateways:
         assert uplink["hops"].startswith(uplink["source"].rsplit(".", 1)[0] + "."), dict(uplink)
-    return box_topology("md", "box", [(f"{u['source']}/24", u["hops"]) for u in uplinks], {"proxy": proxy_address})
+    return box_topology("md", "box", [(f"{u['source']}/24", u["hops"]) for u in gateways], {"proxy": proxy_address})
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +122,10 @@ def deb(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(built.stdout.splitlines()[-1])
 
 
+def _journal_has(system: BootedSystem, unit: str, text: str) -> bool:
+    return text in system.journal(unit)
+
+
 def _wait(what: str, check: Callable[[], object], diagnosis: Callable[[], str]) -> None:
     wait_for(what, check, SETTLE_S, 0.5, diagnosis)
 
@@ -103,7 +134,7 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
         deb: Path, rootfs_tarball: Path, tmp_path: Path) -> None:
     start = time.monotonic()
     blocks = manual_blocks()
-    assert [b.step for b in blocks] == sorted(b.step for b in blocks) and len(blocks) >= 8, blocks
+    assert [b.step for b in blocks] == sorted(b.step for b in blocks) and len(blocks) >= 13, blocks
     conf = configparser.ConfigParser()
     conf.read_string(read_block_file(blocks, "client", "/etc/braid/gateways.conf"))
     client_json = json.loads(read_block_file(blocks, "client", "/etc/braid/client.json"))
@@ -158,6 +189,21 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
                     server = proxy_root / "etc/braid/server.json"
                     server.write_text(json.dumps({**json.loads(server.read_text()),
                                                   "allow_cidrs": [f"{WEB_ADDRESS}/32"]}))
+                if step == 10:
+                    # The guide: "copy /root/tor-bridge.line to the box (over
+                    # SSH)"; the test copies it (its owner and mode: step 11).
+                    line = (proxy_root / TOR_LINE_ON_PROXY).read_text()
+                    want = rf"braid {re.escape(proxy_address)}:{TOR_PT_PORT} [0-9A-F]{{40}} pub=\S+[^\n]*\n"
+                    assert re.fullmatch(want, line), line
+                    (box_root / TOR_LINE_ON_BOX).write_text(line)
+                if step == 13:
+                    # The guide: copy the box's four files to the box (over SSH).
+                    openvpn = json.loads(read_block_file(blocks, "client", "/etc/braid/openvpn.json"))
+                    pki = Path(openvpn.get("pki_dir", "/etc/braid/openvpn/pki")).relative_to("/")
+                    for name in OPENVPN_CLIENT_FILES:
+                        rel = pki / name.format(name=openvpn["client_name"])
+                        (box_root / rel).parent.mkdir(parents=True, exist_ok=True)
+                        (box_root / rel).write_bytes((proxy_root / rel).read_bytes())
                 if step == 8:
                     # The gateways route to the proxy only: without the
                     # redirect (step 9) web is out of the box's reach.
@@ -189,6 +235,38 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
             got, _ = socks_download(topo["box"], url, plain, socks=None)
             assert got.returncode == 0 and plain.read_bytes() == (site / "blob").read_bytes(), \
                 (got.stdout, got.stderr, box.run("nft", "list", "ruleset").stdout)
+
+            # Tor mode: the box's tor reaches the bridge through braid-pt,
+            # whose MPTCP connection has a subflow through each uplink.
+            def tor_progress() -> int:
+                done = re.findall(r"tor: Bootstrapped (\d+)%", box.journal("braid-tor-client.service"))
+                return max(map(int, done), default=0)
+
+            _wait("the box's tor: link handshake with the bridge done",
+                  lambda: tor_progress() >= TOR_HANDSHAKE_DONE_PERCENT,
+                  lambda: box.journal("braid-tor-client.service") + proxy.journal("braid-tor-bridge.service"))
+            sources = {u["source"] for u in uplinks(conf)}
+            _wait(f"braid-pt's subflows to the bridge leave through {sorted(sources)}",
+                  lambda: subflow_sources(topo["box"], TOR_PT_PORT) == sources,
+                  lambda: topo["box"].run(["ss", "-tni", "dst", f":{TOR_PT_PORT}"]).stdout)
+            print(f"manual deploy: Tor mode bootstrapped to {tor_progress()} % through the bridge, "
+                  f"braid-pt's subflows from {sorted(sources)}")
+
+            # braid-openvpn's full tunnel: up at both ends, it carries a ping
+            # to the proxy's end, and its MPTCP connection has a subflow
+            # through each uplink.
+            full = json.loads(read_block_file(blocks, "client", "/etc/braid/openvpn.json"))["full_tunnel"]
+            proxy_end = str(next(ipaddress.ip_network(full["subnet"]).hosts()))
+            for host, system in systems.items():
+                unit = f"braid-openvpn@{host}.service"
+                _wait(f"{host}: {unit} reports the full tunnel up",
+                      partial(_journal_has, system, unit, "tunnel full up"), partial(system.journal, unit))
+            ping = topo["box"].run(["ping", "-c", "3", "-W", "2", proxy_end], check=False)
+            assert ping.returncode == 0, (ping.stdout, box.journal("braid-openvpn@client.service"))
+            _wait(f"the full tunnel's subflows leave through {sorted(sources)}",
+                  lambda: subflow_sources(topo["box"], full["port"]) == sources,
+                  lambda: topo["box"].run(["ss", "-tni", "dst", f":{full['port']}"]).stdout)
+            print(f"manual deploy: the full tunnel up, {proxy_end} answers through it")
 
             # "Checking it works", as an operator runs it on the box.
             out = {}
