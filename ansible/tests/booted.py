@@ -101,6 +101,11 @@ class BootedSystem:
     def journal(self, unit: str, lines: int = 40) -> str:
         return self.run("journalctl", "--no-pager", "-o", "cat", "-n", str(lines), "-u", unit).stdout
 
+    def journal_has(self, unit: str, *texts: str) -> bool:
+        """Whether the unit's recent journal holds every one of ``texts``."""
+        journal = self.journal(unit)
+        return all(text in journal for text in texts)
+
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 

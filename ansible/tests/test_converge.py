@@ -35,7 +35,7 @@ import pytest
 from guide import gateway_states, guide_checks
 
 from ansible_run import REPO, PlaybookResult, chroot_host, run_playbook, write_inventory
-from booted import BootedSystem, booted_system
+from booted import booted_system
 from braid_openvpn.config import DEFAULT_INNER_ADDRESS
 from braid_testbed.netns import Namespace, stop_process
 from braid_testbed.wait import wait_for
@@ -637,11 +637,6 @@ def _succeeds(ns: Namespace, cmd: list[str]) -> bool:
     return ns.run(cmd, check=False).returncode == 0
 
 
-def _journal_has(system: BootedSystem, unit: str, lines: list[str]) -> bool:
-    journal = system.journal(unit)
-    return all(line in journal for line in lines)
-
-
 def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
         converged: Converged, tmp_path: Path) -> None:
     """Both converged systems booted with their own systemd (systemd-nspawn) in a three-gateway
@@ -696,7 +691,7 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             for name, system, end in (("box", box, "client"), ("relay", relay, "proxy")):
                 unit = f"braid-openvpn@{end}.service"
                 _wait_for(f"{name}: {unit} reports the full tunnel up",
-                          partial(_journal_has, system, unit, ["tunnel full up"]), partial(system.journal, unit))
+                          partial(system.journal_has, unit, "tunnel full up"), partial(system.journal, unit))
             _wait_for("ping through the full tunnel",
                       partial(_succeeds, topo["box"], ["ping", "-c", "1", "-W", "1", FULL_TUNNEL_PROXY_END]),
                       lambda: topo["box"].run(["ip", "route", "show", "table", "all"]).stdout)
@@ -706,8 +701,8 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             # The per-gateway tunnels: up at both ends, and gwsteer's probes
             # through each find its gateway up.
             _wait_for("box: both per-gateway tunnels up",
-                      partial(_journal_has, box, "braid-openvpn@client.service",
-                              ["tunnel gw-dsl up", "tunnel gw-lte up"]),
+                      partial(box.journal_has, "braid-openvpn@client.service",
+                              "tunnel gw-dsl up", "tunnel gw-lte up"),
                       partial(box.journal, "braid-openvpn@client.service"))
             _wait_for("gwsteer: dsl-tun and lte-tun up",
                       lambda: {k: v for k, v in gateway_states(box).items() if k.endswith("-tun")}
@@ -724,7 +719,7 @@ def test_booted_pair_starts_its_units_steers_and_relays_over_both_gateways(
             _wait_for("the bridge prints its bridge line", lambda: bridge_fingerprint() != "",
                       partial(relay.journal, "braid-tor-bridge.service"))
             _wait_for("the client's tor reaches the bridge",
-                      partial(_journal_has, box, "braid-tor-client.service", [f"but got {bridge_fingerprint()}"]),
+                      partial(box.journal_has, "braid-tor-client.service", f"but got {bridge_fingerprint()}"),
                       partial(box.journal, "braid-tor-client.service"))
 
             fetched = tmp_path / "fetched"

@@ -122,10 +122,6 @@ def deb(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(built.stdout.splitlines()[-1])
 
 
-def _journal_has(system: BootedSystem, unit: str, text: str) -> bool:
-    return text in system.journal(unit)
-
-
 def _wait(what: str, check: Callable[[], object], diagnosis: Callable[[], str]) -> None:
     wait_for(what, check, SETTLE_S, 0.5, diagnosis)
 
@@ -260,7 +256,7 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
             for host, system in systems.items():
                 unit = f"braid-openvpn@{host}.service"
                 _wait(f"{host}: {unit} reports the full tunnel up",
-                      partial(_journal_has, system, unit, "tunnel full up"), partial(system.journal, unit))
+                      partial(system.journal_has, unit, "tunnel full up"), partial(system.journal, unit))
             ping = topo["box"].run(["ping", "-c", "3", "-W", "2", proxy_end], check=False)
             assert ping.returncode == 0, (ping.stdout, box.journal("braid-openvpn@client.service"))
             _wait(f"the full tunnel's subflows leave through {sorted(sources)}",
