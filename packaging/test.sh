@@ -25,15 +25,28 @@ fail() {
 	exit 1
 }
 
+# backstop SECONDS: a hang's limit on an idle machine, stretched by
+# BRAID_TIMEOUT_SCALE (ansible/tests/backstop.py says why).
+scale=${BRAID_TIMEOUT_SCALE:-1}
+case $scale in
+'' | *[!0-9]* | 0*) fail "BRAID_TIMEOUT_SCALE=$scale: want a whole number of 1 or more" ;;
+esac
+backstop() {
+	echo $(($1 * scale))
+}
+
 artifacts=${BRAID_ANSIBLE_ARTIFACTS:-}
 if [ -z "$artifacts" ]; then
 	echo "=== building the artifacts"
 	artifacts=$work/artifacts
-	timeout 600 "$repo/ansible/build-artifacts" "$artifacts" >"$work/artifacts.log" 2>&1 ||
+	timeout "$(backstop 600)" "$repo/ansible/build-artifacts" "$artifacts" >"$work/artifacts.log" 2>&1 ||
 		{ cat "$work/artifacts.log"; fail "ansible/build-artifacts"; }
 fi
 echo "=== building the package ($(($(date +%s) - start))s)"
-deb=$(timeout 300 "$repo/packaging/build-deb" "$artifacts" "$work/out" | tail -n 1)
+limit=$(backstop 300)
+timeout "$limit" "$repo/packaging/build-deb" "$artifacts" "$work/out" >"$work/build-deb.out" ||
+	fail "build-deb exited with $? (124: it ran past its $limit s limit)"
+deb=$(tail -n 1 "$work/build-deb.out")
 [ -f "$deb" ] || fail "build-deb made no package"
 echo "$deb"
 
@@ -104,7 +117,7 @@ if command -v lintian >/dev/null; then
 	# Left on purpose (docs/deploy.md, "Packages"): the default maintainer
 	# address (BRAID_DEB_MAINTAINER sets one) and the console scripts'
 	# missing manual pages (each has --help).
-	(cd "$work" && timeout 120 lintian --fail-on error,warning \
+	(cd "$work" && timeout "$(backstop 120)" lintian --fail-on error,warning \
 		--suppress-tags bogus-mail-host,bogus-mail-host-in-debian-changelog,no-manual-page "$deb") ||
 		fail "lintian"
 else
@@ -122,7 +135,7 @@ skip_install() {
 [ "${SKIP_CONVERGE:-0}" != 1 ] || skip_install "SKIP_CONVERGE=1"
 
 echo "=== Debian 12 root filesystem ($(($(date +%s) - start))s)"
-tarball=$(cd "$repo/ansible/tests" && timeout 1200 python3 -c \
+tarball=$(cd "$repo/ansible/tests" && timeout "$(backstop 1200)" python3 -c \
 	'from debian_rootfs import cached_rootfs_tarball; print(cached_rootfs_tarball())')
 root=$work/rootfs
 mkdir "$root"
@@ -134,7 +147,7 @@ debname=${deb##*/}
 # /dev mounted in a mount namespace of its own (gone when it ends); no
 # systemd runs there, so postinst skips daemon-reload.
 in_root() {
-	timeout 300 unshare --mount --propagation private sh -euc '
+	timeout "$(backstop 300)" unshare --mount --propagation private sh -euc '
 		mount -t proc proc "$1/proc"
 		mount --rbind /dev "$1/dev"
 		exec chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from backstop import backstop
+
 ANSIBLE_DIR = Path(__file__).resolve().parent.parent
 REPO = ANSIBLE_DIR.parent
 # A converge of both roots takes ~1 min on the shared 2-core machine.
-PLAYBOOK_TIMEOUT_S = 600
+PLAYBOOK_TIMEOUT_S = backstop(600)
 # "fatal: [box1]: FAILED! => ...", "failed: [box1 -> localhost] (item=...) => ..."
 _FAILURE = re.compile(r"^(?:fatal|failed): \[([^\]\s]+)")
 _RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
@@ -61,7 +63,7 @@ class PlaybookResult:
 
 def build_artifacts(out: Path) -> Path:
     """Build braid-proxy and gwsteer on the controller into ``out`` (as operators do)."""
-    subprocess.run([str(ANSIBLE_DIR / "build-artifacts"), str(out)], check=True, timeout=600,
+    subprocess.run([str(ANSIBLE_DIR / "build-artifacts"), str(out)], check=True, timeout=backstop(600),
                    stdout=subprocess.DEVNULL)
     return out
 

@@ -26,9 +26,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from backstop import SCALE, backstop
+
 # A minimal Debian boots in ~10 s here; a loaded 2-core CI machine takes longer.
-BOOT_TIMEOUT_S = 120
-SHUTDOWN_TIMEOUT_S = 30
+BOOT_TIMEOUT_S = backstop(120)
+SHUTDOWN_TIMEOUT_S = backstop(30)
 
 
 class BootedSystem:
@@ -68,7 +70,7 @@ class BootedSystem:
         if not self.init_pid:
             raise RuntimeError("the container has not started")
         return subprocess.run(["nsenter", "--target", str(self.init_pid), "--all", *cmd], input=input,
-                              capture_output=True, text=True, timeout=timeout, check=check)
+                              capture_output=True, text=True, timeout=backstop(timeout), check=check)
 
     def wait_until_up(self) -> str:
         """Wait for boot to finish; return systemd's verdict (``running`` or ``degraded``)."""
@@ -84,8 +86,9 @@ class BootedSystem:
         while time.monotonic() < deadline:
             # systemctl reaches PID 1 through its private socket, which
             # appears a moment after PID 1 starts: retry until it answers.
+            # run() stretches its limit by the scale the deadline has already.
             state = self.run("systemctl", "is-system-running", "--wait",
-                             timeout=max(1.0, deadline - time.monotonic())).stdout.strip()
+                             timeout=max(1.0, (deadline - time.monotonic()) / SCALE)).stdout.strip()
             if state in ("running", "degraded"):
                 return state
             time.sleep(0.5)
@@ -186,7 +189,7 @@ def _own_mptcpd_user(root: Path) -> Path | None:
     uid = next(_MPTCPD_UIDS)
     subprocess.run(["chroot", str(root), "sh", "-c",
                     f"userdel {_MPTCPD_USER} 2>/dev/null; useradd --system --no-create-home --uid {uid} "
-                    f"--shell /usr/sbin/nologin {_MPTCPD_USER}"], check=True, timeout=60, capture_output=True)
+                    f"--shell /usr/sbin/nologin {_MPTCPD_USER}"], check=True, timeout=backstop(60), capture_output=True)
     dropin = root / _MPTCPD_DROPIN
     # A fresh system (test_manual_deploy) has no drop-in directory yet.
     dropin.parent.mkdir(parents=True, exist_ok=True)

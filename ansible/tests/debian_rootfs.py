@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from backstop import backstop
+
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # What the roles install (kept in step with the roles' package lists by
@@ -50,7 +52,7 @@ PACKAGES = (
     "mptcpize",
 )
 # debootstrap of this list takes 2-4 minutes here; a stuck mirror must not hang CI.
-DEBOOTSTRAP_TIMEOUT_S = 900
+DEBOOTSTRAP_TIMEOUT_S = backstop(900)
 
 
 def cache_dir() -> Path:

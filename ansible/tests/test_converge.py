@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backstop import backstop
 from guide import gateway_states, guide_checks
 
 from ansible_run import REPO, PlaybookResult, chroot_host, run_playbook, write_inventory
@@ -118,7 +119,8 @@ class Converged:
 
 def in_root(root: Path, *cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a command inside a target root (its own binaries and libraries)."""
-    return subprocess.run(["chroot", str(root), *cmd], capture_output=True, text=True, timeout=60, check=check)
+    return subprocess.run(["chroot", str(root), *cmd], capture_output=True, text=True, timeout=backstop(60),
+                          check=check)
 
 
 @pytest.fixture(scope="module")
@@ -425,7 +427,7 @@ def test_routing_helper_installed_in_the_target_steers(converged: Converged) -> 
         def helper(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(["ip", "netns", "exec", box, "chroot", str(converged.client),
                                    "/usr/local/bin/gwsteer-route", *args],
-                                  capture_output=True, text=True, timeout=60, check=False)
+                                  capture_output=True, text=True, timeout=backstop(60), check=False)
 
         installed = helper("install")
         assert installed.returncode == 0, installed.stdout + installed.stderr
@@ -537,7 +539,7 @@ def test_tor_torrc_passes_tors_own_check_in_the_target(converged: Converged, sid
 
     def check(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["chroot", str(root), *cmd, *extra], input=bridge_line, capture_output=True,
-                              text=True, timeout=60, check=False)
+                              text=True, timeout=backstop(60), check=False)
 
     good = check()
     assert good.returncode == 0 and "tor --verify-config accepted the torrc" in good.stdout, good.stdout + good.stderr
@@ -616,7 +618,7 @@ BOOTED_UNITS = {
               "braid-openvpn@proxy.service"],
 }
 # braid-openvpn and tor report progress in the journal after their units start.
-BOOTED_SETTLE_S = 30
+BOOTED_SETTLE_S = backstop(30)
 FULL_TUNNEL_PROXY_END = "10.201.0.1"
 # Shaped so that one gateway cannot carry the transfer alone: a scheduler
 # that leaves a path idle shows in the byte counts (tbf: no netem on the host kernel).

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from backstop import backstop
 
 from ansible_run import ANSIBLE_DIR
 
@@ -21,7 +22,7 @@ def _env() -> dict[str, str]:
 def test_ansible_lint_production_profile() -> None:
     proc = subprocess.run(
         ["ansible-lint", "--profile", "production", "--nocolor"],
-        cwd=ANSIBLE_DIR, env=_env(), capture_output=True, text=True, timeout=300, check=False,
+        cwd=ANSIBLE_DIR, env=_env(), capture_output=True, text=True, timeout=backstop(300), check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr
@@ -31,7 +32,7 @@ def test_ansible_lint_production_profile() -> None:
 def test_syntax_check(playbook: str) -> None:
     proc = subprocess.run(
         ["ansible-playbook", "--syntax-check", playbook],
-        cwd=ANSIBLE_DIR, env=_env(), capture_output=True, text=True, timeout=120, check=False,
+        cwd=ANSIBLE_DIR, env=_env(), capture_output=True, text=True, timeout=backstop(120), check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

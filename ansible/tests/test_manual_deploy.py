@@ -43,6 +43,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from backstop import backstop
 from guide import ManualBlock, gateway_states, guide_checks, manual_blocks, read_block_file, write_block_file
 
 from ansible_run import REPO
@@ -75,7 +76,7 @@ RATE_MBIT = 40
 TRANSFER = 12_000_000
 # A step's commands (apt-get makes the venv: the slowest) and the waits after.
 STEP_TIMEOUT_S = 300
-SETTLE_S = 30
+SETTLE_S = backstop(30)
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -117,7 +118,7 @@ def deb(artifacts: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """braid's package, built by packaging/build-deb from the artifacts."""
     out = tmp_path_factory.mktemp("debs")
     built = subprocess.run([str(REPO / "packaging" / "build-deb"), str(artifacts), str(out)],
-                           capture_output=True, text=True, timeout=300, check=False)
+                           capture_output=True, text=True, timeout=backstop(300), check=False)
     assert built.returncode == 0, built.stderr[-3000:]
     return Path(built.stdout.splitlines()[-1])
 
