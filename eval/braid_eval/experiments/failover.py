@@ -116,6 +116,14 @@ GWSTEER_ONLY = ("detect_s", "gw_up_s")
 DETECT_BOUND_S = (FAIL_AFTER * PROBE_INTERVAL_MS + PROBE_TIMEOUT_MS) / 1000
 MSS = 1448
 SLACK_PACKETS = 16
+#: What sent data again, per run (nstat, absent counters left out: the host
+#: kernel has no braid counters): the client's MPTCP-level retransmissions
+#: (__mptcp_retrans: a whole fragment), its re-injections of only what a
+#: closing subflow carried (braid's schedulers) and their segments, its stale
+#: subflows; the server's MPTCP-level duplicates received.
+CLIENT_RESEND_MIB = ("MPTcpExtMPTCPRetrans", "MPTcpExtReinjectCarried", "MPTcpExtReinjectCarriedSegs",
+                     "MPTcpExtSubflowStale")
+SERVER_RESEND_MIB = ("MPTcpExtDuplicateData",)
 HOLD_S = 0.2
 #: gw1 counts as re-used once it sustains REUSE_SHARE this long.
 REUSE_FOR_S = 1.0
@@ -157,6 +165,8 @@ class Run:
     #: MPJoinNoTokenFound): a join that overtook its connection's MP_CAPABLE
     #: ACK waits for the SYN's 1 s retransmission. -1: not measured.
     joins_no_token: int = -1
+    #: CLIENT_RESEND_MIB and SERVER_RESEND_MIB at the end of the run.
+    resend_mib: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.detect_s is None:  # never declared down: "up again" means nothing
@@ -270,6 +280,18 @@ class Cycle:
     byte_exact: bool
     received: int
     joins_no_token: int = -1
+    resend_mib: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def _mib(nstat: subprocess.CompletedProcess[str], names: tuple[str, ...]) -> dict[str, int]:
+    """``names``' values in ``nstat -az`` output; a counter this kernel lacks is left out."""
+    got = {}
+    for name in names:
+        try:
+            got[name] = read_mib(nstat, name)
+        except KeyError:
+            pass
+    return got
 
 
 def capture_cycle(mode: str, mbit: int, outage: float, after: float,
@@ -300,7 +322,10 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         out, err = client.communicate(timeout=total + 120)
         server.wait(timeout=60)
         packets = caps.stop()
-        joins_no_token = read_mib(topo.srv.run(["nstat", "-az"]), "MPTcpExtMPJoinNoTokenFound")
+        server_mib = topo.srv.run(["nstat", "-az"])
+        joins_no_token = read_mib(server_mib, "MPTcpExtMPJoinNoTokenFound")
+        resend_mib = {**_mib(topo.cli.run(["nstat", "-az"]), CLIENT_RESEND_MIB),
+                      **_mib(server_mib, SERVER_RESEND_MIB)}
         sent = json.loads(out) if out.strip() else {"digest_ok": False, "bytes": 0}
         if not any(p.payload_len for pkts in packets.values() for p in pkts):
             counts = {dev: len(pkts) for dev, pkts in packets.items()}
@@ -311,7 +336,7 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         print(f"e3: {mode} transfer not byte-exact: {err.strip()[-300:]}", file=sys.stderr)
     return Cycle(packets, cut, restored, seen,
                  byte_exact=bool(sent.get("digest_ok")) and received == sent["bytes"],
-                 received=received, joins_no_token=joins_no_token)
+                 received=received, joins_no_token=joins_no_token, resend_mib=resend_mib)
 
 
 def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
@@ -330,6 +355,7 @@ def measure_cycle(mode: str, outage: float, index: int, c: Cycle, capacity: floa
     run.detect_s = c.seen["down"] - c.cut if "down" in c.seen else None
     run.gw_up_s = c.seen["up"] - c.restored if "up" in c.seen else None
     run.joins_no_token = c.joins_no_token
+    run.resend_mib = c.resend_mib
     return run
 
 
@@ -397,11 +423,12 @@ def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
                 results.append(r)
                 per_gw = ", ".join(f"{gw} {v:.1f}" for gw, v in r.pre_cut_by_gw.items())
                 refused = f", {r.joins_no_token} join SYN(s) dropped for no token" if r.joins_no_token > 0 else ""
+                resent = "".join(f", {name.removeprefix('MPTcpExt')} {v}" for name, v in r.resend_mib.items() if v)
                 progress.step(f"outage {outage:g} s run {i + 1} {mode} "
                               f"detect {_s(r.detect_s)}, t90 {_s(r.t90_s)}, gw1 up {_s(r.gw_up_s)}, "
                               f"first gw1 {_s(r.first_gw1_s)}, gw1>=25% {_s(r.reuse_s)}, "
                               f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB, "
-                              f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s ({per_gw}){refused}"
+                              f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s ({per_gw}){refused}{resent}"
                               f"{'' if r.byte_exact and r.capture_matches else ' NOT BYTE-EXACT'}, "
                               f"{time.monotonic() - t0:.0f} s")
     return results
