@@ -118,7 +118,10 @@ STALE_NBYTES = 2 * NBYTES
 HANDED_TWICE_MAX = 64 << 10
 
 
-@pytest.mark.parametrize("mode", ["upload", "download"])
+# Downloads only: the proxy sends, and learns of the endpoint's deletion from the
+# client's REMOVE_ADDR, a round trip after its subflow went stale (the case that
+# sent 0.5-0.8 MB twice before the fix); the upload case had at most 33 KB either way.
+@pytest.mark.parametrize("mode", ["download"])
 @pytest.mark.parametrize("scheduler", REINJECT_CARRIED)
 def test_a_stale_subflow_hands_over_once(bed: StandardTestbed, scheduler: str, mode: str) -> None:
     """wan2's network goes silent, the sender marks its subflow stale and hands over what it
