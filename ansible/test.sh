@@ -19,6 +19,7 @@ repo=$(cd "$here/.." && pwd)
 export PYTHONPATH="$repo/eval:$repo/proxy/openvpn${PYTHONPATH:+:$PYTHONPATH}"
 cd "$here"
 start=$(date +%s)
+. "$here/tests/backstop.sh"
 
 run_lint() {
 	python3 -m pytest -q -p no:cacheprovider tests/test_lint.py
@@ -55,25 +56,17 @@ else
 			echo $? >"$work/$name.rc"
 		) &
 	}
-	# Backstops against a hang, stretched like the tests' own limits
-	# (tests/backstop.py) when this stage runs starved beside another.
-	scale=${BRAID_TIMEOUT_SCALE:-1}
-	case $scale in
-	'' | *[!0-9]* | 0*)
-		echo "BRAID_TIMEOUT_SCALE=$scale: want a whole number of 1 or more" >&2
-		exit 2
-		;;
-	esac
 	echo "=== lint, invalid inventories, converge of a client box and a proxy (chroot targets, then booted), concurrently"
 	part lint run_lint
 	# Bounded: every playbook run has its own limit; these are the backstops
-	# (a first run includes debootstrap; the other part waits on its lock).
-	part invalid timeout $((scale * 1500)) python3 -m pytest -q -rs -p no:cacheprovider tests/test_invalid_inventory.py
+	# (a first run includes debootstrap; the other part waits on its lock),
+	# stretched like the tests' own limits when this stage runs starved.
+	part invalid timeout "$(backstop 1500)" python3 -m pytest -q -rs -p no:cacheprovider tests/test_invalid_inventory.py
 	# The guide's manual path runs in the converge's process: the UIDs
 	# booted.py gives the containers' mptcpd are unique within one process.
-	part converge timeout $((scale * 1500)) python3 -m pytest -q -rs -s -p no:cacheprovider --durations=3 tests/test_converge.py \
+	part converge timeout "$(backstop 1500)" python3 -m pytest -q -rs -s -p no:cacheprovider --durations=3 tests/test_converge.py \
 		tests/test_manual_deploy.py
-	part packaging timeout $((scale * 900)) "$repo/packaging/test.sh"
+	part packaging timeout "$(backstop 900)" "$repo/packaging/test.sh"
 	wait
 	failed=0
 	for name in lint invalid converge packaging; do

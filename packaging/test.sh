@@ -25,15 +25,7 @@ fail() {
 	exit 1
 }
 
-# backstop SECONDS: a hang's limit on an idle machine, stretched by
-# BRAID_TIMEOUT_SCALE (ansible/tests/backstop.py says why).
-scale=${BRAID_TIMEOUT_SCALE:-1}
-case $scale in
-'' | *[!0-9]* | 0*) fail "BRAID_TIMEOUT_SCALE=$scale: want a whole number of 1 or more" ;;
-esac
-backstop() {
-	echo $(($1 * scale))
-}
+. "$repo/ansible/tests/backstop.sh"
 
 artifacts=${BRAID_ANSIBLE_ARTIFACTS:-}
 if [ -z "$artifacts" ]; then

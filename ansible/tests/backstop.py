@@ -6,7 +6,7 @@ machine ansible-lint takes about 20 s and a converge about a minute.
 it gets only what the emulated CPU leaves (ansible-lint took 271 s there), and
 sets ``BRAID_TIMEOUT_SCALE`` (a whole number, default 1) so that a starved run
 is not taken for a hung one. ansible/test.sh and packaging/test.sh scale their
-own limits by the same number.
+own limits by the same number (backstop.sh).
 """
 
 from __future__ import annotations
