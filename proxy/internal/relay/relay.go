@@ -114,13 +114,28 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 	// closed socket; the upload's failure waits for the answer instead, so
 	// that the relay fails with the answer's verdict and the caller learns
 	// from it.
+	var res Result
+	var errMu sync.Mutex
+	keepFirstErr := func(err error) {
+		errMu.Lock()
+		if res.Err == nil {
+			res.Err = err
+		}
+		errMu.Unlock()
+	}
 	var answered chan struct{}
 	if d, ok := b.(*Deferred); ok {
 		answered = make(chan struct{})
 		await := d.Await
 		b = &Deferred{Conn: d.Conn, Await: func() error {
+			// The verdict is kept before the waiting upload is let go:
+			// otherwise the upload's error could be kept first.
 			defer close(answered)
-			return await()
+			err := await()
+			if err != nil {
+				keepFirstErr(err)
+			}
+			return err
 		}}
 	}
 	awaitAnswer := func(up bool) {
@@ -129,19 +144,13 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 		}
 	}
 
-	var res Result
 	var wg sync.WaitGroup
-	var errMu sync.Mutex
 	pipe := func(dst, src Conn, up bool, total *int64) {
 		defer wg.Done()
 		err := copyCounted(dst, src, up, ctr, &last, total)
 		if err != nil {
 			awaitAnswer(up)
-			errMu.Lock()
-			if res.Err == nil {
-				res.Err = err
-			}
-			errMu.Unlock()
+			keepFirstErr(err)
 			closeBoth("error")
 			return
 		}
