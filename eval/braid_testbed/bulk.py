@@ -20,8 +20,9 @@ server to confirm each and pausing ``--pause-ms`` between them (a connection
 that goes idle and resumes, as a browser's does between page loads);
 ``phased-download`` asks the server for each chunk in turn instead.
 ``paced`` uploads one chunk of ``nbytes`` per rate in ``--rates`` (Mbit/s,
-0 for as fast as the connection takes it), back to back, each at its rate
-(an application whose load changes: the adaptive scheduler's input); a
+0 for as fast as the connection takes it, made before it is written), back
+to back, each at its rate (an application whose load changes: the adaptive
+scheduler's input); a
 paced chunk after another starts once the connection has delivered what
 came before (see ``drained``). An
 upload (plain or paced) can stop early after ``--seconds`` (the digest then
@@ -59,7 +60,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
 
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 HEADER = struct.Struct("!4sBQQ")
@@ -231,6 +235,23 @@ def drained(sock: socket.socket, limit_s: float = DRAIN_LIMIT_S) -> bool:
     return True
 
 
+def send_unpaced(sock: socket.socket, data: bytes, upload: Upload, digest: _Hash) -> int:
+    """Write ``data`` as fast as the connection takes it, in CHUNK writes,
+    until done or ``upload`` is over; hash what was written; bytes written.
+
+    The data is made before and hashed after: made and hashed 4 KiB at a
+    time as it was written, in a slow emulated guest the sender, not the
+    paths, could set the rate, and a chunk meant to fill the send buffer
+    never did."""
+    view, done = memoryview(data), 0
+    while done < len(data) and not upload.over():
+        piece = view[done:done + CHUNK]
+        sock.sendall(piece)
+        done += len(piece)
+    digest.update(view[:done])
+    return done
+
+
 def send_paced(sock: socket.socket, seed: int, nbytes: int, rates: list[float],
                upload: Upload | None = None) -> tuple[bytes, int, list[list[float]]]:
     """One chunk of ``nbytes`` per rate (Mbit/s, 0: unpaced) from the
@@ -265,12 +286,18 @@ def send_paced(sock: socket.socket, seed: int, nbytes: int, rates: list[float],
     for rate in rates:
         if rate and sent:
             drained(sock)
+        if not rate:
+            t0, done = time.time(), send_unpaced(sock, take(nbytes), upload, digest)
+            windows.append([t0, time.time()])
+            sent += done
+            if upload.over():
+                break
+            continue
         t0, m0 = time.time(), time.monotonic()
         for off in range(0, nbytes, PACED_WRITE):
-            if rate:
-                delay = m0 + off * 8 / (rate * 1e6) - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
+            delay = m0 + off * 8 / (rate * 1e6) - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
             if upload.over():
                 break
             piece = take(min(PACED_WRITE, nbytes - off))

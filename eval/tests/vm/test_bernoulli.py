@@ -127,7 +127,9 @@ def test_adaptive_split_follows_the_load(bed: StandardTestbed) -> None:
     light_start, light_end = phases[3]
     heavy, heavy_bytes = window_share(trace, heavy_start, heavy_end)
     light, light_bytes = window_share(trace, light_start + 1.5, light_end)
-    seen = (f"heavy phase: wan1 share {heavy:.3f} of {heavy_bytes} B; light phase (after 1.5 s): "
+    heavy_mbit = heavy_bytes * 8 / (heavy_end - heavy_start) / 1e6
+    seen = (f"heavy phase: wan1 share {heavy:.3f} of {heavy_bytes} B ({heavy_mbit:.1f} Mbit/s); "
+            f"light phase (after 1.5 s): "
             f"wan1 share {light:.3f} of {light_bytes} B; backlogged runs {backlog}")
     print(f"\n{seen}")
     assert light_bytes > 200_000, seen
