@@ -178,6 +178,41 @@ def verdicts(points: list[Point]) -> list[Verdict]:
     return out
 
 
+@dataclasses.dataclass
+class Reach:
+    """How far below `bernoulli-plim` any split can be at TARGET_MAX_LOAD on
+    this testbed: the model's optimum there plus what the testbed adds to
+    every message, measured as adaptive bernoulli's excess over the model
+    at the lowest steady load run (where p* sends on the fast path alone)."""
+
+    excess_ms: float  # the testbed's addition to a message
+    floor_ms: float  # the model's optimum at TARGET_MAX_LOAD plus that
+    plim_ms: float  # bernoulli-plim measured at TARGET_MAX_LOAD (median)
+    model_factor: float  # the model's own p_lim over p* there
+
+    @property
+    def factor(self) -> float:
+        return self.plim_ms / self.floor_ms
+
+
+def reachable(points: list[Point]) -> Reach | None:
+    """The Reach of these points; None when a point it needs is missing."""
+    table = summarise(points)
+    models = {p.load: p for p in points if p.scenario == "steady"}
+    top = [lo for lo in models if abs(lo - TARGET_MAX_LOAD) < 1e-9]
+    if not top:
+        return None
+    low = min(models)
+    mine = table.get(("steady", "bernoulli", low))
+    plim = table.get(("steady", "bernoulli-plim", top[0]))
+    if mine is None or plim is None or low >= top[0]:
+        return None
+    excess = mine.median - models[low].model_pstar_ms
+    model = models[top[0]]
+    return Reach(excess, model.model_pstar_ms + excess, plim.median,
+                 model.model_plim_ms / model.model_pstar_ms)
+
+
 def verdict_lines(points: list[Point]) -> list[str]:
     """Markdown: the target's verdict per load and over all."""
     found = verdicts(points)
@@ -196,7 +231,17 @@ def verdict_lines(points: list[Point]) -> list[str]:
     overall = ("**met**" if all(v.met for v in found) and covered else
                "**not met**" if not all(v.met for v in found) else
                f"met at the loads run; {TARGET_MAX_LOAD:g} not run")
-    return [*lines, "", f"Over the loads run: {overall}.", ""]
+    lines += ["", f"Over the loads run: {overall}.", ""]
+    reach = reachable(points)
+    if reach is not None:
+        lines.append(f"What this testbed lets any split reach at {TARGET_MAX_LOAD:g}: the model's "
+                     f"optimum plus the {reach.excess_ms:.1f} ms the testbed adds to a message "
+                     f"(adaptive `bernoulli`'s excess over the model at the lowest load run), "
+                     f"{reach.floor_ms:.1f} ms, {reach.factor:.1f}x below `bernoulli-plim`'s "
+                     f"{reach.plim_ms:.1f} ms; the model itself puts p_lim "
+                     f"{reach.model_factor:.2f}x above p* there.")
+    return [*lines, ""]
+
 
 
 def service_rates() -> tuple[float, float]:

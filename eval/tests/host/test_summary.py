@@ -214,6 +214,10 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "every such point): **not met**" in text
     assert "| 0.30 | 10.9 (10.0-11.8) | 12.0 (12.0-12.0) | 13.2 (13.2-13.2) | 6.8 |" in text
     assert "| 0.30 | 10.90 | delaybal | 12.00 | 0.91 | yes |" in text
+    # the testbed adds 10.9 - 6.8 ms at 0.3: no split beats 6.8 + 4.1 ms at 0.9
+    assert ("the 4.1 ms the testbed adds to a message (adaptive `bernoulli`'s excess over the model "
+            "at the lowest load run), 10.9 ms, 18.3x below `bernoulli-plim`'s 200.0 ms; the model "
+            "itself puts p_lim 1.32x above p* there.") in text
     assert "| 0.90 | 46.00 | delaybal | 30.00 | 1.53; p_lim 200.0 ms = 4.3x | **no** |" in text
     assert "Over the loads run: **not met**." in text
     host, braid = text.split("## E3")[1], text.split("## E3")[2]
