@@ -17,6 +17,7 @@ gw1; gw2 is reached only through an SRv6 segment list r1 -> gw2)::
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -71,6 +72,15 @@ class Topo:
     def restore(self, gw: str) -> None:
         """Undo :meth:`cut`."""
         self.gws[gw].run(["nft", "delete table inet braidcut"])
+
+    def in_flight(self, gw: str) -> int:
+        """Bytes the client's TCP connections and MPTCP subflows through
+        ``gw`` (its source address) to PORT have sent and not had
+        acknowledged (snd_nxt - snd_una, from ss): what they hold in flight
+        if ``gw`` dies now."""
+        out = self.cli.run(["ss", "-tinH", "state", "established", "src", self.sources[gw],
+                            "dport", "=", f":{PORT}"]).stdout
+        return sum(unacked_bytes(line) for line in out.splitlines())
 
     def route(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run gwsteer-route in the client namespace."""
@@ -145,6 +155,17 @@ def _shape(ns: Namespace, dev: str, mbit: int) -> None:
     """tbf, not netem: the host kernel has no netem."""
     ns.run(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
             "burst", "32kb", "latency", "50ms"])
+
+
+def unacked_bytes(ss_info: str) -> int:
+    """snd_nxt - snd_una of one socket from its ``ss -i`` line: the data
+    bytes sent once (bytes_sent less bytes_retrans) less those acknowledged
+    (bytes_acked counts the SYN); 0 where the line has no byte counts."""
+    counts = {k: int(v) for k, v in re.findall(r"\b(bytes_sent|bytes_retrans|bytes_acked):(\d+)", ss_info)}
+    if "bytes_sent" not in counts:
+        return 0
+    acked = max(counts.get("bytes_acked", 1) - 1, 0)
+    return max(counts["bytes_sent"] - counts.get("bytes_retrans", 0) - acked, 0)
 
 
 def onlink(lab: Lab, tmp: Path, shape_mbit: int = 0, gateways: int = 2,

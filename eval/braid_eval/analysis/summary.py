@@ -32,7 +32,7 @@ from braid_eval.analysis.provenance import installed_version
 from braid_eval.bench.comparison import markdown_table
 from braid_eval.bench.pageload import ROWS as PAGELOAD_ROWS
 from braid_eval.bench.sched import ROWS as SCHED_ROWS
-from braid_eval.experiments import latency
+from braid_eval.experiments import failover, latency
 from braid_wf import wirecheck
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
@@ -193,7 +193,9 @@ def e3_section(data: dict[str, Any]) -> list[str]:
             f"Target (gwsteer's median t90 <= {E3_TARGET_S:g} s over outages >= 1 s and below the "
             f"in-kernel PM's): gwsteer {'-' if g is None else f'{g:.2f} s'}, in-kernel PM "
             f"{'-' if k is None else f'{k:.2f} s'} -> **{'met' if met else 'not met'}**. "
-            f"Median t90 <= {E3_TARGET_S:g} s on its own: gwsteer {_within(g)}, in-kernel PM {_within(k)}.", "",
+            f"Median t90 <= {E3_TARGET_S:g} s on its own: gwsteer {_within(g)}, in-kernel PM {_within(k)}.",
+            *failover.copies_line({m: [(r.get("dup_bytes", -1), r.get("gw1_in_flight", -1))
+                                       for r in runs if r["mode"] == m] for m in ("gwsteer", "kernel")}), "",
             *(["A braid scheduler re-sends only what the removed subflow carried; `default` and "
                "`redundant` keep upstream's re-injection of everything above the connection's "
                "acknowledgement. Times in the VM are emulated-CPU times: compare columns and "

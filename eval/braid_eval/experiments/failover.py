@@ -135,6 +135,9 @@ METRICS = (("detect_s", "cut -> gwsteer declares gw1 down (status file)"),
            ("first_gw1_s", "restore -> first new data through gw1"),
            ("reuse_s", "restore -> gw1 carries >= 25 % again"),
            ("gap_s", "longest delivery gap around the cut"))
+#: Per-run byte counts reported in MB: the copies, and what bounds them.
+BYTE_METRICS = (("dup_bytes", "copies via gw2, MB"),
+                ("gw1_in_flight", "in flight on gw1 at the cut (client), MB"))
 
 
 @dataclasses.dataclass
@@ -167,6 +170,10 @@ class Run:
     joins_no_token: int = -1
     #: CLIENT_RESEND_MIB and SERVER_RESEND_MIB at the end of the run.
     resend_mib: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: Bytes gw1's subflows had sent and not had acknowledged just before
+    #: the cut (the client's ss): the most a hand-over that sends only what
+    #: the dead subflow carried can send again. -1: not measured.
+    gw1_in_flight: int = -1
 
     def __post_init__(self) -> None:
         if self.detect_s is None:  # never declared down: "up again" means nothing
@@ -281,6 +288,7 @@ class Cycle:
     received: int
     joins_no_token: int = -1
     resend_mib: dict[str, int] = dataclasses.field(default_factory=dict)
+    gw1_in_flight: int = -1
 
 
 def _mib(nstat: subprocess.CompletedProcess[str], names: tuple[str, ...]) -> dict[str, int]:
@@ -311,6 +319,7 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         wait_for("the upload's first bytes at the server", lambda: topo.received_bytes() > 0, 30,
                  interval=0.02, diagnosis=lambda: f"client exit status: {client.poll()}")
         time.sleep(T_CUT)
+        gw1_in_flight = topo.in_flight("gw1")
         topo.cut("gw1")
         cut = time.time()
         status = tmp / "gateways.json" if mode.startswith("gwsteer") else None
@@ -336,7 +345,8 @@ def capture_cycle(mode: str, mbit: int, outage: float, after: float,
         print(f"e3: {mode} transfer not byte-exact: {err.strip()[-300:]}", file=sys.stderr)
     return Cycle(packets, cut, restored, seen,
                  byte_exact=bool(sent.get("digest_ok")) and received == sent["bytes"],
-                 received=received, joins_no_token=joins_no_token, resend_mib=resend_mib)
+                 received=received, joins_no_token=joins_no_token, resend_mib=resend_mib,
+                 gw1_in_flight=gw1_in_flight)
 
 
 def run_once(mode: str, mbit: int, capacity: float, outage: float, after: float,
@@ -356,6 +366,7 @@ def measure_cycle(mode: str, outage: float, index: int, c: Cycle, capacity: floa
     run.gw_up_s = c.seen["up"] - c.restored if "up" in c.seen else None
     run.joins_no_token = c.joins_no_token
     run.resend_mib = c.resend_mib
+    run.gw1_in_flight = c.gw1_in_flight
     return run
 
 
@@ -427,7 +438,8 @@ def sweep(outages: tuple[float, ...], runs: int, mbit: int, after: float,
                 progress.step(f"outage {outage:g} s run {i + 1} {mode} "
                               f"detect {_s(r.detect_s)}, t90 {_s(r.t90_s)}, gw1 up {_s(r.gw_up_s)}, "
                               f"first gw1 {_s(r.first_gw1_s)}, gw1>=25% {_s(r.reuse_s)}, "
-                              f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB, "
+                              f"gap {r.gap_s:.2f} s, copies via gw2 {r.dup_bytes / 1e6:.2f} MB "
+                              f"(gw1 in flight at the cut {r.gw1_in_flight / 1e6:.2f} MB), "
                               f"pre-cut {r.pre_cut_mbit:.1f} Mbit/s ({per_gw}){refused}{resent}"
                               f"{'' if r.byte_exact and r.capture_matches else ' NOT BYTE-EXACT'}, "
                               f"{time.monotonic() - t0:.0f} s")
@@ -514,15 +526,16 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
              "", "| outage | metric | " + " | ".join(_label(m) for m in modes) + " |",
              "|---|---|" + "---|" * len(modes)]
     for outage in outages:
-        for key, label in (*METRICS, ("dup_mb", "copies via gw2, MB")):
+        for key, label in (*METRICS, *BYTE_METRICS):
             cells = ["n/a" if not m.startswith("gwsteer") and key in GWSTEER_ONLY else
-                     cell([(r.dup_bytes / 1e6 if r.dup_bytes >= 0 else None) if key == "dup_mb"
-                           else getattr(r, key) for r in runs if r.mode == m and r.outage_s == outage])
+                     cell([megabytes(getattr(r, key)) if key in dict(BYTE_METRICS) else getattr(r, key)
+                           for r in runs if r.mode == m and r.outage_s == outage])
                      for m in modes]
             lines.append(f"| {outage:g} s | {label} | " + " | ".join(cells) + " |")
     pre = {m: statistics.median([r.pre_cut_mbit for r in runs if r.mode == m] or [0.0]) for m in modes}
     lines += ["", "In-order delivery in the 2 s before the cut (both gateways), median: "
               + ", ".join(f"{_label(m)} {pre[m]:.1f}" for m in modes) + " Mbit/s."]
+    lines += copies_line({m: [(r.dup_bytes, r.gw1_in_flight) for r in runs if r.mode == m] for m in modes})
     if params.get("client_sysctls"):
         lines += ["", f"Client namespace sysctls (every mode): {params['client_sysctls']}."]
     variants = [m for m in modes if m not in MODES]
@@ -548,6 +561,23 @@ def report(runs: list[Run], params: dict[str, object]) -> str:
               "(A4, A9.7), so its 'reuse after restore' is never. MultiNAT picks a link per "
               "connection at set-up; an established connection dies with its link (B2, B10.1)."]
     return "\n".join(lines) + "\n"
+
+
+def megabytes(n: int) -> float | None:
+    """Bytes as MB; None for -1 (not measured)."""
+    return n / 1e6 if n >= 0 else None
+
+
+def copies_line(copies: dict[str, list[tuple[int, int]]]) -> list[str]:
+    """Per mode, in how many runs the copies (the first of each pair) stayed
+    within what gw1's subflows had in flight at the cut (the second); pairs
+    with either not measured (-1) are left out."""
+    judged = {m: [(d, f) for d, f in pairs if d >= 0 and f >= 0] for m, pairs in copies.items()}
+    if not any(judged.values()):
+        return []
+    return ["", "Copies via gw2 within what gw1 had in flight at the cut: "
+            + ", ".join(f"{_label(m)} {sum(d <= f for d, f in got)} of {len(got)} runs"
+                        for m, got in judged.items() if got) + "."]
 
 
 def plot(runs: list[Run], path: Path) -> None:
