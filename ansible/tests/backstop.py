@@ -2,11 +2,11 @@
 
 Every limit in these tests bounds a hang, not a speed: on an idle 2-core
 machine ansible-lint takes about 20 s and a converge about a minute.
-``make test`` runs this stage at idle CPU priority beside the VM stage, where
-it gets only what the emulated CPU leaves (ansible-lint took 271 s there), and
-sets ``BRAID_TIMEOUT_SCALE`` (a whole number, default 1) so that a starved run
-is not taken for a hung one. ansible/test.sh and packaging/test.sh scale their
-own limits by the same number (backstop.sh).
+On a machine busy with other work the stage gets far less (at idle priority
+beside braid's VM, ansible-lint took 271 s): ``BRAID_TIMEOUT_SCALE`` (a whole
+number, default 1) stretches every limit so that a starved run is not taken
+for a hung one. ansible/test.sh and packaging/test.sh scale their own limits
+by the same number (backstop.sh).
 """
 
 from __future__ import annotations
