@@ -280,11 +280,13 @@ def test_front_dummies_are_rayleigh_at_the_front() -> None:
 
 # -- HyWF split statistics (as measured on the wire by eval/tests/vm/test_hywf.py)
 
-def shares(n_chp: int, split: str = "hywf") -> tuple[list[float], list[float]]:
+def shares(n_chp: int, split: str = "hywf",
+           rng: np.random.Generator | None = None) -> tuple[list[float], list[float]]:
     """Network 1's share of each load's outgoing and incoming packets."""
     t = regular_trace(8000, 0.001, out_every=2)
     out, inc = [], []
-    rng = np.random.default_rng(21)  # one stream for all loads, as one end's draws would be
+    # one stream for all loads, as one end's draws would be
+    rng = np.random.default_rng(21) if rng is None else rng
     for _ in range(300):
         on1 = hywf_sim.hywf_mask(t, rng, n_chp=n_chp) if split == "hywf" else hywf_sim.even_mask(t, rng)
         out.append(float(on1[t.sizes > 0].mean()))
@@ -294,9 +296,14 @@ def shares(n_chp: int, split: str = "hywf") -> tuple[list[float], list[float]]:
 
 @pytest.mark.parametrize("n_chp", [0, 100])
 def test_hywf_share_per_load_is_uniform_and_ends_independent(n_chp: int) -> None:
-    out, inc = shares(n_chp)
-    for s in (out, inc):
-        assert stats.kstest(s, "uniform").pvalue > 0.01  # the wire test's criterion (ALPHA 0.01)
+    """The wire test's criterion (test_hywf.py): KS against U[0, 1] at
+    0.01, a rejection confirmed on a fresh sample at 0.001."""
+    rng = np.random.default_rng(21)
+    out, inc = shares(n_chp, rng=rng)
+    for i, s in enumerate((out, inc)):
+        if stats.kstest(s, "uniform").pvalue <= 0.01:
+            s = shares(n_chp, rng=rng)[i]
+            assert stats.kstest(s, "uniform").pvalue > 0.001
         assert min(s) < 0.2 and max(s) > 0.8
     assert abs(stats.pearsonr(out, inc).statistic) < 0.2  # client and proxy draw their own p
 
@@ -335,10 +342,11 @@ def test_p_drift_moves_the_split_within_a_load() -> None:
             sds.append(on1.reshape(20, 500).mean(axis=1).std())
         spread[n_chp] = float(np.mean(sds))
     assert spread[100] > 1.3 * spread[0]
-    p = hywf_sim.drifting_p(100_000, 0.2, 100, np.random.default_rng(1))
+    # 10,000 redraws: the mean within 6 sd of 0.2, the run length within 10
+    p = hywf_sim.drifting_p(1_000_000, 0.2, 100, np.random.default_rng(1))
     assert p.min() >= 0 and p.max() <= 0.4 and p.mean() == pytest.approx(0.2, abs=0.01)
     changes = int((np.diff(p) != 0).sum())
-    assert 100_000 / changes == pytest.approx(100, rel=0.1)  # mean n_chp packets between redraws
+    assert 1_000_000 / changes == pytest.approx(100, rel=0.1)  # mean n_chp packets between redraws
     q = hywf_sim.drifting_p(100_000, 0.9, 100, np.random.default_rng(1))
     assert q.min() >= 0.8 and q.max() <= 1.0
 

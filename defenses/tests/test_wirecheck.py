@@ -146,8 +146,11 @@ def test_structure_tells_a_thinned_split_from_the_simulated_bursts(tmp_path: Pat
     captured(ds, tmp_path, "hywf", "hywf", seed=3)
     alike = wirecheck.structure("hywf", tmp_path, tmp_path / "hywf" / "all", ds.names, params)
     assert alike is not None and alike.loads == len(ds.traces)
+    # Two samples of the simulator on these 96 loads differ: over 30 pairs
+    # of seeds their mean runs were 4.1 or more and their ratio 0.66-1.51;
+    # the thinned split below has runs of 1.
     for wire, sim in (alike.runs_up, alike.runs_down):
-        assert sim > 5 and 0.7 < wire / sim < 1.4, alike
+        assert sim > 3 and 0.5 < wire / sim < 2, alike
     assert alike.extra_packets == (0.0, 0.0) and alike.extra_bytes == (0.0, 0.0)
     assert alike.tail_s == (0.0, 0.0)
     captured(ds, tmp_path / "even", "hywf", "even", seed=3)

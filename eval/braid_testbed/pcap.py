@@ -255,21 +255,26 @@ class TimeIndex:
 
     A series of transfers is split per transfer by its wall-clock window;
     filtering the whole capture once per window cost seconds per series
-    under braid's emulated VM. A capture's timestamps almost always rise;
-    where one does not, windows fall back to the filter, so a window is
-    always what ``[p for p in packets if start <= p.ts <= end]`` gives,
-    in capture order."""
+    under braid's emulated VM. A capture's timestamps rise but for a few
+    packets (two CPUs hand tcpdump packets slightly out of order), so the
+    search runs on the timestamps sorted, and a window's packets are put
+    back in capture order: always what
+    ``[p for p in packets if start <= p.ts <= end]`` gives."""
 
     def __init__(self, packets: list[TcpPacket]) -> None:
         self.packets = packets
-        self._ts = [p.ts for p in packets]
-        self._ordered = all(a <= b for a, b in itertools.pairwise(self._ts))
+        ts = [p.ts for p in packets]
+        self._ordered = all(a <= b for a, b in itertools.pairwise(ts))
+        # Capture positions by time, and their times, when the capture's own order is not.
+        self._by_time = [] if self._ordered else sorted(range(len(ts)), key=ts.__getitem__)
+        self._ts = ts if self._ordered else [ts[i] for i in self._by_time]
 
     def between(self, start: float, end: float) -> list[TcpPacket]:
-        """The packets with ``start <= ts <= end``."""
-        if not self._ordered:
-            return [p for p in self.packets if start <= p.ts <= end]
-        return self.packets[bisect.bisect_left(self._ts, start):bisect.bisect_right(self._ts, end)]
+        """The packets with ``start <= ts <= end``, in capture order."""
+        lo, hi = bisect.bisect_left(self._ts, start), bisect.bisect_right(self._ts, end)
+        if self._ordered:
+            return self.packets[lo:hi]
+        return [self.packets[i] for i in sorted(self._by_time[lo:hi])]
 
 
 @dataclasses.dataclass

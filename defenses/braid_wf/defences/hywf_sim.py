@@ -62,18 +62,33 @@ SPLIT_MODEL = (f"bursts in send order, both networks draining each flight at onc
                f"(flights: packets < {1000 * FLIGHT_GAP_S:g} ms apart; turns of {PER_TURN})")
 
 
+def _geometric_runs(n: int, mean: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """Lengths of consecutive runs of Geometric(1/mean) packets (support
+    1, 2, ...) that cover n packets: the last may reach past n. Drawn in
+    bulk, not one run at a time: the per-run Python loop made the VM tests
+    that simulate bursts spend most of their time here (under braid's
+    emulated VM every Python step costs tens of times its host time)."""
+    if n <= 0:
+        return np.empty(0, dtype=np.int64)
+    if mean <= 1:
+        return np.ones(n, dtype=np.int64)
+    chunks, covered = [], 0
+    while covered < n:
+        # about the runs still needed, plus a margin: one draw nearly always
+        chunk = rng.geometric(1.0 / mean, size=(n - covered) // mean + 4 * int(np.sqrt(n / mean)) + 16)
+        chunks.append(chunk)
+        covered += int(chunk.sum())
+    runs = np.concatenate(chunks)
+    return runs[: int(np.searchsorted(np.cumsum(runs), n)) + 1]
+
+
 def drifting_p(n: int, p_mean: float, n_chp: int, rng: np.random.Generator) -> npt.NDArray[np.float64]:
     """p per packet for n packets: uniform around ``p_mean`` on the widest
     interval inside [0, 1] centred on it, redrawn after Geometric(1/n_chp)
     packets (support 1, 2, ...; mean n_chp)."""
     lo, hi = (0.0, 2 * p_mean) if p_mean <= 0.5 else (2 * p_mean - 1, 1.0)
-    out = np.empty(n, dtype=np.float64)
-    i = 0
-    while i < n:
-        run = int(rng.geometric(1.0 / n_chp))
-        out[i : i + run] = rng.uniform(lo, hi)
-        i += run
-    return out
+    runs = _geometric_runs(n, n_chp, rng)
+    return np.repeat(rng.uniform(lo, hi, size=len(runs)), runs)[:n]
 
 
 def bursty_choice(n: int, p: float | npt.NDArray[np.float64], ncons: int,
@@ -81,13 +96,11 @@ def bursty_choice(n: int, p: float | npt.NDArray[np.float64], ncons: int,
     """For n packets: True where the packet goes on network 1. Bursts of
     1 + Geometric0(1/ncons) packets (mean ncons), each on network 1 w.p. p
     (with p per packet: the p at the burst's first packet)."""
-    out = np.empty(n, dtype=bool)
-    i = 0
-    while i < n:
-        burst = 1 + (int(rng.geometric(1.0 / ncons)) - 1 if ncons > 1 else 0)
-        out[i : i + burst] = rng.random() < (float(p[i]) if isinstance(p, np.ndarray) else p)
-        i += burst
-    return out
+    bursts = _geometric_runs(n, ncons, rng)
+    if isinstance(p, np.ndarray):
+        starts = np.cumsum(bursts) - bursts
+        p = p[starts]
+    return np.repeat(rng.random(len(bursts)) < p, bursts)[:n]
 
 
 def _turns(n: int, per_turn: int) -> npt.NDArray[np.int64]:
