@@ -8,10 +8,11 @@
 # package-based steps run on two fresh booted systems
 # (tests/test_manual_deploy.py); the three run concurrently. The Debian
 # rootfs is debootstrap'd once and cached (~/.cache/braid/ansible or
-# $BRAID_CACHE; ~2 minutes the first time); then the stage takes ~3 minutes
-# on a shared 2-core machine.
+# $BRAID_CACHE; ~2 minutes the first time); then the stage takes ~7 minutes
+# on an idle 2-core machine.
 #
 #   ansible/test.sh                 everything
+#   BRAID_ANSIBLE_ARTIFACTS=DIR ansible/test.sh   with ansible/build-artifacts DIR's output
 #   SKIP_CONVERGE=1 ansible/test.sh lint and syntax only
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,9 +44,13 @@ else
 	# into its own copy of the same cached Debian root filesystem.
 	work=$(mktemp -d)
 	trap 'rm -rf "$work"' EXIT
-	echo "=== building the artifacts"
-	"$here/build-artifacts" "$work/artifacts" >/dev/null
-	export BRAID_ANSIBLE_ARTIFACTS="$work/artifacts"
+	# Built here unless the caller built them (scripts/test does, before
+	# it starts this stage beside others that rebuild mptcpd-plugins).
+	if [ -z "${BRAID_ANSIBLE_ARTIFACTS:-}" ]; then
+		echo "=== building the artifacts"
+		"$here/build-artifacts" "$work/artifacts" >/dev/null
+		export BRAID_ANSIBLE_ARTIFACTS="$work/artifacts"
+	fi
 	# set +e: the part's own status goes to its .rc file, a failure too.
 	part() {
 		name=$1
