@@ -256,8 +256,8 @@ class TimeIndex:
     A series of transfers is split per transfer by its wall-clock window;
     filtering the whole capture once per window cost seconds per series
     under braid's emulated VM. A capture's timestamps rise but for a few
-    packets (two CPUs hand tcpdump packets slightly out of order), so the
-    search runs on the timestamps sorted, and a window's packets are put
+    packets (most of the VM tests' captures have some), so the search runs
+    on the timestamps sorted, and a window's packets are put
     back in capture order: always what
     ``[p for p in packets if start <= p.ts <= end]`` gives."""
 

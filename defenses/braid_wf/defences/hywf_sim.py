@@ -74,7 +74,7 @@ def _geometric_runs(n: int, mean: int, rng: np.random.Generator) -> npt.NDArray[
         return np.ones(n, dtype=np.int64)
     chunks, covered = [], 0
     while covered < n:
-        # about the runs still needed, plus a margin: one draw nearly always
+        # the runs still needed on average, plus a margin: one draw nearly always covers n
         chunk = rng.geometric(1.0 / mean, size=(n - covered) // mean + 4 * int(np.sqrt(n / mean)) + 16)
         chunks.append(chunk)
         covered += int(chunk.sum())
