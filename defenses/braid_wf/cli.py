@@ -25,6 +25,10 @@ Commands::
     python3 -m braid_wf wirecheck --root out/wf --conditions hywf hywf-ap [--attacks kfp,df]
                                       # each attack on network 1's captures beside the same loads
                                       # protected by the simulator (braid_wf.wirecheck)
+    python3 -m braid_wf collect --host --condition single --loader chromium --out out/wfl
+    python3 -m braid_wf loadercheck --root out/wfl --json results/wf-loaders.json
+                                      # the synthetic loader's traces against headless
+                                      # Chromium's on the same pages (braid_wf.loadercheck)
 
 ``evaluate`` reads any dataset in the WF literature's format (Wang's or
 Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
@@ -46,7 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
-from braid_wf import collection, wirecheck
+from braid_wf import collection, loadercheck, wirecheck
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
 from braid_wf.deep import require_jax
@@ -460,6 +464,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     loads whose traces exist are skipped."""
     cond = CONDITIONS[args.condition]
     sched = cond.scheduler
+    if args.loader == "chromium" and (cond.tor or args.one_connection or not args.host):
+        raise SystemExit(f"--loader chromium: loads through braid-proxy with the browser's own connections, on the "
+                         f"host kernel (--host; Chromium stops with a breakpoint trap on braid's VM's emulated CPU), "
+                         f"not {args.condition}{' with --one-connection' if args.one_connection else ''}"
+                         f"{'' if args.host else ' in the VM'}")
     if args.padding_histograms:
         if not cond.padded:
             raise SystemExit(f"--padding-histograms: condition {args.condition} does not pad")
@@ -476,7 +485,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         from braid_testbed.topology import kernel_has_netem
         if not kernel_has_netem():
             raise SystemExit("shaped links need netem (braid's kernel); use --host on the host kernel")
-    label = args.condition + ("-1conn" if args.one_connection else "")
+    label = args.condition + ("-1conn" if args.one_connection else "") + \
+        ("-chromium" if args.loader == "chromium" else "")
     todo = collection.plan(args.out, label, args.sites, args.instances, args.unmonitored, args.gap_ms)
     log(f"{label}: {len(todo.loads) - len(todo.todo)} of {len(todo.loads)} loads already collected")
     if not todo.todo:
@@ -491,7 +501,7 @@ def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: a
     from braid_eval.analysis.dss import WIRE_MSS
     from braid_eval.measure.proxy_pair import SERVER_PORT, BraidProxyPair
     from braid_testbed import LinkSpec, StandardTestbed, ip
-    from braid_wf.corpus import corpus_server, load_pages, server_address
+    from braid_wf.corpus import browser_args, corpus_server, load_pages, server_address
 
     spec = LinkSpec() if args.host else LinkSpec(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
     clients = {ip("client", "wan1"), ip("client", "wan2")}
@@ -510,13 +520,38 @@ def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: a
             pad += ("-padding-histograms", str(args.padding_histograms))
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
         meta = {"padding_histograms": str(args.padding_histograms)} if args.padding_histograms else {}
-        with (corpus_server(tb.server, server_address()) as server,
+        served = (todo.root / "served.jsonl").resolve() if args.loader == "chromium" else None
+        with (corpus_server(tb.server, server_address(), served) as server,
               BraidProxyPair(tb, todo.root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
-            extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()))
+            extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()),
+                     *(browser_args(served) if served else ()))
             collection.collect_batches(
                 todo, args.batch, lambda: (tb.capture_wan(1), tb.capture_wan(2)),
                 lambda batch: load_pages(tb.client, server, pair.socks, batch, args.gap_ms, extra),
                 clients, SERVER_PORT, WIRE_MSS, meta, log)
+    return 0
+
+
+def cmd_loadercheck(args: argparse.Namespace) -> int:
+    """The synthetic loader's traces against the browser's on the same
+    loads (braid_wf.loadercheck)."""
+    data = {k: load_limited(args.root / c / "all", args) for k, c in (("synthetic", args.synthetic),
+                                                                        ("browser", args.browser))}
+    checks = [loadercheck.check(args.root, args.synthetic, args.browser, data["synthetic"], data["browser"],
+                                attack, repeats=args.repeats, quick=not args.full, seed=args.seed, progress=log)
+              for attack in args.attacks]
+    meta = {"root": str(args.root), "synthetic": args.synthetic, "browser": args.browser,
+            "browser_version": loadercheck.browser_version(args.root / args.browser / "loads.jsonl"),
+            "repeats": args.repeats, "full": args.full, "braid": installed_version(),
+            "date": time.strftime("%Y-%m-%d")}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "checks": [c.to_json() for c in checks]}, indent=1) + "\n")
+    text = "\n".join([f"# The synthetic loader against a browser ({args.root})", "",
+                      *loadercheck.table(checks), ""])
+    print(text)
+    if args.report:
+        args.report.write_text(text + "\n")
     return 0
 
 
@@ -578,6 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--one-connection", action="store_true",
                    help="each load over one connection (HTTP/2-like; padding then spans the load); "
                         "stored as CONDITION-1conn")
+    c.add_argument("--loader", choices=("synthetic", "chromium"), default="synthetic",
+                   help="who loads the pages: websites.py's loader (default), or headless Chromium loading "
+                        "them as web pages (stored as CONDITION-chromium)")
     c.add_argument("--rate-mbit", type=float, default=20, help="each WAN's rate (default 20)")
     c.add_argument("--delay-ms", type=float, default=10, help="each WAN's one-way delay (default 10)")
     c.add_argument("--seed", type=int, default=1, help="corpus and load-variation seed (default 1)")
@@ -609,6 +647,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep the checks of this earlier --json file (same loads and simulator) that this run "
                    "does not redo, e.g. --attacks kfp --repeats 12 for more splits of one attack")
     limits(w)
+    lc = sub.add_parser("loadercheck", help="the synthetic loader's traces against a browser's on the same pages",
+                        description=loadercheck.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(lc)
+    lc.set_defaults(attacks=["kfp", "cumul"], repeats=5)
+    lc.add_argument("--root", type=Path, default=Path("out/wfl"), help="collect's --out (default out/wfl)")
+    lc.add_argument("--synthetic", default="single", help="the synthetic loader's condition (default single)")
+    lc.add_argument("--browser", default="single-chromium",
+                    help="the same condition loaded with --loader chromium (default single-chromium)")
+    lc.add_argument("--json", type=Path, help="write the comparison as JSON here")
+    limits(lc)
     h = sub.add_parser("histograms", help="fit adaptive padding's delay histograms on a dataset's loads",
                        description="Fit WTF-PAD's H_B (between bursts) and H_G (in bursts) per direction on the "
                        "loads of a WF-format dataset (e.g. collect's OUT/CONDITION/all) and write them in the "
@@ -685,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
             args.earlier = updated_checks(args.update, args) if args.update else ([], [])
         except ValueError as err:
             p.error(str(err))
+    if args.cmd == "loadercheck" and args.repeats < 1:
+        p.error("loadercheck: --repeats >= 1 is required")
     if args.cmd == "evaluate" and args.defense and args.protected:
         p.error("--defense (simulated) and --protected (captured) are alternatives")
     if args.cmd == "quick":
@@ -693,7 +743,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
                 "costs": cmd_costs, "defenses": cmd_defenses, "histograms": cmd_histograms,
-                "wirecheck": cmd_wirecheck}[args.cmd](args)
+                "wirecheck": cmd_wirecheck, "loadercheck": cmd_loadercheck}[args.cmd](args)
     except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
         raise SystemExit(f"wf {args.cmd}: {err}")
 

@@ -1,8 +1,9 @@
 """The website-fingerprinting corpus on a testbed: its server
-(``websites.py serve`` in the server's namespace) and page loads through a
-SOCKS proxy (``websites.py load`` in the client's namespace, one JSON line
-per load). Shared by ``wf collect`` (through braid-proxy on the standard
-testbed, or through Tor in Tor mode's private network) and
+(``websites.py serve`` in the server's namespace, or ``website_http.py
+serve``: the same loads as web pages, for a browser) and page loads
+through a SOCKS proxy (``websites.py load`` in the client's namespace, one
+JSON line per load; with ``--browser``, headless Chromium). Shared by
+``wf collect`` (through braid-proxy on the standard testbed, or through Tor in Tor mode's private network) and
 ``braid_eval.bench.pageload --corpus``, so that all load the same pages the
 same way; no numpy here, the benchmark does without.
 """
@@ -13,6 +14,7 @@ import contextlib
 import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from braid_testbed import TOOLS_DIR, ip
@@ -20,6 +22,7 @@ from braid_testbed.netns import Namespace, stop_process
 from braid_testbed.wait import scaled
 
 WEBSITES = TOOLS_DIR / "websites.py"
+WEBSITE_HTTP = TOOLS_DIR / "website_http.py"
 PORT = 8080
 
 
@@ -28,12 +31,22 @@ def server_address() -> str:
     return f"{ip('server', 'inet')}:{PORT}"
 
 
+def browser_args(served_log: Path) -> tuple[str, ...]:
+    """``load_pages``' extra arguments for the browser, given the web
+    server's log (:func:`corpus_server`'s ``served_log``)."""
+    return ("--browser", "--served-log", str(served_log))
+
+
 @contextlib.contextmanager
-def corpus_server(ns: Namespace, address: str) -> Iterator[str]:
+def corpus_server(ns: Namespace, address: str, served_log: Path | None = None) -> Iterator[str]:
     """The corpus served in namespace ``ns`` on ``address`` (HOST:PORT,
-    e.g. :func:`server_address`); yields the address."""
+    e.g. :func:`server_address`); yields the address. With ``served_log``
+    the same loads are served as web pages over HTTP, each response sent
+    in full logged there (a browser's loads are checked against it)."""
     host, port = address.rsplit(":", 1)
-    srv = ns.popen(["python3", str(WEBSITES), "serve", "--listen", address], stdout=subprocess.DEVNULL)
+    cmd = ["python3", str(WEBSITES), "serve", "--listen", address] if served_log is None else \
+        ["python3", str(WEBSITE_HTTP), "serve", "--listen", address, "--log", str(served_log)]
+    srv = ns.popen(cmd, stdout=subprocess.DEVNULL)
     try:
         ns.wait_listening(int(port), host, timeout=scaled(60), proc=srv)
         yield address

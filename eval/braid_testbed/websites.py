@@ -21,7 +21,11 @@ parallel, at most ``--parallel`` connections at a time (browsers open six
 per host, over HTTP/1.1), through a SOCKS5 proxy when ``--socks`` is given.
 With ``--one-connection`` a load is one connection instead, as a browser's
 HTTP/2 connection to a site: the HTML, then each wave's requests at once
-and its answers in order. One JSON line per load::
+and its answers in order. With ``--browser`` a real browser engine loads
+the same loads as web pages (``website_http.py``'s server, headless
+Chromium through ``chromium.py``): its own connections, headers and order,
+a fresh profile per load; a load is complete when the server's log
+(``--served-log``) holds every one of its objects. One JSON line per load::
 
     {"name": "3-7", "site": 3, "instance": 7, "start": ..., "end": ...,
      "seconds": 0.41, "objects": 17, "down": 812345, "up": 9120, "ok": true}
@@ -30,6 +34,9 @@ Usage::
 
     websites.py serve --listen 10.10.0.2:8080 &
     websites.py load --server 10.10.0.2:8080 --socks 127.0.0.1:1080 --loads 0-0 1-0 0-1
+    website_http.py serve --listen 10.10.0.2:8081 --log served.jsonl &
+    websites.py load --browser --served-log served.jsonl --server 10.10.0.2:8081 \
+        --socks 127.0.0.1:1080 --loads 0-0 1-0
     websites.py describe --site 3          # the site's objects, as JSON
 """
 
@@ -106,7 +113,59 @@ def load_site(server: tuple[str, int], socks: tuple[str, int] | None, waves: lis
     return ok
 
 
+def report(site: int, instance: int, start: float, end: float, objects: int, down: int, up: int | None,
+           ok: bool, n: int, total: int, **extra: object) -> None:
+    print(json.dumps({"name": f"{site}-{instance}", "site": site, "instance": instance,
+                      "start": start, "end": end, "seconds": round(end - start, 4),
+                      "objects": objects, "down": down, "up": up, "ok": ok, **extra}), flush=True)
+    print(f"load {n + 1}/{total} ({site}-{instance}): {end - start:.2f} s", file=sys.stderr, flush=True)
+
+
+def served_since(log: str, load: str, since: float) -> dict[str, int]:
+    """The objects of ``load`` the HTTP server sent in full since ``since``."""
+    out: dict[str, int] = {}
+    with open(log) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["load"] == load and r["time"] >= since:
+                out[r["object"]] = r["bytes"]
+    return out
+
+
+def load_in_browser(args: argparse.Namespace) -> int:
+    """Each load as a web page in headless Chromium; complete when the
+    server sent every object of it."""
+    if __package__:
+        from . import website_http
+        from .chromium import BrowserError, Chromium
+    else:
+        import website_http  # type: ignore[no-redef]
+        from chromium import BrowserError, Chromium  # type: ignore[no-redef]
+    socks = f"{args.socks[0]}:{args.socks[1]}" if args.socks else None
+    host, port = args.server
+    ok_all = True
+    with Chromium(socks) as browser:
+        for n, (site, instance) in enumerate(args.loads):
+            if n:
+                time.sleep(args.gap_ms / 1000)
+            name = f"{site}-{instance}"
+            expected = website_http.objects_of(site, instance, args.seed)
+            start = end = time.time()
+            try:
+                start, end = browser.load(f"http://{host}:{port}/{name}/", timeout=args.timeout)
+                ok = served_since(args.served_log, name, start) == expected
+            except BrowserError as err:
+                print(f"load {name}: {err}", file=sys.stderr)
+                ok = False
+            ok_all &= ok
+            report(site, instance, start, end, len(expected), sum(expected.values()), None, ok, n,
+                   len(args.loads), loader="chromium", browser=browser.version)
+    return 0 if ok_all else 1
+
+
 def load(args: argparse.Namespace) -> int:
+    if args.browser:
+        return load_in_browser(args)
     ok_all = True
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         for n, (site, instance) in enumerate(args.loads):
@@ -122,12 +181,8 @@ def load(args: argparse.Namespace) -> int:
             end = time.time()
             ok_all &= ok
             objs = [o for w in waves for o in w]
-            print(json.dumps({"name": f"{site}-{instance}", "site": site, "instance": instance,
-                              "start": start, "end": end, "seconds": round(end - start, 4),
-                              "objects": len(objs), "down": sum(o[0] for o in objs),
-                              "up": sum(o[1] for o in objs), "ok": ok}), flush=True)
-            print(f"load {n + 1}/{len(args.loads)} ({site}-{instance}): {end - start:.2f} s",
-                  file=sys.stderr, flush=True)
+            report(site, instance, start, end, len(objs), sum(o[0] for o in objs), sum(o[1] for o in objs),
+                   ok, n, len(args.loads))
     return 0 if ok_all else 1
 
 
@@ -147,6 +202,11 @@ def main() -> int:
     ld.add_argument("--gap-ms", type=int, default=1500,
                     help="pause between loads (default 1500: more than hywf's 1 s idle split)")
     ld.add_argument("--seed", type=int, default=1, help="corpus seed")
+    ld.add_argument("--browser", action="store_true",
+                    help="load each as a web page in headless Chromium from website_http.py's server "
+                         "(--server), which must log to --served-log")
+    ld.add_argument("--served-log", help="--browser: the HTTP server's --log file")
+    ld.add_argument("--timeout", type=float, default=30, help="--browser: seconds per load (default 30)")
     d = sub.add_parser("describe", help="print a site's waves of (response, request) bytes")
     d.add_argument("--site", type=int, required=True)
     d.add_argument("--instance", type=int, help="one load's objects instead of the base ones")
@@ -162,6 +222,8 @@ def main() -> int:
         return 0
     if args.parallel < 1:
         parser.error("--parallel must be >= 1")
+    if args.browser and not args.served_log:
+        parser.error("--browser needs --served-log (the HTTP server's --log)")
     return load(args)
 
 

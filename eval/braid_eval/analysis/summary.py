@@ -8,7 +8,8 @@ OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel
 OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json
 and OUT/wf-deep-30ep.json (``braid-wf defenses --json``), OUT/wf-wire-check.json and OUT/wf-tor.json
-(``braid-wf wirecheck --json``: the simulators against the wire, Tor mode) and OUT/relay-capacity.json
+(``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
+(``braid-wf loadercheck --json``: the synthetic loader against a browser) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
 (each also accepted as OUT/<name>.json or OUT/<name>/<name>.json), names
 the missing ones, and writes the page (OUT/summary.md unless --page). No
@@ -33,7 +34,7 @@ from braid_eval.bench.comparison import markdown_table
 from braid_eval.bench.pageload import ROWS as PAGELOAD_ROWS
 from braid_eval.bench.sched import ROWS as SCHED_ROWS
 from braid_eval.experiments import failover, latency
-from braid_wf import wirecheck
+from braid_wf import loadercheck, wirecheck
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
@@ -363,6 +364,27 @@ def wf_tor_section(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def wf_loaders_section(data: dict[str, Any]) -> list[str]:
+    """The synthetic loader's traces against a browser's on the same pages
+    (braid_wf.loadercheck)."""
+    meta, checks = data["meta"], loadercheck.from_json(data)
+    sites = checks[0].sites if checks else 0
+    return ["## Website fingerprinting: the synthetic loader against a browser", "",
+            f"(the corpus's loads through braid-proxy on the host kernel, loaded twice: by `websites.py`'s loader "
+            f"(`{meta['synthetic']}`) and as web pages by headless Chromium (`{meta['browser']}`, "
+            f"{meta.get('browser_version') or 'version not recorded'}); {checks[0].loads if checks else 0} loads "
+            f"of {sites} sites in both, matched by name, under `{meta['root']}`; braid {meta['braid']}, "
+            f"{meta['date']}; unshaped links (the host kernel has no netem), so durations and load times are "
+            "the loaders' own work, not a network's; what an observer of the relay connection sees, both "
+            "directions; "
+            f"{'published' if meta['full'] else 'quick-mode'} attacks, closed world, mean ± sd over "
+            f"{meta['repeats']} splits of the loads, the same splits in every column"
+            + (f", chance {100 / sites:.1f} %" if sites else "") + ")", "",
+            *loadercheck.table(checks), "",
+            "Trained on one loader and tested on the other: how far a figure measured on the synthetic "
+            "loader's traces carries to a browser's loading the same pages.", ""]
+
+
 def _loadavg(v: list[float] | None) -> str:
     return "/".join(f"{x:.2f}" for x in v) if v else "?"
 
@@ -422,7 +444,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "e3-braid-hywf": e3_section, "e3-braid-default": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
-    "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section,
+    "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 
 

@@ -162,6 +162,16 @@ TOR_CHECK = {"meta": {"root": "out/wft", "originals": "out/wft/tor-hywf/all", "s
                          "simulated": [0.28, 0.28, 0.28], "undefended": [0.9, 0.9, 0.9]}]}
 
 
+LOADER_CHECK = {"meta": {"root": "out/wfl", "synthetic": "single", "browser": "single-chromium",
+                         "browser_version": "Chrome/156.0", "repeats": 2, "full": False, "braid": "0.1.0",
+                         "date": "2026-12-02"},
+                "checks": [{"synthetic": "single", "browser": "single-chromium", "attack": "kfp", "loads": 300,
+                            "sites": 30, "stats": {"kB out": [17.2, 9.6, 0.5], "bursts": [30.0, 30.0, 0.92]},
+                            "accuracy": {"synthetic->synthetic": [0.8, 0.78], "browser->browser": [0.76, 0.76],
+                                         "synthetic->browser": [0.4, 0.42], "browser->synthetic": [0.4, 0.44]},
+                            "load_seconds": [0.016, 0.11], "connections": [10.0, 6.0]}]}
+
+
 def write(out: Path, name: str, data: object, nested: bool = True) -> None:
     d = out / name if nested else out
     d.mkdir(parents=True, exist_ok=True)
@@ -183,8 +193,14 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
+    write(tmp_path, "wf-loaders", LOADER_CHECK, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
+    loaders = text.split("## Website fingerprinting: the synthetic loader against a browser")[1].split("\n## ")[0]
+    assert "(`single-chromium`, Chrome/156.0); 300 loads of 30 sites" in loaders and "chance 3.3 %" in loaders
+    assert "| kB out | 17.2 | 9.6 | 0.50 |" in loaders and "| load time, ms (loader's clock) | 16 | 110 | |" in loaders
+    assert "| connections | 10 (one per object) | 6 | |" in loaders
+    assert "| kfp | 79.0 ± 1.4 | 76.0 ± 0.0 | 41.0 ± 1.4 | 42.0 ± 2.8 |" in loaders
     wire = text.split("## Website fingerprinting: the simulators against the wire")[1]
     assert ("| hywf | kfp | 600 | 2 | 91.0 ± 1.4 | 40.0 ± 2.8 | 37.0 ± 2.8 | +3.0 ± 0.0 | yes (too few splits) |"
             in wire)
@@ -245,7 +261,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "simult-flows", "wf-deep-12ep",
-                       "wf-deep-30ep", "wf-wire-check", "wf-tor", "relay-capacity"]
+                       "wf-deep-30ep", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, bench-sched" in text

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from braid_eval.analysis.false_failure import FALSE_FAILURE, most_count
-from braid_testbed import pages, websites
+from braid_testbed import pages, website_http, websites
 from braid_testbed.pcap import TcpPacket
 from braid_wf import cli as wf
 from braid_wf import collection
@@ -37,6 +37,7 @@ from braid_wf.trace import (
 )
 
 SITE_TOOL = Path(websites.__file__)
+WEB_TOOL = Path(website_http.__file__)
 
 
 def tr(sizes: list[int], times: list[float] | None = None) -> Trace:
@@ -180,6 +181,97 @@ def test_loader_connections_per_load(one_connection: bool, monkeypatch: pytest.M
         srv.wait(timeout=5)
     assert ok
     assert len(opened) == (1 if one_connection else sum(len(w) for w in waves))
+
+
+# -- the corpus as web pages, for a browser ------------------------------------
+
+@pytest.mark.parametrize("load", [(3, 0), (7, 0), (7, 3), (12, 5)])
+def test_web_pages_name_every_object_once_at_its_size(load: tuple[int, int]) -> None:
+    """The HTML names the first wave, each script its share of the next: every
+    object of the load is named exactly once, by an object of the wave
+    before, and is served at its size (more only where the names need it)."""
+    site, instance = load
+    name = f"{site}-{instance}"
+    waves = websites.load_waves(site, instance)
+    named: list[str] = []
+    parents = [f"/{name}/"]
+    for w in range(len(waves)):
+        children = []
+        for path in parents:
+            found = website_http.body_of(path, 1)
+            assert found is not None, path
+            body, ctype = found
+            k = 0 if path.endswith("/") else int(path.rsplit("-", 1)[1].split(".")[0])
+            size = waves[w][k][0]
+            text = body.decode()
+            urls = [u for u in text.replace("'", '"').split('"') if u.startswith(f"/{name}/")]
+            unpadded = not text.endswith(("-->", "*/"))
+            assert len(body) == size or (len(body) > size and unpadded), (path, len(body), size)
+            assert ctype.startswith("text/html" if w == 0 else "application/javascript")
+            children += urls
+        named += children
+        if w + 1 < len(waves):
+            assert sorted(children) == sorted(website_http.object_url(name, w + 1, k, w + 2 < len(waves))
+                                              for k in range(len(waves[w + 1])))
+        parents = [u for u in children if u.endswith(".js")]
+    assert len(named) == len(set(named)) == sum(len(x) for x in waves[1:])
+    images = [u for u in named if u.endswith(".png")]
+    assert images and all(len(website_http.body_of(u, 1)[0]) == waves[-1][int(u.rsplit("-", 1)[1][:-4])][0]  # type: ignore[index]
+                          for u in images)
+    assert website_http.body_of(f"/{name}/9-0.js", 1) is None and website_http.body_of("/x", 1) is None
+
+
+def test_browser_loads_every_object_of_a_page(tmp_path: Path) -> None:
+    """Headless Chromium loads the corpus's pages to their last object (the
+    server's log has every one, whole, while the load ran) and reuses its
+    connections, as browsers do."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "served.jsonl"
+    srv = subprocess.Popen([sys.executable, str(WEB_TOOL), "serve", "--listen", f"127.0.0.1:{port}",
+                            "--log", str(log)], stdout=subprocess.PIPE)
+    try:
+        assert srv.stdout is not None and b"listening" in srv.stdout.readline()
+        out = subprocess.run([sys.executable, str(SITE_TOOL), "load", "--browser", "--served-log", str(log),
+                              "--server", f"127.0.0.1:{port}", "--gap-ms", "0", "--loads", "3-0", "7-0"],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=5)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [json.loads(x) for x in out.stdout.splitlines()]
+    assert [(x["name"], x["ok"], x["loader"]) for x in lines] == [("3-0", True, "chromium"), ("7-0", True, "chromium")]
+    served = [json.loads(x) for x in log.read_text().splitlines()]
+    for line in lines:
+        objects = website_http.objects_of(line["site"], line["instance"], 1)
+        got = {r["object"]: r["bytes"] for r in served if r["load"] == line["name"]}
+        assert got == objects and line["objects"] == len(objects)
+        assert all(line["start"] <= r["time"] <= line["end"] for r in served if r["load"] == line["name"])
+    # six at a time per host, kept alive: far fewer connections than objects
+    peers = {r["peer"] for r in served if r["load"] == "7-0"}
+    assert 1 <= len(peers) < len(website_http.objects_of(7, 0, 1)) / 2
+
+
+def test_loader_check_of_identical_loads_finds_no_difference(tmp_path: Path) -> None:
+    """`wf loadercheck` on two collections of the same traces: every ratio is
+    1 and training on either loader scores the same on both."""
+    ds = synthetic_dataset(5, 6, 0, seed=3)
+    for cond in ("single", "single-chromium"):
+        save_dataset(ds, tmp_path / cond / "all")
+        (tmp_path / cond / "loads.jsonl").write_text("".join(
+            json.dumps({"file": n, "ok": True, "seconds": 0.5, "objects": 9}) + "\n" for n in ds.names))
+    (tmp_path / "single-chromium" / "served.jsonl").write_text("".join(
+        json.dumps({"load": n, "peer": f"10.0.0.1:{p}"}) + "\n" for n in ds.names for p in (1, 2)))
+    out = tmp_path / "loaders.json"
+    assert wf.main(["loadercheck", "--root", str(tmp_path), "--attacks", "kfp", "--repeats", "2",
+                    "--json", str(out)]) == 0
+    check = json.loads(out.read_text())["checks"][0]
+    assert check["loads"] == 30 and check["sites"] == 5 and check["connections"] == [9, 2]
+    assert all(ratio == 1.0 for _, _, ratio in check["stats"].values())
+    acc = check["accuracy"]
+    assert acc["synthetic->synthetic"] == acc["synthetic->browser"] == acc["browser->browser"]
+    assert np.mean(acc["synthetic->synthetic"]) > 0.5  # chance is 0.2
 
 
 # -- features on hand-made traces --------------------------------------------
@@ -350,6 +442,22 @@ def test_host_collection_through_braid_proxy_is_resumable(tmp_path: Path) -> Non
     before = (tmp_path / "default" / "loads.jsonl").read_text().count("\n")
     assert wf.main(args) == 0  # resumed: nothing left to load
     assert (tmp_path / "default" / "loads.jsonl").read_text().count("\n") == before == 6
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces")
+def test_host_collection_with_a_browser(tmp_path: Path) -> None:
+    """--loader chromium: the pages loaded by headless Chromium through
+    braid-proxy, every response byte on the wire, stored apart."""
+    assert wf.main(["collect", "--host", "--condition", "single", "--loader", "chromium", "--out", str(tmp_path),
+                    "--sites", "2", "--instances", "2", "--gap-ms", "200"]) == 0
+    ds = load_dataset(tmp_path / "single-chromium" / "all")
+    assert sorted(ds.names) == ["0-0", "0-1", "1-0", "1-1"], (tmp_path / "single-chromium" / "loads.jsonl").read_text()
+    for name, t in zip(ds.names, ds.traces, strict=True):
+        site, inst = (int(x) for x in name.split("-"))
+        served = sum(website_http.objects_of(site, inst, 1).values())
+        assert served <= -t.sizes[t.sizes < 0].sum() < 1.1 * served + 40_000, (name, served, t.sizes[t.sizes < 0].sum())
+    with pytest.raises(SystemExit, match="--loader chromium"):
+        wf.main(["collect", "--condition", "tor-hywf", "--loader", "chromium", "--out", str(tmp_path)])
 
 
 def test_unmonitored_loads_keep_their_corpus_site_when_sites_grow(tmp_path: Path) -> None:
