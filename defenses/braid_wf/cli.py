@@ -538,7 +538,8 @@ def cmd_loadercheck(args: argparse.Namespace) -> int:
     data = {k: load_limited(args.root / c / "all", args) for k, c in (("synthetic", args.synthetic),
                                                                         ("browser", args.browser))}
     checks = [loadercheck.check(args.root, args.synthetic, args.browser, data["synthetic"], data["browser"],
-                                attack, repeats=args.repeats, quick=not args.full, seed=args.seed, progress=log)
+                                attack, repeats=args.repeats, quick=not args.full, seed=args.seed,
+                                defense=args.defense or None, progress=log)
               for attack in args.attacks]
     meta = {"root": str(args.root), "synthetic": args.synthetic, "browser": args.browser,
             "browser_version": loadercheck.browser_version(args.root / args.browser / "loads.jsonl"),
@@ -655,6 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     lc.add_argument("--synthetic", default="single", help="the synthetic loader's condition (default single)")
     lc.add_argument("--browser", default="single-chromium",
                     help="the same condition loaded with --loader chromium (default single-chromium)")
+    lc.add_argument("--defense", choices=(*loadercheck.DEFENSES, ""), default="hywf",
+                    help="also each attack on network 1 under this simulated split, for both loaders "
+                    "(default hywf; '' for none)")
     lc.add_argument("--json", type=Path, help="write the comparison as JSON here")
     limits(lc)
     h = sub.add_parser("histograms", help="fit adaptive padding's delay histograms on a dataset's loads",

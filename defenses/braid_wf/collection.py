@@ -98,7 +98,8 @@ def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[WanCaptur
     with open(p.root / "loads.jsonl", "a") as out:
         for r in results:
             if not r["ok"]:
-                log(f"load {r['name']} failed; it will be retried")
+                why = f" ({r['error']})" if r.get("error") else ""
+                log(f"load {r['name']} failed{why}; it will be retried")
                 continue
             name = load_name(r["site"], r["instance"])
             parts = [trace_from_packets(cap.packets, clients, r["start"], r["end"] + p.tail_s,

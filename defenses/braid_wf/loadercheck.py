@@ -17,7 +17,11 @@ other's scripts). Matched by load name, the two collections give:
   loader's traces, and across them (trained on the synthetic loader's
   traces, tested on the browser's, and the reverse), over the same splits
   of the loads: whether a figure measured on synthetic loads says
-  something about a browser's.
+  something about a browser's;
+- with a defence (``hywf`` by default), the attack's accuracy on network
+  1's part of each loader's traces split by the defence's simulator
+  (defence-aware, as ``wf defenses``), on the same splits: whether the
+  defence's figure on the synthetic corpus holds for a browser's loads.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ from typing import Any
 import numpy as np
 
 from braid_wf.attacks import make_attack
-from braid_wf.evaluate import split_indices
+from braid_wf.compare import observed
+from braid_wf.defences import catalog
+from braid_wf.evaluate import evaluate, split_indices
 from braid_wf.trace import Dataset, Trace
 
 FEATURES = ("packets out", "packets in", "kB out", "kB in", "duration, ms", "bursts")
 # Accuracy rows: (trained on, tested on)
 PAIRS = (("synthetic", "synthetic"), ("browser", "browser"), ("synthetic", "browser"), ("browser", "synthetic"))
+# Defences the check can apply: the splits, which need nothing fitted on the corpus
+DEFENSES = ("hywf", "hywf-drift", "even")
 
 
 def trace_stats(tr: Trace) -> dict[str, float]:
@@ -63,6 +71,9 @@ class LoaderCheck:
     accuracy: dict[str, list[float]]
     load_seconds: list[float]  # median load time: synthetic, browser
     connections: list[float]  # median connections per load: synthetic (= objects), browser
+    defense: str | None = None
+    # "synthetic" / "browser" -> accuracy per split on network 1 under the defence
+    defended: dict[str, list[float]] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -101,7 +112,8 @@ def connections_per_load(served: Path) -> dict[str, int]:
 
 
 def check(root: Path, synthetic: str, browser: str, synth: Dataset, brow: Dataset, attack: str, *,
-          repeats: int, quick: bool, seed: int, progress: Callable[[str], None] = lambda s: None) -> LoaderCheck:
+          repeats: int, quick: bool, seed: int, defense: str | None = "hywf",
+          progress: Callable[[str], None] = lambda s: None) -> LoaderCheck:
     synth, brow = matched(synth, brow)
     if len(synth.traces) < 2 * synth.monitored:
         raise SystemExit(f"loadercheck: {len(synth.traces)} loads in both {synthetic} and {browser}: "
@@ -137,8 +149,17 @@ def check(root: Path, synthetic: str, browser: str, synth: Dataset, brow: Datase
                 accuracy[f"{trained}->{tested}"].append(float((pred == y_test).mean()))
         progress(f"{attack} split {rep + 1}/{repeats}: " + ", ".join(
             f"{k} {100 * v[-1]:.1f} %" for k, v in accuracy.items()))
+    defended: dict[str, list[float]] = {}
+    if defense:
+        protect = observed(catalog.make_defense(defense))
+        for key, ds in sets.items():
+            rows = evaluate(ds, attack, repeats=repeats, quick=quick, open_world=False, protect=protect, copies=1,
+                            seed=seed, baseline=False)
+            defended[key] = rows["model_prot"].tpr
+        progress(f"{attack} under {defense}: " + ", ".join(f"{k} {100 * statistics.fmean(v):.1f} %"
+                                                          for k, v in defended.items()))
     return LoaderCheck(synthetic, browser, attack, len(names), synth.monitored, stats, accuracy,
-                       load_seconds, connections)
+                       load_seconds, connections, defense, defended)
 
 
 def _pct(v: Sequence[float]) -> str:
@@ -169,7 +190,9 @@ def table(checks: Sequence[LoaderCheck]) -> list[str]:
               f"{1000 * c.load_seconds[1]:.0f} | |",
               f"| connections | {c.connections[0]:.0f} (one per object) | {c.connections[1]:.0f} | |", "",
               "| attack | " + " | ".join(f"trained on {k.split('->')[0]}, tested on {k.split('->')[1]}, %"
-                                          for k in c.accuracy) + " |",
-              "|---|" + "---|" * len(c.accuracy)]
-    lines += [f"| {x.attack} | " + " | ".join(_pct(v) for v in x.accuracy.values()) + " |" for x in checks]
+                                          for k in c.accuracy)
+              + "".join(f" | under {c.defense}, network 1, {k} loader, %" for k in c.defended) + " |",
+              "|---|" + "---|" * (len(c.accuracy) + len(c.defended))]
+    lines += [f"| {x.attack} | " + " | ".join(_pct(v) for v in (*x.accuracy.values(), *x.defended.values())) + " |"
+              for x in checks]
     return lines

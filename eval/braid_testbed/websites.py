@@ -30,6 +30,9 @@ a fresh profile per load; a load is complete when the server's log
     {"name": "3-7", "site": 3, "instance": 7, "start": ..., "end": ...,
      "seconds": 0.41, "objects": 17, "down": 812345, "up": 9120, "ok": true}
 
+A failed load has ``"ok": false`` and, from the browser, the reason in
+``"error"``.
+
 Usage::
 
     websites.py serve --listen 10.10.0.2:8080 &
@@ -132,6 +135,24 @@ def served_since(log: str, load: str, since: float) -> dict[str, int]:
     return out
 
 
+def served_in_full(log: str, load: str, since: float, expected: dict[str, int], patience: float = 2.0) -> str:
+    """Why ``load`` is not complete in the served log since ``since``, or ''.
+    The server writes an object's line after handing its last byte to the
+    kernel, so under load the browser's load event can come first: the log
+    gets ``patience`` seconds to catch up before an object counts as missing."""
+    deadline = time.monotonic() + patience
+    while True:
+        served = served_since(log, load, since)
+        if served == expected:
+            return ""
+        if time.monotonic() >= deadline:
+            missing = sorted(set(expected) - set(served))
+            wrong = sorted(o for o in expected.keys() & served.keys() if served[o] != expected[o])
+            return f"the server did not send {len(missing)} of {len(expected)} objects in full ({missing[:5]})" + (
+                f", sizes differ for {wrong[:5]}" if wrong else "")
+        time.sleep(0.05)
+
+
 def load_in_browser(args: argparse.Namespace) -> int:
     """Each load as a web page in headless Chromium; complete when the
     server sent every object of it."""
@@ -153,13 +174,14 @@ def load_in_browser(args: argparse.Namespace) -> int:
             start = end = time.time()
             try:
                 start, end = browser.load(f"http://{host}:{port}/{name}/", timeout=args.timeout)
-                ok = served_since(args.served_log, name, start) == expected
+                why = served_in_full(args.served_log, name, start, expected)
             except BrowserError as err:
-                print(f"load {name}: {err}", file=sys.stderr)
-                ok = False
-            ok_all &= ok
-            report(site, instance, start, end, len(expected), sum(expected.values()), None, ok, n,
-                   len(args.loads), loader="chromium", browser=browser.version)
+                why = str(err)
+            if why:
+                print(f"load {name}: {why}", file=sys.stderr)
+            ok_all &= not why
+            report(site, instance, start, end, len(expected), sum(expected.values()), None, not why, n,
+                   len(args.loads), loader="chromium", browser=browser.version, **({"error": why} if why else {}))
     return 0 if ok_all else 1
 
 

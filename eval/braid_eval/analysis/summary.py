@@ -369,6 +369,10 @@ def wf_loaders_section(data: dict[str, Any]) -> list[str]:
     (braid_wf.loadercheck)."""
     meta, checks = data["meta"], loadercheck.from_json(data)
     sites = checks[0].sites if checks else 0
+    defense = checks[0].defense if checks else None
+    defended = (f" Under {defense}: each loader's loads split by the `{defense}` simulator, the attack trained and "
+                "tested on network 1's part (defence-aware): whether the split protects a browser's loads as it "
+                "does the synthetic loader's." if defense else "")
     return ["## Website fingerprinting: the synthetic loader against a browser", "",
             f"(the corpus's loads through braid-proxy on the host kernel, loaded twice: by `websites.py`'s loader "
             f"(`{meta['synthetic']}`) and as web pages by headless Chromium (`{meta['browser']}`, "
@@ -382,7 +386,7 @@ def wf_loaders_section(data: dict[str, Any]) -> list[str]:
             + (f", chance {100 / sites:.1f} %" if sites else "") + ")", "",
             *loadercheck.table(checks), "",
             "Trained on one loader and tested on the other: how far a figure measured on the synthetic "
-            "loader's traces carries to a browser's loading the same pages.", ""]
+            "loader's traces carries to a browser's loading the same pages." + defended, ""]
 
 
 def _loadavg(v: list[float] | None) -> str:

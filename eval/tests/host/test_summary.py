@@ -169,7 +169,8 @@ LOADER_CHECK = {"meta": {"root": "out/wfl", "synthetic": "single", "browser": "s
                             "sites": 30, "stats": {"kB out": [17.2, 9.6, 0.5], "bursts": [30.0, 30.0, 0.92]},
                             "accuracy": {"synthetic->synthetic": [0.8, 0.78], "browser->browser": [0.76, 0.76],
                                          "synthetic->browser": [0.4, 0.42], "browser->synthetic": [0.4, 0.44]},
-                            "load_seconds": [0.016, 0.11], "connections": [10.0, 6.0]}]}
+                            "load_seconds": [0.016, 0.11], "connections": [10.0, 6.0], "defense": "hywf",
+                            "defended": {"synthetic": [0.3, 0.26], "browser": [0.22, 0.24]}}]}
 
 
 def write(out: Path, name: str, data: object, nested: bool = True) -> None:
@@ -200,7 +201,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "(`single-chromium`, Chrome/156.0); 300 loads of 30 sites" in loaders and "chance 3.3 %" in loaders
     assert "| kB out | 17.2 | 9.6 | 0.50 |" in loaders and "| load time, ms (loader's clock) | 16 | 110 | |" in loaders
     assert "| connections | 10 (one per object) | 6 | |" in loaders
-    assert "| kfp | 79.0 ± 1.4 | 76.0 ± 0.0 | 41.0 ± 1.4 | 42.0 ± 2.8 |" in loaders
+    assert "| kfp | 79.0 ± 1.4 | 76.0 ± 0.0 | 41.0 ± 1.4 | 42.0 ± 2.8 | 28.0 ± 2.8 | 23.0 ± 1.4 |" in loaders
+    assert "| under hywf, network 1, synthetic loader, % | under hywf, network 1, browser loader, % |" in loaders
     wire = text.split("## Website fingerprinting: the simulators against the wire")[1]
     assert ("| hywf | kfp | 600 | 2 | 91.0 ± 1.4 | 40.0 ± 2.8 | 37.0 ± 2.8 | +3.0 ± 0.0 | yes (too few splits) |"
             in wire)

@@ -255,7 +255,8 @@ def test_browser_loads_every_object_of_a_page(tmp_path: Path) -> None:
 
 def test_loader_check_of_identical_loads_finds_no_difference(tmp_path: Path) -> None:
     """`wf loadercheck` on two collections of the same traces: every ratio is
-    1 and training on either loader scores the same on both."""
+    1, training on either loader scores the same on both, and so does the
+    attack under the simulated split."""
     ds = synthetic_dataset(5, 6, 0, seed=3)
     for cond in ("single", "single-chromium"):
         save_dataset(ds, tmp_path / cond / "all")
@@ -272,6 +273,9 @@ def test_loader_check_of_identical_loads_finds_no_difference(tmp_path: Path) -> 
     acc = check["accuracy"]
     assert acc["synthetic->synthetic"] == acc["synthetic->browser"] == acc["browser->browser"]
     assert np.mean(acc["synthetic->synthetic"]) > 0.5  # chance is 0.2
+    # the split applied to either collection is the same split of the same traces
+    assert check["defense"] == "hywf" and check["defended"]["synthetic"] == check["defended"]["browser"]
+    assert len(check["defended"]["browser"]) == 2
 
 
 # -- features on hand-made traces --------------------------------------------
