@@ -111,7 +111,7 @@ def braid_version() -> str:
 
 def package_version(kernel_version: str, build_hash: str) -> str:
     """The Debian version of the kernel packages: the kernel's, then braid's
-    release and the build hash, e.g. ``6.12.117-braid0.1.0+b292cba3834b``."""
+    release and the build hash, e.g. ``6.12.118-braid0.1.0+b292cba3834b``."""
     upstream = kernel_version.split("-", 1)[0]
     return f"{upstream}-braid{braid_version()}+{build_hash[:12]}"
 
@@ -476,7 +476,15 @@ def ensure_kernel(jobs: int | None = None, force: bool = False, flavour: str | N
         if image.bzimage.exists() and not force and not config_only:
             return image
         log(f"{'configuring' if config_only else 'building'} kernel {image.marker} ({len(patches)} patches)")
-        apply_series(src, patches)
+        try:
+            apply_series(src, patches)
+        except BuildError as err:
+            if version == env["LINUX_SOURCE_VERSION"]:
+                raise
+            raise BuildError(
+                f"{err}\nThe series is kept against {package} {env['LINUX_SOURCE_VERSION']} and "
+                f"{version} is installed: install that version (scripts/install-deps does, while "
+                "the archive has it) or rebase the series on this one (kernel/README.md)") from err
         if flavour is None:
             configure(src, obj, virtme, image.marker)
         else:
