@@ -242,6 +242,9 @@ struct gwsteer_state
 
         /// Gateways (bit = index) that changed state since the last run.
         uint32_t changed_gateways;
+
+        /// When each gateway last changed (l_time_now()), for the run.
+        uint64_t changed_at_us[GWSTEER_MAX_GATEWAYS];
 };
 
 /// Name under which the path manager operations are registered.
@@ -1120,19 +1123,26 @@ static void clear_backoff(void const *key, void *value, void *user_data)
 
         (void) key;
 
-        for (unsigned int i = 0; i < GWSTEER_MAX_GATEWAYS; ++i)
-                if (changed & (1u << i)) {
-                        conn->retry_after_us[i] = 0;
-                        conn->backoff_ms[i] = 0;
-                }
+        for (unsigned int i = 0; i < GWSTEER_MAX_GATEWAYS; ++i) {
+                if (!(changed & (1u << i)))
+                        continue;
 
-        /*
-         * A request in flight was made for the gateway as it was: from
-         * its old address if it moved, or to a gateway that went down.
-         * Waiting subflow_timeout_ms for it would delay the subflow from
-         * the new address; a late answer is handled on arrival.
-         */
-        conn->pending &= ~changed;
+                conn->retry_after_us[i] = 0;
+                conn->backoff_ms[i] = 0;
+
+                /*
+                 * A request made before the change was for the gateway
+                 * as it was: from its old address if it moved, or
+                 * through a gateway that went down.  Waiting
+                 * subflow_timeout_ms for it would delay the subflow from
+                 * the new address; a late answer is handled on arrival.
+                 * One made since (a reconcile ran before this idle) is
+                 * already for the new state: forgetting it would ask
+                 * twice.
+                 */
+                if (conn->pending_since_us[i] <= gwsteer->changed_at_us[i])
+                        conn->pending &= ~(1u << i);
+        }
 }
 
 /**
@@ -1169,8 +1179,10 @@ static void on_gateway_change(struct gateway *gw, void *user_data)
 {
         (void) user_data;
 
-        if (gw != NULL)
+        if (gw != NULL) {
                 gwsteer->changed_gateways |= 1u << gw->index;
+                gwsteer->changed_at_us[gw->index] = l_time_now();
+        }
 
         if (gwsteer->health_idle == NULL)
                 gwsteer->health_idle = l_idle_create(on_health_idle, NULL,

@@ -555,11 +555,19 @@ static void run_for(unsigned int ms)
         }
 }
 
-/// Common [gwsteer] settings: fast probes, short timeouts.
-#define FAST "[gwsteer]\nprobe_target = 10.99.0.1\n"                 \
+/// Fast probes and short intervals, for every test.
+#define FAST_PROBES "[gwsteer]\nprobe_target = 10.99.0.1\n"          \
         "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"             \
         "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"           \
-        "status_interval_ms = 10\nsubflow_timeout_ms = 40\n"
+        "status_interval_ms = 10\n"
+
+/**
+ * Common [gwsteer] settings.  A subflow request that this fake kernel
+ * never answers is retried after subflow_timeout_ms: long enough here
+ * that a loaded machine's slow test loop does not retry a request behind
+ * a test counting exact requests; the tests of retries set their own.
+ */
+#define FAST FAST_PROBES "subflow_timeout_ms = 2000\n"
 
 /// Two IPv4 gateways.
 #define GW12 "[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"    \
@@ -645,7 +653,8 @@ static void test_token_reuse(void)
  */
 static void test_family_and_backoff(void)
 {
-        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+        CHECK(start(FAST_PROBES "subflow_timeout_ms = 40\n"
+                    "[gateway gw1]\nsource = 10.1.1.2\n"
                     "hops = 10.1.1.1\n"
                     "[gateway gw6]\nsource = fc00:1::2\nhops = fc00:1::1\n"
                     "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"));
@@ -737,7 +746,8 @@ static void test_remove_bookkeeping(void)
  */
 static void test_backup_confirmed_by_kernel(void)
 {
-        CHECK(start(FAST "[gateway gw1]\nsource = 10.1.1.2\n"
+        CHECK(start(FAST_PROBES "subflow_timeout_ms = 40\n"
+                    "[gateway gw1]\nsource = 10.1.1.2\n"
                     "hops = 10.1.1.1\n"
                     "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"
                     "backup = true\n"));
@@ -1194,8 +1204,7 @@ static void test_interface_follows_address(void)
         // DHCP renew to another address: the new one comes first.
         ops->new_local_address(wan, fake_if_add(wan, "10.1.2.3"), PM);
         run_for(30);
-        // At least: under load 30 ms can outlast subflow_timeout_ms (40).
-        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.3") >= 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.3") == 1);
         CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") >= 1);
         ops->new_subflow(30, sa("10.1.2.3", 40002), sa("10.99.0.1", 5201),
                          false, PM);
