@@ -112,10 +112,14 @@ STALE_LOSS_CNT = 2
 # 20 Mbit/s take about 5 s more).
 STALE_WITHIN_S = 5.0
 STALE_NBYTES = 2 * NBYTES
-# What the survivor may send a second time after the network went: an MPTCP
-# retransmission timeout re-sends the oldest fragment whole, and it may hold
-# data already handed over (as OWN_RESENT_MAX).
-HANDED_TWICE_MAX = 64 << 10
+# What the survivor may send a second time after the network went besides
+# the hand-overs: each MPTCP-level retransmission (MPTcpExtMPTCPRetrans)
+# re-sends the oldest data fragment whole, up to 32 KB (a page fragment),
+# though the survivor may have carried part of it already, and the
+# hand-over may then send the rest of it once more. How many come before
+# the stale mark varies from run to run (1-4 in braid's VM); one fragment
+# each is allowed, and one more for a hand-over's overlap with the last.
+FRAGMENT_MAX = 32 << 10
 
 
 @pytest.mark.parametrize("scheduler", REINJECT_CARRIED)
@@ -141,7 +145,11 @@ def test_a_stale_subflow_hands_over_once(bed: StandardTestbed, scheduler: str) -
     def stale_count() -> int:
         return read_mib(bed.proxy.run(["nstat", "-az"]), "MPTcpExtSubflowStale")
 
+    def retransmissions() -> int:
+        return read_mib(bed.proxy.run(["nstat", "-az"]), "MPTcpExtMPTCPRetrans")
+
     before = stale_count()
+    retrans_before = retransmissions()
     went_stale: list[bool] = []
 
     def network_goes_silent_then_away() -> None:
@@ -162,14 +170,16 @@ def test_a_stale_subflow_hands_over_once(bed: StandardTestbed, scheduler: str) -
                                                 network_goes_silent_then_away, wan=2, timeout_s=TIMEOUT_S)
     finally:
         bed.blackhole_wan(2, on=False)
+    retrans = retransmissions() - retrans_before
     # wan1's segments only, tagged by whether they left after wan2 went silent: data wan1
     # sends again that it had sent after that moment is data handed over twice.
     after = resent_bytes([(p, p.ts >= gone_at) for p in r.wan_packets[1]], BULK_PORT, False, since=gone_at)
     twice, own = after.get((True, True), 0), after.get((True, False), 0)
     print(f"\n{scheduler} download: wan2 silent, {'stale' if went_stale[0] else 'never marked stale'}, then its "
           f"endpoint deleted; digest_ok={r.digest_ok}; "
-          f"wan1 sent again {twice} B it had sent after the silence began, {own} B of its own from before")
+          f"wan1 sent again {twice} B it had sent after the silence began, {own} B of its own from before; "
+          f"{retrans} MPTCP-level retransmissions")
     assert r.digest_ok
     if not went_stale[0]:
         pytest.skip(f"wan2's subflow was not marked stale within {STALE_WITHIN_S:g} s")
-    assert twice <= HANDED_TWICE_MAX, "wan2's data was handed over twice"
+    assert twice <= (retrans + 1) * FRAGMENT_MAX, "wan2's data was handed over twice"
