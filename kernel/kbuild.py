@@ -467,7 +467,7 @@ def ensure_kernel(jobs: int | None = None, force: bool = False, flavour: str | N
         if flavour is None:
             virtme = virtme_options(src)
             digest = build_hash(version, patches, virtme)
-            out, obj = root / "images" / digest[:16], root / "obj"
+            out, obj = root / "images" / digest[:16], current_object_tree()
         else:
             distro = [f"flavour {flavour}", DISTRO_FRAGMENT.read_text(), distro_config(flavour).read_bytes().hex()]
             digest = build_hash(version, patches, distro)
@@ -545,3 +545,8 @@ def deb_member(deb: Path, member: str) -> bytes:
 def current_source_tree() -> Path:
     """The patched source tree of the last build (for checkpatch and reading)."""
     return cache_dir() / "kernel" / "src"
+
+
+def current_object_tree() -> Path:
+    """The VM kernel's object tree (its .config) of the last build."""
+    return cache_dir() / "kernel" / "obj"

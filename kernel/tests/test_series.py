@@ -66,3 +66,32 @@ def test_checkpatch_strict_is_clean() -> None:
         pytest.skip("kernel source not unpacked yet (kernel/build unpacks it)")
     proc = subprocess.run([str(KERNEL / "checkpatch")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+UPSTREAM = KERNEL / "upstream"
+
+
+def upstream_patches() -> list[Path]:
+    return sorted(UPSTREAM.glob("*.patch"))
+
+
+@pytest.mark.parametrize("patch", upstream_patches(), ids=lambda p: p.name[:4])
+def test_upstream_fix_applies_alone_and_is_clean(patch: Path, tmp_path: Path) -> None:
+    """Each fix written for upstream applies to the pristine tree without
+    braid's series, and checkpatch --strict finds nothing but the Fixes id,
+    which a tree without upstream's history cannot resolve."""
+    src = kbuild.current_source_tree()
+    if not (src / "scripts" / "checkpatch.pl").exists():
+        pytest.skip("kernel source not unpacked yet (kernel/build unpacks it)")
+    assert "\nFixes: " in patch.read_text(), "an upstream fix names the commit it fixes"
+    # A private index: the check reads the pristine commit, never the work tree.
+    env = {"GIT_INDEX_FILE": str(tmp_path / "index"), "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "read-tree", "pristine"], cwd=src, env=env, check=True)
+    applied = subprocess.run(["git", "apply", "--cached", "--check", str(patch)], cwd=src,
+                             env=env, capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    proc = subprocess.run([str(src / "scripts" / "checkpatch.pl"), "--strict", "--no-tree",
+                           "--quiet", str(patch)], capture_output=True, text=True)
+    findings = [line for line in proc.stdout.splitlines()
+                if re.match(r"(ERROR|WARNING|CHECK):", line)]
+    assert all("Unknown commit id" in line for line in findings), proc.stdout
