@@ -45,14 +45,15 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
-from braid_wf import collection, loadercheck, wirecheck
+from braid_wf import collection, conditions, loadercheck, wirecheck
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
+from braid_wf.conditions import CONDITIONS, Condition
 from braid_wf.deep import require_jax
 from braid_wf.defences import catalog as defense_catalog
 from braid_wf.defences import hywf_sim
@@ -426,37 +427,6 @@ def _window(text: str) -> tuple[float, float]:
     return lo, hi
 
 
-class Condition(NamedTuple):
-    """How a collected condition runs braid: the scheduler at both ends,
-    whether the second WAN is used, and HyWF-AP's parts: braid's adaptive
-    padding at both ends (collect's --padding-budget) and the kernel's
-    p-drift (--n-chp, the thesis's dynamic p)."""
-
-    scheduler: str
-    multipath: bool = True
-    padded: bool = False
-    drift: bool = False
-    # net.mptcp.* settings at both ends, with the scheduler
-    sysctls: tuple[tuple[str, int], ...] = ()
-    # Tor mode: through a private Tor network and the braid bridge
-    # (braid_wf.tor_collect), not braid-proxy
-    tor: bool = False
-
-
-# The even split: every segment to either WAN with probability 1/2
-# (bernoulli at a fixed 500 per mille, one segment per decision): round
-# robin's shares, in random rather than alternating order. braid's kernel
-# has no round-robin scheduler (upstream's is a BPF selftest).
-EVEN_SPLIT = (("bernoulli_adaptive", 0), ("bernoulli_permille", 500), ("bernoulli_batch", 1))
-
-
-CONDITIONS = {"single": Condition("default", multipath=False), "default": Condition("default"),
-              "hywf": Condition("hywf"), "even": Condition("bernoulli", sysctls=EVEN_SPLIT),
-              "ap": Condition("default", padded=True),
-              "hywf-ap": Condition("hywf", padded=True, drift=True),
-              "tor-hywf": Condition("hywf", tor=True), "tor-default": Condition("default", tor=True)}
-
-
 def cmd_collect(args: argparse.Namespace) -> int:
     """Loads through braid-proxy (or Tor, in Tor mode's conditions) on a
     testbed, both WANs captured, one trace per load and WAN (and their
@@ -511,13 +481,10 @@ def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: a
             tb.enable_kernel_pm()
         if cond.scheduler != "default":
             tb.set_scheduler(cond.scheduler)
-        settings = cond.sysctls + ((("hywf_nchp", args.n_chp),) if cond.drift else ())
         for node in ("client", "proxy"):
-            for key, value in settings:
+            for key, value in conditions.settings(cond, args.n_chp):
                 tb[node].sysctl(f"net.mptcp.{key}", value)
-        pad: tuple[str, ...] = ("-padding-budget", str(args.padding_budget)) if cond.padded else ()
-        if args.padding_histograms:
-            pad += ("-padding-histograms", str(args.padding_histograms))
+        pad = conditions.padding_args(cond, args.padding_budget, args.padding_histograms)
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
         meta = {"padding_histograms": str(args.padding_histograms)} if args.padding_histograms else {}
         served = (todo.root / "served.jsonl").resolve() if args.loader == "chromium" else None
@@ -525,11 +492,11 @@ def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: a
               BraidProxyPair(tb, todo.root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
             extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()),
                      *(browser_args(served) if served else ()))
-            collection.collect_batches(
+            failed = collection.collect_batches(
                 todo, args.batch, lambda: (tb.capture_wan(1), tb.capture_wan(2)),
                 lambda batch: load_pages(tb.client, server, pair.socks, batch, args.gap_ms, extra),
                 clients, SERVER_PORT, WIRE_MSS, meta, log)
-    return 0
+    return 1 if failed else 0
 
 
 def cmd_loadercheck(args: argparse.Namespace) -> int:
@@ -620,13 +587,13 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--rate-mbit", type=float, default=20, help="each WAN's rate (default 20)")
     c.add_argument("--delay-ms", type=float, default=10, help="each WAN's one-way delay (default 10)")
     c.add_argument("--seed", type=int, default=1, help="corpus and load-variation seed (default 1)")
-    c.add_argument("--padding-budget", type=float, default=0.4,
+    c.add_argument("--padding-budget", type=float, default=conditions.PADDING_BUDGET,
                    help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
                    "bytes at most this many times each end's data bytes (default 0.4)")
     c.add_argument("--padding-histograms", type=Path,
                    help="the ap and hywf-ap conditions: delay histograms for both ends (JSON, as `wf "
                    "histograms` writes; default: braid-proxy's built-in ones)")
-    c.add_argument("--n-chp", type=int, default=100,
+    c.add_argument("--n-chp", type=int, default=conditions.N_CHP,
                    help="hywf-ap: the kernel's p-drift at both ends, mean packets between redraws of "
                    "the split (net.mptcp.hywf_nchp; default 100, the thesis's)")
     w = sub.add_parser("wirecheck", help="attacks on captured protected traces vs the simulator on the same loads",
@@ -637,11 +604,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="collected conditions to check (default hywf; e.g. hywf hywf-ap hywf-ap-1conn)")
     w.add_argument("--originals", type=Path,
                    help="the unpadded loads, both networks merged (default ROOT/hywf/all)")
-    w.add_argument("--padding-budget", type=float, default=0.4,
+    w.add_argument("--padding-budget", type=float, default=conditions.PADDING_BUDGET,
                    help="padded conditions: the budget they were collected with (default 0.4, collect's)")
     w.add_argument("--padding-histograms", type=Path,
                    help="padded conditions: the histograms they were collected with (default braid-proxy's)")
-    w.add_argument("--n-chp", type=int, default=100,
+    w.add_argument("--n-chp", type=int, default=conditions.N_CHP,
                    help="hywf-ap: the p-drift it was collected with (default 100, collect's)")
     w.add_argument("--json", type=Path, help="write the checks as JSON here (rewritten after each)")
     w.add_argument("--update", type=Path, metavar="JSON",

@@ -54,13 +54,13 @@ def collect(todo: collection.Plan, scheduler: str, args: argparse.Namespace, log
             log(f"{todo.label}: the client's tor bootstrapped in {took:.0f} s")
             socks = f"127.0.0.1:{client.socks_port}"
             _first_load(net, server, socks, args.gap_ms)
-            collection.collect_batches(
+            failed = collection.collect_batches(
                 todo, args.batch, lambda: (WanCapture(net.tb["c"], "c-w1", "wan1"),
                                            WanCapture(net.tb["c"], "c-w2", "wan2")),
                 lambda batch: load_pages(net.tb["c"], server, socks, batch, args.gap_ms,
                                          ("--seed", str(args.seed)), per_load_s=PER_LOAD_S),
                 {CLIENT_W1, CLIENT_W2}, PT_PORT, WIRE_MSS, {"transport": "tor"}, log, net.stream_failures)
-    return 0
+    return 1 if failed else 0
 
 
 def _first_load(net: PrivateTorNetwork, server: str, socks: str, gap_ms: int) -> None:

@@ -223,12 +223,38 @@ def bench_sched_section(data: dict[str, Any]) -> list[str]:
 def bench_pageload_section(data: dict[str, Any]) -> list[str]:
     """The page-load benchmark: pages through braid-proxy per scheduler."""
     params, results = data["params"], data["results"]
-    schedulers = list(params["schedulers"])
+    names = list(params.get("conditions") or params["schedulers"])
     what = "the website-fingerprinting corpus's loads" if params["corpus"] else "pages of 8 objects"
     return ["## Page-load benchmark (braid_eval.bench.pageload)", "",
             f"({_env(params)}; {params['pages']} {what} per scheduler through braid-proxy, interleaved in "
             f"{params['rounds']} rounds)", "",
-            *markdown_table(results, schedulers, PAGELOAD_ROWS, 3), ""]
+            *markdown_table(results, names, PAGELOAD_ROWS, 3), ""]
+
+
+# The privacy goal's overheads for braid's defence, over `default`'s
+# page loads: bytes on the wire and median page-load time.
+DEFENCE_GOAL = {"wire_kb_per_page": 1.40, "median_s": 1.10}
+
+
+def bench_pageload_defences_section(data: dict[str, Any]) -> list[str]:
+    """The page-load benchmark under the fingerprinting defences: their
+    bandwidth and page-load-time overheads on the wire, beside the goal."""
+    params, results = data["params"], data["results"]
+    names = list(params["conditions"])
+    base = names[0]
+    lines = ["## Page-load benchmark: the defences' overheads on the wire (braid_eval.bench.pageload)", "",
+             f"({_env(params)}; {params['pages']} loads of the website-fingerprinting corpus per condition "
+             f"through braid-proxy, interleaved in {params['rounds']} rounds; padding budget "
+             f"{params['padding_budget']}, hywf-ap's p-drift {params['n_chp']}; bytes on the wire: both WAN "
+             "interfaces of the client, both directions, the pause after each block's last load included)", "",
+             *markdown_table(results, names, PAGELOAD_ROWS, 3), ""]
+    for name in names[1:]:
+        ratios = {k: results[name][k] / results[base][k] for k in DEFENCE_GOAL}
+        met = all(ratios[k] <= limit for k, limit in DEFENCE_GOAL.items())
+        lines.append(f"- `{name}`: bandwidth overhead {100 * (ratios['wire_kb_per_page'] - 1):+.1f} %, "
+                     f"page-load time overhead {100 * (ratios['median_s'] - 1):+.1f} % (median) over `{base}`; "
+                     f"goal <= +40 % / <= +10 %: {'met' if met else '**not met**'}.")
+    return [*lines, ""]
 
 
 def simult_flows_section(data: dict[str, Any]) -> list[str]:
@@ -447,6 +473,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "e3-braid-delaybal": e3_section, "e3-braid-bernoulli": e3_section,
     "e3-braid-hywf": e3_section, "e3-braid-default": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
+    "bench-pageload-defences": bench_pageload_defences_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}

@@ -76,6 +76,27 @@ def test_benchmarks_side_by_side_with_ratios(tmp_path: Path) -> None:
     assert "12 pages of 8 objects per scheduler" in pages
 
 
+BENCH_PAGELOAD_DEFENCES = {
+    "params": {"conditions": ["default", "hywf", "hywf-ap"], "pages": 60, "rounds": 5, "corpus": True,
+               "padding_budget": 0.4, "n_chp": 100, "quick": False, "kernel": "6.12-braid", "braid": "abc1234",
+               "date": "2026-12-03"},
+    "results": {n: {"median_s": m, "mean_s": m, "p90_s": 2 * m, "wire_kb_per_page": kb, "join_waits": 0,
+                    "join_wait_timeouts": 0}
+                for n, m, kb in (("default", 1.0, 500.0), ("hywf", 1.05, 500.0), ("hywf-ap", 1.2, 650.0))}}
+
+
+def test_defences_overheads_beside_the_goal(tmp_path: Path) -> None:
+    """Each defence's bandwidth and page-load-time overhead over the
+    baseline, and whether both are inside the goal (40 % / 10 %)."""
+    write(tmp_path, "bench-pageload-defences", BENCH_PAGELOAD_DEFENCES)
+    text = summarize(tmp_path)[0].split("## Page-load benchmark: the defences")[1]
+    assert "| bytes on the wire per page (kB) | 500.000 | 500.000 | 650.000 | 1.00 | 1.30 |" in text
+    assert ("- `hywf`: bandwidth overhead +0.0 %, page-load time overhead +5.0 % (median) over `default`; "
+            "goal <= +40 % / <= +10 %: met.") in text
+    assert ("- `hywf-ap`: bandwidth overhead +30.0 %, page-load time overhead +20.0 % (median) over `default`; "
+            "goal <= +40 % / <= +10 %: **not met**.") in text
+
+
 SIMULT_FLOWS = {"params": {"test": "simult_flows.sh", "schedulers": ["default", "delaybal"],
                            "kernel": "6.12-braid", "braid": "abc1234"},
                 "results": {s: [{"n": 1, "test": "balanced bwidth", "ms": ms, "max_ms": 7906, "ok": ms <= 7906}]
@@ -188,6 +209,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
         write(tmp_path, f"e3-braid-{sched}", e3(0.5, 1.1, "6.12.117-braid", {"net.mptcp.scheduler": sched}))
     write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
     write(tmp_path, "bench-pageload", BENCH_PAGELOAD, nested=False)
+    write(tmp_path, "bench-pageload-defences", BENCH_PAGELOAD_DEFENCES, nested=False)
     write(tmp_path, "simult-flows", SIMULT_FLOWS, nested=False)
     write(tmp_path, "wf-deep-12ep", wf_deep(12, 0.25), nested=False)
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
@@ -262,7 +284,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
-                       "e3-braid-default", "bench-sched", "bench-pageload", "simult-flows", "wf-deep-12ep",
+                       "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
+                       "simult-flows", "wf-deep-12ep",
                        "wf-deep-30ep", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
