@@ -37,6 +37,9 @@ UNMONITORED_BASE = 100_000
 # the next load (collect's --gap-ms, 1.5 s), which must not leak in.
 TRACE_TAIL_S = 1.2
 TAIL_OF_GAP = 0.8
+# A load that fails (a request the browser gave up, a stream tor closed)
+# is loaded again after the rest of the collection, this many times in all.
+ATTEMPTS = 3
 
 
 def load_name(site: int, instance: int) -> str:
@@ -93,13 +96,13 @@ def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[WanCaptur
     merged, from the batch's captures (``clients``: the client's addresses,
     ``port``: the relay's, ``segment``: the wire's MSS), and its line in
     loads.jsonl with ``meta``; returns how many. A failed load is logged
-    and left for the next run."""
+    and recorded nothing."""
     collected = 0
     with open(p.root / "loads.jsonl", "a") as out:
         for r in results:
             if not r["ok"]:
                 why = f" ({r['error']})" if r.get("error") else ""
-                log(f"load {r['name']} failed{why}; it will be retried")
+                log(f"load {r['name']} failed{why}")
                 continue
             name = load_name(r["site"], r["instance"])
             parts = [trace_from_packets(cap.packets, clients, r["start"], r["end"] + p.tail_s,
@@ -121,20 +124,32 @@ Loader = Callable[[list[tuple[int, int]]], tuple[subprocess.CompletedProcess[str
 
 def collect_batches(p: Plan, batch: int, captures: Callable[[], tuple[WanCapture, WanCapture]], load: Loader,
                     clients: set[str], port: int, segment: int, meta: dict[str, Any], log: Callable[[str], None],
-                    diagnosis: Callable[[], str] = str) -> None:
+                    diagnosis: Callable[[], str] = str) -> int:
     """``p``'s loads still to do, ``batch`` at a time: each batch loaded by
     ``load`` while both networks' ``captures()`` run, then recorded
-    (:func:`record`), with a progress line and an ETA per batch. A loader
-    that fails without any result ends the collection, with
-    ``diagnosis()`` (what the relay logged) in the error."""
+    (:func:`record`), with a progress line and an ETA per batch. The loads
+    that failed are loaded again after the others, up to ATTEMPTS times
+    in all; returns how many failed every time (a later run with the same
+    directory tries them again). A loader that fails without any result
+    ends the collection, with ``diagnosis()`` (what the relay logged) in
+    the error."""
     progress = Progress(f"{p.label}:", len(p.loads), done=len(p.loads) - len(p.todo), sink=log)
-    for b in range(0, len(p.todo), batch):
-        caps = captures()
-        with caps[0], caps[1]:
-            proc, results = load(p.todo[b : b + batch])
-        collected = record(p, results, caps, clients, port, segment, meta, log)
-        for cap in caps:
-            cap.cleanup()
-        progress.step("loads", n=collected)
-        if proc.returncode != 0 and not results:
-            raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}\n{diagnosis()}".rstrip())
+    todo = p.todo
+    for attempt in range(1, ATTEMPTS + 1):
+        if attempt > 1 and todo:
+            log(f"{p.label}: loading the {len(todo)} failed load(s) again (attempt {attempt} of {ATTEMPTS})")
+        for b in range(0, len(todo), batch):
+            caps = captures()
+            with caps[0], caps[1]:
+                proc, results = load(todo[b : b + batch])
+            collected = record(p, results, caps, clients, port, segment, meta, log)
+            for cap in caps:
+                cap.cleanup()
+            progress.step("loads", n=collected)
+            if proc.returncode != 0 and not results:
+                raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}\n{diagnosis()}".rstrip())
+        todo = [(s, i) for s, i in todo if not (p.directory("all") / load_name(s, i)).exists()]
+    if todo:
+        log(f"{p.label}: {len(todo)} load(s) failed {ATTEMPTS} times "
+            f"({', '.join(load_name(s, i) for s, i in todo[:5])}); run the same collection again to retry them")
+    return len(todo)

@@ -22,7 +22,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 BINARY = "/usr/bin/chromium"
 
@@ -41,6 +42,37 @@ QUIET_FLAGS = (
 
 class BrowserError(RuntimeError):
     pass
+
+
+class Load(NamedTuple):
+    """One page load: when it started and when its load event came (wall
+    clock), and per URL what the browser received: the bytes of each
+    request it finished (headers and body, as they came off the network)
+    and the reason for each it gave up (a cancelled or failed request)."""
+
+    start: float
+    end: float
+    finished: dict[str, int]
+    failed: dict[str, str]
+
+
+def received(events: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, str]]:
+    """The finished and failed requests among a load's Network events."""
+    urls: dict[str, str] = {}
+    finished: dict[str, int] = {}
+    failed: dict[str, str] = {}
+    for event in events:
+        params = event.get("params", {})
+        method = event.get("method")
+        if method == "Network.requestWillBeSent":
+            urls[params["requestId"]] = params["request"]["url"]
+        elif method == "Network.loadingFinished" and params["requestId"] in urls:
+            url = urls[params["requestId"]]
+            finished[url] = finished.get(url, 0) + int(params["encodedDataLength"])
+        elif method == "Network.loadingFailed" and params["requestId"] in urls:
+            failed[urls[params["requestId"]]] = params.get("errorText", "") + (
+                " (cancelled)" if params.get("canceled") else "")
+    return finished, failed
 
 
 class Chromium:
@@ -134,32 +166,49 @@ class Chromium:
         result: dict[str, Any] = answer.get("result", {})
         return result
 
-    def _wait_event(self, method: str, session: str, deadline: float) -> None:
+    def _wait_event(self, session: str, deadline: float,
+                    is_it: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """Wait for the session's event that ``is_it``; returns the
+        session's other events that came before it, in order."""
+        passed: list[dict[str, Any]] = []
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise BrowserError(f"no {method} before the load's deadline")
+                raise BrowserError("no load event before the load's deadline")
             try:
                 event = self._events.get(timeout=left)
             except queue.Empty:
                 continue
-            if event.get("method") == method and event.get("sessionId") == session:
-                return
+            if event.get("sessionId") != session:
+                continue
+            if is_it(event):
+                return passed
+            passed.append(event)
 
-    def load(self, url: str, timeout: float = 30) -> tuple[float, float]:
+    def load(self, url: str, timeout: float = 30) -> Load:
         """Load ``url`` in a fresh context until its load event (every object
-        the page and its scripts added is in); returns the wall-clock times
-        the navigation started and the load event came."""
+        the page and its scripts added is in): when the navigation started
+        and the load event came (wall clock), and what the browser received
+        of each request."""
         ctx = self.call("Target.createBrowserContext")["browserContextId"]
         try:
             target = self.call("Target.createTarget", {"url": "about:blank", "browserContextId": ctx})["targetId"]
             session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             self.call("Page.enable", session=session)
+            self.call("Page.setLifecycleEventsEnabled", {"enabled": True}, session=session)
+            self.call("Network.enable", session=session)
             deadline = time.monotonic() + timeout
             start = time.time()
-            self.call("Page.navigate", {"url": url}, session=session, timeout=timeout)
-            self._wait_event("Page.loadEventFired", session, deadline)
-            return start, time.time()
+            navigated = self.call("Page.navigate", {"url": url}, session=session, timeout=timeout)
+            if navigated.get("errorText") or not navigated.get("loaderId"):
+                raise BrowserError(f"{url}: {navigated.get('errorText') or 'not navigated to'}")
+            loader = navigated["loaderId"]
+            # This navigation's load event, by its loader: the blank page
+            # the target opened with has a load event of its own, and
+            # only this page's may end the load.
+            events = self._wait_event(session, deadline, lambda e: e.get("method") == "Page.lifecycleEvent" and (
+                e["params"].get("name"), e["params"].get("loaderId")) == ("load", loader))
+            return Load(start, time.time(), *received(events))
         finally:
             self.call("Target.disposeBrowserContext", {"browserContextId": ctx})
             while not self._events.empty():  # this load's leftovers

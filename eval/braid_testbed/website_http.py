@@ -15,7 +15,8 @@ images they add.
 - ``/SITE-INSTANCE/W-K.js`` is a script: object K of wave W. When it runs
   it inserts the objects K, K + n, K + 2n ... of wave W + 1 (n: the size of
   wave W): scripts if another wave follows them, else images.
-- ``/SITE-INSTANCE/W-K.png`` is an image of the object's size.
+- ``/SITE-INSTANCE/W-K.png`` is an image of the object's size (a valid PNG:
+  a browser cancels an image that does not decode).
 
 Every body has its object's size, padded with a comment, unless the
 markup that names the next wave is longer (a small script naming many
@@ -38,9 +39,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import struct
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TextIO
 
@@ -96,8 +99,27 @@ def script(load: str, waves: list[websites.Wave], wave: int, index: int) -> byte
     return padded(text, waves[wave][index][0], "/*", "*/")
 
 
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+# A 1x1 grey PNG: its header, its pixel and its end; the filler chunk goes
+# between header and pixel, so the image is whole only at its last byte.
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_HEADER = _png_chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+_PNG_PIXEL = _png_chunk(b"IDAT", zlib.compress(b"\x00\x80"))
+_PNG_END = _png_chunk(b"IEND", b"")
+_PNG_FIXED = len(_PNG_SIGNATURE) + len(_PNG_HEADER) + 12 + len(_PNG_PIXEL) + len(_PNG_END)
+
+
 def image(size: int) -> bytes:
-    return pages.object_bytes(size)
+    """A valid PNG of ``size`` bytes (at least its fixed parts, under 100):
+    a browser cancels an image whose first bytes do not decode, so an
+    object of random bytes would cross the network only in part. The
+    filler is a private ancillary chunk (``brAd``, which decoders skip) of
+    incompressible bytes."""
+    filler = pages.object_bytes(max(0, size - _PNG_FIXED))
+    return _PNG_SIGNATURE + _PNG_HEADER + _png_chunk(b"brAd", filler) + _PNG_PIXEL + _PNG_END
 
 
 def body_of(path: str, seed: int) -> tuple[bytes, str] | None:
@@ -151,6 +173,11 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog is 5: a browser's six connections at
+    # once on a busy machine would overflow it, and each dropped SYN puts
+    # a second's retransmission into the load's trace (pages.py's server
+    # listens with 256 too).
+    request_queue_size = 256
 
     def handle_error(self, request: object, client_address: object) -> None:
         # A browser resets its keep-alive connections when a load's
@@ -168,17 +195,23 @@ def serve(listen: tuple[str, int], seed: int, log_path: str | None) -> None:
     server.serve_forever()
 
 
-def objects_of(site: int, instance: int, seed: int) -> dict[str, int]:
-    """Every object a complete load fetches, by name (``W-K``), with the
-    bytes the server sends for it."""
+def object_paths(site: int, instance: int, seed: int) -> dict[str, str]:
+    """Every object a complete load fetches, by name (``W-K``; the HTML is
+    ``0-0``), with its path on the server."""
     load = f"{site}-{instance}"
     waves = websites.load_waves(site, instance, seed)
-    out = {"0-0": len(html(load, waves))}
-    for w in range(1, len(waves)):
-        for k in range(len(waves[w])):
-            found = body_of(object_url(load, w, k, w + 1 < len(waves)), seed)
-            assert found is not None
-            out[f"{w}-{k}"] = len(found[0])
+    return {"0-0": f"/{load}/"} | {f"{w}-{k}": object_url(load, w, k, w + 1 < len(waves))
+                                   for w in range(1, len(waves)) for k in range(len(waves[w]))}
+
+
+def objects_of(site: int, instance: int, seed: int) -> dict[str, int]:
+    """Every object a complete load fetches, by name, with the bytes the
+    server sends for it (its body)."""
+    out = {}
+    for name, path in object_paths(site, instance, seed).items():
+        found = body_of(path, seed)
+        assert found is not None
+        out[name] = len(found[0])
     return out
 
 

@@ -52,6 +52,7 @@ import random
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 if __package__:
     from . import pages
@@ -153,6 +154,23 @@ def served_in_full(log: str, load: str, since: float, expected: dict[str, int], 
         time.sleep(0.05)
 
 
+def received_in_full(loaded: Any, urls: dict[str, str], expected: dict[str, int]) -> str:
+    """Why the browser did not receive every object of a load whole, or
+    ''. ``loaded``: its chromium.Load; ``urls`` and ``expected``: each
+    object's URL and body size. A browser may cancel a request whose
+    server sent everything (the served log cannot tell), so the browser's
+    own account is checked too."""
+    gave_up = sorted(o for o, url in urls.items() if url in loaded.failed)
+    if gave_up:
+        return (f"the browser gave up {len(gave_up)} of {len(urls)} objects ({gave_up[0]}: "
+                f"{loaded.failed[urls[gave_up[0]]]})")
+    short = sorted(o for o, url in urls.items() if loaded.finished.get(url, 0) < expected[o])
+    if short:
+        return (f"the browser received {len(short)} of {len(urls)} objects short or not at all ({short[0]}: "
+                f"{loaded.finished.get(urls[short[0]], 0)} of at least {expected[short[0]]} bytes)")
+    return ""
+
+
 def load_in_browser(args: argparse.Namespace) -> int:
     """Each load as a web page in headless Chromium; complete when the
     server sent every object of it."""
@@ -173,8 +191,14 @@ def load_in_browser(args: argparse.Namespace) -> int:
             expected = website_http.objects_of(site, instance, args.seed)
             start = end = time.time()
             try:
-                start, end = browser.load(f"http://{host}:{port}/{name}/", timeout=args.timeout)
-                why = served_in_full(args.served_log, name, start, expected)
+                loaded = browser.load(f"http://{host}:{port}/{name}/", timeout=args.timeout)
+                start, end = loaded.start, loaded.end
+                # the browser's account first: it says why (a failed
+                # request's net error), the server's log only what is missing
+                why = "; ".join(filter(None, (received_in_full(
+                    loaded, {o: f"http://{host}:{port}{path}"
+                             for o, path in website_http.object_paths(site, instance, args.seed).items()},
+                    expected), served_in_full(args.served_log, name, start, expected))))
             except BrowserError as err:
                 why = str(err)
             if why:

@@ -6,12 +6,17 @@ through braid-proxy on the host-kernel testbed."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +28,7 @@ from braid_testbed.pcap import TcpPacket
 from braid_wf import cli as wf
 from braid_wf import collection
 from braid_wf.attacks import cumul_features, kfp_features, knn_features
+from braid_wf.conditions import CONDITIONS
 from braid_wf.defences import hywf_sim
 from braid_wf.evaluate import evaluate
 from braid_wf.synth import synthetic_dataset
@@ -221,6 +227,22 @@ def test_web_pages_name_every_object_once_at_its_size(load: tuple[int, int]) -> 
     assert website_http.body_of(f"/{name}/9-0.js", 1) is None and website_http.body_of("/x", 1) is None
 
 
+def test_images_decode_so_a_browser_fetches_them_whole() -> None:
+    """A browser cancels an image whose first bytes do not decode (Chromium
+    after about 16 KB of random bytes): the corpus's images are valid PNGs
+    of the object's size, whole only at their last byte."""
+    from PIL import Image
+
+    for size in (300, 4096, 400_000):
+        body = website_http.image(size)
+        assert len(body) == size
+        picture = Image.open(io.BytesIO(body))
+        picture.load()
+        assert picture.format == "PNG" and picture.size == (1, 1)
+        with pytest.raises(OSError):  # the pixel data comes last
+            Image.open(io.BytesIO(body[:size // 2])).load()
+
+
 def test_browser_loads_every_object_of_a_page(tmp_path: Path) -> None:
     """Headless Chromium loads the corpus's pages to their last object (the
     server's log has every one, whole, while the load ran) and reuses its
@@ -251,6 +273,55 @@ def test_browser_loads_every_object_of_a_page(tmp_path: Path) -> None:
     # six at a time per host, kept alive: far fewer connections than objects
     peers = {r["peer"] for r in served if r["load"] == "7-0"}
     assert 1 <= len(peers) < len(website_http.objects_of(7, 0, 1)) / 2
+
+
+class _TricklingPage(BaseHTTPRequestHandler):
+    """A page with one image, the image sent 8 KB every 10 ms, as over a
+    slow path: the browser sees its first bytes long before its last."""
+
+    protocol_version = "HTTP/1.1"
+    image = b""
+
+    def do_GET(self) -> None:
+        body = b'<!doctype html><img src="/a.png">' if self.path == "/" else self.image
+        self.send_response(200 if self.path in ("/", "/a.png") else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        with contextlib.suppress(OSError):  # the browser may hang up
+            for at in range(0, len(body), 8192):
+                self.wfile.write(body[at:at + 8192])
+                self.wfile.flush()
+                time.sleep(0.01)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("valid", [True, False], ids=["png", "random-bytes"])
+def test_browser_load_counts_only_objects_received_whole(valid: bool) -> None:
+    """The server's log cannot tell an object the browser cancelled (an
+    image that does not decode: Chromium hangs up after its first bytes)
+    from one it received: the loader checks the browser's own account."""
+    from braid_testbed.chromium import Chromium
+
+    size = 400_000
+    _TricklingPage.image = website_http.image(size) if valid else pages.object_bytes(size)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _TricklingPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with Chromium() as browser:
+            loaded = browser.load(base + "/")
+    finally:
+        server.shutdown()
+    why = websites.received_in_full(loaded, {"0-0": base + "/", "1-0": base + "/a.png"}, {"0-0": 10, "1-0": size})
+    if valid:
+        assert why == ""
+    else:
+        # Chromium ends the request after the first bytes (as finished,
+        # short) rather than failing it; either way the load is refused.
+        assert why.startswith("the browser ") and " 1 of 2 objects " in why and "(1-0: " in why, why
 
 
 def test_loader_check_of_identical_loads_finds_no_difference(tmp_path: Path) -> None:
@@ -464,6 +535,44 @@ def test_host_collection_with_a_browser(tmp_path: Path) -> None:
         wf.main(["collect", "--condition", "tor-hywf", "--loader", "chromium", "--out", str(tmp_path)])
 
 
+def test_a_failed_load_is_loaded_again_after_the_others(tmp_path: Path) -> None:
+    """A load that fails is loaded again after the rest, up to ATTEMPTS
+    times in all; one that always fails is reported and left for a later
+    run, the others recorded once each."""
+
+    class NoCapture:
+        packets: tuple[object, ...] = ()
+
+        def __enter__(self) -> NoCapture:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def cleanup(self) -> None:
+            pass
+
+    tries: list[list[str]] = []
+
+    def load(batch: list[tuple[int, int]]) -> tuple[subprocess.CompletedProcess[str], list[dict[str, object]]]:
+        tries.append([collection.load_name(s, i) for s, i in batch])
+        results = [{"name": collection.load_name(s, i), "site": s, "instance": i, "start": 0.0, "end": 1.0,
+                    "ok": s == 0 or (s == 1 and len(tries) > 2), "error": "net::ERR_CONNECTION_RESET"}
+                   for s, i in batch]
+        return subprocess.CompletedProcess([], 1), results
+
+    said: list[str] = []
+    p = collection.plan(tmp_path, "default", 3, 1, 0, 1500)
+    failed = collection.collect_batches(p, 2, lambda: (NoCapture(), NoCapture()),  # type: ignore[arg-type,return-value]
+                                        load, set(), 4000, 1400, {}, said.append)
+    assert failed == 1
+    assert tries == [["0-0", "1-0"], ["2-0"], ["1-0", "2-0"], ["2-0"]]
+    assert sorted(f.name for f in p.directory("all").iterdir()) == ["0-0", "1-0"]
+    assert [json.loads(line)["file"] for line in (p.root / "loads.jsonl").read_text().splitlines()] == ["0-0", "1-0"]
+    assert said.count("load 2-0 failed (net::ERR_CONNECTION_RESET)") == collection.ATTEMPTS
+    assert any("1 load(s) failed 3 times (2-0)" in line for line in said), said
+
+
 def test_unmonitored_loads_keep_their_corpus_site_when_sites_grow(tmp_path: Path) -> None:
     """Unmonitored load n is corpus site UNMONITORED_BASE + n whatever --sites
     is, so a dataset can grow its monitored sites; a dataset numbered the old
@@ -525,7 +634,7 @@ def test_every_condition_runs_a_scheduler_and_settings_braids_kernel_has() -> No
     kernel's sources here."""
     mptcp = Path(__file__).resolve().parents[3] / "kernel" / "series-added" / "net" / "mptcp"
     sources = "".join(f.read_text() for f in mptcp.glob("*.c"))
-    for name, cond in wf.CONDITIONS.items():
+    for name, cond in CONDITIONS.items():
         assert cond.scheduler == "default" or f'.name\t\t= "{cond.scheduler}"' in sources, name
         for key, _ in cond.sysctls:
             assert f'.procname\t= "{key}"' in sources, f"{name}: net.mptcp.{key}"
