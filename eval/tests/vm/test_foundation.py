@@ -142,11 +142,16 @@ def test_idle_client_joins_before_sending(tag: str) -> None:
 
 
 def user_processes() -> set[tuple[str, str]]:
-    """(pid, command) of every process except kernel threads (children of 2)."""
+    """(pid, command) of every process except kernel threads (children of
+    2) and udev's workers: systemd-udevd forks one per device event (a
+    veth created or deleted) and keeps it a few seconds after; they are
+    udev's, not the testbed's."""
     out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,comm="],
                          capture_output=True, text=True, check=True).stdout
     rows = [line.split(None, 2) for line in out.splitlines()]
-    return {(pid, comm) for pid, ppid, comm in rows if ppid != "2" and pid != "2"}
+    udevd = {pid for pid, _, comm in rows if comm == "systemd-udevd"}
+    return {(pid, comm) for pid, ppid, comm in rows
+            if ppid != "2" and pid != "2" and ppid not in udevd}
 
 
 def test_teardown_leaves_no_namespaces_links_or_processes(tag: str) -> None:
