@@ -178,10 +178,14 @@ def ping_rtt_ms(tb: StandardTestbed, wan: int, count: int = 5) -> float:
 
 @dataclasses.dataclass
 class ConnectionTrace:
-    """One connection of a series: the client's result and its packets per WAN."""
+    """One connection of a series: the client's result, its packets per
+    WAN, and how many packets the series' captures missed (tcpdump's
+    "dropped by kernel", both WANs: a share measured from a capture that
+    missed packets is not the one on the wire)."""
 
     result: dict[str, object]
     packets: dict[int, list[TcpPacket]]
+    capture_drops: int = 0
 
     def payload(self, wan: int, port: int, upload: bool) -> int:
         return sum(p.payload_len for p in self.packets[wan]
@@ -228,10 +232,12 @@ def traced_series(
                            f"results: {proc.stdout.strip()[-1500:]}")
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     captured = {1: TimeIndex(cap1.packets), 2: TimeIndex(cap2.packets)}
+    drops = sum(c.dropped or 0 for c in (cap1, cap2))
     traces = []
     for r in results:
         start, end = float(r["start"]), float(r["end"])
-        traces.append(ConnectionTrace(r, {w: pkts.between(start, end) for w, pkts in captured.items()}))
+        traces.append(ConnectionTrace(r, {w: pkts.between(start, end) for w, pkts in captured.items()},
+                                      drops))
     cap1.cleanup()
     cap2.cleanup()
     return traces
