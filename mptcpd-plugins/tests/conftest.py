@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,3 +30,37 @@ def tmp(tmp_path: Path) -> Path:
     """A per-test directory readable by mptcpd."""
     tmp_path.chmod(0o755)
     return tmp_path
+
+
+@functools.cache
+def kernel_routes_srv6() -> bool:
+    """Whether the running kernel takes an SRv6 route (a seg6local End on
+    a veth, in a scratch namespace): gwsteer-route's multi-hop steering
+    needs CONFIG_IPV6_SEG6_LWTUNNEL, which braid's kernel has and a host
+    kernel may not."""
+    ns = f"braid-srv6-probe-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        def ip(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["ip", "-n", ns, *args], capture_output=True, text=True, check=False)
+        ip("link", "add", "p0", "type", "veth", "peer", "name", "p1")
+        ip("link", "set", "p0", "up")
+        return ip("-6", "route", "add", "fc00:ff::1/128", "encap", "seg6local", "action", "End",
+                  "dev", "p0").returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+@pytest.fixture(autouse=True)
+def srv6_kernel(request: pytest.FixtureRequest) -> None:
+    """A test marked ``srv6`` needs SRv6 routes: on a host kernel without
+    them it is skipped, saying so (vm-test.sh runs it in braid's kernel);
+    in braid's VM their absence is a failure."""
+    if request.node.get_closest_marker("srv6") is None or os.geteuid() != 0:
+        return
+    if kernel_routes_srv6():
+        return
+    if os.environ.get("BRAID_IN_VM") == "1":
+        pytest.fail("braid's kernel takes no SRv6 route (CONFIG_IPV6_SEG6_LWTUNNEL)")
+    pytest.skip("this kernel takes no SRv6 route (CONFIG_IPV6_SEG6_LWTUNNEL); "
+                "mptcpd-plugins/vm-test.sh runs the test in braid's kernel")

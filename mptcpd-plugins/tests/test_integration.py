@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from braid_testbed.gateway_topologies import PORT, SERVER, SERVER6, Topo, onlink, onlink_gateways, twohop
 from braid_testbed.mptcpd_lab import (
     PLUGIN_DIR,
@@ -139,6 +141,7 @@ def test_status_file_format(lab: Lab, tmp: Path) -> None:
     assert [g["source"] for g in data["gateways"]] == ["10.1.1.2", "10.1.2.2"]
 
 
+@pytest.mark.srv6
 def test_two_hop_srv6_steering(lab: Lab, tmp: Path) -> None:
     topo = twohop(lab, tmp)
     topo.route("install")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from braid_testbed.gateway_topologies import ROUTE, Topo, onlink, onlink_gateways
 from braid_testbed.mptcpd_lab import Lab
 
@@ -50,6 +52,7 @@ def test_uninstall_all_finds_every_table(lab: Lab, tmp: Path) -> None:
     assert _braid(topo) == ([], []), _braid(topo)
 
 
+@pytest.mark.srv6
 def test_decap_never_overwrites_an_operator_route(lab: Lab, tmp: Path) -> None:
     topo = onlink(lab, tmp)
     gw = topo.gws["gw2"]
