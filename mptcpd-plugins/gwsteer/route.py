@@ -29,6 +29,7 @@ Example (as root, in the client's network namespace)::
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import ipaddress
 import select
@@ -573,7 +574,11 @@ def _seg6local(sid: str, dev: str | None, encap: dict[str, Any]) -> str:
         try:
             ipr.route("replace" if existing else "add", **args)
         except NetlinkError as e:
-            raise RouteError(f"sid {sid_addr}: kernel refused seg6local route: {e}") from None
+            # EOPNOTSUPP here means no lwt encapsulation at all: say which
+            # option the kernel lacks rather than only the errno.
+            hint = ("; this kernel has no SRv6 routes (CONFIG_IPV6_SEG6_LWTUNNEL: braid's "
+                    "kernel and Debian's have them)") if e.code == errno.EOPNOTSUPP else ""
+            raise RouteError(f"sid {sid_addr}: kernel refused seg6local route: {e}{hint}") from None
     return f"sid {sid_addr}: seg6local {encap['action']}"
 
 

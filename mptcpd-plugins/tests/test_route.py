@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import kernel_routes_srv6
 
 from braid_testbed.gateway_topologies import ROUTE, Topo, onlink, onlink_gateways
 from braid_testbed.mptcpd_lab import Lab
@@ -71,6 +72,17 @@ def test_decap_never_overwrites_an_operator_route(lab: Lab, tmp: Path) -> None:
     gw.run([ROUTE, "decap", "--sid", "fc00:2::d5", "--nexthop", "10.9.2.2", "--dev", "s"])
     gw.run([ROUTE, "decap", "--sid", "fc00:2::d5", "--nexthop", "10.9.2.2", "--dev", "s"])
     assert "End.DX4" in gw.run(["ip", "-6", "route", "show", "fc00:2::d5/128"]).stdout
+
+
+def test_decap_names_a_kernel_without_segment_routing(lab: Lab, tmp: Path) -> None:
+    """On a kernel without SRv6 routes, the refusal says which option it lacks."""
+    if kernel_routes_srv6():
+        pytest.skip("this kernel has SRv6 routes: its refusal of one cannot be shown here")
+    gw = onlink(lab, tmp).gws["gw2"]
+    p = gw.run([ROUTE, "decap", "--sid", "fc00:2::d6", "--nexthop", "10.9.2.2", "--dev", "s"],
+               check=False)
+    assert p.returncode == 1 and "CONFIG_IPV6_SEG6_LWTUNNEL" in p.stderr, p.stderr
+    assert gw.run(["ip", "-6", "route", "show", "fc00:2::d6/128"]).stdout == ""
 
 
 def test_point_to_point_host_and_link_local_hops(lab: Lab, tmp: Path) -> None:
