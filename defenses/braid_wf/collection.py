@@ -78,6 +78,11 @@ class Plan:
         return self.root / part
 
 
+def not_collected(root: Path, loads: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Those of ``loads`` whose trace is not in ``root``'s ``all`` yet."""
+    return [(s, i) for s, i in loads if not (root / "all" / load_name(s, i)).exists()]
+
+
 def plan(out: Path, label: str, sites: int, instances: int, unmonitored: int, gap_ms: int) -> Plan:
     """Make ``OUT/label``'s directories and list the loads not yet collected."""
     root = out / label
@@ -86,8 +91,7 @@ def plan(out: Path, label: str, sites: int, instances: int, unmonitored: int, ga
     loads = [(s, i) for i in range(instances) for s in range(sites)]
     loads += [(UNMONITORED_BASE + n, 0) for n in range(unmonitored)]
     check_numbering(root / "loads.jsonl")
-    todo = [(s, i) for s, i in loads if not (root / "all" / load_name(s, i)).exists()]
-    return Plan(label, root, loads, todo, min(TRACE_TAIL_S, TAIL_OF_GAP * gap_ms / 1000))
+    return Plan(label, root, loads, not_collected(root, loads), min(TRACE_TAIL_S, TAIL_OF_GAP * gap_ms / 1000))
 
 
 def record(p: Plan, results: Iterable[dict[str, Any]], captures: tuple[WanCapture, WanCapture], clients: set[str],
@@ -148,7 +152,7 @@ def collect_batches(p: Plan, batch: int, captures: Callable[[], tuple[WanCapture
             progress.step("loads", n=collected)
             if proc.returncode != 0 and not results:
                 raise RuntimeError(f"loader failed: {proc.stderr.strip()[-600:]}\n{diagnosis()}".rstrip())
-        todo = [(s, i) for s, i in todo if not (p.directory("all") / load_name(s, i)).exists()]
+        todo = not_collected(p.root, todo)
     if todo:
         log(f"{p.label}: {len(todo)} load(s) failed {ATTEMPTS} times "
             f"({', '.join(load_name(s, i) for s, i in todo[:5])}); run the same collection again to retry them")

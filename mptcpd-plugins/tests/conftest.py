@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from braid_testbed.mptcpd_lab import NS_PREFIX, Lab
-from braid_testbed.netns import leftover_namespaces
+from braid_testbed.netns import Namespace, leftover_namespaces
 
 
 @pytest.fixture
@@ -38,17 +37,11 @@ def kernel_routes_srv6() -> bool:
     a veth, in a scratch namespace): gwsteer-route's multi-hop steering
     needs CONFIG_IPV6_SEG6_LWTUNNEL, which braid's kernel has and a host
     kernel may not."""
-    ns = f"braid-srv6-probe-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        def ip(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(["ip", "-n", ns, *args], capture_output=True, text=True, check=False)
-        ip("link", "add", "p0", "type", "veth", "peer", "name", "p1")
-        ip("link", "set", "p0", "up")
-        return ip("-6", "route", "add", "fc00:ff::1/128", "encap", "seg6local", "action", "End",
-                  "dev", "p0").returncode == 0
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], check=False)
+    with Namespace(f"braid-srv6-probe-{os.getpid()}") as ns:
+        ns.run(["ip", "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
+        ns.run(["ip", "link", "set", "p0", "up"])
+        return ns.run(["ip", "-6", "route", "add", "fc00:ff::1/128", "encap", "seg6local", "action", "End",
+                       "dev", "p0"], check=False).returncode == 0
 
 
 @pytest.fixture(autouse=True)

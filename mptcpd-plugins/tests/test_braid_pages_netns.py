@@ -69,17 +69,21 @@ def status(topo: Topo) -> dict[str, Any]:
     return out
 
 
+def tx_counters(topo: Topo, counter: str) -> dict[str, int]:
+    """A transmit counter (``bytes``, ``dropped``) of the client's WAN interfaces."""
+    links = json.loads(topo.cli.run(["ip", "-j", "-s", "link", "show"]).stdout)
+    return {link["ifname"]: int(link["stats64"]["tx"][counter]) for link in links if link["ifname"] in ("e1", "e2")}
+
+
 def tx_bytes(topo: Topo) -> dict[str, int]:
     """Bytes the client's WAN interfaces sent, from their counters."""
-    links = json.loads(topo.cli.run(["ip", "-j", "-s", "link", "show"]).stdout)
-    return {link["ifname"]: int(link["stats64"]["tx"]["bytes"]) for link in links if link["ifname"] in ("e1", "e2")}
+    return tx_counters(topo, "bytes")
 
 
 def drops(topo: Topo) -> dict[str, tuple[int, int]]:
     """Packets the client's WAN interfaces dropped so far: at their
     shapers (tbf) and at the veth itself (the peer's backlog full)."""
-    links = json.loads(topo.cli.run(["ip", "-j", "-s", "link", "show"]).stdout)
-    veth = {link["ifname"]: int(link["stats64"]["tx"]["dropped"]) for link in links}
+    veth = tx_counters(topo, "dropped")
     out = {}
     for dev in ("e1", "e2"):
         qdiscs = json.loads(topo.cli.run(["tc", "-s", "-j", "qdisc", "show", "dev", dev]).stdout)
