@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,40 @@ def test_guest_cpu_model_replaces_virtme_ngs_max() -> None:
     image = KernelImage(bzimage=Path("bzImage"), config=Path("config"), build_hash="0" * 64)
     cmd = vmrun.vng_command(image, "true", 2, "2G", [])
     assert f"--qemu-opts=-cpu {vmrun.GUEST_CPU}" in cmd
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare(1) for a private mount namespace")
+def test_guest_runs_only_braids_pth_file(tmp_path: Path) -> None:
+    """The guest's prelude covers site-packages' .pth files (run here in a
+    mount namespace of its own): braid's editable one reads as this
+    checkout's source roots, any other as empty, and the files underneath
+    are untouched."""
+    site = tmp_path / "site-packages"
+    scratch = tmp_path / "scratch"
+    site.mkdir()
+    scratch.mkdir()
+    ours = site / "__editable__.braid-0.1.0.pth"
+    theirs = site / "zz_hook.pth"
+    ours.write_text("import __editable___braid_0_1_0_finder\n")
+    theirs.write_text("import os; os.environ['HOOKED'] = '1'\n")
+    script = vmrun.guest_pth_prelude(site, scratch) + f"cat {ours}; echo ---; cat {theirs}"
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                         capture_output=True, text=True, check=True, timeout=30)
+    listed, _, hooked = out.stdout.partition("---\n")
+    assert listed.split() == [str(vmrun.REPO_DIR / d) for d in vmrun.PACKAGE_ROOTS]
+    assert hooked == "" and out.stderr == ""
+    assert ours.read_text() == "import __editable___braid_0_1_0_finder\n"
+    assert theirs.read_text().startswith("import os")
+    for root in vmrun.PACKAGE_ROOTS:
+        assert (vmrun.REPO_DIR / root).is_dir()
+
+
+def test_guest_finds_every_package_braid_installs() -> None:
+    """Each package in pyproject.toml's package-dir sits under one of the
+    roots the guest lists in place of the editable finder."""
+    import tomllib
+
+    dirs = tomllib.loads((vmrun.REPO_DIR / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, where in dirs.items():
+        assert str(Path(where).parent) in vmrun.PACKAGE_ROOTS, package
