@@ -22,6 +22,7 @@ stall shows even while the survivor's link is busy re-sending copies."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -122,22 +123,26 @@ STALE_NBYTES = 2 * NBYTES
 FRAGMENT_MAX = 32 << 10
 
 
-@pytest.mark.parametrize("scheduler", REINJECT_CARRIED)
-def test_a_stale_subflow_hands_over_once(bed: StandardTestbed, scheduler: str) -> None:
-    """A download: wan2's network goes silent, the proxy marks its subflow stale and hands over what it
-    carried; only then is wan2's endpoint deleted (as gwsteer does once its probes fail), and
-    the closing subflow hands over its queue again. What it handed over already is not sent
-    again: the survivor sends each of wan2's bytes once (E3 measured 0.15-0.62 MB sent twice
-    under bernoulli, where the stale hand-over came before gwsteer's removal).
+# A run where wan2 had nothing outstanding when it went silent is never
+# marked stale (about one in twelve in braid's VM); such a run is repeated,
+# and the case is skipped only if this many all were.
+STALE_TRIES = 3
 
-    The mark comes from MPTCP-level retransmission time-outs without progress on the subflow
-    (braid's schedulers count an idle survivor's earlier time-outs as over, so the mark comes
-    beside it too); where none comes within STALE_WITHIN_S (wan2 had nothing outstanding) the
-    case is skipped.
 
-    Downloads only: the proxy learns of the deletion from the client's REMOVE_ADDR, a round
-    trip after its subflow went stale (0.5-0.8 MB sent twice before the fix); uploads sent at
-    most 33 KB twice, with the fix or without."""
+@dataclasses.dataclass
+class StaleHandOver:
+    """One download whose wan2 went silent and then away, as the survivor's capture shows it."""
+
+    digest_ok: bool
+    went_stale: bool
+    twice: int  # bytes wan1 sent again that it had sent after the silence began
+    own: int  # bytes wan1 sent again of its own from before
+    retrans: int  # MPTCP-level retransmissions (MPTcpExtMPTCPRetrans)
+
+
+def stale_hand_over(bed: StandardTestbed, scheduler: str) -> StaleHandOver:
+    """A download under ``scheduler``: wan2 blackholed, then its endpoint deleted once the proxy
+    marks its subflow stale (or STALE_WITHIN_S passed)."""
     bed.enable_kernel_pm()
     bed.set_scheduler(scheduler)
     delete_endpoint = bed.wan2_endpoint_deletion()
@@ -170,16 +175,37 @@ def test_a_stale_subflow_hands_over_once(bed: StandardTestbed, scheduler: str) -
                                                 network_goes_silent_then_away, wan=2, timeout_s=TIMEOUT_S)
     finally:
         bed.blackhole_wan(2, on=False)
-    retrans = retransmissions() - retrans_before
     # wan1's segments only, tagged by whether they left after wan2 went silent: data wan1
     # sends again that it had sent after that moment is data handed over twice.
     after = resent_bytes([(p, p.ts >= gone_at) for p in r.wan_packets[1]], BULK_PORT, False, since=gone_at)
-    twice, own = after.get((True, True), 0), after.get((True, False), 0)
-    print(f"\n{scheduler} download: wan2 silent, {'stale' if went_stale[0] else 'never marked stale'}, then its "
-          f"endpoint deleted; digest_ok={r.digest_ok}; "
-          f"wan1 sent again {twice} B it had sent after the silence began, {own} B of its own from before; "
-          f"{retrans} MPTCP-level retransmissions")
-    assert r.digest_ok
-    if not went_stale[0]:
-        pytest.skip(f"wan2's subflow was not marked stale within {STALE_WITHIN_S:g} s")
-    assert twice <= (retrans + 1) * FRAGMENT_MAX, "wan2's data was handed over twice"
+    return StaleHandOver(r.digest_ok, went_stale[0], after.get((True, True), 0), after.get((True, False), 0),
+                         retransmissions() - retrans_before)
+
+
+@pytest.mark.parametrize("scheduler", REINJECT_CARRIED)
+def test_a_stale_subflow_hands_over_once(bed: StandardTestbed, scheduler: str) -> None:
+    """A download: wan2's network goes silent, the proxy marks its subflow stale and hands over what it
+    carried; only then is wan2's endpoint deleted (as gwsteer does once its probes fail), and
+    the closing subflow hands over its queue again. What it handed over already is not sent
+    again: the survivor sends each of wan2's bytes once (E3 measured 0.15-0.62 MB sent twice
+    under bernoulli, where the stale hand-over came before gwsteer's removal).
+
+    The mark comes from MPTCP-level retransmission time-outs without progress on the subflow
+    (braid's schedulers count an idle survivor's earlier time-outs as over, so the mark comes
+    beside it too); a transfer where none comes within STALE_WITHIN_S (wan2 had nothing
+    outstanding) still has to finish byte-exact, and is repeated, up to STALE_TRIES in all.
+
+    Downloads only: the proxy learns of the deletion from the client's REMOVE_ADDR, a round
+    trip after its subflow went stale (0.5-0.8 MB sent twice before the fix); uploads sent at
+    most 33 KB twice, with the fix or without."""
+    for attempt in range(1, STALE_TRIES + 1):
+        run = stale_hand_over(bed, scheduler)
+        print(f"\n{scheduler} download {attempt}: wan2 silent, "
+              f"{'stale' if run.went_stale else 'never marked stale'}, then its endpoint deleted; "
+              f"digest_ok={run.digest_ok}; wan1 sent again {run.twice} B it had sent after the silence "
+              f"began, {run.own} B of its own from before; {run.retrans} MPTCP-level retransmissions")
+        assert run.digest_ok
+        if run.went_stale:
+            assert run.twice <= (run.retrans + 1) * FRAGMENT_MAX, "wan2's data was handed over twice"
+            return
+    pytest.skip(f"wan2's subflow was not marked stale within {STALE_WITHIN_S:g} s in {STALE_TRIES} transfers")
