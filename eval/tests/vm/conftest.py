@@ -43,7 +43,7 @@ def kernel_stays_clean() -> Iterator[None]:
 def equal_wans() -> Iterator[StandardTestbed]:
     """Two equal WANs (EQUAL_WAN: 20 Mbit/s, 10 ms) and the kernel path
     manager, shared by the modules that need no other shape: a bring-up
-    costs ~40 s under TCG. Each test sets the scheduler and path manager
+    costs some 8 s under TCG. Each test sets the scheduler and path manager
     state it needs."""
     with StandardTestbed(f"eq{os.getpid() % 1000}", wan1=EQUAL_WAN, wan2=EQUAL_WAN) as tb:
         tb.enable_kernel_pm()

@@ -46,7 +46,7 @@ TOLERANCE = share_tolerance(FIXED_PLACED, FIXED_PERMILLE / 1000, confirm_level(F
 @pytest.fixture(scope="module")
 def bed() -> Iterator[StandardTestbed]:
     """Both ends bernoulli; one testbed for the module (a bring-up takes
-    ~40 s under TCG). Tests that change settings put them back."""
+    some 8 s under TCG). Tests that change settings put them back."""
     with scheduler_testbed(f"bn{os.getpid() % 1000}", "bernoulli", FAST, SLOW) as tb:
         yield tb
 

@@ -86,7 +86,7 @@ def hywf_testbed(tag: str) -> StandardTestbed:
 @pytest.fixture(scope="module")
 def bed() -> Iterator[StandardTestbed]:
     """One hywf testbed for every test here but the sysctl ones (a bring-up
-    takes ~40 s under TCG). Tests that change it put it back: settings
+    takes some 8 s under TCG). Tests that change it put it back: settings
     through `StandardTestbed.changed_sysctls`, a cut or blackholed WAN in
     their own `finally`; each test runs its own BulkServer."""
     tb = hywf_testbed(f"hb{os.getpid() % 1000}")
@@ -566,7 +566,7 @@ def test_burst_ends_with_its_subflow(bed: StandardTestbed, mode: str) -> None:
 
 @pytest.fixture(scope="module")
 def two_namespaces() -> Iterator[StandardTestbed]:
-    """One testbed for the sysctl tests (a bring-up takes ~40 s under TCG);
+    """One testbed for the sysctl tests (a bring-up takes some 8 s under TCG);
     each test reads the values it compares against."""
     tb = StandardTestbed(f"hn{os.getpid() % 1000}", wan1=EQUAL_WAN, wan2=EQUAL_WAN)
     with tb:
