@@ -34,7 +34,7 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 # braid's Python modules, for a guest command started without a PYTHONPATH
 # (`kernel/vm run -- python3 -m braid_eval.bench.sched` from a fresh shell).
 GUEST_PYTHONPATH = ":".join(str(REPO_DIR / d) for d in ("eval", "kernel", "defenses"))
-# Where each of braid's Python packages lives (pyproject.toml's package-dir):
+# Where braid's Python modules live (pyproject.toml's pytest pythonpath):
 # in the guest, braid's editable install points here (see guest_pth_prelude).
 PACKAGE_ROOTS = ("eval", "kernel", "defenses", "proxy/tor", "proxy/openvpn", "mptcpd-plugins")
 WRONG_KERNEL_STATUS = 97

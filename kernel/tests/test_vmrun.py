@@ -88,15 +88,17 @@ def test_guest_runs_only_braids_pth_file(tmp_path: Path) -> None:
     assert hooked == "" and out.stderr == ""
     assert ours.read_text() == "import __editable___braid_0_1_0_finder\n"
     assert theirs.read_text().startswith("import os")
-    for root in vmrun.PACKAGE_ROOTS:
-        assert (vmrun.REPO_DIR / root).is_dir()
 
 
 def test_guest_finds_every_package_braid_installs() -> None:
-    """Each package in pyproject.toml's package-dir sits under one of the
-    roots the guest lists in place of the editable finder."""
+    """The roots the guest lists in place of the editable finder are the
+    checkout's package roots as pyproject.toml keeps them (pytest's
+    pythonpath), and each package in its package-dir sits under one."""
     import tomllib
 
-    dirs = tomllib.loads((vmrun.REPO_DIR / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    for package, where in dirs.items():
+    tool = tomllib.loads((vmrun.REPO_DIR / "pyproject.toml").read_text())["tool"]
+    assert sorted(vmrun.PACKAGE_ROOTS) == sorted(tool["pytest"]["ini_options"]["pythonpath"])
+    for package, where in tool["setuptools"]["package-dir"].items():
         assert str(Path(where).parent) in vmrun.PACKAGE_ROOTS, package
+    for root in vmrun.PACKAGE_ROOTS:
+        assert (vmrun.REPO_DIR / root).is_dir(), root
