@@ -57,7 +57,12 @@ from braid_wf.conditions import CONDITIONS, Condition
 from braid_wf.deep import require_jax
 from braid_wf.defences import catalog as defense_catalog
 from braid_wf.defences import hywf_sim
-from braid_wf.defences.adaptive_padding import fit_histograms, histograms_from_json, histograms_to_json
+from braid_wf.defences.adaptive_padding import (
+    PADDING_MODEL,
+    fit_histograms,
+    histograms_from_json,
+    histograms_to_json,
+)
 from braid_wf.evaluate import Score, evaluate
 from braid_wf.parallel import default_jobs
 from braid_wf.synth import synthetic_dataset
@@ -369,7 +374,8 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             "open_world": open_world, "jobs": args.jobs, "deadline_s": args.deadline, "jax_devices": devices,
             "params": {"budget": args.budget, "idle": args.idle, "n_chp": args.n_chp, "front_n": args.front_n,
                        "front_w": list(args.front_w)},
-            "hywf_split": hywf_sim.SPLIT_MODEL, "corpus_s": round(corpus_s, 2), "version": installed_version()}
+            "hywf_split": hywf_sim.SPLIT_MODEL, "padding_model": PADDING_MODEL, "corpus_s": round(corpus_s, 2),
+            "version": installed_version()}
 
     def write(rows: list[DefenseResult], done: bool, final: bool = False) -> None:
         text = head + table(rows, args.attacks, args.base_rate) + f"\n_{time.monotonic() - start:.0f} s_\n"

@@ -13,6 +13,7 @@ import numpy as np
 
 from braid_wf import cli
 from braid_wf.attacks import UNMONITORED, KFingerprinting, kfp_features
+from braid_wf.defences import adaptive_padding, hywf_sim
 from braid_wf.synth import synthetic_dataset
 
 TINY = ["defenses", "--sites", "4", "--instances", "6", "--unmonitored", "12", "--repeats", "1",
@@ -30,6 +31,9 @@ def run(tmp_path: Path, name: str, *extra: str) -> dict[str, Any]:
 def test_json_markdown_and_plot_in_quick_mode(tmp_path: Path) -> None:
     doc = run(tmp_path, "two", "--jobs", "2")
     assert doc["meta"]["complete"] and doc["meta"]["attacks"] == ["kfp"] and doc["meta"]["traces"] == 36
+    # what RESULTS.md needs to say which simulators made the table
+    assert doc["meta"]["hywf_split"] == hywf_sim.SPLIT_MODEL
+    assert doc["meta"]["padding_model"] == adaptive_padding.PADDING_MODEL
     res = doc["results"]
     assert list(res) == ["none", "hywf", "ap"]
     assert res["none"]["overhead"] == res["hywf"]["overhead"] == 0.0 and res["ap"]["overhead"] > 0

@@ -76,6 +76,9 @@ DIRECTIONS = (1, -1)  # outgoing (the client pads), incoming (the proxy pads)
 # update) is its header and tag only (wire.FrameOverhead).
 PAD_MAX_BYTES = 1400
 EMPTY_FRAME_BYTES = 35
+# How dummies are sized, for the record of a result made with them.
+PADDING_MODEL = (f"each its end's last data frame, at most {PAD_MAX_BYTES} bytes "
+                 f"(frames of at most {EMPTY_FRAME_BYTES} bytes carry no data)")
 
 
 @dataclasses.dataclass(frozen=True)

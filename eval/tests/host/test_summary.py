@@ -118,6 +118,16 @@ def wf_deep(epochs: int, rf_under_hywf_ap: float | None) -> dict[str, object]:
                         for d, (rf, df) in closed.items()}}
 
 
+# A table of the classic attacks alone, recorded with the padding model named.
+WF_KFP = {"meta": {"corpus": "synthetic corpus", "started": "2026-12-04T13:32:21+0000", "jax_devices": None,
+                   "repeats": 1, "copies": 1, "epochs": None, "tam_seconds": None, "attacks": ["kfp"],
+                   "attack_names": ["k-FP"], "hywf_split": "both at once",
+                   "padding_model": "each its end's last data frame", "unmonitored": 5000, "base_rate": 0.1},
+          "results": {d: {"overhead": ov, "closed": {"kfp": wf_cell("k-FP", tpr)},
+                          "open": {"kfp": {**wf_cell("k-FP", open_tpr), "fpr_mean": 0.05, "precision_mean": 0.3}}}
+                      for d, ov, tpr, open_tpr in (("none", 0.0, 0.85, None), ("hywf-ap", 0.228, 0.18, 0.2))}}
+
+
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
        sysctls: dict[str, str] | None = None) -> dict[str, object]:
     runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4, "dup_bytes": copies}
@@ -213,6 +223,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "simult-flows", SIMULT_FLOWS, nested=False)
     write(tmp_path, "wf-deep-12ep", wf_deep(12, 0.25), nested=False)
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
+    write(tmp_path, "wf-kfp", WF_KFP, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
@@ -241,10 +252,24 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")
     assert "| hywf-ap | 15.0 | 25.0 | 12.0 |" in twelve
     assert "`hywf`: strongest attack run RF at 35.0 % with 0.0 % bandwidth overhead" in twelve
-    assert "**not met**" in twelve and "**met by these attacks**" in twelve
+    assert "**not met**" in twelve
     assert "| hywf-ap | 15.0 | not run (time) | 12.0 |" in thirty
-    assert "**not established (RF not run)**" in thirty
+    assert "**not established (RF not run), with its overhead understated**" in thirty
     assert "Undefended, every attack reaches 90 %." in thirty
+    # recorded before results named their padding: dummies of the last packet's size
+    assert "AP's dummies each its end's last packet, most often a 35-byte empty frame" in twelve
+    assert "**met by these attacks, with its overhead understated**" in twelve
+    kfp = text.split("## Website fingerprinting: k-FP against the defences")[1].split("\n## ")[0]
+    assert kfp.startswith("\n\n(synthetic corpus; 2026-12-04; 1 random split, attacker trained on originals + 1 "
+                          "protected copy per load; `hywf` simulated as both at once; AP's dummies each its end's "
+                          "last data frame; closed-world")
+    assert "epochs" not in kfp and "TAM" not in kfp
+    assert "| hywf-ap | 22.8 | 18.0 |" in kfp and "**met by these attacks**." in kfp
+    assert "Open world (5000 loads of unmonitored sites besides the monitored ones; precision when 0.1" in kfp
+    assert "| none | not run (time) | - |" in kfp and "| hywf-ap | 20.0 / 5.0 | 30.0 |" in kfp
+    assert "Open world" not in twelve  # a run without open-world figures has no such table
+    assert "Undefended, k-FP stays below the 90 %" in kfp and "The deep attacks (DF, Tik-Tok, RF) are not" in kfp
+    assert "The deep attacks (DF" not in twelve
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
     assert "| default | 12.5 (2.38x TCP) | 5.9 | 8.5 |" in text
     assert "| tcp-gw1 | 5.2 | 4.6 | 0.0 |" in text
@@ -286,7 +311,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep",
-                       "wf-deep-30ep", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
+                       "wf-deep-30ep", "wf-kfp", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, bench-sched" in text
