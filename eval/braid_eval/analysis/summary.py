@@ -35,7 +35,7 @@ from braid_eval.bench.pageload import ROWS as PAGELOAD_ROWS
 from braid_eval.bench.sched import ROWS as SCHED_ROWS
 from braid_eval.experiments import failover, latency
 from braid_wf import loadercheck, wirecheck
-from braid_wf.attacks import DEEP_ATTACKS
+from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
@@ -380,8 +380,8 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                  "proves an attack works as "
                  "published: the figures against the defences are a lower bound on what a stronger "
                  "attack does." if weak else "Undefended, every attack reaches 90 %.")
-              + ("" if deep else " The deep attacks (DF, Tik-Tok, RF) are not in this run: at this size each "
-                 "trains for hours on a CPU."), ""]
+              + ("" if deep else f" The deep attacks ({', '.join(ATTACK_NAMES[a] for a in DEEP_ATTACKS)}) are "
+                 "not in this run: at this size each trains for hours on a CPU."), ""]
     return lines
 
 
