@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import os
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -31,6 +32,10 @@ from .link import LinkSpec, netem_args
 from .netns import CommandError, Namespace, inside, leftover_namespaces, purge_namespace
 
 NS_PREFIX = "braid-"
+# A link is made in the caller's namespace under a name that starts with
+# this, then moved into its own: the only interfaces a topology adds there,
+# each for a moment, unless the move fails.
+TRANSIENT_LINK_PREFIX = "bt"
 
 
 @dataclasses.dataclass
@@ -205,7 +210,7 @@ class Topology:
         return self
 
     def _create_link(self, index: int, link: Link) -> None:
-        tmp_a, tmp_b = f"bt{index}a{id(self) % 10000}", f"bt{index}b{id(self) % 10000}"
+        tmp_a, tmp_b = (f"{TRANSIENT_LINK_PREFIX}{index}{side}{id(self) % 10000}" for side in "ab")
         with IPRoute() as ipr:
             ipr.link("add", ifname=tmp_a, kind="veth", peer={"ifname": tmp_b})
             for tmp, end in ((tmp_a, link.a), (tmp_b, link.b)):
@@ -277,7 +282,8 @@ def interface_counters(ns: Namespace, ifname: str) -> tuple[int, int]:
 
 def kernel_has_netem() -> bool:
     """Whether this kernel can emulate links (false on the 6.18 host here)."""
-    with Namespace(f"{NS_PREFIX}netem-probe") as ns:
+    # per process: suites side by side may probe at once
+    with Namespace(f"{NS_PREFIX}netem-probe-{os.getpid()}") as ns:
         probe = ns.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
                        check=False)
         return probe.returncode == 0

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from braid_testbed import LinkSpec, StandardTestbed, ip, leftover_namespaces
-from braid_testbed.topology import NS_PREFIX, Topology
+from braid_testbed.topology import Topology
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces")
 UNSHAPED = LinkSpec()
@@ -71,7 +71,7 @@ def test_failure_inside_block_leaves_nothing(tag: str) -> None:
         tb.server.run(["sh", "-c", "setsid sleep 300 >/dev/null 2>&1 &"])
         pids.extend(tb["server"].pids())
         raise RuntimeError("boom")
-    assert leftover_namespaces(f"{NS_PREFIX}{tag}-") == []
+    assert leftover_namespaces(f"{Topology.ns_prefix}{tag}-") == []
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or _is_zombie(pid)
 
