@@ -300,10 +300,10 @@ def test_a_page_s_requests_share_its_bursts(
     1 - WHOLE_FFP is confirmed on a fresh one, and the test fails if that
     misses it too: a correct scheduler fails with at most WHOLE_FFP^2 =
     1e-4 (0.0083^2 = 7e-5 at the model's 0.6), while bursts per connection
-    (0.22) pass a sample with 0.003, the test with 0.006. (A single sample
-    at 1e-4 let them pass with 0.15, and failed once in CI with 11 of 40,
-    the client drawing how many splits unrecorded: the counters are in
-    the message now.)"""
+    (0.22) pass a sample with 0.003, the test with 0.006 (a single sample
+    checked at 1e-4 let them pass with 0.15). A failure names the splits
+    each end drew in both samples: more than one a page means a page's
+    split was redrawn, not that its bursts failed to spread."""
     pages, moved = page_scope_series
     whole, least = whole_pages(pages)
     if whole >= least:
