@@ -3,6 +3,7 @@ counterpart, whether the evaluation's targets were met, and the
 benchmarks' side-by-side tables.
 
 Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json,
+OUT/e2-variable/e2.json (E2 on the variable slow link alone),
 OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json, OUT/e3-braid-bernoulli/e3.json,
 OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json,
 OUT/bench-pageload.json and
@@ -47,9 +48,10 @@ BRAID_SCHEDULERS = ("default", "hywf", "bernoulli", "delaybal", "redundant")
 
 def find(out: Path, name: str) -> Path | None:
     """OUT/<name>/<name>.json or OUT/<name>.json, whichever exists; E3 in
-    braid's kernel is OUT/e3-braid-<scheduler>/e3.json (the experiment
-    always names its file e3.json)."""
-    stem = "e3" if name.startswith("e3-") else name
+    braid's kernel is OUT/e3-braid-<scheduler>/e3.json and E2's variable
+    slow link OUT/e2-variable/e2.json (the experiments always name their
+    files e2.json and e3.json)."""
+    stem = name.split("-")[0] if name.startswith(("e2-", "e3-")) else name
     for path in (out / name / f"{stem}.json", out / name / f"{name}.json", out / f"{name}.json"):
         if path.is_file():
             return path
@@ -118,29 +120,36 @@ def e1b_section(data: dict[str, Any]) -> list[str]:
 
 
 def e2_section(data: dict[str, Any]) -> list[str]:
-    """Adaptive bernoulli's median delay per steady load beside the model's
-    optimum, the measured references and p_lim, with the target's verdict."""
+    """Adaptive bernoulli's median delay per load beside the model's
+    optimum, the measured references and p_lim, for each slow link run,
+    with the target's verdict."""
     params = data["params"]
     points = [latency.Point(**p) for p in data["points"]]
     table = latency.summarise(points)
     shown = [c for c in ("bernoulli", "bernoulli-unbounded", *latency.REFERENCES, "bernoulli-plim")
              if any(key[1] == c for key in table)]
+    scenarios = list(dict.fromkeys(p.scenario for p in points))
     rows = []
-    for load in sorted({p.load for p in points if p.scenario == "steady"}):
-        if ("steady", "bernoulli", load) not in table:
-            continue
-        cells = []
-        for config in shown:
-            got = table.get(("steady", config, load))
-            cells.append("-" if got is None else got.text(1))
-        rows.append(f"| {load:.2f} | " + " | ".join(cells) + f" | {latency.model_ms(load)[0]:.1f} |")
+    for scenario in scenarios:
+        for load in sorted({p.load for p in points if p.scenario == scenario}):
+            if (scenario, "bernoulli", load) not in table:
+                continue
+            cells = []
+            for config in shown:
+                got = table.get((scenario, config, load))
+                cells.append("-" if got is None else got.text(1))
+            lead = f"| {scenario} " if len(scenarios) > 1 else ""
+            rows.append(f"{lead}| {load:.2f} | " + " | ".join(cells)
+                        + f" | {latency.model_ms(load, scenario)[0]:.1f} |")
     if not rows:
         return ["No adaptive `bernoulli` point in e2.json.", ""]
     runs = params.get("runs", 1)
-    return ["## E2: message delay against load (thesis ch. 5)", "",
-            f"({_env(params)}; steady slow link; mean message delay in ms, "
+    title = "" if scenarios == ["steady"] else f", {' and '.join(scenarios)} slow link"
+    head = ("| slow link " if len(scenarios) > 1 else "") + "| load | " + " | ".join(shown) + " | model p* |"
+    return [f"## E2: message delay against load (thesis ch. 5){title}", "",
+            f"({_env(params)}; {' and '.join(scenarios)} slow link; mean message delay in ms, "
             + (f"median of {runs} runs (range)" if runs > 1 else "one run") + ")", "",
-            "| load | " + " | ".join(shown) + " | model p* |", "|---" * (len(shown) + 2) + "|", *rows, "",
+            head, "|---" * (len(shown) + 2 + (len(scenarios) > 1)) + "|", *rows, "",
             *(latency.verdict_lines(points) or ["No reference measured beside `bernoulli`: no verdict.", ""]),
             "Published (thesis ch. 5, kept apart): model at 29 of 35 Mbit/s, variable slow link: "
             "3.9 ms with p* against 51 ms with p_lim; its WiFi testbed: 6 ms against 25 ms at "
@@ -518,7 +527,7 @@ def relay_capacity_section(data: dict[str, Any]) -> list[str]:
 
 
 SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    "e1": e1_section, "e1b": e1b_section, "e2": e2_section, "e3": e3_section,
+    "e1": e1_section, "e1b": e1b_section, "e2": e2_section, "e2-variable": e2_section, "e3": e3_section,
     "e3-braid-delaybal": e3_section, "e3-braid-bernoulli": e3_section,
     "e3-braid-hywf": e3_section, "e3-braid-default": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,

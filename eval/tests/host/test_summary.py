@@ -23,8 +23,9 @@ E1 = {"params": {"mode": "full", "kernel": "6.12-braid",
           {"scenario": "loss 0.1%", "config": "default", "flows": 1, "goodput_mbit": 16.0, "vs_tcp": 1.78},
           # 1 % loss is above the target's 0.1 %: left out whatever it shows.
           {"scenario": "loss 1%", "config": "default", "flows": 1, "goodput_mbit": 9.6, "vs_tcp": 3.98}]}
-def e2_point(config: str, load: float, mean_ms: float, run: int = 0) -> dict[str, object]:
-    return {"scenario": "steady", "config": config, "load": load, "offered_mbit": 35 * load,
+def e2_point(config: str, load: float, mean_ms: float, run: int = 0,
+             scenario: str = "steady") -> dict[str, object]:
+    return {"scenario": scenario, "config": config, "load": load, "offered_mbit": 35 * load,
             "messages": 100, "mean_ms": mean_ms, "p50_ms": mean_ms, "p99_ms": 3 * mean_ms,
             "wan1_share": 0.9, "model_pstar_ms": 6.8, "model_plim_ms": 9.0, "run": run}
 
@@ -37,6 +38,10 @@ E2 = {"params": {"mode": "quick", "kernel": "6.12-braid", "runs": 2},
                  e2_point("bernoulli-plim", 0.3, 13.2), e2_point("bernoulli-plim", 0.3, 13.2, run=1),
                  e2_point("bernoulli", 0.9, 46.0), e2_point("delaybal", 0.9, 30.0),
                  e2_point("bernoulli-plim", 0.9, 200.0)]}
+# the variable slow link alone: bernoulli 20 ms, p_lim 70 ms (3.5x), delaybal 25
+E2_VARIABLE = {"params": {"mode": "quick", "kernel": "6.12-braid", "runs": 1},
+               "points": [e2_point(c, 0.9, ms, scenario="variable")
+                          for c, ms in (("bernoulli", 20.0), ("bernoulli-plim", 70.0), ("delaybal", 25.0))]}
 
 
 TABLE_2 = [[0, 85, 1e-07], [33, 110, 0.01], [36, 110, 1.0]]
@@ -213,6 +218,8 @@ def write(out: Path, name: str, data: object, nested: bool = True) -> None:
 def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "e1", E1)
     write(tmp_path, "e2", E2, nested=False)  # OUT/e2.json is found too
+    (tmp_path / "e2-variable").mkdir()
+    (tmp_path / "e2-variable" / "e2.json").write_text(json.dumps(E2_VARIABLE))
     write(tmp_path, "e1b", E1B)
     write(tmp_path, "e3", e3(0.6, 1.7))
     for sched in ("delaybal", "bernoulli", "hywf", "default"):
@@ -298,6 +305,10 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "client scheduler `default`" in text.split("## E3")[5]
     assert "| 01 balanced bwidth | 7906 | 7418 | 8001 **FAIL** |" in text
     assert "Passed: default 1/1, delaybal 0/1." in text
+    variable = text.split("## E2: message delay against load (thesis ch. 5), variable slow link")[1].split("\n## ")[0]
+    assert "| 0.90 | 20.0 | 25.0 | 70.0 |" in variable
+    assert ("On the variable slow link at 0.9: adaptive `bernoulli` 20.0 ms, `bernoulli-plim` 70.0 ms, "
+            "3.5x below it (target 3x): **met**; the best reference, `delaybal`, 25.0 ms (0.80x)") in variable
     # Published figures are there, each after braid's own.
     for published in ("16 Mbit/s in total", "collapses at 1e-2 loss", "3.9 ms with p*", "neither Binder nor MultiNAT"):
         assert published in text
@@ -308,13 +319,14 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
 def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> None:
     write(tmp_path, "e3", e3(g, k))
     text, missing = summarize(tmp_path)
-    assert missing == ["e1", "e1b", "e2", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
+    assert missing == ["e1", "e1b", "e2", "e2-variable", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep",
                        "wf-deep-30ep", "wf-kfp", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
-    assert "e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, bench-sched" in text
+    assert ("e1, e1b, e2, e2-variable, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
+            "bench-sched") in text
 
 
 EVAL = str(Path(__file__).resolve().parents[2])
@@ -330,7 +342,7 @@ def test_command_writes_the_page_and_refuses_bad_input(tmp_path: Path) -> None:
     write(tmp_path, "e3", e3(0.6, 1.7))
     run = summary(tmp_path)
     assert run.returncode == 0, run.stderr
-    assert ("missing e1, e1b, e2, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
+    assert ("missing e1, e1b, e2, e2-variable, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
             "bench-sched, bench-pageload") in run.stderr
     assert (tmp_path / "summary.md").read_text().startswith("# braid results")
     page = tmp_path / "RESULTS.md"
