@@ -231,7 +231,7 @@ def varying_link_lines(points: list[Point]) -> list[str]:
         factor = plim.median / mine.median
         pstar_ms, plim_ms = model_ms(load, scenario)
         beside = (f"; the best reference, `{best}`, {refs[best].median:.1f} ms "
-                  f"({mine.median / refs[best].median:.2f}x)" if best else "")
+                  f"(`bernoulli` at {mine.median / refs[best].median:.2f}x of it)" if best else "")
         lines += [f"On the {scenario} slow link at {load:g}: adaptive `bernoulli` {mine.median:.1f} ms, "
                   f"`bernoulli-plim` {plim.median:.1f} ms, {factor:.1f}x below it (target "
                   f"{PLIM_FACTOR:g}x): {'**met**' if factor >= PLIM_FACTOR else '**not met**'}{beside}; "

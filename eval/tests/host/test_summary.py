@@ -308,7 +308,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     variable = text.split("## E2: message delay against load (thesis ch. 5), variable slow link")[1].split("\n## ")[0]
     assert "| 0.90 | 20.0 | 25.0 | 70.0 |" in variable
     assert ("On the variable slow link at 0.9: adaptive `bernoulli` 20.0 ms, `bernoulli-plim` 70.0 ms, "
-            "3.5x below it (target 3x): **met**; the best reference, `delaybal`, 25.0 ms (0.80x)") in variable
+            "3.5x below it (target 3x): **met**; the best reference, `delaybal`, 25.0 ms "
+            "(`bernoulli` at 0.80x of it)") in variable
     # Published figures are there, each after braid's own.
     for published in ("16 Mbit/s in total", "collapses at 1e-2 loss", "3.9 ms with p*", "neither Binder nor MultiNAT"):
         assert published in text
