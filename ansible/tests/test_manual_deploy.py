@@ -25,7 +25,10 @@ redirect, is reached by a plain curl after it; the box's tor completes its
 link handshake with the bridge (the line's identity) through braid-pt,
 whose MPTCP connection has a subflow through each uplink; braid-openvpn's
 full tunnel comes up at both ends, carries a ping, and has a subflow
-through each uplink.
+through each uplink. Then dsl's gateway starts stripping MPTCP's options
+from the TCP it forwards, the guide's per-gateway steps run, and a download
+through the SOCKS port, now inside the tunnels, is byte-exact and crosses
+both uplinks again (without the tunnels one of them would carry nothing).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from guide import ManualBlock, gateway_states, guide_checks, manual_blocks, read
 
 from ansible_run import REPO
 from booted import BootedSystem, booted_system
+from braid_openvpn.config import DEFAULT_INNER_ADDRESS
 from braid_testbed.netns import stop_process
 from braid_testbed.wait import wait_for
 from debian_rootfs import unpacked_rootfs
@@ -70,6 +74,11 @@ TOR_HANDSHAKE_DONE_PERCENT = 15
 # braid-openvpn's steps: the client's files the guide has the operator copy
 # from the proxy's PKI (relative to pki_dir, with client_name box1).
 OPENVPN_CLIENT_FILES = ("ca.crt", "issued/{name}.crt", "private/{name}.key", "tls-crypt.key")
+# The guide's per-gateway tunnels start at this step; the steps before it
+# run first and their checks pass before dsl's gateway starts stripping
+# MPTCP's option (kind 30) from the TCP it forwards.
+PER_GATEWAY_STEP = 15
+STRIP_MPTCP = ["-t", "mangle", "-A", "FORWARD", "-p", "tcp", "-j", "TCPOPTSTRIP", "--strip-options", "30"]
 # As the booted pair of test_converge: tbf per uplink (no netem on the host
 # kernel), so that one uplink cannot carry the transfer alone.
 RATE_MBIT = 40
@@ -168,7 +177,9 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
                 # fails at boot, so the guide's "enable --now" starts it with
                 # gwsteer. A running one would need a restart (the guide says so).
                 assert not system.is_active("mptcp.service"), (host, system.journal("mptcp.service"))
-            for step in sorted({b.step for b in blocks}):
+
+            def follow_step(step: int) -> None:
+                """One of the guide's steps, then what it leaves to the operator there."""
                 todo = [(host, b) for b in blocks if b.step == step for host in b.hosts]
                 # Both machines at once, each host's blocks in the guide's order.
                 with ThreadPoolExecutor(2) as pool:
@@ -207,6 +218,12 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
                     direct, _ = socks_download(topo["box"], url, tmp_path / "direct", timeout_s=5, socks=None)
                     assert direct.returncode != 0, ("web reachable without braid", direct.stdout)
                 print(f"manual deploy: step {step} done ({time.monotonic() - start:.0f} s)")
+
+            steps = sorted({b.step for b in blocks})
+            assert PER_GATEWAY_STEP in steps, steps
+            for step in steps:
+                if step < PER_GATEWAY_STEP:
+                    follow_step(step)
 
             for host, system in systems.items():
                 for unit in UNITS[host]:
@@ -278,5 +295,43 @@ def test_manual_package_path_on_fresh_systems_relays_over_both_gateways(
             journal = next(v for k, v in out.items() if k.startswith("journalctl "))
             # The first subflow leaves by the main table's route (dsl); gwsteer joins the others.
             assert "opening subflow via " in journal and "SOCKS5 listening" in journal, journal[-3000:]
+
+            # dsl's network strips MPTCP's options: an MPTCP connection whose
+            # first subflow leaves by dsl (the main table's uplink) falls back
+            # to plain TCP there, and a join through dsl is refused, so one
+            # uplink would carry everything. The guide's per-gateway steps.
+            strip = topo["gw1"].run(["iptables", *STRIP_MPTCP], check=False)
+            assert strip.returncode == 0, f"gw1: no TCPOPTSTRIP: {strip.stderr}"
+            for step in steps:
+                if step >= PER_GATEWAY_STEP:
+                    follow_step(step)
+            per_gateway = json.loads(next(b.text for b in blocks if b.step >= PER_GATEWAY_STEP
+                                          and b.path == "/etc/braid/openvpn.json"))["per_gateway"]
+            tunnels = sorted(f"{t['gateway']}-tun" for t in per_gateway["tunnels"])
+            assert tunnels == sorted(f"{g}-tun" for g in ids), tunnels
+            _wait(f"box: the per-gateway tunnels {tunnels} up",
+                  partial(box.journal_has, "braid-openvpn@client.service",
+                          *(f"tunnel gw-{g} up" for g in ids)),
+                  partial(box.journal, "braid-openvpn@client.service"))
+            _wait(f"gwsteer: {tunnels} up",
+                  lambda: sorted(k for k, v in gateway_states(box).items() if k in tunnels and v) == tunnels,
+                  lambda: box.run("cat", "/run/braid/gateways.json").stdout + box.journal("mptcp.service"))
+            _wait("braid-proxy-client.service active", partial(box.is_active, "braid-proxy-client.service"),
+                  partial(box.journal, "braid-proxy-client.service"))
+            tunnelled = tmp_path / "tunnelled"
+            got, received = socks_download(topo["box"], url, tunnelled, ("wan1", "wan2"))
+            assert got.returncode == 0 and got.stdout == str(TRANSFER), \
+                (got.stdout, got.stderr, box.journal("braid-proxy-client.service"),
+                 box.journal("mptcp.service")[-3000:])
+            assert tunnelled.read_bytes() == (site / "blob").read_bytes(), "the tunnelled download is not byte-exact"
+            print(f"manual deploy: dsl strips MPTCP; through the per-gateway tunnels, bytes received per uplink "
+                  f"{dict(zip(ids, received, strict=True))}")
+            assert min(received) > TRANSFER // 6, received
+            # Connections to the inner address get their joins through the
+            # tunnels only (the first subflow takes the tunnels' route).
+            inner = per_gateway.get("inner_address", DEFAULT_INNER_ADDRESS)
+            journal = box.journal("mptcp.service", lines=2000)
+            joined_via = re.findall(rf"opening subflow via (\S+): \S+ \(id \d+\) -> {re.escape(inner)}\n", journal)
+            assert joined_via and set(joined_via) <= set(tunnels), journal[-3000:]
         stop_process(web)
     print(f"manual deploy: passed in {time.monotonic() - start:.0f} s")
