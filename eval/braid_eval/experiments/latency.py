@@ -222,9 +222,11 @@ def varying_link_lines(points: list[Point]) -> list[str]:
     for scenario in dict.fromkeys(p.scenario for p in points if p.scenario != "steady"):
         load = next((p.load for p in points if p.scenario == scenario
                      and abs(p.load - TARGET_MAX_LOAD) < 1e-9), None)
-        mine = table.get((scenario, "bernoulli", load)) if load is not None else None
-        plim = table.get((scenario, "bernoulli-plim", load)) if load is not None else None
-        if load is None or mine is None or plim is None:
+        if load is None:
+            continue
+        mine = table.get((scenario, "bernoulli", load))
+        plim = table.get((scenario, "bernoulli-plim", load))
+        if mine is None or plim is None:
             continue
         refs = {c: table[(scenario, c, load)] for c in REFERENCES if (scenario, c, load) in table}
         best = min(refs, key=lambda c: refs[c].median) if refs else None
