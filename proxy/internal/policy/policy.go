@@ -2,8 +2,10 @@
 // to. The server is exposed to the world, so by default it refuses every
 // address that is not plain public unicast: loopback, private, carrier-grade
 // NAT, link-local, cloud metadata, multicast, reserved and documentation
-// ranges. Operators may re-allow ranges (AllowCIDRs) and may restrict the
-// server further to an allow-list of networks and host names.
+// ranges, and the relay host's own addresses. Operators may re-allow ranges
+// (allow_cidrs), refuse more (refuse_cidrs: above all the relay's public
+// address behind a provider's 1:1 NAT, which no interface carries), and
+// restrict the server further to an allow-list of networks and host names.
 //
 // Names are checked twice: against the allow-list before resolution, and
 // every resolved address against the ranges after it, so a public name that
@@ -74,10 +76,11 @@ var (
 
 // Policy is an immutable destination filter; build it with New.
 type Policy struct {
-	allowCIDRs []netip.Prefix // exceptions to the refused ranges
-	listNets   []netip.Prefix // allow-list networks
-	listNames  []string       // allow-list names: "host" or ".suffix"
-	hasList    bool
+	allowCIDRs  []netip.Prefix // exceptions to the refused ranges
+	refuseCIDRs []netip.Prefix // refused besides them, whatever else says
+	listNets    []netip.Prefix // allow-list networks
+	listNames   []string       // allow-list names: "host" or ".suffix"
+	hasList     bool
 	// Self, if set, returns the relay host's own addresses: a service
 	// listening on the wildcard address (sshd, a public metrics
 	// endpoint) must not be reachable through the relay either.
@@ -85,16 +88,17 @@ type Policy struct {
 }
 
 // New builds a policy. allowCIDRs re-allow refused ranges ("127.0.0.1/32");
-// allowList, if not empty, is the only set of destinations permitted: CIDRs,
-// exact host names, or "*.example.com" for any subdomain.
-func New(allowCIDRs, allowList []string) (*Policy, error) {
+// refuseCIDRs are refused as well, even inside allowCIDRs; allowList, if not
+// empty, is the only set of destinations permitted: CIDRs, exact host
+// names, or "*.example.com" for any subdomain.
+func New(allowCIDRs, allowList, refuseCIDRs []string) (*Policy, error) {
 	p := &Policy{hasList: len(allowList) > 0}
-	for _, c := range allowCIDRs {
-		pr, err := parsePrefix(c)
-		if err != nil {
-			return nil, fmt.Errorf("allow_cidrs: %w", err)
-		}
-		p.allowCIDRs = append(p.allowCIDRs, pr)
+	var err error
+	if p.allowCIDRs, err = parsePrefixes("allow_cidrs", allowCIDRs); err != nil {
+		return nil, err
+	}
+	if p.refuseCIDRs, err = parsePrefixes("refuse_cidrs", refuseCIDRs); err != nil {
+		return nil, err
 	}
 	for _, e := range allowList {
 		if pr, err := parsePrefix(e); err == nil {
@@ -115,6 +119,18 @@ func New(allowCIDRs, allowList []string) (*Policy, error) {
 		p.listNames = append(p.listNames, name)
 	}
 	return p, nil
+}
+
+func parsePrefixes(key string, cidrs []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		pr, err := parsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		out = append(out, pr)
+	}
+	return out, nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
@@ -157,7 +173,16 @@ func (p *Policy) CheckIP(ip netip.Addr, viaName bool) error {
 	if p.hasList && !viaName && !containsAny(p.listNets, ip) {
 		return fmt.Errorf("%w: %s not in allow_list", ErrRefused, ip)
 	}
-	if containsAny(p.allowCIDRs, ip) || containsAny(p.listNets, ip) {
+	if containsAny(p.refuseCIDRs, ip) {
+		return fmt.Errorf("%w: %s is in refuse_cidrs", ErrRefused, ip)
+	}
+	if v4, ok := embeddedIPv4(ip); ok && containsAny(p.refuseCIDRs, v4) {
+		return fmt.Errorf("%w: %s "+refusedWhy, ErrRefused, ip, v4, "in refuse_cidrs")
+	}
+	// Only allow_cidrs re-allow a refused range: an allow-list narrows
+	// what may be reached, so a wide entry (0.0.0.0/0, the relay's own
+	// /16) must not open loopback, metadata or the relay host itself.
+	if containsAny(p.allowCIDRs, ip) {
 		return nil
 	}
 	if why := refusedRange(ip); why != "" {

@@ -5,8 +5,9 @@
 // closes both connections at once.
 //
 // Plain TCP/MPTCP pairs are copied with the kernel's splice path (the
-// standard library takes it for *net.TCPConn); each copy step is bounded so
-// byte counters and the idle clock advance during long transfers.
+// standard library takes it for *net.TCPConn); each copy step is bounded in
+// bytes and, under an idle timeout, in time, so byte counters and the idle
+// clock advance during long transfers and slow trickles alike.
 package relay
 
 import (
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -147,7 +149,7 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 	var wg sync.WaitGroup
 	pipe := func(dst, src Conn, up bool, total *int64) {
 		defer wg.Done()
-		err := copyCounted(dst, src, up, ctr, &last, total)
+		err := copyCounted(dst, src, up, ctr, &last, total, idle/4)
 		if err != nil {
 			awaitAnswer(up)
 			keepFirstErr(err)
@@ -183,7 +185,11 @@ func Relay(ctx context.Context, a, b Conn, idle time.Duration, ctr Counters, sam
 	return res
 }
 
-func copyCounted(dst, src Conn, up bool, ctr Counters, last *atomic.Int64, total *int64) error {
+// copyCounted copies src to dst until EOF. tick > 0 bounds a splice step in
+// time: a step returns only after step bytes, so a connection that trickles
+// (an SSH session, a chat's keepalives) would otherwise move bytes for the
+// whole idle timeout without the idle clock seeing one.
+func copyCounted(dst, src Conn, up bool, ctr Counters, last *atomic.Int64, total *int64, tick time.Duration) error {
 	if d, ok := dst.(*Deferred); ok {
 		dst = d.Conn
 	}
@@ -199,8 +205,14 @@ func copyCounted(dst, src Conn, up bool, ctr Counters, last *atomic.Int64, total
 			lr := &io.LimitedReader{R: stc}
 			for {
 				lr.N = step
+				if tick > 0 {
+					stc.SetReadDeadline(time.Now().Add(tick))
+				}
 				n, err := dtc.ReadFrom(lr)
 				account(n, up, ctr, last, total)
+				if tick > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+					continue // the step's time is up: what it moved is counted
+				}
 				if err != nil {
 					return err
 				}

@@ -79,6 +79,55 @@ func TestRelayIdleTimeout(t *testing.T) {
 	}
 }
 
+// A plain TCP pair (the splice path) that keeps moving a byte every 100 ms
+// is in use: an idle timeout of 1 s must not cut it, though no splice
+// step fills up.
+func TestRelayTrickleIsNotIdle(t *testing.T) {
+	app, aIn := tcpPair(t)
+	bOut, far := tcpPair(t)
+	done := make(chan Result, 1)
+	go func() { done <- Relay(context.Background(), aIn, bOut, time.Second, nil, nil) }()
+	got := make(chan int, 32)
+	go func() {
+		b := make([]byte, 16)
+		for {
+			n, err := far.Read(b)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- n
+		}
+	}()
+	for i := range 20 {
+		if _, err := app.Write([]byte{1}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case r := <-done:
+			t.Fatalf("relay ended after %d writes 100 ms apart: %+v", i+1, r)
+		default:
+		}
+	}
+	received := 0
+	for len(got) > 0 {
+		received += <-got
+	}
+	if received != 20 {
+		t.Fatalf("far side received %d of 20 bytes", received)
+	}
+	// Quiet from now on: the idle timeout ends it.
+	select {
+	case r := <-done:
+		if r.Reason != "idle timeout" || r.Up != 20 {
+			t.Fatalf("relay ended with %+v, want idle timeout after 20 bytes up", r)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("idle relay not closed")
+	}
+}
+
 func TestRelayCancel(t *testing.T) {
 	_, aIn := tcpPair(t)
 	bOut, _ := tcpPair(t)
