@@ -76,7 +76,8 @@ server: MPTCP listener. Clients authenticate with a pre-shared key (protocol
   -first-byte-timeout of silence. Loopback, private, link-local, CGNAT,
   cloud-metadata and the host's own addresses (also inside NAT64/6to4
   addresses) are refused as destinations unless re-allowed with
-  -allow-cidr; -allow restricts destinations to a list.
+  -allow-cidr; -refuse-cidr refuses more (behind 1:1 NAT: the relay's
+  public address); -allow restricts destinations to a list.
 
 Both: JSON config file (flags override it; unknown keys are errors),
   structured logs on stderr (-log-format json for journald/collectors),
@@ -228,7 +229,7 @@ func run(log *slog.Logger, stopServing context.CancelFunc, r role, grace func() 
 // roleUsage prints the role's summary before its flags.
 func roleUsage(fs *flag.FlagSet, summary string) {
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "%s\n\nFlags (also JSON keys of -config: the flag name with _ for -, except\n-allow-cidr and -allow, which are the lists allow_cidrs and allow_list):\n", summary)
+		fmt.Fprintf(fs.Output(), "%s\n\nFlags (also JSON keys of -config: the flag name with _ for -, except\n-allow-cidr, -refuse-cidr and -allow, which are the lists allow_cidrs, refuse_cidrs and allow_list):\n", summary)
 		fs.PrintDefaults()
 	}
 }

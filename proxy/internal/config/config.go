@@ -210,10 +210,14 @@ type Server struct {
 	// (server_public_key) can tell this server from anyone else who
 	// knows their pre-shared key. "" = none; every client must then
 	// have no server_public_key.
-	StaticKeyFile     string   `json:"static_key_file"`
-	AllowPlaintext    bool     `json:"allow_plaintext"`
-	AllowCIDRs        []string `json:"allow_cidrs"`
-	AllowList         []string `json:"allow_list"`
+	StaticKeyFile  string   `json:"static_key_file"`
+	AllowPlaintext bool     `json:"allow_plaintext"`
+	AllowCIDRs     []string `json:"allow_cidrs"`
+	AllowList      []string `json:"allow_list"`
+	// RefuseCIDRs are refused besides the built-in ranges, even inside
+	// AllowCIDRs: the relay's public address behind a provider's 1:1
+	// NAT is on no interface, so the relay cannot find it itself.
+	RefuseCIDRs       []string `json:"refuse_cidrs"`
 	MaxConnsPerClient int      `json:"max_conns_per_client"`
 	// Pre-authentication limits (see package preauth): 0 = max_conns/4.
 	MaxPreauthConns     int      `json:"max_preauth_conns"`
@@ -398,7 +402,8 @@ func BindServer(s *Server, fs *flag.FlagSet) {
 	fs.StringVar(&s.StaticKeyFile, "static-key-file", s.StaticKeyFile, "the server's static key file, mode 0600 (braid-proxy genkey -static); clients then need its public key as -server-public-key")
 	fs.BoolVar(&s.AllowPlaintext, "allow-plaintext", s.AllowPlaintext, "let authenticated clients relay without encryption")
 	fs.Var((*listFlag)(&s.AllowCIDRs), "allow-cidr", "re-allow a refused range, e.g. 127.0.0.1/32 (repeatable)")
-	fs.Var((*listFlag)(&s.AllowList), "allow", "restrict destinations to CIDRs / names / *.suffix (repeatable)")
+	fs.Var((*listFlag)(&s.AllowList), "allow", "restrict destinations to CIDRs / names / *.suffix (repeatable); does not re-allow refused ranges")
+	fs.Var((*listFlag)(&s.RefuseCIDRs), "refuse-cidr", "refuse a range besides the built-in ones, even inside -allow-cidr; e.g. the relay's public address behind 1:1 NAT (repeatable)")
 	fs.IntVar(&s.MaxConnsPerClient, "max-conns-per-client", s.MaxConnsPerClient, "maximum concurrent connections per client id")
 	fs.Var(&s.MaxClockSkew, "max-clock-skew", "accepted clock difference in hellos")
 	fs.IntVar(&s.MaxPreauthConns, "max-preauth-conns", s.MaxPreauthConns, "connections held before they authenticate, in total (0 = max-conns/4; the rest of max-conns stays for authenticated clients)")

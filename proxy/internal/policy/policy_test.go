@@ -7,7 +7,7 @@ import (
 )
 
 func TestDefaultRefusals(t *testing.T) {
-	p, err := New(nil, nil)
+	p, err := New(nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestDefaultRefusals(t *testing.T) {
 }
 
 func TestAllowCIDRsAndList(t *testing.T) {
-	p, err := New([]string{"127.0.0.1/32", "10.9.0.0/24"}, nil)
+	p, err := New([]string{"127.0.0.1/32", "10.9.0.0/24"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAllowCIDRsAndList(t *testing.T) {
 		t.Fatal("127.0.0.2 allowed")
 	}
 
-	l, err := New(nil, []string{"*.example.com", "exact.org", "198.51.100.0/24", "203.0.113.9"})
+	l, err := New(nil, []string{"*.example.com", "exact.org", "93.184.216.0/24", "1.1.1.1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,16 +72,68 @@ func TestAllowCIDRsAndList(t *testing.T) {
 	if l.CheckIP(netip.MustParseAddr("127.0.0.1"), true) == nil {
 		t.Error("allowed name resolving to loopback accepted")
 	}
-	if l.CheckIP(netip.MustParseAddr("198.51.100.4"), false) != nil || l.CheckIP(netip.MustParseAddr("203.0.113.9"), false) != nil {
+	if l.CheckIP(netip.MustParseAddr("93.184.216.4"), false) != nil || l.CheckIP(netip.MustParseAddr("1.1.1.1"), false) != nil {
 		t.Error("allow-listed networks refused")
 	}
 	for _, bad := range [][]string{{"300.1.1.1/8"}, {"not a name"}} {
-		if _, err := New(bad, nil); err == nil {
-			t.Errorf("New(%v) accepted", bad)
+		if _, err := New(bad, nil, nil); err == nil {
+			t.Errorf("New(%v, nil, nil) accepted", bad)
 		}
-		if _, err := New(nil, bad); err == nil && bad[0] != "300.1.1.1/8" {
-			t.Errorf("New(nil, %v) accepted", bad)
+		if _, err := New(nil, bad, nil); err == nil && bad[0] != "300.1.1.1/8" {
+			t.Errorf("New(nil, %v, nil) accepted", bad)
 		}
+	}
+}
+
+// An allow-list narrows what the relay reaches; it never re-allows what is
+// refused. Only allow_cidrs do that, and refuse_cidrs win over both.
+func TestAllowListDoesNotReallowRefused(t *testing.T) {
+	self := []netip.Addr{netip.MustParseAddr("93.184.216.34")}
+	for _, list := range [][]string{{"0.0.0.0/0", "::/0"}, {"93.184.0.0/16", "10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16"}} {
+		p, err := New(nil, list, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Self = func() []netip.Addr { return self }
+		for _, ip := range []string{"93.184.216.34", "127.0.0.1", "169.254.169.254", "10.0.0.1", "::1"} {
+			if p.CheckIP(netip.MustParseAddr(ip), false) == nil {
+				t.Errorf("allow_list %v: %s allowed", list, ip)
+			}
+		}
+		if p.CheckIP(netip.MustParseAddr("93.184.216.35"), false) != nil {
+			t.Errorf("allow_list %v: a public address in it refused", list)
+		}
+	}
+	p, err := New([]string{"10.0.0.0/8"}, []string{"10.1.0.0/16"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.CheckIP(netip.MustParseAddr("10.1.2.3"), false) != nil {
+		t.Error("a range both re-allowed and listed refused")
+	}
+	if p.CheckIP(netip.MustParseAddr("10.2.0.1"), false) == nil {
+		t.Error("a re-allowed range outside the allow-list allowed")
+	}
+}
+
+// refuse_cidrs: what the relay cannot find on its interfaces (its public
+// address behind 1:1 NAT) is refused, also as a NAT64 address and inside
+// a re-allowed range.
+func TestRefuseCIDRs(t *testing.T) {
+	p, err := New([]string{"10.0.0.0/8"}, nil, []string{"93.184.216.7", "10.9.0.0/16", "2a00:1450:1::/48"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ip, ok := range map[string]bool{
+		"93.184.216.7": false, "64:ff9b::93.184.216.7": false, "10.9.1.1": false,
+		"2a00:1450:1::5": false, "10.8.0.1": true, "93.184.216.34": true, "2a00:1450:2::5": true,
+	} {
+		if (p.CheckIP(netip.MustParseAddr(ip), false) == nil) != ok {
+			t.Errorf("%s: allowed=%v, want %v", ip, !ok, ok)
+		}
+	}
+	if _, err := New(nil, nil, []string{"not-a-cidr"}); err == nil {
+		t.Error("a malformed refuse_cidrs entry accepted")
 	}
 }
 
@@ -89,7 +141,7 @@ func TestAllowCIDRsAndList(t *testing.T) {
 // a NAT64 gateway on the relay's network would turn 64:ff9b::127.0.0.1
 // into 127.0.0.1.
 func TestEmbeddedIPv4Checked(t *testing.T) {
-	p, err := New(nil, nil)
+	p, err := New(nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +166,7 @@ func TestEmbeddedIPv4Checked(t *testing.T) {
 		}
 	}
 	// allow_cidrs re-allows the embedded address too.
-	a, _ := New([]string{"127.0.0.1/32"}, nil)
+	a, _ := New([]string{"127.0.0.1/32"}, nil, nil)
 	if err := a.CheckIP(netip.MustParseAddr("64:ff9b::127.0.0.1"), false); err != nil {
 		t.Errorf("allow_cidrs 127.0.0.1/32 did not re-allow its NAT64 form: %v", err)
 	}
@@ -122,7 +174,7 @@ func TestEmbeddedIPv4Checked(t *testing.T) {
 
 // The relay host's own addresses are refused, public ones included.
 func TestSelfAddressesRefused(t *testing.T) {
-	p, err := New(nil, nil)
+	p, err := New(nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

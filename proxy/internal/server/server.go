@@ -145,7 +145,7 @@ func Check(cfg *config.Server) error {
 // Reload applies a new configuration (keys, policy, limits, timeouts). The
 // listen address is only read at start.
 func (s *Server) Reload(cfg *config.Server) error {
-	pol, err := policy.New(cfg.AllowCIDRs, cfg.AllowList)
+	pol, err := policy.New(cfg.AllowCIDRs, cfg.AllowList, cfg.RefuseCIDRs)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -328,6 +328,10 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 		rt, cfg = sess.rt, sess.rt.cfg
 	}
 	authenticated()
+	// The pre-authentication deadline ends here: resolving and connecting
+	// the destination have dial_timeout, and the answer gets its own
+	// deadline once it is ready.
+	c.SetDeadline(time.Time{})
 	if sess.release != nil {
 		defer sess.release()
 	}
@@ -365,6 +369,7 @@ func (s *Server) handle(c *net.TCPConn, rt *runtimeState, authenticated func()) 
 		defer destConn.Close()
 	}
 	var ctrs relay.Counters = byteCounter{s.metrics}
+	c.SetWriteDeadline(time.Now().Add(time.Duration(cfg.HandshakeTimeout)))
 	if status == wire.StatusOK && sess.okWithData != nil {
 		wc := sess.okWithData()
 		if wc == nil {
@@ -630,6 +635,12 @@ func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		}
 		return nil
 	}
+	// The peers and policy current now, as in acceptPSK: a connection
+	// accepted before a reload that revoked its peer must not pass with the
+	// old pins.
+	if cur := s.rt.Load(); cur.tls != nil {
+		rt = cur
+	}
 	c.SetDeadline(time.Now().Add(s.unauth.deadline(rt.cfg.HandshakeTimeout)))
 	tc := tls.Server(&prefixConn{TCPConn: c, prefix: first[:]}, rt.tls)
 	err := tc.Handshake()
@@ -658,6 +669,7 @@ func (s *Server) acceptTLS(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 	}
 	return &session{
 		id:  id,
+		rt:  rt,
 		req: req,
 		reply: func(st wire.Status) error {
 			_, err := tc.Write(wire.AppendReply(nil, st))
