@@ -31,6 +31,7 @@ import (
 	"braid/proxy/internal/metrics"
 	"braid/proxy/internal/origdst"
 	"braid/proxy/internal/padding"
+	"braid/proxy/internal/preauth"
 	"braid/proxy/internal/relay"
 	"braid/proxy/internal/socks5"
 	"braid/proxy/internal/tlsauth"
@@ -46,6 +47,7 @@ type Client struct {
 	connCtx    context.Context
 	cancelConn context.CancelFunc
 	conns      acceptloop.Conns
+	handshakes *preauth.Limiter // SOCKS connections before their request
 	pool       *preconnect
 	padCtrs    wire.PadCounters
 	early      earlyGate
@@ -72,6 +74,9 @@ type runtimeState struct {
 // New builds a client from a validated configuration.
 func New(cfg *config.Client, log *slog.Logger, m *metrics.Registry) (*Client, error) {
 	c := &Client{log: log, metrics: m, padCtrs: wire.NewPadCounters(m.Counter)}
+	c.handshakes = preauth.New(func(reason string) {
+		m.Counter("socks_evicted_handshake_" + reason).Add(1)
+	})
 	c.connCtx, c.cancelConn = context.WithCancel(context.Background())
 	if err := c.Reload(cfg); err != nil {
 		return nil, err
@@ -180,16 +185,30 @@ func ListenLocal(ctx context.Context, addr string) (net.Listener, error) {
 }
 
 // ServeSOCKS serves SOCKS5 on ln until ctx ends.
+//
+// A SOCKS connection that has not made its request yet holds one of at most
+// a quarter of max_conns; when they are all held, a new connection takes the
+// place of the oldest one without unread input, which is closed. So
+// connections that open and say nothing (or trickle their greeting) cannot
+// keep the box's applications out for a handshake timeout: a real
+// application's request takes a moment, so the oldest one held is almost
+// always a stalling one.
 func (c *Client) ServeSOCKS(ctx context.Context, ln net.Listener) error {
-	return c.serve(ctx, ln, c.handleSOCKS)
+	return c.serve(ctx, ln, true, c.handleSOCKS)
 }
 
 // ServeTransparent serves redirected connections on ln until ctx ends.
 func (c *Client) ServeTransparent(ctx context.Context, ln net.Listener) error {
-	return c.serve(ctx, ln, c.handleTransparent)
+	return c.serve(ctx, ln, false, func(conn *net.TCPConn, rt *runtimeState, _ func()) {
+		c.handleTransparent(conn, rt)
+	})
 }
 
-func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn, *runtimeState)) error {
+// serve runs h for every connection ln accepts, within max_conns. With
+// handshake, the connection also holds a handshake place (ServeSOCKS) until
+// h calls its last argument. The place is taken here, not in h's goroutine:
+// an evicted connection must give its max_conns place back at once.
+func (c *Client) serve(ctx context.Context, ln net.Listener, handshake bool, h func(*net.TCPConn, *runtimeState, func())) error {
 	return acceptloop.Run(ctx, ln, c.log, func(conn net.Conn) {
 		rt := c.rt.Load()
 		slot := c.conns.Admit(rt.cfg.MaxConns)
@@ -198,10 +217,18 @@ func (c *Client) serve(ctx context.Context, ln net.Listener, h func(*net.TCPConn
 			conn.Close()
 			return
 		}
+		tc := conn.(*net.TCPConn)
+		done := func() {}
+		if handshake {
+			share := rt.cfg.MaxConns / 4
+			done = c.handshakes.Admit(preauth.AddrOf(conn.RemoteAddr()), share, share,
+				func() { slot.Free(); conn.Close() }, func() bool { return preauth.HasInput(tc) })
+		}
 		go func() {
 			defer slot.Done()
 			defer conn.Close()
-			h(conn.(*net.TCPConn), rt)
+			defer done()
+			h(tc, rt, done)
 		}()
 	})
 }
@@ -228,7 +255,9 @@ func (c *Client) socksError(conn *net.TCPConn, kind string, err error, reply byt
 	}
 }
 
-func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
+// handleSOCKS serves one SOCKS5 connection; requested is called once the
+// request is read.
+func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState, requested func()) {
 	c.metrics.Counter("socks_conns_total").Add(1)
 	conn.SetDeadline(time.Now().Add(time.Duration(rt.cfg.HandshakeTimeout)))
 	// One read per SOCKS message, not one per field; bytes the application
@@ -310,6 +339,7 @@ func (c *Client) handleSOCKS(conn *net.TCPConn, rt *runtimeState) {
 		}
 		return
 	}
+	requested()
 	if pre == nil {
 		pre = c.startDial(rt, rt.relays.pick(req.Dest, nil))
 	}

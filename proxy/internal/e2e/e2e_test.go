@@ -95,6 +95,9 @@ type opts struct {
 	serverMut func(*config.Server)
 	clientMut func(*config.Client)
 	clientKey string // hex; default keyHex
+	// dns, if set, answers the server's resolver; default: every name
+	// but those in /etc/hosts fails at once.
+	dns func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func writeSecret(t testing.TB, path, content string) {
@@ -139,6 +142,9 @@ func startPair(t testing.TB, o opts) *pair {
 	p.srv.Resolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("DNS disabled in tests")
 	}}
+	if o.dns != nil {
+		p.srv.Resolver.Dial = o.dns
+	}
 	sln, err := server.Listen(ctx, scfg.Listen, slog.New(slog.NewTextHandler(p.srvLog, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -622,6 +628,31 @@ func TestFailedLookupNamesNoDestinationAtInfo(t *testing.T) {
 	}
 	if !logged {
 		t.Fatalf("no info line for the failed lookup:\n%s", p.srvLog.String())
+	}
+}
+
+// Once a client has authenticated, the pre-authentication deadline no
+// longer runs: a destination that takes longer than handshake_timeout to
+// resolve still gets its real answer (host unreachable), not a cut
+// connection that the client takes for a dead relay.
+func TestSlowDestinationGetsItsAnswer(t *testing.T) {
+	p := startPair(t, opts{
+		serverMut: func(s *config.Server) {
+			s.HandshakeTimeout = config.Duration(300 * time.Millisecond)
+			s.DialTimeout = config.Duration(5 * time.Second)
+		},
+		clientMut: connected,
+		dns: func(context.Context, string, string) (net.Conn, error) {
+			time.Sleep(time.Second)
+			return nil, errors.New("slow DNS")
+		},
+	})
+	r := p.transfer("slow.example:80", 10, 10)
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "code 4") {
+		t.Fatalf("want SOCKS code 4 (host unreachable), got %v\nserver log: %s", r.Err, tail(p.srvLog.String()))
+	}
+	if n := p.counter(p.clM, "upstream_auth_failures"); n != 0 {
+		t.Fatalf("client counted %d authentication failures for a slow destination", n)
 	}
 }
 

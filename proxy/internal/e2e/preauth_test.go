@@ -244,3 +244,26 @@ func TestNoServerConnectionBeforeSOCKSGreeting(t *testing.T) {
 		t.Fatalf("server saw %d connections for one proxied connection", n)
 	}
 }
+
+// The client's SOCKS port: connections that never make a request hold at
+// most a quarter of max_conns, the newest of them; an application on the
+// box still gets through, and the stalling connections are closed.
+func TestSilentSOCKSConnectionsDoNotLockOutTheBox(t *testing.T) {
+	p := startPair(t, opts{clientMut: func(c *config.Client) { c.MaxConns = 8 }})
+	var idle []net.Conn
+	for range 8 {
+		c := dialFrom(t, "127.0.0.1", p.socks)
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	if r := p.transfer(p.sink, 1000, 1000); r.Err != nil {
+		t.Fatalf("an application locked out by 8 silent SOCKS connections: %v (rejected %d)",
+			r.Err, p.counter(p.clM, "conns_rejected_limit"))
+	}
+	if !closedSoon(idle[0], time.Second) {
+		t.Fatal("the oldest silent connection is still held")
+	}
+	if n := p.counter(p.clM, "socks_evicted_handshake_source"); n < 6 {
+		t.Fatalf("%d silent connections closed to make room, want at least 6 of 8", n)
+	}
+}

@@ -79,3 +79,37 @@ func TestTLSMode(t *testing.T) {
 		t.Fatal("pin mismatch not logged")
 	}
 }
+
+// A peer removed from the peers file and reloaded is refused from then on,
+// also on a connection it opened before the reload (a spare, kept ready
+// for its next SOCKS request): the pins are those current when its
+// handshake starts.
+func TestTLSRevokedPeerRefusedOnItsSpare(t *testing.T) {
+	dir := t.TempDir()
+	scrt, skey, spin := tlsFiles(t, dir, "server")
+	ccrt, ckey, cpin := tlsFiles(t, dir, "box1")
+	_, _, otherPin := tlsFiles(t, dir, "box2")
+	peers := filepath.Join(dir, "peers")
+	writeSecret(t, peers, "box1 "+cpin+"\n")
+	var scfg *config.Server
+	p := startPair(t, opts{serverMut: func(s *config.Server) {
+		s.Auth, s.TLSCertFile, s.TLSKeyFile, s.TLSPeersFile = "tls", scrt, skey, peers
+		scfg = s
+	}, clientMut: func(c *config.Client) {
+		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", ccrt, ckey, spin
+		c.Preconnect = 1
+	}})
+	if r := p.transfer(p.sink, 1000, 1000); r.Err != nil {
+		t.Fatalf("before the revocation: %v", r.Err)
+	}
+	if !waitFor(func() bool { return p.counter(p.srvM, "conns_total") >= 2 }) {
+		t.Fatal("the client opened no spare")
+	}
+	writeSecret(t, peers, "box2 "+otherPin+"\n")
+	if err := p.srv.Reload(scfg); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.transfer(p.sink, 1000, 1000); r.Err == nil {
+		t.Fatal("a revoked peer relayed through a connection it opened before the reload")
+	}
+}

@@ -82,6 +82,7 @@ var labelled = []struct{ prefix, family, label, help string }{
 	{"auth_failures_", "auth_failures_by_reason", "reason", "Connections whose hello did not authenticate, by reason."},
 	{"socks_errors_", "socks_errors_by_kind", "kind", "Failed SOCKS exchanges, by kind."},
 	{"conns_evicted_preauth_", "conns_evicted_preauth", "cap", "Unauthenticated connections evicted to make room, by the cap that was full."},
+	{"socks_evicted_handshake_", "socks_evicted_handshake", "cap", "SOCKS connections closed before their request to make room, by the cap that was full."},
 }
 
 // gaugeHelp describes the values computed when read.
