@@ -16,6 +16,12 @@ everything above the connection's snd_una again, the survivor's own data
 in flight included. The survivor may send again of its own data at most
 what one MPTCP retransmission timeout does (OWN_RESENT_MAX).
 
+A subflow can also die by a reset (a middlebox's, an abort, a TCP
+time-out): the kernel purges its queues before MPTCP closes it, what it
+carried can no longer be read from them, and braid's schedulers then fall
+back to upstream's re-injection rather than leave that data to the
+retransmission timer.
+
 Each transfer's in-order delivery and what was sent again are rebuilt
 from both WANs' captures (data sequence numbers from DSS mappings), so a
 stall shows even while the survivor's link is busy re-sending copies."""
@@ -30,7 +36,9 @@ import pytest
 from braid_eval.analysis.dss import resent_bytes
 from braid_eval.experiments.failover_metrics import in_order_delivery, longest_gap
 from braid_eval.measure.transfer import BULK_PORT, BulkServer, read_mib, transfer_with_breakage
-from braid_testbed import StandardTestbed
+from braid_testbed import StandardTestbed, ip
+from braid_testbed.netns import inside
+from braid_testbed.sockdiag import abort_tcp
 
 SCHEDULERS = ("default", "hywf", "bernoulli", "delaybal", "redundant")
 NBYTES = 12 << 20
@@ -102,6 +110,53 @@ def test_transfer_survives_its_network_going_away(bed: StandardTestbed, schedule
     assert stall <= LONGEST_STALL_S
     if scheduler in REINJECT_CARRIED:
         assert resent.get((1, 1), 0) <= OWN_RESENT_MAX, "the survivor sent its own data again"
+
+
+# MPTCP-level retransmissions allowed after a subflow's reset: a time-out
+# that fires while the hand-over is on its way re-sends one fragment.
+RESET_RETRANS_MAX = 4
+
+
+@pytest.mark.parametrize("scheduler", REINJECT_CARRIED)
+def test_a_reset_subflow_hands_over_what_it_carried(bed: StandardTestbed, scheduler: str) -> None:
+    """A download whose wan2 subflow is reset on the proxy's side right after wan2 lost what
+    it had in flight (a middlebox's reset, an abort, a TCP time-out: the kernel purges the
+    subflow's queues before MPTCP closes it). What wan2 carried can no longer be read from
+    its queues; the proxy must still hand it to wan1 at once, not leave it to the MPTCP
+    retransmission timer, one fragment per time-out (measured in braid's VM when it did:
+    25 such retransmissions and the 12 MB at 8.5-14 Mbit/s, against none and 18.6 Mbit/s)."""
+    bed.enable_kernel_pm()
+    bed.set_scheduler(scheduler)
+    aborted: list[int] = []
+
+    def retransmissions() -> int:
+        return read_mib(bed.proxy.run(["nstat", "-az"]), "MPTcpExtMPTCPRetrans")
+
+    retrans_before = retransmissions()
+
+    def network_resets_the_subflow() -> None:
+        bed.blackhole_wan(2)
+        aborted.append(inside(bed.proxy.name, lambda: abort_tcp(BULK_PORT, ip("client", "wan2"))))
+
+    split_range = {"net.mptcp.hywf_ps_permille": HYWF_PS_PERMILLE} if scheduler == "hywf" else {}
+    try:
+        with bed.changed_sysctls(("client", "proxy"), split_range), BulkServer(bed) as server:
+            r, gone_at = transfer_with_breakage(bed, server, NBYTES, "download", GONE_AFTER,
+                                                network_resets_the_subflow, wan=2, timeout_s=TIMEOUT_S)
+    finally:
+        bed.blackhole_wan(2, on=False)
+    packets = [p for pkts in r.wan_packets.values() for p in pkts if p.sport == BULK_PORT]
+    delivery = in_order_delivery(packets)
+    stall = longest_gap(delivery, gone_at, r.ended_at)
+    retrans = retransmissions() - retrans_before
+    print(f"\n{scheduler}: wan2's subflow reset on the proxy after {GONE_AFTER} B on it "
+          f"({aborted} socket(s)); digest_ok={r.digest_ok}, {r.goodput_mbit:.1f} Mbit/s, "
+          f"longest in-order stall from then {stall:.3f} s, {retrans} MPTCP retransmissions")
+    assert aborted == [1], "the proxy had not exactly one wan2 subflow of the download to reset"
+    assert r.digest_ok
+    assert delivery.total and delivery.total[-1] >= NBYTES, "the captures miss delivered data"
+    assert stall <= LONGEST_STALL_S
+    assert retrans <= RESET_RETRANS_MAX, "the reset subflow's data was left to the retransmission timer"
 
 
 # The sender marks a silent subflow stale after this many retransmission

@@ -158,7 +158,10 @@ static inline u32 bern_optimal_weights(const u64 *mu, u32 n, u64 lambda,
  */
 static inline void bern_fixed_weights(u32 permille, u32 n, u32 *weight)
 {
-	u32 first = (u32)(((u64)permille << BERN_ONE_SHIFT) / 1000);
+	/* in 32 bits (permille <= 1000, 1000 << 16 < 2^32): a u64 division
+	 * would need div_u64() on 32-bit kernels
+	 */
+	u32 first = (permille << BERN_ONE_SHIFT) / 1000;
 	u32 i, rest;
 
 	if (n > BERN_MAX_PATHS)

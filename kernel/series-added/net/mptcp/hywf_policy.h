@@ -88,8 +88,11 @@ static inline u32 hywf_draw_around(u32 c, u32 r)
 /* First path's weight for two paths: U[c - h, c + h], see file comment. */
 static inline u32 hywf_draw_two(u32 ps_permille, u32 r)
 {
-	return hywf_draw_around((u32)(((u64)ps_permille << HYWF_ONE_SHIFT) /
-				      HYWF_PERMILLE), r);
+	/* in 32 bits: ps_permille <= HYWF_PERMILLE, and 1000 << 16 < 2^32;
+	 * a u64 division would need div_u64() on 32-bit kernels
+	 */
+	return hywf_draw_around((ps_permille << HYWF_ONE_SHIFT) / HYWF_PERMILLE,
+				r);
 }
 
 /*
