@@ -201,8 +201,8 @@ bool gwsteer_valid_ifname(char const *name)
                 return false;
 
         for (unsigned char const *p = (unsigned char const *) name; *p; ++p)
-                if (*p == '/' || *p == ':' || isspace(*p) || iscntrl(*p)
-                    || *p >= 0x7f)
+                if (*p == '/' || *p == ':' || *p == '"' || *p == '\\'
+                    || isspace(*p) || iscntrl(*p) || *p >= 0x7f)
                         return false;
 
         return true;
@@ -505,9 +505,12 @@ static bool apply_global(struct gwsteer_config *config,
                         return false;
                 }
         } else if (strcmp(n, "status_file") == 0) {
-                if (value[0] != '/') {
+                size_t const len = strlen(value);
+
+                if (value[0] != '/' || value[len - 1] == '/') {
                         l_error("%s: [%s] status_file: '%s' is not an "
-                                "absolute path", path, GLOBAL_GROUP, value);
+                                "absolute path to a file", path, GLOBAL_GROUP,
+                                value);
                         return false;
                 }
                 l_free(config->status_file);
@@ -909,8 +912,9 @@ static struct gateway_spec *load_gateway(struct gwsteer_config const *config,
                         path, group, source);
         else if (interface != NULL && !gwsteer_valid_ifname(interface))
                 l_error("%s: [%s] interface: '%s' is not a valid interface "
-                        "name (1-%d characters, not . or .., no '/', ':' "
-                        "or white space)", path, group, interface,
+                        "name (1-%d characters, not . or .., no '/', ':', "
+                        "quotes, backslashes or white space)", path, group,
+                        interface,
                         IF_NAMESIZE - 1);
         else if (!load_family(g, config, family, probe, path, group))
                 ;  // Already logged.
@@ -1020,6 +1024,19 @@ static bool load_gateways(struct gwsteer_config *config,
         bool ok = true;
 
         for (char **g = groups; ok && g && *g; ++g) {
+                // ELL keeps duplicate groups; reject them here: only the
+                // first would be read, the rest ignored unchecked.
+                for (char **prev = groups; prev != g; ++prev)
+                        if (strcmp(*prev, *g) == 0) {
+                                l_error("%s: [%s]: duplicate %s", path,
+                                        *g, strcmp(*g, GLOBAL_GROUP) == 0 ?
+                                        "section" : "gateway id");
+                                ok = false;
+                        }
+
+                if (!ok)
+                        break;
+
                 if (strcmp(*g, GLOBAL_GROUP) == 0)
                         continue;
 
@@ -1031,17 +1048,6 @@ static bool load_gateways(struct gwsteer_config *config,
                         ok = false;
                         break;
                 }
-
-                // ELL keeps duplicate groups; reject them here.
-                for (char **prev = groups; prev != g; ++prev)
-                        if (strcmp(*prev, *g) == 0) {
-                                l_error("%s: [%s]: duplicate gateway id",
-                                        path, *g);
-                                ok = false;
-                        }
-
-                if (!ok)
-                        break;
 
                 struct gateway_spec *const gw =
                         load_gateway(config, s, *g, path);

@@ -241,8 +241,9 @@ uint32_t gwsteer_gateways_serving(struct gwsteer_config const *config,
  * @brief Is @a name a valid network interface name?
  *
  * The kernel's rule (dev_valid_name()): 1 to IFNAMSIZ - 1 bytes, not
- * "." or "..", no '/', ':' or white space; control characters are
- * refused too, since the name ends up in logs and JSON.
+ * "." or "..", no '/', ':' or white space; control characters, quotes
+ * and backslashes are refused too, since the name ends up in logs and
+ * JSON (the status file writes it as it is).
  */
 bool gwsteer_valid_ifname(char const *name);
 

@@ -741,6 +741,48 @@ static void retry_unconfirmed(struct gwsteer_connection *conn, uint64_t now)
 }
 
 /**
+ * @brief Subflows of @a conn, live and requested, against max_subflows.
+ */
+static unsigned int subflow_count(struct gwsteer_connection const *conn)
+{
+        return live_subflows(conn)
+                + (unsigned int) __builtin_popcount(conn->pending);
+}
+
+/**
+ * @brief A subflow of @a conn on a backup gateway that @a gw may take
+ *        the place of, or NULL.
+ *
+ * With max_subflows taken, a preferred gateway that recovers would wait
+ * for a free place for ever, and the backup that stood in for it would
+ * keep carrying its traffic. Only a backup gives way, and only to a
+ * gateway that is none: displacing among preferred gateways whenever
+ * their scores cross would churn subflows.
+ */
+static struct gwsteer_subflow *backup_to_displace(
+        struct gwsteer_connection const *conn,
+        struct gateway const *gw)
+{
+        struct gwsteer_subflow *victim = NULL;
+
+        if (gateway_health_is_backup(gwsteer->health, gw))
+                return NULL;
+
+        for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
+             e;
+             e = e->next) {
+                struct gwsteer_subflow *const sf = e->data;
+                struct gateway const *const other = current_gw(sf);
+
+                if (other != NULL && !sf->closing
+                    && gateway_health_is_backup(gwsteer->health, other))
+                        victim = sf;
+        }
+
+        return victim;
+}
+
+/**
  * @brief Make a client connection match the gateways' state.
  *
  * One subflow per up gateway that serves the peer (its address
@@ -826,13 +868,22 @@ static void reconcile_client(struct gwsteer_connection *conn)
                 if (!(conn->served & bit))
                         continue;
 
-                unsigned int const total =
-                        live_subflows(conn)
-                        + (unsigned int) __builtin_popcount(conn->pending);
+                if (subflows_on(conn, gw) != 0 || (conn->pending & bit)
+                    || now < conn->retry_after_us[gw->index])
+                        continue;
 
-                if (subflows_on(conn, gw) == 0 && !(conn->pending & bit)
-                    && total < c->max_subflows
-                    && now >= conn->retry_after_us[gw->index])
+                if (subflow_count(conn) >= c->max_subflows
+                    && live_subflows(conn) > 1) {
+                        struct gwsteer_subflow *const sf =
+                                backup_to_displace(conn, gw);
+
+                        if (sf != NULL)
+                                close_subflow(conn, sf,
+                                              "making room for a preferred "
+                                              "gateway");
+                }
+
+                if (subflow_count(conn) < c->max_subflows)
                         open_subflow(conn, gw);
         }
 

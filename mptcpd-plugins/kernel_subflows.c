@@ -236,7 +236,11 @@ typedef void (*dump_handler)(struct nlmsghdr const *nlh, void *ctx);
  */
 static int read_dump(int fd, dump_handler handle, void *ctx)
 {
-        static char buf[DIAG_BUF_LEN];
+        /* Not static: a handler may read a dump of its own (adopting a
+         * proxy's connections re-announces its addresses), which would
+         * overwrite a shared buffer under this walk's remaining messages.
+         */
+        _Alignas(struct nlmsghdr) char buf[DIAG_BUF_LEN];
 
         for (int messages = 0; messages < DIAG_MAX_MESSAGES; ) {
                 ssize_t const n = recv(fd, buf, sizeof(buf), 0);

@@ -870,6 +870,51 @@ static void test_max_subflows_and_preference(void)
 }
 
 /**
+ * @brief A preferred gateway that comes back takes its place again.
+ *
+ * With max_subflows used up, a gateway that recovers would otherwise
+ * wait for a free place for ever: the backup gateway's subflow that
+ * stood in for it is closed, and the recovered gateway gets its own.
+ */
+static void test_recovered_gateway_displaces_backup(void)
+{
+        CHECK(start(FAST "max_subflows = 2\n" GW12
+                    "[gateway gw3]\nsource = 10.1.3.2\nhops = 10.1.3.1\n"
+                    "backup = true\n"));
+        connect_client(15, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.2") == 0);  // No place.
+        ops->new_subflow(15, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+
+        set_answering("10.1.2.2", false);
+        run_for(150);  // gw2 down: its subflow goes, the backup stands in.
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") >= 1);
+        ops->subflow_closed(15, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                            false, PM);
+        run_for(50);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.2") == 1);
+        ops->new_subflow(15, sa("10.1.3.2", 40002), sa("10.99.0.1", 5201),
+                         true, PM);
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.3.2") == 0);
+
+        set_answering("10.1.2.2", true);
+        run_for(150);  // gw2 back: the backup's subflow makes room for it.
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.3.2") >= 1);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") >= 2);
+        ops->subflow_closed(15, sa("10.1.3.2", 40002), sa("10.99.0.1", 5201),
+                            true, PM);
+        ops->new_subflow(15, sa("10.1.2.2", 40003), sa("10.99.0.1", 5201),
+                         false, PM);
+
+        // Settled: the backup stays out while gw2 is up.
+        unsigned int const backups = count(CMD_ADD_SUBFLOW, "10.1.3.2");
+        run_for(150);
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.3.2") == backups);
+        stop();
+}
+
+/**
  * @brief Proxy announcements share one listener; closes give it back.
  */
 static void test_announce_listener_references(void)
@@ -1309,6 +1354,7 @@ int main(void)
         test_backup_confirmed_by_kernel();
         test_health_change_deferred();
         test_max_subflows_and_preference();
+        test_recovered_gateway_displaces_backup();
         test_announce_listener_references();
         test_pickup_at_start();
         test_proxy_pickup_reannounces();
