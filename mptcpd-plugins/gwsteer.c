@@ -37,7 +37,9 @@
 
 #include <errno.h>
 #include <ifaddrs.h>
+#include <linux/if_addr.h>
 #include <net/if.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1716,6 +1718,90 @@ static bool usable_address(struct gateway_spec const *spec,
 }
 
 /**
+ * @brief The kernel's flags of IPv6 address @a a (IFA_F_*), or 0 if it
+ *        is not listed.
+ *
+ * From /proc/net/if_inet6 (this network namespace's): getifaddrs() does
+ * not say whether an address is still tentative (duplicate address
+ * detection running), failed it, is deprecated (its preferred lifetime
+ * is over) or is a temporary, privacy address that changes daily.
+ */
+static unsigned int ipv6_flags(struct in6_addr const *a)
+{
+        FILE *const f = fopen("/proc/net/if_inet6", "re");
+        char hex[33];
+        unsigned int flags;
+        unsigned int found = 0;
+
+        if (f == NULL)
+                return 0;
+
+        while (fscanf(f, "%32s %*x %*x %*x %x %*s", hex, &flags) == 2) {
+                struct in6_addr b;
+                bool ok = strlen(hex) == 32;
+
+                for (int i = 0; ok && i < 16; ++i) {
+                        unsigned int byte;
+
+                        ok = sscanf(hex + 2 * i, "%2x", &byte) == 1;
+                        b.s6_addr[i] = (uint8_t) byte;
+                }
+
+                if (ok && memcmp(&b, a, sizeof(b)) == 0) {
+                        found = flags;
+                        break;
+                }
+        }
+
+        fclose(f);
+        return found;
+}
+
+/// How good a source an interface's address is for its gateway.
+enum source_rank {
+        SOURCE_UNUSABLE,        ///< Not the gateway's, or not yet usable.
+        SOURCE_DEPRECATED,      ///< Still valid, for new use only if no other.
+        SOURCE_FALLBACK,        ///< IPv6 unique local or temporary.
+        SOURCE_GOOD,
+};
+
+/**
+ * @brief Rank @a sa as the source of gateway @a spec.
+ *
+ * An IPv6 address that is tentative or failed duplicate address
+ * detection is not taken; a deprecated one (its preferred lifetime over,
+ * still valid) only when there is no other; a unique local (fc00::/7)
+ * or temporary one only when the interface has no global, stable one: a
+ * LAN that advertises both a ULA and a global prefix would otherwise
+ * send the gateway's probes to a global target from the ULA, and each
+ * new temporary address would move its subflows.
+ */
+static enum source_rank source_rank(struct gateway_spec const *spec,
+                                    struct sockaddr const *sa)
+{
+        if (!usable_address(spec, sa))
+                return SOURCE_UNUSABLE;
+
+        if (sa->sa_family != AF_INET6 || spec->source.ss_family != AF_UNSPEC)
+                return SOURCE_GOOD;
+
+        struct in6_addr const *const a =
+                &((struct sockaddr_in6 const *) sa)->sin6_addr;
+        unsigned int const flags = ipv6_flags(a);
+
+        if (flags & (IFA_F_TENTATIVE | IFA_F_DADFAILED))
+                return SOURCE_UNUSABLE;
+
+        if (flags & IFA_F_DEPRECATED)
+                return SOURCE_DEPRECATED;
+
+        if ((flags & IFA_F_TEMPORARY) || (a->s6_addr[0] & 0xfe) == 0xfc)
+                return SOURCE_FALLBACK;
+
+        return SOURCE_GOOD;
+}
+
+/**
  * @brief Is @a sa an address of interface @a name in @a list?
  */
 static bool listed(struct ifaddrs const *list, char const *name,
@@ -1736,10 +1822,10 @@ static bool listed(struct ifaddrs const *list, char const *name,
  * @param[in] list    The host's interfaces and addresses (getifaddrs()).
  * @param[in] added   An address mptcpd just reported added, or @c NULL.
  *
- * A new usable address wins (a DHCP renew to a new address adds it
- * before the old one goes); the current address stays while the
- * interface has it; else any usable address of the interface; none
- * while the interface is absent or not up and running.
+ * The best ranked address of the interface (source_rank()); among
+ * equals a new address wins (a DHCP renew to a new address adds it
+ * before the old one goes), then the current one while the interface
+ * has it; none while the interface is absent or not up and running.
  */
 static void settle_gateway(struct gateway *gw, struct ifaddrs const *list,
                            struct sockaddr const *added)
@@ -1755,21 +1841,29 @@ static void settle_gateway(struct gateway *gw, struct ifaddrs const *list,
                 if (strcmp(a->ifa_name, spec->interface) == 0)
                         up |= (a->ifa_flags & ready) == ready;
 
-        if (!up)
-                next = NULL;
-        else if (added != NULL && usable_address(spec, added)
-                 && listed(list, spec->interface, added))
+        enum source_rank best = SOURCE_UNUSABLE;
+        enum source_rank rank;
+
+        if (up && added != NULL && listed(list, spec->interface, added)
+            && (rank = source_rank(spec, added)) > best) {
+                best = rank;
                 next = added;
-        else if (current->sa_family != AF_UNSPEC
-                 && listed(list, spec->interface, current))
+        }
+
+        if (up && current->sa_family != AF_UNSPEC
+            && listed(list, spec->interface, current)
+            && (rank = source_rank(spec, current)) > best) {
+                best = rank;
                 next = current;
-        else
-                for (struct ifaddrs const *a = list; a != NULL;
-                     a = a->ifa_next)
-                        if (a->ifa_addr != NULL
-                            && strcmp(a->ifa_name, spec->interface) == 0
-                            && usable_address(spec, a->ifa_addr))
-                                next = a->ifa_addr;
+        }
+
+        for (struct ifaddrs const *a = list; up && a != NULL; a = a->ifa_next)
+                if (a->ifa_addr != NULL
+                    && strcmp(a->ifa_name, spec->interface) == 0
+                    && (rank = source_rank(spec, a->ifa_addr)) > best) {
+                        best = rank;
+                        next = a->ifa_addr;
+                }
 
         gw->ifindex = next != NULL ? (int) if_nametoindex(spec->interface) : 0;
         (void) gateway_health_set_source(gwsteer->health, gw, next);

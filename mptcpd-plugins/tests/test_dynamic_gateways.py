@@ -148,6 +148,34 @@ def test_ipv6_address_change_moves_the_subflow(lab: Lab, tmp: Path) -> None:
     _address_change(topo, "fc00:2::2", "fc00:2::3", 64, v6=True)
 
 
+def test_ipv6_source_skips_unfit_addresses(lab: Lab, tmp: Path) -> None:
+    """An IPv6 address added beside e2's current one takes the gateway only if
+    it is fit for new connections: not one still in duplicate address
+    detection, nor a deprecated one (preferred lifetime over); a fit one does
+    (a renew). The lab's prefixes are all unique local, so the rank of a
+    global address over a ULA is not part of this test."""
+    topo = _start(lab, tmp, v6=True)
+
+    def source() -> str:
+        return str(_status(topo)["wan"]["source"])
+
+    # DAD takes a second on the veth: tentative meanwhile, then fit.
+    topo.cli.run(["ip", "-6", "addr", "add", "fc00:2::7/64", "dev", "e2"])
+    topo.cli.run(["ip", "-6", "addr", "add", "fc00:2::8/64", "dev", "e2", "nodad", "preferred_lft", "0"])
+    time.sleep(0.5 * TIME_SCALE)
+    assert source() == "fc00:2::2", _status(topo)["wan"]
+    # The current address goes: the one that passed DAD takes over, not the deprecated one.
+    wait_for("DAD done", lambda: "tentative" not in topo.cli.run(
+        ["ip", "-6", "addr", "show", "dev", "e2"]).stdout, 5)
+    topo.cli.run(["ip", "-6", "addr", "del", "fc00:2::2/64", "dev", "e2"])
+    wait_for("the source moved to the fit address", lambda: source() == "fc00:2::7", MOVE_S,
+             diagnosis=lambda: str(_status(topo)["wan"]))
+    # Only the deprecated one left: still valid, so the gateway keeps a source.
+    topo.cli.run(["ip", "-6", "addr", "del", "fc00:2::7/64", "dev", "e2"])
+    wait_for("the deprecated address, for want of another", lambda: source() == "fc00:2::8", MOVE_S,
+             diagnosis=lambda: str(_status(topo)["wan"]))
+
+
 def test_interface_removed_and_recreated(lab: Lab, tmp: Path) -> None:
     """Hotplug: e2's veth pair deleted (the gateway goes down at once, its
     subflow goes), then re-created with the same names (it comes back after
