@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Mapping
 
 import pytest
 
 from braid_eval.analysis.dss import resent_bytes
 from braid_eval.experiments.failover_metrics import in_order_delivery, longest_gap
-from braid_eval.measure.transfer import BULK_PORT, BulkServer, read_mib, transfer_with_breakage
+from braid_eval.measure.transfer import BULK_PORT, BulkServer, TransferResult, read_mib, transfer_with_breakage
 from braid_testbed import StandardTestbed, ip
 from braid_testbed.netns import inside
 from braid_testbed.sockdiag import abort_tcp
@@ -75,6 +76,24 @@ def bed(equal_wans: StandardTestbed) -> StandardTestbed:
     return equal_wans
 
 
+def broken_transfer(bed: StandardTestbed, scheduler: str, nbytes: int, mode: str,
+                    breakage: Callable[[], None],
+                    sysctls: Mapping[str, int | str] | None = None) -> tuple[TransferResult, float]:
+    """A transfer under ``scheduler`` (both ends' sysctls changed by ``sysctls`` meanwhile)
+    during which ``breakage`` befalls wan2 once it has carried GONE_AFTER; wan2's blackhole,
+    if the breakage made one, is lifted afterwards, pass or fail. Returns the result and
+    when the breakage began."""
+    values = dict(sysctls or {})
+    if scheduler == "hywf":
+        values["net.mptcp.hywf_ps_permille"] = HYWF_PS_PERMILLE
+    try:
+        with bed.changed_sysctls(("client", "proxy"), values), BulkServer(bed) as server:
+            return transfer_with_breakage(bed, server, nbytes, mode, GONE_AFTER, breakage,
+                                          wan=2, timeout_s=TIMEOUT_S)
+    finally:
+        bed.blackhole_wan(2, on=False)
+
+
 @pytest.mark.parametrize("mode", ["upload", "download"])
 @pytest.mark.parametrize("scheduler", SCHEDULERS)
 def test_transfer_survives_its_network_going_away(bed: StandardTestbed, scheduler: str, mode: str) -> None:
@@ -87,13 +106,7 @@ def test_transfer_survives_its_network_going_away(bed: StandardTestbed, schedule
         bed.blackhole_wan(2)
         delete_endpoint()
 
-    split_range = {"net.mptcp.hywf_ps_permille": HYWF_PS_PERMILLE} if scheduler == "hywf" else {}
-    try:
-        with bed.changed_sysctls(("client", "proxy"), split_range), BulkServer(bed) as server:
-            r, gone_at = transfer_with_breakage(bed, server, NBYTES, mode, GONE_AFTER, network_goes_away,
-                                                wan=2, timeout_s=TIMEOUT_S)
-    finally:
-        bed.blackhole_wan(2, on=False)
+    r, gone_at = broken_transfer(bed, scheduler, NBYTES, mode, network_goes_away)
     upload = mode == "upload"
     packets = [p for pkts in r.wan_packets.values() for p in pkts
                if (p.dport == BULK_PORT if upload else p.sport == BULK_PORT)]
@@ -115,6 +128,9 @@ def test_transfer_survives_its_network_going_away(bed: StandardTestbed, schedule
 # MPTCP-level retransmissions allowed after a subflow's reset: a time-out
 # that fires while the hand-over is on its way re-sends one fragment.
 RESET_RETRANS_MAX = 4
+# Half the transfer of the tests above: the lost data's hole has to be filled
+# before it can end either way, and 6 MB leave several seconds after the reset.
+RESET_NBYTES = NBYTES // 2
 
 
 @pytest.mark.parametrize("scheduler", REINJECT_CARRIED)
@@ -124,7 +140,7 @@ def test_a_reset_subflow_hands_over_what_it_carried(bed: StandardTestbed, schedu
     subflow's queues before MPTCP closes it). What wan2 carried can no longer be read from
     its queues; the proxy must still hand it to wan1 at once, not leave it to the MPTCP
     retransmission timer, one fragment per time-out (measured in braid's VM when it did:
-    25 such retransmissions and the 12 MB at 8.5-14 Mbit/s, against none and 18.6 Mbit/s)."""
+    19-37 such retransmissions and 5-13 Mbit/s, against none and 18-19 Mbit/s)."""
     bed.enable_kernel_pm()
     bed.set_scheduler(scheduler)
     aborted: list[int] = []
@@ -138,13 +154,7 @@ def test_a_reset_subflow_hands_over_what_it_carried(bed: StandardTestbed, schedu
         bed.blackhole_wan(2)
         aborted.append(inside(bed.proxy.name, lambda: abort_tcp(BULK_PORT, ip("client", "wan2"))))
 
-    split_range = {"net.mptcp.hywf_ps_permille": HYWF_PS_PERMILLE} if scheduler == "hywf" else {}
-    try:
-        with bed.changed_sysctls(("client", "proxy"), split_range), BulkServer(bed) as server:
-            r, gone_at = transfer_with_breakage(bed, server, NBYTES, "download", GONE_AFTER,
-                                                network_resets_the_subflow, wan=2, timeout_s=TIMEOUT_S)
-    finally:
-        bed.blackhole_wan(2, on=False)
+    r, gone_at = broken_transfer(bed, scheduler, RESET_NBYTES, "download", network_resets_the_subflow)
     packets = [p for pkts in r.wan_packets.values() for p in pkts if p.sport == BULK_PORT]
     delivery = in_order_delivery(packets)
     stall = longest_gap(delivery, gone_at, r.ended_at)
@@ -154,7 +164,7 @@ def test_a_reset_subflow_hands_over_what_it_carried(bed: StandardTestbed, schedu
           f"longest in-order stall from then {stall:.3f} s, {retrans} MPTCP retransmissions")
     assert aborted == [1], "the proxy had not exactly one wan2 subflow of the download to reset"
     assert r.digest_ok
-    assert delivery.total and delivery.total[-1] >= NBYTES, "the captures miss delivered data"
+    assert delivery.total and delivery.total[-1] >= RESET_NBYTES, "the captures miss delivered data"
     assert stall <= LONGEST_STALL_S
     assert retrans <= RESET_RETRANS_MAX, "the reset subflow's data was left to the retransmission timer"
 
@@ -221,15 +231,8 @@ def stale_hand_over(bed: StandardTestbed, scheduler: str) -> StaleHandOver:
         went_stale.append(stale_count() > before)
         delete_endpoint()
 
-    sysctls: dict[str, int | str] = {"net.mptcp.stale_loss_cnt": STALE_LOSS_CNT}
-    if scheduler == "hywf":
-        sysctls["net.mptcp.hywf_ps_permille"] = HYWF_PS_PERMILLE
-    try:
-        with bed.changed_sysctls(("client", "proxy"), sysctls), BulkServer(bed) as server:
-            r, gone_at = transfer_with_breakage(bed, server, STALE_NBYTES, "download", GONE_AFTER,
-                                                network_goes_silent_then_away, wan=2, timeout_s=TIMEOUT_S)
-    finally:
-        bed.blackhole_wan(2, on=False)
+    r, gone_at = broken_transfer(bed, scheduler, STALE_NBYTES, "download", network_goes_silent_then_away,
+                                 {"net.mptcp.stale_loss_cnt": STALE_LOSS_CNT})
     # wan1's segments only, tagged by whether they left after wan2 went silent: data wan1
     # sends again that it had sent after that moment is data handed over twice.
     after = resent_bytes([(p, p.ts >= gone_at) for p in r.wan_packets[1]], BULK_PORT, False, since=gone_at)
