@@ -24,16 +24,25 @@ func tlsFiles(t *testing.T, dir, name string) (string, string, string) {
 	return cf, kf, pin
 }
 
-func TestTLSMode(t *testing.T) {
-	dir := t.TempDir()
+// tlsBox1 writes the server's and box1's certificates and a peers file
+// that pins box1 into dir; it returns the server's TLS settings, the
+// peers file and the files and pins (cert, key, server pin) box1 uses.
+func tlsBox1(t *testing.T, dir string) (srv func(*config.Server), peers, ccrt, ckey, spin string) {
+	t.Helper()
 	scrt, skey, spin := tlsFiles(t, dir, "server")
 	ccrt, ckey, cpin := tlsFiles(t, dir, "box1")
-	xcrt, xkey, _ := tlsFiles(t, dir, "stranger")
-	peers := filepath.Join(dir, "peers")
+	peers = filepath.Join(dir, "peers")
 	writeSecret(t, peers, "box1 "+cpin+"\n")
-	srv := func(s *config.Server) {
+	srv = func(s *config.Server) {
 		s.Auth, s.TLSCertFile, s.TLSKeyFile, s.TLSPeersFile = "tls", scrt, skey, peers
 	}
+	return srv, peers, ccrt, ckey, spin
+}
+
+func TestTLSMode(t *testing.T) {
+	dir := t.TempDir()
+	srv, _, ccrt, ckey, spin := tlsBox1(t, dir)
+	xcrt, xkey, _ := tlsFiles(t, dir, "stranger")
 	p := startPair(t, opts{serverMut: srv, clientMut: func(c *config.Client) {
 		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", ccrt, ckey, spin
 	}})
@@ -86,14 +95,11 @@ func TestTLSMode(t *testing.T) {
 // handshake starts.
 func TestTLSRevokedPeerRefusedOnItsSpare(t *testing.T) {
 	dir := t.TempDir()
-	scrt, skey, spin := tlsFiles(t, dir, "server")
-	ccrt, ckey, cpin := tlsFiles(t, dir, "box1")
+	srv, peers, ccrt, ckey, spin := tlsBox1(t, dir)
 	_, _, otherPin := tlsFiles(t, dir, "box2")
-	peers := filepath.Join(dir, "peers")
-	writeSecret(t, peers, "box1 "+cpin+"\n")
 	var scfg *config.Server
 	p := startPair(t, opts{serverMut: func(s *config.Server) {
-		s.Auth, s.TLSCertFile, s.TLSKeyFile, s.TLSPeersFile = "tls", scrt, skey, peers
+		srv(s)
 		scfg = s
 	}, clientMut: func(c *config.Client) {
 		c.Auth, c.TLSCertFile, c.TLSKeyFile, c.TLSServerPin = "tls", ccrt, ckey, spin
