@@ -134,6 +134,9 @@ struct gwsteer_subflow
 
         /// Client: silent past stall_ms, so it gets no new data.
         bool stalled;
+
+        /// Monotonic time the subflow was reported, microseconds.
+        uint64_t since_us;
 };
 
 /**
@@ -239,6 +242,12 @@ struct gwsteer_state
         /// Deferred reaction to health changes, or @c NULL.
         struct l_idle *health_idle;
 
+        /// One-shot reconcile when a retry or request is due, or @c NULL.
+        struct l_timeout *due;
+
+        /// Monotonic time @c due fires, microseconds.
+        uint64_t due_at_us;
+
         /// Pick-up of existing connections once mptcpd is up, or @c NULL.
         struct l_idle *adopt_idle;
 
@@ -275,6 +284,7 @@ static struct gwsteer_state *gwsteer;
 
 static void schedule_backup_verify(void);
 static void settle_interfaces(struct sockaddr const *added);
+static void reconcile_all(void);
 
 /**
  * @brief Size of the sockaddr in @a ss for its family.
@@ -412,6 +422,43 @@ static void status_changed(void)
                                             on_status_write, NULL, NULL);
 }
 
+/**
+ * @brief Due timer callback: a retry or a request time-out is due.
+ */
+static void on_due(struct l_timeout *timeout, void *user_data)
+{
+        (void) user_data;
+
+        l_timeout_remove(timeout);
+        gwsteer->due = NULL;
+        reconcile_all();
+}
+
+/**
+ * @brief Reconcile again at @a at_us (monotonic) at the latest.
+ *
+ * A retry after its back-off and a subflow request that never produced
+ * a subflow are due at their own time.  The maintenance run follows
+ * status_interval_ms, the status file's rewrite period, which an
+ * operator may set to minutes to spare a flash disk.
+ */
+static void reconcile_at(uint64_t at_us)
+{
+        uint64_t const now = l_time_now();
+        unsigned int const ms = at_us > now
+                ? (unsigned int) ((at_us - now + 999) / 1000)
+                : 1;
+
+        if (gwsteer->due != NULL && gwsteer->due_at_us <= at_us)
+                return;
+
+        gwsteer->due_at_us = at_us;
+        if (gwsteer->due == NULL)
+                gwsteer->due = l_timeout_create_ms(ms, on_due, NULL, NULL);
+        else
+                l_timeout_modify_ms(gwsteer->due, ms);
+}
+
 // ----------------------------------------------------------------
 //                     Connection bookkeeping
 // ----------------------------------------------------------------
@@ -530,6 +577,7 @@ static struct gwsteer_subflow *add_tracked_subflow(
         sf->gw = gateway_health_find(gwsteer->health, laddr);
         sf->backup_known = ksf != NULL;
         sf->backup = ksf != NULL && kernel_subflow_backup(ksf);
+        sf->since_us = l_time_now();
         l_queue_push_tail(conn->subflows, sf);
 
         return sf;
@@ -623,6 +671,9 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 
         conn->pending |= 1u << gw->index;
         conn->pending_since_us[gw->index] = l_time_now();
+        reconcile_at(conn->pending_since_us[gw->index]
+                     + (uint64_t) gwsteer->config->subflow_timeout_ms * 1000
+                     + 1000);
 }
 
 /**
@@ -643,6 +694,7 @@ static void delay_retry(struct gwsteer_connection *conn, struct gateway *gw,
                 *backoff = MAX_RETRY_BACKOFF_MS;
         conn->retry_after_us[gw->index] =
                 l_time_now() + (uint64_t) *backoff * 1000;
+        reconcile_at(conn->retry_after_us[gw->index]);
 
         l_debug("token %08x: subflow via %s %s, retry in %u ms",
                 conn->token, gw->spec->id, why, *backoff);
@@ -656,6 +708,27 @@ static void back_off(struct gwsteer_connection *conn, struct gateway *gw,
 {
         delay_retry(conn, gw, why);
         gateway_health_suspect(gwsteer->health, gw);
+}
+
+/**
+ * @brief A subflow through @a gw closed without being asked to.
+ *
+ * One that lived longer than the back-off in force worked for a while:
+ * its close is a new failure, not the next in a series, and the
+ * back-off starts again from its first step.  Without this, a
+ * long-lived connection whose path resets now and then would wait
+ * ever longer, up to MAX_RETRY_BACKOFF_MS, for each new subflow.
+ */
+static void subflow_failed(struct gwsteer_connection *conn,
+                           struct gateway *gw,
+                           struct gwsteer_subflow const *sf)
+{
+        if (sf != NULL
+            && l_time_now() - sf->since_us
+               >= (uint64_t) conn->backoff_ms[gw->index] * 1000)
+                conn->backoff_ms[gw->index] = 0;
+
+        back_off(conn, gw, "closed");
 }
 
 /**
@@ -1647,7 +1720,7 @@ static void gwsteer_subflow_closed(mptcpd_token_t token,
          */
         if (gw != NULL && gwsteer->config->role == GWSTEER_ROLE_CLIENT
             && ((sf != NULL && !sf->closing) || (sf == NULL && was_pending)))
-                back_off(conn, gw, "closed");
+                subflow_failed(conn, gw, sf);
 
         if (sf != NULL) {
                 l_queue_remove(conn->subflows, sf);
@@ -2104,6 +2177,7 @@ static void gwsteer_state_free(struct gwsteer_state *s)
         l_timeout_remove(s->status_write);
         l_timeout_remove(s->backup_verify);
         l_timeout_remove(s->stall_poll);
+        l_timeout_remove(s->due);
         l_idle_remove(s->health_idle);
         l_idle_remove(s->adopt_idle);
         l_hashmap_destroy(s->connections, connection_destroy);

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <inttypes.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -915,6 +916,89 @@ static void test_recovered_gateway_displaces_backup(void)
 }
 
 /**
+ * @brief Milliseconds from @a closed_at_ms to the first subflow request
+ *        through gw2 among cmds[@a from ...], or -1 if none came.
+ */
+static int64_t gap_after(size_t from, int64_t closed_at_ms)
+{
+        for (size_t i = from; i < ncmds; ++i)
+                if (cmds[i].kind == CMD_ADD_SUBFLOW
+                    && strcmp(cmds[i].local, "10.1.2.2") == 0)
+                        return cmds[i].at_ms - closed_at_ms;
+        return -1;
+}
+
+/// Milliseconds since start(), on the clock cmds[].at_ms uses.
+static int64_t now_ms(void)
+{
+        return (int64_t) (l_time_now() - t0_us) / 1000;
+}
+
+/**
+ * @brief A subflow that closes by itself is retried at its back-off, not
+ *        at the next status rewrite; a subflow that lived longer than
+ *        the back-off in force starts the back-off from the beginning.
+ *
+ * status_interval_ms is how often the status file is rewritten: an
+ * operator may set it to a minute to spare a flash disk, and the retry
+ * of a gateway must not wait for it.
+ */
+static void test_retry_follows_backoff(void)
+{
+        CHECK(start("[gwsteer]\nprobe_target = 10.99.0.1\n"
+                    "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"
+                    "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"
+                    "status_interval_ms = 5000\n"
+                    "subflow_timeout_ms = 2000\n" GW12));
+        connect_client(16, "10.1.1.2", "10.99.0.1");
+        CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
+
+        // Five subflows that die at once (a middlebox resetting joins):
+        // back-offs of 10, 20, 40, 80, 160 ms, each retried on time.
+        int64_t gaps[6] = { 0 };
+        uint16_t port = 40001;
+
+        for (unsigned int i = 0; i < 5; ++i, ++port) {
+                ops->new_subflow(16, sa("10.1.2.2", port),
+                                 sa("10.99.0.1", 5201), false, PM);
+                size_t const from = ncmds;
+                int64_t const closed = now_ms();
+                ops->subflow_closed(16, sa("10.1.2.2", port),
+                                    sa("10.99.0.1", 5201), false, PM);
+                unsigned int const asked = count(CMD_ADD_SUBFLOW,
+                                                 "10.1.2.2");
+                for (unsigned int t = 0;
+                     t < 100 && count(CMD_ADD_SUBFLOW, "10.1.2.2") == asked;
+                     ++t)
+                        run_for(5);
+                gaps[i] = gap_after(from, closed);
+        }
+        fprintf(stderr, "gw2 retries after quick closes (ms): %" PRId64
+                " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
+                gaps[0], gaps[1], gaps[2], gaps[3], gaps[4]);
+        for (unsigned int i = 0; i < 5; ++i)
+                CHECK(gaps[i] >= 0 && gaps[i] < 450);  // Not 5 s.
+        CHECK(gaps[0] >= 5 && gaps[4] >= 120);  // Backed off: 10, 160 ms.
+
+        // One that carried traffic for 500 ms, longer than the 320 ms
+        // back-off now in force: its close is a new failure, retried
+        // after the first step again.
+        ops->new_subflow(16, sa("10.1.2.2", port), sa("10.99.0.1", 5201),
+                         false, PM);
+        run_for(500);
+        size_t const from = ncmds;
+        int64_t const closed = now_ms();
+        ops->subflow_closed(16, sa("10.1.2.2", port), sa("10.99.0.1", 5201),
+                            false, PM);
+        run_for(300);
+        gaps[5] = gap_after(from, closed);
+        fprintf(stderr, "gw2 retry after a subflow that lived 500 ms: %"
+                PRId64 " ms\n", gaps[5]);
+        CHECK(gaps[5] >= 5 && gaps[5] < 200);  // 10 ms, not 320.
+        stop();
+}
+
+/**
  * @brief Proxy announcements share one listener; closes give it back.
  */
 static void test_announce_listener_references(void)
@@ -1355,6 +1439,7 @@ int main(void)
         test_health_change_deferred();
         test_max_subflows_and_preference();
         test_recovered_gateway_displaces_backup();
+        test_retry_follows_backoff();
         test_announce_listener_references();
         test_pickup_at_start();
         test_proxy_pickup_reannounces();
