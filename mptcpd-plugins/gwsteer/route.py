@@ -403,7 +403,8 @@ def _drain(mon: IPRoute) -> None:
 
 
 def follow(cfg: Config, out: Callable[[str], None] = print,
-           stop: threading.Event | None = None) -> int:
+           stop: threading.Event | None = None,
+           ready: Callable[[], None] = lambda: None) -> int:
     """Install every gateway, then keep the interface gateways current.
 
     A gateway named by its interface follows what DHCP, RA or hotplug do:
@@ -411,8 +412,9 @@ def follow(cfg: Config, out: Callable[[str], None] = print,
     a look every :data:`FOLLOW_RESCAN_S` in case one was missed) its plan
     is made again, and if it differs (another address, another next hop,
     the interface gone) its rules and route are replaced.  Static
-    gateways are installed once.  When ``stop`` is set (SIGTERM), removes
-    what it installed and returns 0.
+    gateways are installed once.  ``ready`` is called once every gateway
+    is (systemd's readiness: the unit orders mptcpd after it).  When
+    ``stop`` is set (SIGTERM), removes what it installed and returns 0.
     """
     gateways = [gw for gw in cfg.gateways if gw.route != "external"]
     dynamic = [gw for gw in gateways if gw.interface is not None]
@@ -422,6 +424,7 @@ def follow(cfg: Config, out: Callable[[str], None] = print,
         where = _install(ipr, cfg, gateways)
         for gw in gateways:
             out(_line(cfg, gw, where[gw.id]))
+        ready()
         applied = {gw.id: where[gw.id] for gw in dynamic}
         while not stop.is_set():
             if select.select([mon.fileno()], [], [], FOLLOW_RESCAN_S)[0]:

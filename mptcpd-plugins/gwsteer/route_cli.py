@@ -14,7 +14,9 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import socket
 import sys
 import threading
 
@@ -26,12 +28,25 @@ from . import route
 from .config import Config, ConfigError, load_config
 
 
+def _notify_ready() -> None:
+    """Tell systemd that the routes are in (``Type=notify``): its unit is ordered
+    before mptcpd, whose first subflows need them. Nothing outside systemd."""
+    path = os.environ.get("NOTIFY_SOCKET", "")
+    if not path:
+        return
+    if path.startswith("@"):  # an abstract socket
+        path = "\0" + path[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.connect(path)
+        s.sendall(b"READY=1")
+
+
 def _follow(cfg: Config) -> int:
     """``follow``: until SIGTERM or SIGINT; one line per change, flushed (journald)."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    return route.follow(cfg, lambda line: print(line, flush=True), stop)
+    return route.follow(cfg, lambda line: print(line, flush=True), stop, _notify_ready)
 
 
 def main(argv: list[str] | None = None) -> int:

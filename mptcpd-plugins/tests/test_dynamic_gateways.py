@@ -12,7 +12,9 @@ DHCP client or RA would have installed.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -131,6 +133,28 @@ def _address_change(topo: Topo, old: str, new: str, plen: int, v6: bool) -> None
     wait_for("follower's rule for the new address", lambda: _has_rule(topo, new, v6), 2)
     assert not _has_rule(topo, old, v6)
     _finish(topo, client, server)
+
+
+def test_follow_says_ready_once_its_routes_are_in(lab: Lab, tmp: Path) -> None:
+    """Under systemd (``Type=notify``) mptcpd starts after ``gwsteer-route follow`` says
+    READY=1, so that the first subflows leave through their gateways: it says so once
+    every gateway's rule is installed, and not before."""
+    topo = onlink(lab, tmp)
+    topo.write_config("[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"
+                      "[gateway wan]\ninterface = e2\n")
+    topo.cli.run(["ip", "route", "add", "default", "via", "10.1.2.1", "dev", "e2", "metric", "100"])
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind(str(tmp / "notify"))
+        notify.settimeout(15 * TIME_SCALE)
+        with (topo.tmp / "follow.log").open("w") as log:
+            topo.procs.append(popen_text(
+                topo.cli, [sys.executable, ROUTE, "--config", str(topo.config), "follow"],
+                stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "NOTIFY_SOCKET": str(tmp / "notify")}))
+        message = notify.recv(256)
+        rules = topo.cli.run(["ip", "-4", "rule", "show"]).stdout
+    assert message == b"READY=1"
+    assert "from 10.1.1.2 lookup" in rules and "from 10.1.2.2 lookup" in rules, rules
 
 
 def test_ipv4_address_change_moves_the_subflow(lab: Lab, tmp: Path) -> None:
