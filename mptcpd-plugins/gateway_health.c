@@ -198,12 +198,9 @@ static void set_state(struct gateway_health *h,
                (unsigned int) (hold_us(h, gw) / 1000));
 }
 
-/**
- * @brief Re-elect the best gateway; report a change.
- *
- * @return @c true if the best gateway changed.
- */
-static bool update_best(struct gateway_health *h)
+struct gateway *gateway_health_choose_best(struct gateway_health const *h,
+                                           uint32_t among,
+                                           struct gateway const *cur)
 {
         struct gateway *top = NULL;
 
@@ -212,7 +209,8 @@ static bool update_best(struct gateway_health *h)
              e = e->next) {
                 struct gateway *const gw = e->data;
 
-                if (!gw->up || gw->spec->backup)
+                if (!gw->up || gw->spec->backup
+                    || !(among & (1u << gw->index)))
                         continue;
 
                 if (top == NULL || gw->avmet > top->avmet
@@ -220,14 +218,25 @@ static bool update_best(struct gateway_health *h)
                         top = gw;
         }
 
-        struct gateway *const cur = h->best;
-        struct gateway *next = cur;
+        if (cur == NULL || !cur->up || !(among & (1u << cur->index)))
+                return top;
+        if (top != NULL && top != cur
+            && top->avmet > cur->avmet + h->config->switch_margin)
+                return top;
 
-        if (cur == NULL || !cur->up)
-                next = top;
-        else if (top != NULL && top != cur
-                 && top->avmet > cur->avmet + h->config->switch_margin)
-                next = top;
+        return (struct gateway *) cur;
+}
+
+/**
+ * @brief Re-elect the best gateway; report a change.
+ *
+ * @return @c true if the best gateway changed.
+ */
+static bool update_best(struct gateway_health *h)
+{
+        struct gateway *const cur = h->best;
+        struct gateway *const next =
+                gateway_health_choose_best(h, UINT32_MAX, cur);
 
         if (next == cur)
                 return false;

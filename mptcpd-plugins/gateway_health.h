@@ -194,6 +194,21 @@ bool gateway_health_is_backup(struct gateway_health const *h,
 struct gateway const *gateway_health_best(struct gateway_health const *h);
 
 /**
+ * @brief Elect a best gateway among some: @a cur, or a challenger.
+ *
+ * Candidates are up, not configured backup, and in @a among (bit =
+ * index).  The one with the highest AvMet score (then the lowest RTT
+ * EWMA) replaces @a cur when @a cur is no candidate, or when it leads
+ * @a cur by switch_margin: scores that cross back and forth do not
+ * move the preference each time.
+ *
+ * @return The elected gateway, or @c NULL if there is no candidate.
+ */
+struct gateway *gateway_health_choose_best(struct gateway_health const *h,
+                                           uint32_t among,
+                                           struct gateway const *cur);
+
+/**
  * @brief Feed one probe outcome (unit tests and the probe code).
  *
  * @param[in] h        Health tracker.

@@ -179,6 +179,9 @@ struct gwsteer_connection
         /// Gateways (bit = index) that serve this peer (peers = ...).
         uint32_t served;
 
+        /// Client: the gateway prefer_best keeps non-backup, or NULL.
+        struct gateway const *best;
+
         /// Live subflows (struct gwsteer_subflow *).
         struct l_queue *subflows;
 
@@ -732,20 +735,57 @@ static void subflow_failed(struct gwsteer_connection *conn,
 }
 
 /**
- * @brief Gateway order for opening subflows: the preferred first.
+ * @brief Choose the gateway of @a conn that prefer_best keeps
+ *        non-backup.
  *
- * Non-backup before backup, then the best gateway, then higher AvMet
- * score, then file order; so with max_subflows smaller than the number
- * of gateways the subflows go to the gateways the health tracker
- * prefers, not to the first ones in the file.
+ * The health tracker's best if it serves the connection's peer.  The
+ * best overall may not (an IPv6 gateway and an IPv4 peer, a tunnel's
+ * gateway limited by peers =): flagging every subflow of the
+ * connection backup would leave the kernel no preference at all.  The
+ * best of the gateways that serve it is then elected the tracker's way.
+ */
+static void choose_best(struct gwsteer_connection *conn)
+{
+        struct gateway const *const overall =
+                gateway_health_best(gwsteer->health);
+
+        if (overall != NULL && (conn->served & (1u << overall->index)))
+                conn->best = overall;
+        else
+                conn->best = gateway_health_choose_best(gwsteer->health,
+                                                        conn->served,
+                                                        conn->best);
+}
+
+/**
+ * @brief Whether @a gw is a backup for @a conn: configured so, or,
+ *        with prefer_best, not the connection's best gateway.
+ */
+static bool is_backup_for(struct gwsteer_connection const *conn,
+                          struct gateway const *gw)
+{
+        return gw->spec->backup
+                || (gwsteer->config->prefer_best && conn->best != NULL
+                    && gw != conn->best);
+}
+
+/**
+ * @brief Gateway order for opening subflows of a connection (@a
+ *        user_data): the preferred first.
+ *
+ * Non-backup before backup, then the connection's best gateway, then
+ * higher AvMet score, then file order; so with max_subflows smaller
+ * than the number of gateways the subflows go to the gateways the
+ * health tracker prefers, not to the first ones in the file.
  */
 static int preference_compare(void const *a, void const *b, void *user_data)
 {
         struct gateway const *const x = a;
         struct gateway const *const y = b;
-        struct gateway const *const best = user_data;
-        bool const xb = gateway_health_is_backup(gwsteer->health, x);
-        bool const yb = gateway_health_is_backup(gwsteer->health, y);
+        struct gwsteer_connection const *const conn = user_data;
+        struct gateway const *const best = conn->best;
+        bool const xb = is_backup_for(conn, x);
+        bool const yb = is_backup_for(conn, y);
 
         if (xb != yb)
                 return xb ? 1 : -1;
@@ -791,7 +831,7 @@ static bool other_subflow_flowing(struct gwsteer_connection const *conn,
 static bool backup_wanted(struct gwsteer_connection const *conn,
                           struct gwsteer_subflow const *sf)
 {
-        return gateway_health_is_backup(gwsteer->health, sf->gw)
+        return is_backup_for(conn, sf->gw)
                 || (sf->stalled && !gwsteer->config->stall_remove
                     && other_subflow_flowing(conn, sf));
 }
@@ -840,7 +880,7 @@ static struct gwsteer_subflow *backup_to_displace(
 {
         struct gwsteer_subflow *victim = NULL;
 
-        if (gateway_health_is_backup(gwsteer->health, gw))
+        if (is_backup_for(conn, gw))
                 return NULL;
 
         for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
@@ -850,7 +890,7 @@ static struct gwsteer_subflow *backup_to_displace(
                 struct gateway const *const other = current_gw(sf);
 
                 if (other != NULL && !sf->closing
-                    && gateway_health_is_backup(gwsteer->health, other))
+                    && is_backup_for(conn, other))
                         victim = sf;
         }
 
@@ -876,6 +916,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
                 return;
 
         retry_unconfirmed(conn, now);
+        choose_best(conn);
 
         /*
          * Subflows from a gateway's previous address: its new address
@@ -902,8 +943,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
                              gateway_health_gateways(gwsteer->health));
              e;
              e = e->next)
-                l_queue_insert(order, e->data, preference_compare,
-                               (void *) gateway_health_best(gwsteer->health));
+                l_queue_insert(order, e->data, preference_compare, conn);
 
         for (struct l_queue_entry const *e = l_queue_get_entries(order);
              e;

@@ -52,7 +52,7 @@ GWSTEER_DEFAULT(fail_after, uint, "3", "consecutive lost probes before a gateway
 GWSTEER_DEFAULT(recover_after, uint, "3", "consecutive answered probes before a down gateway is used again") \
 GWSTEER_DEFAULT(hold_ms, uint, "1000", "minimum time down before coming back; doubles for each flap, up to 16x") \
 GWSTEER_DEFAULT(ewma_alpha, double, "0.9", "EWMA weight of history (AvMet alpha); 0.9 at 200 ms probes remembers ~2 s") \
-GWSTEER_DEFAULT(prefer_best, bool, "false", "if true only the best gateway (AvMet score) is non-backup") \
+GWSTEER_DEFAULT(prefer_best, bool, "false", "if true only the best gateway (AvMet score) serving a connection's peer is non-backup on it") \
 GWSTEER_DEFAULT(switch_margin, double, "0.2", "a challenger must beat the current best AvMet score by this much") \
 GWSTEER_DEFAULT(max_subflows, uint, "8", "subflows per connection, the initial one included (client: opened, preferred gateways first; proxy: kept, later joins closed)") \
 GWSTEER_DEFAULT(subflow_timeout_ms, uint, "3000", "a requested subflow not up by then is retried and triggers a probe") \

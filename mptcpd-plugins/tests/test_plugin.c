@@ -916,6 +916,49 @@ static void test_recovered_gateway_displaces_backup(void)
 }
 
 /**
+ * @brief The backup flag last asked for on @a local's subflow: 1, 0, or
+ *        -1 if none was.
+ */
+static int last_backup(char const *local)
+{
+        for (size_t i = ncmds; i-- > 0;)
+                if (cmds[i].kind == CMD_SET_BACKUP
+                    && strcmp(cmds[i].local, local) == 0)
+                        return cmds[i].flag;
+        return -1;
+}
+
+/**
+ * @brief prefer_best keeps one gateway of each connection non-backup,
+ *        the best of those that serve it.
+ *
+ * The best gateway overall may not reach a connection's peer (an IPv6
+ * gateway and an IPv4 peer; a tunnel's gateway, peers =).  Every
+ * subflow of such a connection was flagged backup, and the kernel,
+ * with no other subflow, used them all alike: no preference at all.
+ */
+static void test_prefer_best_per_connection(void)
+{
+        fastest_source = "fc00:1::2";
+        CHECK(start(FAST "prefer_best = true\n"
+                    "[gateway gw6]\nsource = fc00:1::2\nhops = fc00:1::1\n"
+                    GW12));
+        run_for(200);  // gw6 answers first every round: the best.
+        connect_client(17, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(17, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+        run_for(100);
+        fprintf(stderr, "IPv4 connection, gw6 best overall: backup asked "
+                "gw1 %d gw2 %d\n", last_backup("10.1.1.2"),
+                last_backup("10.1.2.2"));
+        // gw1 answers before gw2 in every round: the best of the two.
+        CHECK(last_backup("10.1.1.2") != 1);
+        CHECK(last_backup("10.1.2.2") == 1);
+        fastest_source = NULL;
+        stop();
+}
+
+/**
  * @brief Milliseconds from @a closed_at_ms to the first subflow request
  *        through gw2 among cmds[@a from ...], or -1 if none came.
  */
@@ -1440,6 +1483,7 @@ int main(void)
         test_max_subflows_and_preference();
         test_recovered_gateway_displaces_backup();
         test_retry_follows_backoff();
+        test_prefer_best_per_connection();
         test_announce_listener_references();
         test_pickup_at_start();
         test_proxy_pickup_reannounces();
