@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -34,10 +36,22 @@ func TestFloodedClientIDStillConnects(t *testing.T) {
 		t.Fatalf("hellos without early data refused: %d auth failures", got)
 	}
 
-	hs, flight, _ := earlyFlight(t, time.Now(), sink, []byte("must not reach the sink"))
-	_, reply, _ := sendFlight(t, p, hs, flight)
+	// Early data past what the server reads with the hello (a browser's
+	// first requests, frame after frame): still unread when it answers.
+	hs, flight, early := earlyFlight(t, time.Now(), sink, []byte("must not reach the sink"))
+	for i := 0; i < 16; i++ {
+		flight = early.Append(flight, 0, bytes.Repeat([]byte{'x'}, 8192))
+	}
+	c, reply, _ := sendFlight(t, p, hs, flight)
 	if st, err := wire.ParseReply(reply); err != nil || st != wire.StatusRetryWithoutEarlyData {
 		t.Fatalf("early data with the share full: reply %v %v, want retry without early data", st, err)
+	}
+	// The server reads what the client sent before it saw the answer and
+	// then closes: a close with unread data is a reset, which discards an
+	// answer still queued to be sent (held by the scheduler, a full
+	// window) and leaves the client with a relay that reset it.
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after the retry answer: %d bytes, %v; want the server's orderly close (EOF)", n, err)
 	}
 	if got := p.counter(p.srvM, "hellos_early_data_refused"); got != 1 {
 		t.Fatalf("early-data refusals counted %d, want 1", got)

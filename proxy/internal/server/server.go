@@ -472,6 +472,7 @@ func (s *Server) acceptPSK(c *net.TCPConn, rt *runtimeState, spoke func() bool) 
 		if sh, _, err := acc.ServerHello(wire.AppendReply(nil, wire.StatusRetryWithoutEarlyData)); err == nil {
 			c.Write(sh)
 		}
+		discardEarlyData(c)
 		return nil
 	}
 	if err != nil {
