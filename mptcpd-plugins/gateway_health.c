@@ -620,13 +620,20 @@ void gateway_health_suspect(struct gateway_health *h, struct gateway *gw)
                    -1, now);
 }
 
-bool gateway_health_is_backup(struct gateway_health const *h,
-                              struct gateway const *gw)
+bool gateway_health_is_backup_beside(struct gateway_health const *h,
+                                     struct gateway const *gw,
+                                     struct gateway const *best)
 {
         if (gw->spec->backup)
                 return true;
 
-        return h->config->prefer_best && h->best != NULL && gw != h->best;
+        return h->config->prefer_best && best != NULL && gw != best;
+}
+
+bool gateway_health_is_backup(struct gateway_health const *h,
+                              struct gateway const *gw)
+{
+        return gateway_health_is_backup_beside(h, gw, h->best);
 }
 
 struct gateway const *gateway_health_best(struct gateway_health const *h)

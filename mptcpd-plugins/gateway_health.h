@@ -189,6 +189,15 @@ bool gateway_health_is_backup(struct gateway_health const *h,
                               struct gateway const *gw);
 
 /**
+ * @brief gateway_health_is_backup() with @a best as the preferred
+ *        gateway: a connection's own best among the gateways that
+ *        serve its peer.
+ */
+bool gateway_health_is_backup_beside(struct gateway_health const *h,
+                                     struct gateway const *gw,
+                                     struct gateway const *best);
+
+/**
  * @brief Currently preferred gateway, or @c NULL if none is usable.
  */
 struct gateway const *gateway_health_best(struct gateway_health const *h);

@@ -764,9 +764,8 @@ static void choose_best(struct gwsteer_connection *conn)
 static bool is_backup_for(struct gwsteer_connection const *conn,
                           struct gateway const *gw)
 {
-        return gw->spec->backup
-                || (gwsteer->config->prefer_best && conn->best != NULL
-                    && gw != conn->best);
+        return gateway_health_is_backup_beside(gwsteer->health, gw,
+                                               conn->best);
 }
 
 /**

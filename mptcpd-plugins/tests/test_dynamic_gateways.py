@@ -53,11 +53,13 @@ def _locals(topo: Topo) -> set[str]:
     return {local.strip("[]") for local, _ in subflows(topo.cli, PORT)}
 
 
-def _follow(topo: Topo) -> subprocess.Popen[str]:
-    """Start ``gwsteer-route follow`` in the client (stopped with the namespace)."""
+def _follow(topo: Topo, notify_socket: Path | None = None) -> subprocess.Popen[str]:
+    """Start ``gwsteer-route follow`` in the client (stopped with the namespace), telling
+    its readiness to ``notify_socket`` as systemd's ``NOTIFY_SOCKET`` if given."""
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify_socket)} if notify_socket else None
     with (topo.tmp / "follow.log").open("w") as log:  # what it changed, for a failing test
         proc = popen_text(topo.cli, [sys.executable, ROUTE, "--config", str(topo.config), "follow"],
-                          stdout=log, stderr=subprocess.STDOUT)
+                          stdout=log, stderr=subprocess.STDOUT, env=env)
     topo.procs.append(proc)
     return proc
 
@@ -146,11 +148,7 @@ def test_follow_says_ready_once_its_routes_are_in(lab: Lab, tmp: Path) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
         notify.bind(str(tmp / "notify"))
         notify.settimeout(15 * TIME_SCALE)
-        with (topo.tmp / "follow.log").open("w") as log:
-            topo.procs.append(popen_text(
-                topo.cli, [sys.executable, ROUTE, "--config", str(topo.config), "follow"],
-                stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "NOTIFY_SOCKET": str(tmp / "notify")}))
+        _follow(topo, tmp / "notify")
         message = notify.recv(256)
         rules = topo.cli.run(["ip", "-4", "rule", "show"]).stdout
     assert message == b"READY=1"

@@ -96,6 +96,12 @@ static char fake_pm_storage;
 /// Start of the test, for command time stamps.
 static uint64_t t0_us;
 
+/// Milliseconds since start(): when a command was recorded (cmd.at_ms).
+static int64_t now_ms(void)
+{
+        return (int64_t) (l_time_now() - t0_us) / 1000;
+}
+
 /**
  * @brief Format the IP of @a sa (or "-").
  */
@@ -122,7 +128,7 @@ static int record(enum cmd_kind kind, uint32_t token,
                 ip_text(l, c->local, sizeof(c->local));
                 ip_text(r, c->remote, sizeof(c->remote));
                 c->flag = flag;
-                c->at_ms = (int64_t) (l_time_now() - t0_us) / 1000;
+                c->at_ms = now_ms();
         }
 
         int const err = fail_next[kind];
@@ -969,12 +975,6 @@ static int64_t gap_after(size_t from, int64_t closed_at_ms)
                     && strcmp(cmds[i].local, "10.1.2.2") == 0)
                         return cmds[i].at_ms - closed_at_ms;
         return -1;
-}
-
-/// Milliseconds since start(), on the clock cmds[].at_ms uses.
-static int64_t now_ms(void)
-{
-        return (int64_t) (l_time_now() - t0_us) / 1000;
 }
 
 /**
