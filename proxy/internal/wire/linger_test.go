@@ -87,8 +87,8 @@ func TestLingeringConnPadsAfterItsFIN(t *testing.T) {
 	sndAt := waitClosed(t, sndClosed, idle+MaxDrain)
 	rcvAt := waitClosed(t, rcvClosed, MaxDrain)
 	after := snd.PadTotals().PadSent - atClose
-	t.Logf("padding after Close %d bytes; sender closed %v, receiver %v after Close",
-		after, sndAt.Sub(closedAt), rcvAt.Sub(closedAt))
+	t.Logf("padding %d bytes before Close (budget %d), %d after; sender closed %v, receiver %v after Close",
+		atClose, 10*snd.PadTotals().DataSent, after, sndAt.Sub(closedAt), rcvAt.Sub(closedAt))
 	if after <= 0 {
 		t.Fatal("no padding frame after the connection's end")
 	}

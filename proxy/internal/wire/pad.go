@@ -262,8 +262,12 @@ func (c *Conn) armBurst(t time.Time) {
 // padFire sends a padding frame if the connection is neither idle nor out
 // of budget, then draws the next from H_G.
 func (c *Conn) padFire(gen uint64) {
-	if c.shut.Load() || !c.wmu.TryLock() {
-		return // closed, or a real write is under way (it re-arms)
+	if c.shut.Load() {
+		return
+	}
+	if !c.wmu.TryLock() {
+		c.retryWhileBusy(gen)
+		return
 	}
 	defer c.wmu.Unlock()
 	p := c.pad
@@ -284,12 +288,28 @@ func (c *Conn) padFire(gen uint64) {
 	}
 }
 
+// busyRetry is how soon a padding frame that fell due while the write lock
+// was held is tried again.
+const busyRetry = time.Millisecond
+
+// retryWhileBusy tries the padding frame of generation gen again shortly:
+// it fell due while the write lock was held. A real write re-arms the
+// timer when it ends, which makes the retry a no-op; the FIN frame's write
+// and Close's look at a connection that may linger do not, and a frame due
+// then must not end the padding for good (the silence after a page's last
+// connection is what lingering pads). It gives up once the padder is idle.
+func (c *Conn) retryWhileBusy(gen uint64) {
+	if time.Now().Before(c.padIdleAt()) {
+		time.AfterFunc(busyRetry, func() { c.padFire(gen) })
+	}
+}
+
 // What became of a padding frame a PadGroup asked a member to send.
 type padResult int
 
 const (
 	padSent   padResult = iota
-	padBusy             // a real write holds the write lock (it re-arms the timer)
+	padBusy             // another writer holds the write lock
 	padClosed           // the member's sending side is done: try another
 )
 

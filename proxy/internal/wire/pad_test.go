@@ -192,3 +192,38 @@ func TestPaddingFramesAreOnePacket(t *testing.T) {
 	finish(t, alone, outAlone)
 	finish(t, member, outMember)
 }
+
+// A padding frame that falls due while the write lock is held by something
+// other than a real write (the FIN frame's write, Close deciding whether to
+// linger) does not end the padding: it is sent once the lock is free.
+func TestPaddingGoesOnAfterTheWriteLockWasHeld(t *testing.T) {
+	cfg := PadConfig{Budget: 1000, Idle: time.Second, Hist: fixedHist(t)}
+	for _, grouped := range []bool{false, true} {
+		snd, rcv, _, _ := framedPair(t)
+		go io.Copy(io.Discard, rcv)
+		if grouped {
+			g, err := NewPadGroup(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snd.JoinPadGroup(g)
+		} else if err := snd.StartPadding(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snd.Write(bytes.Repeat([]byte("x"), 10_000)); err != nil {
+			t.Fatal(err)
+		}
+		snd.wmu.Lock() // across a dozen of the padder's 1 ms gaps
+		time.Sleep(20 * time.Millisecond)
+		atRelease := snd.PadTotals().PadFrames
+		snd.wmu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		sent := snd.PadTotals().PadFrames - atRelease
+		t.Logf("grouped %v: %d padding frames in the 50 ms after the lock was free", grouped, sent)
+		if sent == 0 {
+			t.Errorf("grouped %v: no padding frame in the 50 ms after the write lock was free", grouped)
+		}
+		snd.Close()
+		rcv.Close()
+	}
+}

@@ -173,8 +173,16 @@ func (g *PadGroup) fire(gen uint64) {
 	if result != padSent {
 		g.padSent -= cost
 	}
-	if result == padBusy || !g.clock.current(gen) {
-		return // a real frame re-arms (or re-armed) the timer
+	if !g.clock.current(gen) {
+		return // a real frame re-armed the timer
+	}
+	if result == padBusy {
+		// Tried again shortly, as Conn.retryWhileBusy does, unless a
+		// real frame re-arms the timer first.
+		if time.Since(g.lastReal) <= g.cfg.Idle {
+			g.clock.at(time.Now().Add(busyRetry))
+		}
+		return
 	}
 	if result == padClosed {
 		// The member finished its answer: the fake burst goes on on
