@@ -624,6 +624,17 @@ static void close_subflow(struct gwsteer_connection *conn,
 }
 
 /**
+ * @brief When the subflow request of @a conn through @a gw times out
+ *        (monotonic us): the kernel never made the subflow by then.
+ */
+static uint64_t request_expiry(struct gwsteer_connection const *conn,
+                               struct gateway const *gw)
+{
+        return conn->pending_since_us[gw->index]
+                + (uint64_t) gwsteer->config->subflow_timeout_ms * 1000;
+}
+
+/**
  * @brief Ask the kernel for a subflow of @a conn through @a gw.
  */
 static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
@@ -674,9 +685,7 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 
         conn->pending |= 1u << gw->index;
         conn->pending_since_us[gw->index] = l_time_now();
-        reconcile_at(conn->pending_since_us[gw->index]
-                     + (uint64_t) gwsteer->config->subflow_timeout_ms * 1000
-                     + 1000);
+        reconcile_at(request_expiry(conn, gw) + 1000);
 }
 
 /**
@@ -952,8 +961,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
 
                 // A request that never produced a subflow: back off.
                 if ((conn->pending & bit)
-                    && now - conn->pending_since_us[gw->index]
-                       > (uint64_t) c->subflow_timeout_ms * 1000) {
+                    && now > request_expiry(conn, gw)) {
                         conn->pending &= ~bit;
                         back_off(conn, gw, "not up in time");
                 }
@@ -982,9 +990,22 @@ static void reconcile_client(struct gwsteer_connection *conn)
                 if (!(conn->served & bit))
                         continue;
 
-                if (subflows_on(conn, gw) != 0 || (conn->pending & bit)
-                    || now < conn->retry_after_us[gw->index])
+                if (subflows_on(conn, gw) != 0)
                         continue;
+
+                /*
+                 * Not yet: the due timer holds one deadline, the
+                 * earliest, and this run may have served another
+                 * connection's.  Come back at this one's own time.
+                 */
+                if (conn->pending & bit) {
+                        reconcile_at(request_expiry(conn, gw) + 1000);
+                        continue;
+                }
+                if (now < conn->retry_after_us[gw->index]) {
+                        reconcile_at(conn->retry_after_us[gw->index]);
+                        continue;
+                }
 
                 if (subflow_count(conn) >= c->max_subflows
                     && live_subflows(conn) > 1) {

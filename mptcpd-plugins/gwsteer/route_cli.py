@@ -29,16 +29,22 @@ from .config import Config, ConfigError, load_config
 
 
 def _notify_ready() -> None:
-    """Tell systemd that the routes are in (``Type=notify``): its unit is ordered
-    before mptcpd, whose first subflows need them. Nothing outside systemd."""
+    """Tell systemd that the routes of every gateway with an address are in
+    (``Type=notify``): its unit is ordered before mptcpd, whose first subflows
+    need them. A gateway named by an interface with no address yet is routed
+    when the address comes. Nothing outside systemd."""
     path = os.environ.get("NOTIFY_SOCKET", "")
     if not path:
         return
     if path.startswith("@"):  # an abstract socket
         path = "\0" + path[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-        s.connect(path)
-        s.sendall(b"READY=1")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.connect(path)
+            s.sendall(b"READY=1")
+    except OSError as e:
+        # The routes are in either way; systemd's start time-out says the rest.
+        print(f"gwsteer-route: could not tell systemd it is ready: {e}", file=sys.stderr)
 
 
 def _follow(cfg: Config) -> int:

@@ -342,6 +342,7 @@ struct gateway_probe
         gateway_probe_reply_cb on_reply;
         void *user_data;
         bool answering;
+        unsigned int reply_delay_ms;
         struct sockaddr_storage source;
 };
 
@@ -373,8 +374,12 @@ struct gateway_probe *gateway_probe_new(struct sockaddr const *source,
         return p;
 }
 
-/// Replies not delivered yet: (prober, sequence).
-static struct { struct gateway_probe *p; uint16_t seq; } replies[256];
+/// Replies not delivered yet: (prober, sequence, when sent).
+static struct {
+        struct gateway_probe *p;
+        uint16_t seq;
+        uint64_t sent_us;
+} replies[256];
 
 /// Number of undelivered replies.
 static size_t nreplies;
@@ -397,6 +402,7 @@ bool gateway_probe_send(struct gateway_probe *p, uint16_t seq)
         if (p->answering && nreplies < L_ARRAY_SIZE(replies)) {
                 replies[nreplies].p = p;
                 replies[nreplies].seq = seq;
+                replies[nreplies].sent_us = l_time_now();
                 ++nreplies;
         }
 
@@ -416,6 +422,18 @@ void gateway_probe_destroy(struct gateway_probe *p)
         l_free(p);
 }
 
+/**
+ * @brief Is @a p a prober from @a source?
+ */
+static bool probes_from(struct gateway_probe const *p, char const *source)
+{
+        struct sockaddr_storage ss;
+
+        return p != NULL && gwsteer_parse_addr(source, &ss)
+                && gwsteer_same_ip((struct sockaddr const *) &p->source,
+                                   (struct sockaddr *) &ss);
+}
+
 /// Source whose prober answers first in every round, or @c NULL.
 static char const *fastest_source;
 
@@ -424,46 +442,61 @@ static char const *fastest_source;
  */
 static bool is_fastest(struct gateway_probe const *p)
 {
-        struct sockaddr_storage ss;
-
-        return fastest_source != NULL
-                && gwsteer_parse_addr(fastest_source, &ss)
-                && gwsteer_same_ip((struct sockaddr const *) &p->source,
-                                   (struct sockaddr *) &ss);
+        return fastest_source != NULL && probes_from(p, fastest_source);
 }
 
 /**
- * @brief Deliver every pending probe answer (like the socket would).
+ * @brief Deliver every pending probe answer that is due (like the socket
+ *        would).
  *
- * In the order sent (file order), but fastest_source's first.
+ * In the order sent (file order), but fastest_source's first; a prober
+ * with a reply delay answers that long after its probe.
  */
 static void deliver_replies(void)
 {
         size_t const n = nreplies;
+        uint64_t const now = l_time_now();
 
-        nreplies = 0;
         for (int pass = 0; pass < 2; ++pass)
-                for (size_t i = 0; i < n; ++i)
-                        if (replies[i].p != NULL
-                            && is_fastest(replies[i].p) == (pass == 0))
-                                replies[i].p->on_reply(
-                                        replies[i].seq,
-                                        replies[i].p->user_data);
+                for (size_t i = 0; i < n; ++i) {
+                        struct gateway_probe *const p = replies[i].p;
+
+                        if (p == NULL || is_fastest(p) != (pass == 0)
+                            || now - replies[i].sent_us
+                               < (uint64_t) p->reply_delay_ms * 1000)
+                                continue;
+
+                        replies[i].p = NULL;
+                        p->on_reply(replies[i].seq, p->user_data);
+                }
+
+        // Keep the replies not due yet, and any sent by the callbacks.
+        size_t kept = 0;
+
+        for (size_t i = 0; i < nreplies; ++i)
+                if (replies[i].p != NULL)
+                        replies[kept++] = replies[i];
+        nreplies = kept;
 }
 
 /**
- * @brief Make the prober of @a source answer or stay silent.
+ * @brief Make the probers of @a source answer or stay silent.
  */
 static void set_answering(char const *source, bool answering)
 {
-        struct sockaddr_storage ss;
-
-        gwsteer_parse_addr(source, &ss);
         for (size_t i = 0; i < L_ARRAY_SIZE(probes); ++i)
-                if (probes[i] != NULL
-                    && gwsteer_same_ip((struct sockaddr *) &probes[i]->source,
-                                       (struct sockaddr *) &ss))
+                if (probes_from(probes[i], source))
                         probes[i]->answering = answering;
+}
+
+/**
+ * @brief Make the probers of @a source answer @a ms after each probe.
+ */
+static void set_reply_delay(char const *source, unsigned int ms)
+{
+        for (size_t i = 0; i < L_ARRAY_SIZE(probes); ++i)
+                if (probes_from(probes[i], source))
+                        probes[i]->reply_delay_ms = ms;
 }
 
 // ----------------------------------------------------------------
@@ -949,7 +982,10 @@ static void test_prefer_best_per_connection(void)
         CHECK(start(FAST "prefer_best = true\n"
                     "[gateway gw6]\nsource = fc00:1::2\nhops = fc00:1::1\n"
                     GW12));
-        run_for(200);  // gw6 answers first every round: the best.
+        // gw6 answers first every round: the best; gw1 in 2 ms, gw2 in 6.
+        set_reply_delay("10.1.1.2", 2);
+        set_reply_delay("10.1.2.2", 6);
+        run_for(200);
         connect_client(17, "10.1.1.2", "10.99.0.1");
         ops->new_subflow(17, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
                          false, PM);
@@ -958,7 +994,7 @@ static void test_prefer_best_per_connection(void)
                 "gw1 %d gw2 %d\n", last_backup("10.1.1.2"),
                 last_backup("10.1.2.2"));
         // gw1 answers before gw2 in every round: the best of the two.
-        CHECK(last_backup("10.1.1.2") != 1);
+        CHECK(last_backup("10.1.1.2") == 0);
         CHECK(last_backup("10.1.2.2") == 1);
         fastest_source = NULL;
         stop();
@@ -966,15 +1002,57 @@ static void test_prefer_best_per_connection(void)
 
 /**
  * @brief Milliseconds from @a closed_at_ms to the first subflow request
- *        through gw2 among cmds[@a from ...], or -1 if none came.
+ *        of @a token through gw2 among cmds[@a from ...], or -1 if none
+ *        came.
  */
-static int64_t gap_after(size_t from, int64_t closed_at_ms)
+static int64_t token_gap_after(uint32_t token, size_t from,
+                               int64_t closed_at_ms)
 {
         for (size_t i = from; i < ncmds; ++i)
-                if (cmds[i].kind == CMD_ADD_SUBFLOW
+                if (cmds[i].kind == CMD_ADD_SUBFLOW && cmds[i].token == token
                     && strcmp(cmds[i].local, "10.1.2.2") == 0)
                         return cmds[i].at_ms - closed_at_ms;
         return -1;
+}
+
+/**
+ * @brief token_gap_after() for the retry test's connection, token 16.
+ */
+static int64_t gap_after(size_t from, int64_t closed_at_ms)
+{
+        return token_gap_after(16, from, closed_at_ms);
+}
+
+/// Back-off settings of the retry tests: a status rewrite only every 5 s.
+#define SLOW_STATUS "[gwsteer]\nprobe_target = 10.99.0.1\n"              \
+        "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"                 \
+        "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"              \
+        "status_interval_ms = 5000\n"                                     \
+        "subflow_timeout_ms = 2000\n"
+
+/**
+ * @brief Close gw2's subflow of @a token from @a port quickly, @a times
+ *        times in a row, each after its retry came; return the port of
+ *        the next subflow.
+ */
+static uint16_t close_quickly(uint32_t token, uint16_t port,
+                              unsigned int times, int64_t *gaps)
+{
+        for (unsigned int i = 0; i < times; ++i, ++port) {
+                ops->new_subflow(token, sa("10.1.2.2", port),
+                                 sa("10.99.0.1", 5201), false, PM);
+                size_t const from = ncmds;
+                int64_t const closed = now_ms();
+                ops->subflow_closed(token, sa("10.1.2.2", port),
+                                    sa("10.99.0.1", 5201), false, PM);
+                for (unsigned int t = 0;
+                     t < 100 && token_gap_after(token, from, closed) < 0;
+                     ++t)
+                        run_for(5);
+                gaps[i] = token_gap_after(token, from, closed);
+        }
+
+        return port;
 }
 
 /**
@@ -988,34 +1066,14 @@ static int64_t gap_after(size_t from, int64_t closed_at_ms)
  */
 static void test_retry_follows_backoff(void)
 {
-        CHECK(start("[gwsteer]\nprobe_target = 10.99.0.1\n"
-                    "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"
-                    "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"
-                    "status_interval_ms = 5000\n"
-                    "subflow_timeout_ms = 2000\n" GW12));
+        CHECK(start(SLOW_STATUS GW12));
         connect_client(16, "10.1.1.2", "10.99.0.1");
         CHECK(count(CMD_ADD_SUBFLOW, "10.1.2.2") == 1);
 
         // Five subflows that die at once (a middlebox resetting joins):
         // back-offs of 10, 20, 40, 80, 160 ms, each retried on time.
         int64_t gaps[6] = { 0 };
-        uint16_t port = 40001;
-
-        for (unsigned int i = 0; i < 5; ++i, ++port) {
-                ops->new_subflow(16, sa("10.1.2.2", port),
-                                 sa("10.99.0.1", 5201), false, PM);
-                size_t const from = ncmds;
-                int64_t const closed = now_ms();
-                ops->subflow_closed(16, sa("10.1.2.2", port),
-                                    sa("10.99.0.1", 5201), false, PM);
-                unsigned int const asked = count(CMD_ADD_SUBFLOW,
-                                                 "10.1.2.2");
-                for (unsigned int t = 0;
-                     t < 100 && count(CMD_ADD_SUBFLOW, "10.1.2.2") == asked;
-                     ++t)
-                        run_for(5);
-                gaps[i] = gap_after(from, closed);
-        }
+        uint16_t const port = close_quickly(16, 40001, 5, gaps);
         fprintf(stderr, "gw2 retries after quick closes (ms): %" PRId64
                 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
                 gaps[0], gaps[1], gaps[2], gaps[3], gaps[4]);
@@ -1023,9 +1081,9 @@ static void test_retry_follows_backoff(void)
                 CHECK(gaps[i] >= 0 && gaps[i] < 450);  // Not 5 s.
         CHECK(gaps[0] >= 5 && gaps[4] >= 120);  // Backed off: 10, 160 ms.
 
-        // One that carried traffic for 500 ms, longer than the 320 ms
+        // One that carried traffic for 500 ms, longer than the 160 ms
         // back-off now in force: its close is a new failure, retried
-        // after the first step again.
+        // after the first step again, not after the next (320 ms).
         ops->new_subflow(16, sa("10.1.2.2", port), sa("10.99.0.1", 5201),
                          false, PM);
         run_for(500);
@@ -1038,6 +1096,49 @@ static void test_retry_follows_backoff(void)
         fprintf(stderr, "gw2 retry after a subflow that lived 500 ms: %"
                 PRId64 " ms\n", gaps[5]);
         CHECK(gaps[5] >= 5 && gaps[5] < 200);  // 10 ms, not 320.
+        stop();
+}
+
+/**
+ * @brief Retries of several connections each come at their own time.
+ *
+ * The due timer holds the earliest deadline only.  A retry due later
+ * than the one the timer served must still come at its back-off, not
+ * at the next status rewrite (5 s here).
+ */
+static void test_every_retry_comes_on_time(void)
+{
+        CHECK(start(SLOW_STATUS GW12));
+        connect_client(18, "10.1.1.2", "10.99.0.1");
+        connect_client(19, "10.1.1.2", "10.99.0.1");
+
+        // Token 18 backs off to 160 ms; token 19's first failure waits
+        // 10 ms and takes the due timer from it.
+        int64_t gaps[5] = { 0 };
+
+        close_quickly(18, 41001, 4, gaps);
+        ops->new_subflow(18, sa("10.1.2.2", 41005), sa("10.99.0.1", 5201),
+                         false, PM);
+        ops->new_subflow(19, sa("10.1.2.2", 42001), sa("10.99.0.1", 5201),
+                         false, PM);
+        size_t const from = ncmds;
+        int64_t const closed = now_ms();
+        ops->subflow_closed(18, sa("10.1.2.2", 41005), sa("10.99.0.1", 5201),
+                            false, PM);
+        ops->subflow_closed(19, sa("10.1.2.2", 42001), sa("10.99.0.1", 5201),
+                            false, PM);
+        for (unsigned int t = 0;
+             t < 200 && token_gap_after(18, from, closed) < 0; ++t)
+                run_for(5);
+
+        int64_t const late = token_gap_after(18, from, closed);
+        int64_t const early = token_gap_after(19, from, closed);
+
+        fprintf(stderr, "retries after simultaneous closes (ms): "
+                "160 ms back-off %" PRId64 ", 10 ms back-off %" PRId64 "\n",
+                late, early);
+        CHECK(early >= 5 && early < 120);
+        CHECK(late >= 120 && late < 450);  // Not at the 5 s rewrite.
         stop();
 }
 
@@ -1483,6 +1584,7 @@ int main(void)
         test_max_subflows_and_preference();
         test_recovered_gateway_displaces_backup();
         test_retry_follows_backoff();
+        test_every_retry_comes_on_time();
         test_prefer_best_per_connection();
         test_announce_listener_references();
         test_pickup_at_start();
