@@ -261,12 +261,15 @@ func (c *Conn) armBurst(t time.Time) {
 
 // padFire sends a padding frame if the connection is neither idle nor out
 // of budget, then draws the next from H_G.
-func (c *Conn) padFire(gen uint64) {
+func (c *Conn) padFire(gen uint64) { c.padTry(gen, 0) }
+
+// padTry is padFire after waiting waited for the write lock (0: on time).
+func (c *Conn) padTry(gen uint64, waited time.Duration) {
 	if c.shut.Load() {
 		return
 	}
 	if !c.wmu.TryLock() {
-		c.retryWhileBusy(gen)
+		c.retryWhileBusy(gen, waited)
 		return
 	}
 	defer c.wmu.Unlock()
@@ -284,23 +287,41 @@ func (c *Conn) padFire(gen uint64) {
 		return // out of budget until more real bytes are sent
 	}
 	if c.writePadding(size) {
+		if waited > 0 {
+			// Sent late: the next gap counts from now, or the frames
+			// due during the wait would follow back to back.
+			p.clock.due = now
+		}
 		p.clock.afterPadding()
 	}
 }
 
-// busyRetry is how soon a padding frame that fell due while the write lock
-// was held is tried again.
-const busyRetry = time.Millisecond
+// Padding frames that fall due while the write lock is held are tried
+// again after busyRetry, then after twice as long each time the lock is
+// still held, up to maxBusyRetry.
+const (
+	busyRetry    = time.Millisecond
+	maxBusyRetry = 32 * time.Millisecond
+)
 
-// retryWhileBusy tries the padding frame of generation gen again shortly:
-// it fell due while the write lock was held. A real write re-arms the
-// timer when it ends, which makes the retry a no-op; the FIN frame's write
-// and Close's look at a connection that may linger do not, and a frame due
-// then must not end the padding for good (the silence after a page's last
-// connection is what lingering pads). It gives up once the padder is idle.
-func (c *Conn) retryWhileBusy(gen uint64) {
+// nextBusyRetry is the wait before the next try of a padding frame that
+// found the write lock held after waiting waited (0: on its first try).
+func nextBusyRetry(waited time.Duration) time.Duration {
+	return min(max(2*waited, busyRetry), maxBusyRetry)
+}
+
+// retryWhileBusy tries the padding frame of generation gen again: it fell
+// due while the write lock was held, after waiting waited. A real write
+// re-arms the timer when it ends, which makes the retry a no-op; the FIN
+// frame's write and Close's look at a connection that may linger do not,
+// and a frame due then must not end the padding for good (the silence
+// after a page's last connection is what lingering pads). The wait grows
+// while the lock stays held (a write blocked on a full window), and the
+// retries end once the padder is idle.
+func (c *Conn) retryWhileBusy(gen uint64, waited time.Duration) {
 	if time.Now().Before(c.padIdleAt()) {
-		time.AfterFunc(busyRetry, func() { c.padFire(gen) })
+		wait := nextBusyRetry(waited)
+		time.AfterFunc(wait, func() { c.padTry(gen, wait) })
 	}
 }
 

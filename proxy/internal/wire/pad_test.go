@@ -217,11 +217,25 @@ func TestPaddingGoesOnAfterTheWriteLockWasHeld(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		atRelease := snd.PadTotals().PadFrames
 		snd.wmu.Unlock()
-		time.Sleep(50 * time.Millisecond)
+		// The frames due during the wait are not sent back to back once
+		// it ends: the next gap counts from the late frame.
+		deadline := time.Now().Add(50 * time.Millisecond)
+		for snd.PadTotals().PadFrames == atRelease && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		first := time.Now()
+		time.Sleep(2 * time.Millisecond)
+		burst := snd.PadTotals().PadFrames - atRelease
+		window := time.Since(first)
+		time.Sleep(time.Until(deadline))
 		sent := snd.PadTotals().PadFrames - atRelease
-		t.Logf("grouped %v: %d padding frames in the 50 ms after the lock was free", grouped, sent)
+		t.Logf("grouped %v: %d padding frames in the %v from the first one after the lock was free, %d in 50 ms", grouped, burst, window, sent)
 		if sent == 0 {
 			t.Errorf("grouped %v: no padding frame in the 50 ms after the write lock was free", grouped)
+		}
+		// One a gap (1 ms), and the first two and one in flight.
+		if allowed := int64(window/time.Millisecond) + 3; burst > allowed {
+			t.Errorf("grouped %v: %d padding frames within %v after the wait (1 ms gaps): the frames due during the wait went back to back", grouped, burst, window)
 		}
 		snd.Close()
 		rcv.Close()

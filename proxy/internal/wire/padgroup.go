@@ -32,6 +32,7 @@ type PadGroup struct {
 	lastReal time.Time
 	dataSent int64 // members' real wire bytes sent while members
 	padSent  int64
+	busyWait time.Duration // wait before the last try of a frame that found its member's write lock held
 }
 
 // NewPadGroup returns an empty group padding with cfg. onEmpty, if not
@@ -140,6 +141,7 @@ func (g *PadGroup) armBurst(t time.Time) {
 	if t.After(g.lastReal) {
 		g.lastReal = t
 	}
+	g.busyWait = 0
 	g.clock.afterReal(t)
 }
 
@@ -177,13 +179,15 @@ func (g *PadGroup) fire(gen uint64) {
 		return // a real frame re-armed the timer
 	}
 	if result == padBusy {
-		// Tried again shortly, as Conn.retryWhileBusy does, unless a
-		// real frame re-arms the timer first.
+		// Tried again, waiting longer each time as Conn.retryWhileBusy
+		// does, unless a real frame re-arms the timer first.
 		if time.Since(g.lastReal) <= g.cfg.Idle {
-			g.clock.at(time.Now().Add(busyRetry))
+			g.busyWait = nextBusyRetry(g.busyWait)
+			g.clock.at(time.Now().Add(g.busyWait))
 		}
 		return
 	}
+	g.busyWait = 0
 	if result == padClosed {
 		// The member finished its answer: the fake burst goes on on
 		// another, if one is open, at once.
