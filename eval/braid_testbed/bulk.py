@@ -447,6 +447,36 @@ def disconnect(sock: socket.socket) -> None:
         raise OSError(err, f"connect(AF_UNSPEC): {os.strerror(err)}")
 
 
+SOL_MPTCP = 284
+MPTCP_FULL_INFO = 4
+MAX_SUBFLOWS_READ = 8
+
+
+class MptcpFullInfoHead(ctypes.Structure):
+    """struct mptcp_full_info up to its mptcp_info (linux/mptcp.h): the
+    sizes and the two arrays the kernel fills, one entry per subflow."""
+    _fields_ = [("size_tcpinfo_kernel", ctypes.c_uint32), ("size_tcpinfo_user", ctypes.c_uint32),
+                ("size_sfinfo_kernel", ctypes.c_uint32), ("size_sfinfo_user", ctypes.c_uint32),
+                ("num_subflows", ctypes.c_uint32), ("size_arrays_user", ctypes.c_uint32),
+                ("subflow_info", ctypes.c_uint64), ("tcp_info", ctypes.c_uint64)]
+
+
+def subflow_ids(sock: socket.socket) -> list[int]:
+    """The kernel's subflow_id of each subflow of an MPTCP socket
+    (MPTCP_FULL_INFO, whose user pointers Python's getsockopt() cannot
+    pass): unique within the connection, never 0."""
+    ids = (ctypes.c_uint32 * MAX_SUBFLOWS_READ)()
+    head = MptcpFullInfoHead(size_sfinfo_user=ctypes.sizeof(ctypes.c_uint32),
+                             size_arrays_user=MAX_SUBFLOWS_READ,
+                             subflow_info=ctypes.addressof(ids))
+    size = ctypes.c_uint32(ctypes.sizeof(head))
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    if libc.getsockopt(sock.fileno(), SOL_MPTCP, MPTCP_FULL_INFO, ctypes.byref(head), ctypes.byref(size)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"getsockopt(MPTCP_FULL_INFO): {os.strerror(err)}")
+    return list(ids[:min(head.num_subflows, MAX_SUBFLOWS_READ)])
+
+
 def transfer(args: argparse.Namespace, seed: int,
              reused: socket.socket | None = None) -> dict[str, object]:
     """One connection in the requested mode; returns its JSON-able result.
@@ -537,6 +567,8 @@ def transfer(args: argparse.Namespace, seed: int,
             "p99": round(latencies[int(len(latencies) * 0.99)], 3),
             "mean": round(sum(latencies) / len(latencies), 3),
         }
+    if args.mptcp:
+        result["subflow_ids"] = subflow_ids(sock)
     if reused:
         disconnect(sock)
     else:

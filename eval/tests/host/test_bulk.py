@@ -117,3 +117,14 @@ def test_drained_waits_for_the_peer_to_take_the_data() -> None:
                 got += len(peer.recv(1 << 20))
             assert bulk.drained(sender, limit_s=10)
             assert bulk.unacknowledged(sender) == 0
+
+
+def test_an_upload_reports_its_subflow_ids(tmp_path: Path) -> None:
+    """The kernel names a new connection's one subflow 1 (MPTCP_FULL_INFO):
+    the field that the reconnect test in braid's kernel reads."""
+    port = free_port()
+    server = serve_one("127.0.0.1", port, tmp_path / "progress")
+    rc, result, err = send(["--host", "127.0.0.1", "--port", str(port), "--bytes", "64K"])
+    server.join(10)
+    assert rc == 0, err
+    assert result["subflow_ids"] == [1]

@@ -7,7 +7,10 @@ join stayed done (the next connection's first flight was not held for its
 second subflow), bernoulli kept a load estimate in the old connection's
 data sequence space, and redundant's first subflow kept its position in
 the old sequence space (it skipped the new connection's data as carried
-whenever the new initial sequence number was the lower one)."""
+whenever the new initial sequence number was the lower one). The first
+subflow, which the socket keeps, kept no name: its subflow_id became 0,
+which the schedulers' burst bookkeeping reads as "no subflow" (a burst
+that ended on it went uncounted in MPTcpExtSchedBurstMoved)."""
 
 from __future__ import annotations
 
@@ -53,11 +56,14 @@ def test_each_connection_of_a_reused_socket_starts_clean(bed: StandardTestbed, s
     carried = [(t.payload(1, port, True), t.payload(2, port, True)) for t in traces]
     joins = [sum(1 for p in t.packets[2] if p.syn and p.dport == port and p.mptcp_subtype == MPTCP_SUB_JOIN)
              for t in traces]
+    ids = [t.result["subflow_ids"] for t in traces]
     print(f"\n{scheduler}: bytes per WAN for each connection {carried}; MP_JOIN SYNs on wan2 "
-          f"{joins}; first flights held {held}")
+          f"{joins}; first flights held {held}; subflow ids {ids}")
     assert len(traces) == ROUNDS
     assert all(t.result["digest_ok"] for t in traces)
     assert all(n >= 1 for n in joins)
+    # every subflow of every connection has a name of its own, never 0
+    assert all(isinstance(i, list) and i and 0 not in i and len(set(i)) == len(i) for i in ids)
     if scheduler == "redundant":
         # wan1's subflow is the one the socket keeps across a disconnect:
         # it carries a copy of everything (the first flight too), unless a
