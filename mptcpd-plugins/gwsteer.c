@@ -587,6 +587,16 @@ static struct gwsteer_subflow *add_tracked_subflow(
 }
 
 /**
+ * @brief When the removal of @a sf counts as never confirmed (monotonic
+ *        us): it is asked again after that.
+ */
+static uint64_t removal_expiry(struct gwsteer_subflow const *sf)
+{
+        return sf->closing_since_us
+                + (uint64_t) gwsteer->config->subflow_timeout_ms * 1000;
+}
+
+/**
  * @brief Ask the kernel to close a subflow.
  *
  * The subflow stays tracked, marked @c closing, until the kernel
@@ -609,10 +619,19 @@ static void close_subflow(struct gwsteer_connection *conn,
         char const *const remote =
                 addr_text((struct sockaddr *) &sf->raddr, r, sizeof(r));
 
+        /*
+         * Either way the retry comes at its own time, not at the next
+         * maintenance run (status_interval_ms, minutes on some boxes):
+         * a request not sent after the first back-off step, one the
+         * kernel never confirmed after subflow_timeout_ms.
+         */
         if (err != 0) {
                 l_error("token %08x: closing subflow %s -> %s (%s): "
                         "request not sent, will retry: %s",
                         conn->token, local, remote, why, strerror(err));
+                reconcile_at(l_time_now()
+                             + (uint64_t) gwsteer->config->probe_interval_ms
+                               * 1000);
                 return;
         }
 
@@ -620,6 +639,7 @@ static void close_subflow(struct gwsteer_connection *conn,
                conn->token, local, remote, why);
         sf->closing = true;
         sf->closing_since_us = l_time_now();
+        reconcile_at(removal_expiry(sf) + 1000);
         status_changed();
 }
 
@@ -849,17 +869,19 @@ static bool backup_wanted(struct gwsteer_connection const *conn,
  */
 static void retry_unconfirmed(struct gwsteer_connection *conn, uint64_t now)
 {
-        uint64_t const timeout =
-                (uint64_t) gwsteer->config->subflow_timeout_ms * 1000;
-
         for (struct l_queue_entry const *e = l_queue_get_entries(conn->subflows);
              e;
              e = e->next) {
                 struct gwsteer_subflow *const sf = e->data;
 
+                if (!sf->closing)
+                        continue;
+
                 // A removal the kernel never confirmed: ask again.
-                if (sf->closing && now - sf->closing_since_us > timeout)
+                if (now > removal_expiry(sf))
                         sf->closing = false;
+                else
+                        reconcile_at(removal_expiry(sf) + 1000);
         }
 }
 

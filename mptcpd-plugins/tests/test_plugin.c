@@ -609,6 +609,13 @@ static void run_for(unsigned int ms)
  */
 #define FAST FAST_PROBES "subflow_timeout_ms = 2000\n"
 
+/// FAST, but the status file is rewritten (maintenance) only every 5 s.
+#define SLOW_STATUS "[gwsteer]\nprobe_target = 10.99.0.1\n"              \
+        "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"                 \
+        "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"              \
+        "status_interval_ms = 5000\n"                                     \
+        "subflow_timeout_ms = 2000\n"
+
 /// Two IPv4 gateways.
 #define GW12 "[gateway gw1]\nsource = 10.1.1.2\nhops = 10.1.1.1\n"    \
         "[gateway gw2]\nsource = 10.1.2.2\nhops = 10.1.2.1\n"
@@ -758,10 +765,13 @@ static void test_peers_pick_gateways(void)
 
 /**
  * @brief A removal that was not sent is retried; ours do not back off.
+ *
+ * The retry comes at its own time, also when maintenance runs only every
+ * few seconds (@a conf SLOW_STATUS).
  */
-static void test_remove_bookkeeping(void)
+static void test_remove_bookkeeping(char const *conf)
 {
-        CHECK(start(FAST GW12));
+        CHECK(start(conf));
         connect_client(9, "10.1.1.2", "10.99.0.1");
         ops->new_subflow(9, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
                          false, PM);
@@ -955,6 +965,27 @@ static void test_recovered_gateway_displaces_backup(void)
 }
 
 /**
+ * @brief A removal the kernel never confirms is asked again after
+ *        subflow_timeout_ms (2 s), not at the next maintenance run (5 s).
+ */
+static void test_unconfirmed_removal_asked_again(void)
+{
+        CHECK(start(SLOW_STATUS GW12));
+        connect_client(21, "10.1.1.2", "10.99.0.1");
+        ops->new_subflow(21, sa("10.1.2.2", 40001), sa("10.99.0.1", 5201),
+                         false, PM);
+        set_answering("10.1.2.2", false);
+        run_for(150);  // gw2 down: its subflow's removal is asked.
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == 1);
+
+        run_for(2900);
+        fprintf(stderr, "removal requests 3 s after the first: %u\n",
+                count(CMD_REMOVE_SUBFLOW, "10.1.2.2"));
+        CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == 2);
+        stop();
+}
+
+/**
  * @brief The backup flag last asked for on @a local's subflow: 1, 0, or
  *        -1 if none was.
  */
@@ -1022,13 +1053,6 @@ static int64_t gap_after(size_t from, int64_t closed_at_ms)
 {
         return token_gap_after(16, from, closed_at_ms);
 }
-
-/// Back-off settings of the retry tests: a status rewrite only every 5 s.
-#define SLOW_STATUS "[gwsteer]\nprobe_target = 10.99.0.1\n"              \
-        "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"                 \
-        "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"              \
-        "status_interval_ms = 5000\n"                                     \
-        "subflow_timeout_ms = 2000\n"
 
 /**
  * @brief Close gw2's subflow of @a token from @a port quickly, @a times
@@ -1578,7 +1602,9 @@ int main(void)
         test_token_reuse();
         test_family_and_backoff();
         test_peers_pick_gateways();
-        test_remove_bookkeeping();
+        test_remove_bookkeeping(FAST GW12);
+        test_remove_bookkeeping(SLOW_STATUS GW12);
+        test_unconfirmed_removal_asked_again();
         test_backup_confirmed_by_kernel();
         test_health_change_deferred();
         test_max_subflows_and_preference();
