@@ -462,6 +462,15 @@ static void reconcile_at(uint64_t at_us)
                 l_timeout_modify_ms(gwsteer->due, ms);
 }
 
+/**
+ * @brief Reconcile again once the time-out ending at @a expiry_us has
+ *        passed: its check is "now > expiry", so a millisecond later.
+ */
+static void reconcile_after(uint64_t expiry_us)
+{
+        reconcile_at(expiry_us + 1000);
+}
+
 // ----------------------------------------------------------------
 //                     Connection bookkeeping
 // ----------------------------------------------------------------
@@ -639,7 +648,7 @@ static void close_subflow(struct gwsteer_connection *conn,
                conn->token, local, remote, why);
         sf->closing = true;
         sf->closing_since_us = l_time_now();
-        reconcile_at(removal_expiry(sf) + 1000);
+        reconcile_after(removal_expiry(sf));
         status_changed();
 }
 
@@ -705,7 +714,7 @@ static void open_subflow(struct gwsteer_connection *conn, struct gateway *gw)
 
         conn->pending |= 1u << gw->index;
         conn->pending_since_us[gw->index] = l_time_now();
-        reconcile_at(request_expiry(conn, gw) + 1000);
+        reconcile_after(request_expiry(conn, gw));
 }
 
 /**
@@ -881,7 +890,7 @@ static void retry_unconfirmed(struct gwsteer_connection *conn, uint64_t now)
                 if (now > removal_expiry(sf))
                         sf->closing = false;
                 else
-                        reconcile_at(removal_expiry(sf) + 1000);
+                        reconcile_after(removal_expiry(sf));
         }
 }
 
@@ -1021,7 +1030,7 @@ static void reconcile_client(struct gwsteer_connection *conn)
                  * connection's.  Come back at this one's own time.
                  */
                 if (conn->pending & bit) {
-                        reconcile_at(request_expiry(conn, gw) + 1000);
+                        reconcile_after(request_expiry(conn, gw));
                         continue;
                 }
                 if (now < conn->retry_after_us[gw->index]) {

@@ -595,11 +595,23 @@ static void run_for(unsigned int ms)
         }
 }
 
-/// Fast probes and short intervals, for every test.
-#define FAST_PROBES "[gwsteer]\nprobe_target = 10.99.0.1\n"          \
+/**
+ * Run the event loop in 5 ms steps until @a cond holds, for at most
+ * @a max_ms: on a loaded machine timers run late, so a test waits for
+ * what it expects rather than a fixed time.
+ */
+#define RUN_UNTIL(cond, max_ms)                                         \
+        for (unsigned int waited_ = 0; waited_ < (max_ms) && !(cond);   \
+             waited_ += 5)                                              \
+                run_for(5)
+
+/// Fast probes, for every test.
+#define PROBES "[gwsteer]\nprobe_target = 10.99.0.1\n"                 \
         "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"             \
-        "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"           \
-        "status_interval_ms = 10\n"
+        "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"
+
+/// Fast probes and short intervals.
+#define FAST_PROBES PROBES "status_interval_ms = 10\n"
 
 /**
  * Common [gwsteer] settings.  A subflow request that this fake kernel
@@ -610,10 +622,7 @@ static void run_for(unsigned int ms)
 #define FAST FAST_PROBES "subflow_timeout_ms = 2000\n"
 
 /// FAST, but the status file is rewritten (maintenance) only every 5 s.
-#define SLOW_STATUS "[gwsteer]\nprobe_target = 10.99.0.1\n"              \
-        "probe_interval_ms = 10\nprobe_timeout_ms = 30\n"                 \
-        "fail_after = 1\nrecover_after = 1\nhold_ms = 10\n"              \
-        "status_interval_ms = 5000\n"                                     \
+#define SLOW_STATUS PROBES "status_interval_ms = 5000\n"                \
         "subflow_timeout_ms = 2000\n"
 
 /// Two IPv4 gateways.
@@ -1069,10 +1078,7 @@ static uint16_t close_quickly(uint32_t token, uint16_t port,
                 int64_t const closed = now_ms();
                 ops->subflow_closed(token, sa("10.1.2.2", port),
                                     sa("10.99.0.1", 5201), false, PM);
-                for (unsigned int t = 0;
-                     t < 100 && token_gap_after(token, from, closed) < 0;
-                     ++t)
-                        run_for(5);
+                RUN_UNTIL(token_gap_after(token, from, closed) >= 0, 500);
                 gaps[i] = token_gap_after(token, from, closed);
         }
 
@@ -1151,9 +1157,7 @@ static void test_every_retry_comes_on_time(void)
                             false, PM);
         ops->subflow_closed(19, sa("10.1.2.2", 42001), sa("10.99.0.1", 5201),
                             false, PM);
-        for (unsigned int t = 0;
-             t < 200 && token_gap_after(18, from, closed) < 0; ++t)
-                run_for(5);
+        RUN_UNTIL(token_gap_after(18, from, closed) >= 0, 1000);
 
         int64_t const late = token_gap_after(18, from, closed);
         int64_t const early = token_gap_after(19, from, closed);
@@ -1315,19 +1319,13 @@ static unsigned int backup_requests(char const *local, bool flag,
 /**
  * @brief Run until a backup flag request with value @a flag for a subflow
  *        from @a local comes (among cmds[@a from ...]), for at most
- *        @a max_ms; return how many came.
- *
- * The stall watch polls every 20 ms: on a loaded machine its timer runs
- * late, so a test waits for the request instead of a fixed time.
+ *        @a max_ms (the stall watch polls every 20 ms); return how many
+ *        came.
  */
 static unsigned int await_backup_request(char const *local, bool flag,
                                          size_t from, unsigned int max_ms)
 {
-        for (unsigned int t = 0;
-             t < max_ms && backup_requests(local, flag, from) == 0;
-             t += 5)
-                run_for(5);
-
+        RUN_UNTIL(backup_requests(local, flag, from) > 0, max_ms);
         return backup_requests(local, flag, from);
 }
 
@@ -1445,9 +1443,7 @@ static void test_stalled_subflow_backup(void)
         kernel_ack_at_us[0] = quiet;
         run_for(40);
         CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") == 0);
-        for (unsigned int t = 0;
-             t < 500 && count(CMD_REMOVE_SUBFLOW, "10.1.1.2") == 0; t += 5)
-                run_for(5);  // As await_backup_request() does.
+        RUN_UNTIL(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") > 0, 500);
         CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.1.2") >= 1);
         CHECK(count(CMD_REMOVE_SUBFLOW, "10.1.2.2") == 0);
         CHECK(backup_requests("10.1.1.2", true, 0) == 0);
