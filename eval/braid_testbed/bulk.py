@@ -437,12 +437,18 @@ class SockaddrUnspec(ctypes.Structure):
     _fields_ = [("sa_family", ctypes.c_ushort), ("sa_data", ctypes.c_char * 14)]
 
 
+@functools.cache
+def libc() -> ctypes.CDLL:
+    """The C library, for the socket calls Python cannot make; looked up and
+    loaded once for every call."""
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
 def disconnect(sock: socket.socket) -> None:
     """connect(AF_UNSPEC), which Python's connect() cannot pass: the socket
     is reset and may connect again (MPTCP supports it as TCP does)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     addr = SockaddrUnspec(socket.AF_UNSPEC, b"")
-    if libc.connect(sock.fileno(), ctypes.byref(addr), ctypes.sizeof(addr)) != 0:
+    if libc().connect(sock.fileno(), ctypes.byref(addr), ctypes.sizeof(addr)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"connect(AF_UNSPEC): {os.strerror(err)}")
 
@@ -470,8 +476,7 @@ def subflow_ids(sock: socket.socket) -> list[int]:
                              size_arrays_user=MAX_SUBFLOWS_READ,
                              subflow_info=ctypes.addressof(ids))
     size = ctypes.c_uint32(ctypes.sizeof(head))
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    if libc.getsockopt(sock.fileno(), SOL_MPTCP, MPTCP_FULL_INFO, ctypes.byref(head), ctypes.byref(size)) != 0:
+    if libc().getsockopt(sock.fileno(), SOL_MPTCP, MPTCP_FULL_INFO, ctypes.byref(head), ctypes.byref(size)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"getsockopt(MPTCP_FULL_INFO): {os.strerror(err)}")
     return list(ids[:min(head.num_subflows, MAX_SUBFLOWS_READ)])
