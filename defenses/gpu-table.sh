@@ -7,11 +7,13 @@
 # wf-defenses.png and the log, gpu-table.log.
 #
 # The corpus is the synthetic one (braid_wf/synth.py), generated here from
-# its seed. Cells run closed world first (none, hywf, hywf-ap, front, ap;
+# its seed, or the dataset in DATA (a `braid-wf collect` directory such as
+# out/wfc/single/all, copied to the GPU machine). Cells run closed world first (none, hywf, hywf-ap, front, ap;
 # each attack in turn), then the open world; a cell that would end after
 # DEADLINE seconds is skipped, and timeout stops the run LIMIT seconds in
 # (SIGINT: the cells done so far are written). Environment overrides:
-# SITES, INSTANCES, UNMONITORED, EPOCHS, DEADLINE, LIMIT, JOBS, TAM_SECONDS.
+# DATA, SITES, INSTANCES, UNMONITORED, EPOCHS, DEADLINE, LIMIT, JOBS,
+# TAM_SECONDS.
 set -eu
 OUT=${OUT:-out/wf-gpu}
 mkdir -p "$OUT"
@@ -24,9 +26,13 @@ log=$OUT/gpu-table.log
 	nvidia-smi -L || echo "nvidia-smi: no GPU listed"
 	python3 -c 'import jax; print(jax.__version__, jax.devices())'
 } 2>&1 | tee "$log"
+if [ -n "${DATA:-}" ]; then
+	set -- --data "$DATA"
+else
+	set -- --sites "${SITES:-100}" --instances "${INSTANCES:-100}" --unmonitored "${UNMONITORED:-5000}"
+fi
 set -x
-timeout -s INT -k 30 "${LIMIT:-450}" python3 -m braid_wf defenses --full \
-	--sites "${SITES:-100}" --instances "${INSTANCES:-100}" --unmonitored "${UNMONITORED:-5000}" \
+timeout -s INT -k 30 "${LIMIT:-450}" python3 -m braid_wf defenses --full "$@" \
 	--defenses none,hywf,hywf-ap,front,ap --attacks df,tiktok,rf,kfp \
 	--epochs "${EPOCHS:-12}" --tam-seconds "${TAM_SECONDS:-80}" --repeats 1 --copies 1 --base-rate 0.1 \
 	--jobs "${JOBS:-$(nproc)}" --deadline "${DEADLINE:-400}" \

@@ -321,10 +321,31 @@ def cmd_costs(args: argparse.Namespace) -> int:
 # Corpus sizes of `wf defenses`: quick (the host test, seconds) and full.
 DEFENSES_QUICK = (8, 10, 40)
 DEFENSES_FULL = (50, 30, 500)
-# FRONT for braid_wf.synth's loads (~0.6 s): the paper's W of 1-14 s (Tor loads
-# of tens of seconds) scaled down, N for an overhead near AP's budget.
+# FRONT for braid_wf.synth's loads (median 0.42 s): the paper's W of 1-14 s
+# (Tor loads of tens of seconds) scaled down, N for an overhead near AP's
+# budget. Another corpus's W is scaled by its median load against
+# SYNTH_LOAD_S, so that FRONT spreads its dummies over the loads as it does
+# over the synthetic ones.
 SYNTH_FRONT_N = 400
 SYNTH_FRONT_W_S = (0.05, 0.7)
+SYNTH_LOAD_S = 0.42
+
+
+def front_window(ds: Dataset) -> tuple[float, float]:
+    """FRONT's W for ``ds``: SYNTH_FRONT_W_S scaled by its median load duration."""
+    scale = float(np.median([t.times[-1] - t.times[0] if len(t.times) else 0.0 for t in ds.traces])) / SYNTH_LOAD_S
+    return SYNTH_FRONT_W_S[0] * scale, SYNTH_FRONT_W_S[1] * scale
+
+
+def captured_corpus(data: Path, how: dict[str, Any], sites: int, monitored: int, unmonitored: int) -> str:
+    """A collected dataset in words: what carried its loads and who
+    observes them."""
+    where = (f"host kernel {how['kernel']}" if how.get("host") else f"braid's kernel {how['kernel']} in its VM")
+    seen = {"all": "the load as one network carries it", "wan1": "network 1's captures",
+            "wan2": "network 2's captures"}.get(data.name, data.name)
+    return (f"captured corpus (`braid-wf collect`, condition `{how['condition']}`, {how['loader']} loader, "
+            f"through braid-proxy on the {where}, {how['links']} links; {seen}), {sites} sites, "
+            f"{monitored} monitored loads, {unmonitored} unmonitored")
 
 
 def cmd_defenses(args: argparse.Namespace) -> int:
@@ -333,8 +354,9 @@ def cmd_defenses(args: argparse.Namespace) -> int:
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     if args.data:
         ds = load_limited(args.data, args)
-        what = f"{args.data}"
         sites, inst, unmon = ds.monitored, None, sum(1 for x in ds.labels if x < 0)
+        how = collection.description(args.data)
+        what = captured_corpus(args.data, how, sites, len(ds.traces) - unmon, unmon) if how else f"{args.data}"
     else:
         sites, inst, unmon = (DEFENSES_FULL if args.full else DEFENSES_QUICK)
         sites, inst, unmon = (args.sites or sites, args.instances or inst,
@@ -343,6 +365,11 @@ def cmd_defenses(args: argparse.Namespace) -> int:
         what = (f"synthetic corpus (braid_wf.synth: simulated loads, not wire captures), {sites} sites x {inst} "
                 f"loads, {unmon} unmonitored")
     corpus_s = time.monotonic() - start
+    if args.front_w is None:
+        args.front_w = front_window(ds) if args.data else SYNTH_FRONT_W_S
+        if args.data:
+            log(f"FRONT's W {args.front_w[0]:.3g}-{args.front_w[1]:.3g} s: the synthetic corpus's, scaled to "
+                "these loads' median duration")
     log(f"{what}: {len(ds.traces)} traces in {corpus_s:.1f} s ({args.jobs} workers); "
         f"defences {', '.join(args.defenses)}; attacks {', '.join(args.attacks)}")
     devices = None
@@ -363,10 +390,11 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             + (f", RF's TAM over {args.tam_seconds} s" if args.tam_seconds else "")
             + f"; chance (closed) {100 / max(mon, 1):.1f} %. "
             f"AP: histograms fitted on this corpus, budget {args.budget}, idle {args.idle} s; "
-            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]}-{args.front_w[1]} s."
+            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]:.3g}-{args.front_w[1]:.3g} s."
             + (f" Open world: precision at base rate {args.base_rate:g} (monitored share of loads); "
                "recall = TPR." if open_world else "") + "\n\n")
     meta = {"command": "defenses", "started": started, "corpus": what, "data": str(args.data) if args.data else None,
+            "collection": how if args.data else None,
             "sites": sites, "instances": inst, "unmonitored": unmon, "traces": len(ds.traces),
             "defences": args.defenses, "attacks": args.attacks, "attack_names": [ATTACK_NAMES[a] for a in args.attacks],
             "full": args.full, "repeats": args.repeats, "copies": args.copies, "seed": args.seed,
@@ -464,6 +492,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
     label = args.condition + ("-1conn" if args.one_connection else "") + \
         ("-chromium" if args.loader == "chromium" else "")
     todo = collection.plan(args.out, label, args.sites, args.instances, args.unmonitored, args.gap_ms)
+    collection.describe(todo.root, {
+        "condition": args.condition, "loader": args.loader, "host": args.host,
+        "links": "unshaped" if args.host else f"{args.rate_mbit:g} Mbit/s, {args.delay_ms:g} ms one way",
+        "one_connection": args.one_connection, "seed": args.seed, "gap_ms": args.gap_ms,
+        "sites": args.sites, "instances": args.instances, "unmonitored": args.unmonitored})
     log(f"{label}: {len(todo.loads) - len(todo.todo)} of {len(todo.loads)} loads already collected")
     if not todo.todo:
         return 0
@@ -682,9 +715,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds from the start: skip a cell whose estimated end is later (closed world first)")
     d.add_argument("--base-rate", type=float, default=BASE_RATE,
                    help=f"open world: share of loads to monitored sites for precision (default {BASE_RATE})")
-    d.add_argument("--front-w", type=_window, default=SYNTH_FRONT_W_S,
+    d.add_argument("--front-w", type=_window,
                    help=f"FRONT: W_MIN,W_MAX in s (default {SYNTH_FRONT_W_S[0]},{SYNTH_FRONT_W_S[1]}: the paper's "
-                   "1-14 s scaled to the synthetic corpus's ~0.6 s loads; give the paper's for Tor traces)")
+                   f"1-14 s scaled to the synthetic corpus's loads of {SYNTH_LOAD_S:g} s median; with --data, "
+                   "scaled again to its loads' median duration)")
     args = p.parse_args(argv)
     if args.cmd == "defenses":
         if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.front_n < 1:

@@ -5,14 +5,16 @@ or Tor in Tor mode's private network).
 A condition's loads go to ``OUT/<label>/``: ``wan1/`` and ``wan2/`` hold
 what each network's observer captured of each load, ``all/`` both merged
 (the load as one path would carry it), ``loads.jsonl`` one line per load
-(the loader's result, the file name, the condition). A load whose ``all``
-trace exists is done: a collection resumes where it stopped.
+(the loader's result, the file name, the condition), ``collection.json``
+how the loads were made (:func:`describe`). A load whose ``all`` trace
+exists is done: a collection resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import platform
 import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -40,6 +42,38 @@ TAIL_OF_GAP = 0.8
 # A load that fails (a request the browser gave up, a stream tor closed)
 # is loaded again after the rest of the collection, this many times in all.
 ATTEMPTS = 3
+
+
+# What a dataset's loads must share: a collection resumed with any of these
+# changed would mix two corpora in one directory.
+SAME_FOR_EVERY_LOAD = ("condition", "loader", "host", "links", "one_connection", "seed")
+
+
+def describe(root: Path, how: dict[str, Any]) -> None:
+    """Write ``root``'s collection.json: ``how`` (condition, loader, links,
+    ...) and the kernel that carries the loads. A resumed collection must
+    load as the first did (SAME_FOR_EVERY_LOAD): anything else is refused,
+    the corpus's sizes may grow."""
+    path = root / "collection.json"
+    if path.exists():
+        before = json.loads(path.read_text())
+        changed = [k for k in SAME_FOR_EVERY_LOAD if k in before and before[k] != how.get(k)]
+        if changed:
+            raise SystemExit(f"{root}: its loads were collected with " + ", ".join(
+                f"{k} {before[k]!r}" for k in changed) + f", not {', '.join(repr(how.get(k)) for k in changed)}; "
+                "collect into a new --out")
+    path.write_text(json.dumps({**how, "kernel": platform.release()}, indent=1) + "\n")
+
+
+def description(data: Path) -> dict[str, Any] | None:
+    """The collection.json of the collection ``data`` (its ``all``, ``wan1``
+    or ``wan2`` directory, or its root) belongs to; None for a dataset
+    that ``wf collect`` did not make."""
+    for path in (data / "collection.json", data.parent / "collection.json"):
+        if path.exists():
+            found: dict[str, Any] = json.loads(path.read_text())
+            return found
+    return None
 
 
 def load_name(site: int, instance: int) -> str:

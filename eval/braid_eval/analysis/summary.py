@@ -7,8 +7,9 @@ OUT/e2-variable/e2.json (E2 on the variable slow link alone),
 OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json, OUT/e3-braid-bernoulli/e3.json,
 OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json,
 OUT/bench-pageload.json and
-OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json
-and OUT/wf-deep-30ep.json (``braid-wf defenses --json``), OUT/wf-wire-check.json and OUT/wf-tor.json
+OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json,
+OUT/wf-deep-30ep.json, OUT/wf-kfp.json and OUT/wf-captured-kfp.json (``braid-wf defenses --json``, the
+last on a captured corpus), OUT/wf-wire-check.json and OUT/wf-tor.json
 (``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
 (``braid-wf loadercheck --json``: the synthetic loader against a browser) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
@@ -343,6 +344,21 @@ def _wf_open_world(meta: dict[str, Any], results: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _wf_corpus_caveat(meta: dict[str, Any]) -> str:
+    """What a table's figures say, given where its loads came from."""
+    how = meta.get("collection")
+    if not how:
+        return ("Simulated loads, not captures: these figures say how the defences compare against "
+                "attacks that work on this corpus, not what braid's users get on real pages, and say nothing "
+                "of page-load time. ")
+    timing = ("on unshaped links, so a load's timing is the machines' own work, not a network's (the loads "
+              "last milliseconds); " if how.get("links") == "unshaped" else "")
+    return ("Captured loads, simulated defences: the loads are packets captured on the wire through "
+            f"braid-proxy ({how['loader']} loader; {timing}the defences are the trace-level simulators, "
+            "checked against the wire in the section below). The pages are the synthetic corpus's, not real "
+            "web sites, and page-load time is not part of these figures. ")
+
+
 def wf_deep_section(data: dict[str, Any]) -> list[str]:
     """The WF attacks against each defence, closed world, on network 1's
     traces, with the defence's bandwidth overhead, against the privacy goal."""
@@ -351,7 +367,8 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     deep = any(a in DEEP_ATTACKS for a in attacks)
     padded = any(d in ("ap", "hywf-ap") for d in results)
     lines = [f"## Website fingerprinting: {', '.join(names)} against the defences"
-             + (f" ({meta['epochs']} epochs)" if deep else ""), "",
+             + (f" ({meta['epochs']} epochs)" if deep else "")
+             + (", captured loads" if meta.get("collection") else ""), "",
              f"({meta['corpus']}; {meta['started'][:10]}"
              + (f", on {', '.join(meta['jax_devices'])}" if meta.get("jax_devices") else "")
              + f"; {meta['repeats']} random split, attacker trained on originals + {meta['copies']} protected copy "
@@ -382,9 +399,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
     undefended = [c for c in results.get("none", {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
     weak = [c["attack"] for c in undefended if c["tpr_mean"] < 0.9]
-    lines += ["", "Simulated loads, not captures: these figures say how the defences compare against "
-              "attacks that work on this corpus, not what braid's users get on real pages, and say nothing "
-              "of page-load time. "
+    lines += ["", _wf_corpus_caveat(meta)
               + (f"Undefended, {', '.join(weak)} {'stays' if len(weak) == 1 else 'stay'} below the 90 % that "
                  "proves an attack works as "
                  "published: the figures against the defences are a lower bound on what a stronger "
@@ -533,7 +548,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
     "bench-pageload-defences": bench_pageload_defences_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
-    "wf-kfp": wf_deep_section,
+    "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 

@@ -124,13 +124,19 @@ def wf_deep(epochs: int, rf_under_hywf_ap: float | None) -> dict[str, object]:
 
 
 # A table of the classic attacks alone, recorded with the padding model named.
-WF_KFP = {"meta": {"corpus": "synthetic corpus", "started": "2026-12-04T13:32:21+0000", "jax_devices": None,
-                   "repeats": 1, "copies": 1, "epochs": None, "tam_seconds": None, "attacks": ["kfp"],
-                   "attack_names": ["k-FP"], "hywf_split": "both at once",
-                   "padding_model": "each its end's last data frame", "unmonitored": 5000, "base_rate": 0.1},
+WF_KFP_META: dict[str, object] = {
+    "corpus": "synthetic corpus", "started": "2026-12-04T13:32:21+0000", "jax_devices": None, "repeats": 1,
+    "copies": 1, "epochs": None, "tam_seconds": None, "attacks": ["kfp"], "attack_names": ["k-FP"],
+    "hywf_split": "both at once", "padding_model": "each its end's last data frame", "unmonitored": 5000,
+    "base_rate": 0.1}
+WF_KFP = {"meta": WF_KFP_META,
           "results": {d: {"overhead": ov, "closed": {"kfp": wf_cell("k-FP", tpr)},
                           "open": {"kfp": {**wf_cell("k-FP", open_tpr), "fpr_mean": 0.05, "precision_mean": 0.3}}}
                       for d, ov, tpr, open_tpr in (("none", 0.0, 0.85, None), ("hywf-ap", 0.228, 0.18, 0.2))}}
+WF_CAPTURED_KFP = {**WF_KFP, "meta": {
+    **WF_KFP_META, "corpus": "captured corpus (`braid-wf collect`, condition `single`)",
+    "collection": {"condition": "single", "loader": "synthetic", "host": True, "links": "unshaped",
+                   "kernel": "6.18"}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -231,6 +237,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-deep-12ep", wf_deep(12, 0.25), nested=False)
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
     write(tmp_path, "wf-kfp", WF_KFP, nested=False)
+    write(tmp_path, "wf-captured-kfp", WF_CAPTURED_KFP, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
@@ -275,6 +282,12 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "Open world (5000 loads of unmonitored sites besides the monitored ones; precision when 0.1" in kfp
     assert "| none | not run (time) | - |" in kfp and "| hywf-ap | 20.0 / 5.0 | 30.0 |" in kfp
     assert "Open world" not in twelve  # a run without open-world figures has no such table
+    assert "Simulated loads, not captures" in kfp and "Captured loads" not in kfp
+    captured = text.split("## Website fingerprinting: k-FP against the defences, captured loads")[1].split("\n## ")[0]
+    assert captured.startswith("\n\n(captured corpus (`braid-wf collect`, condition `single`); 2026-12-04;")
+    assert "Simulated loads, not captures" not in captured
+    assert ("Captured loads, simulated defences: the loads are packets captured on the wire through braid-proxy "
+            "(synthetic loader; on unshaped links, so a load's timing is the machines' own work") in captured
     assert "Undefended, k-FP stays below the 90 %" in kfp and "The deep attacks (DF, Tik-Tok, RF) are not" in kfp
     assert "The deep attacks (DF" not in twelve
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
@@ -322,8 +335,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "e2-variable", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
-                       "simult-flows", "wf-deep-12ep",
-                       "wf-deep-30ep", "wf-kfp", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
+                       "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
+                       "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert ("e1, e1b, e2, e2-variable, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "

@@ -517,6 +517,21 @@ def test_host_collection_through_braid_proxy_is_resumable(tmp_path: Path) -> Non
     before = (tmp_path / "default" / "loads.jsonl").read_text().count("\n")
     assert wf.main(args) == 0  # resumed: nothing left to load
     assert (tmp_path / "default" / "loads.jsonl").read_text().count("\n") == before == 6
+    how = json.loads((tmp_path / "default" / "collection.json").read_text())
+    assert how["host"] is True and how["links"] == "unshaped" and how["loader"] == "synthetic"
+    with pytest.raises(SystemExit, match="collected with seed 1, not 2; collect into a new --out"):
+        wf.main([*args, "--sites", "4", "--seed", "2"])  # would mix two corpora
+    assert len(list((tmp_path / "default" / "all").iterdir())) == 6
+    # a defence table on the captured loads says what they are, and FRONT's
+    # window follows their duration (milliseconds on unshaped links)
+    out = tmp_path / "table.json"
+    assert wf.main(["defenses", "--data", str(tmp_path / "default" / "all"), "--defenses", "none,front",
+                    "--repeats", "1", "--copies", "1", "--jobs", "1", "--json", str(out)]) == 0
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["corpus"].startswith("captured corpus (`braid-wf collect`, condition `default`, synthetic loader, "
+                                     "through braid-proxy on the host kernel")
+    assert meta["collection"]["links"] == "unshaped"
+    assert 0 < meta["params"]["front_w"][1] < 0.7
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces")
