@@ -351,8 +351,10 @@ def _wf_corpus_caveat(meta: dict[str, Any]) -> str:
         return ("Simulated loads, not captures: these figures say how the defences compare against "
                 "attacks that work on this corpus, not what braid's users get on real pages, and say nothing "
                 "of page-load time. ")
-    timing = ("on unshaped links, so a load's timing is the machines' own work, not a network's (the loads "
-              "last milliseconds); " if how.get("links") == "unshaped" else "")
+    timing = ("on unshaped links, so a load's timing is the machines' own work, not a network's: the loads "
+              "last milliseconds and their answers come as one flight, which the `hywf` simulator has both "
+              "networks carry at once, where a network's round trips cut it into several; "
+              if how.get("links") == "unshaped" else "")
     return ("Captured loads, simulated defences: the loads are packets captured on the wire through "
             f"braid-proxy ({how['loader']} loader; {timing}the defences are the trace-level simulators, "
             "checked against the wire in the section below). The pages are the synthetic corpus's, not real "
