@@ -333,7 +333,7 @@ SYNTH_LOAD_S = 0.42
 
 def front_window(ds: Dataset) -> tuple[float, float]:
     """FRONT's W for ``ds``: SYNTH_FRONT_W_S scaled by its median load duration."""
-    scale = float(np.median([t.times[-1] - t.times[0] if len(t.times) else 0.0 for t in ds.traces])) / SYNTH_LOAD_S
+    scale = float(np.median([t.duration for t in ds.traces])) / SYNTH_LOAD_S
     return SYNTH_FRONT_W_S[0] * scale, SYNTH_FRONT_W_S[1] * scale
 
 
@@ -357,7 +357,13 @@ def cmd_defenses(args: argparse.Namespace) -> int:
         sites, inst, unmon = ds.monitored, None, sum(1 for x in ds.labels if x < 0)
         how = collection.description(args.data)
         what = captured_corpus(args.data, how, sites, len(ds.traces) - unmon, unmon) if how else f"{args.data}"
+        if args.front_w is None:
+            args.front_w = front_window(ds)
+            log(f"FRONT's W {args.front_w[0]:.3g}-{args.front_w[1]:.3g} s: the synthetic corpus's, scaled to "
+                "these loads' median duration")
     else:
+        how = None
+        args.front_w = args.front_w or SYNTH_FRONT_W_S
         sites, inst, unmon = (DEFENSES_FULL if args.full else DEFENSES_QUICK)
         sites, inst, unmon = (args.sites or sites, args.instances or inst,
                               unmon if args.unmonitored is None else args.unmonitored)
@@ -365,11 +371,6 @@ def cmd_defenses(args: argparse.Namespace) -> int:
         what = (f"synthetic corpus (braid_wf.synth: simulated loads, not wire captures), {sites} sites x {inst} "
                 f"loads, {unmon} unmonitored")
     corpus_s = time.monotonic() - start
-    if args.front_w is None:
-        args.front_w = front_window(ds) if args.data else SYNTH_FRONT_W_S
-        if args.data:
-            log(f"FRONT's W {args.front_w[0]:.3g}-{args.front_w[1]:.3g} s: the synthetic corpus's, scaled to "
-                "these loads' median duration")
     log(f"{what}: {len(ds.traces)} traces in {corpus_s:.1f} s ({args.jobs} workers); "
         f"defences {', '.join(args.defenses)}; attacks {', '.join(args.attacks)}")
     devices = None
@@ -394,7 +395,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             + (f" Open world: precision at base rate {args.base_rate:g} (monitored share of loads); "
                "recall = TPR." if open_world else "") + "\n\n")
     meta = {"command": "defenses", "started": started, "corpus": what, "data": str(args.data) if args.data else None,
-            "collection": how if args.data else None,
+            "collection": how,
             "sites": sites, "instances": inst, "unmonitored": unmon, "traces": len(ds.traces),
             "defences": args.defenses, "attacks": args.attacks, "attack_names": [ATTACK_NAMES[a] for a in args.attacks],
             "full": args.full, "repeats": args.repeats, "copies": args.copies, "seed": args.seed,

@@ -54,7 +54,7 @@ def trace_stats(tr: Trace) -> dict[str, float]:
     dirs = np.sign(tr.sizes)
     return {"packets out": float(out.sum()), "packets in": float((~out).sum()),
             "kB out": float(tr.sizes[out].sum()) / 1000, "kB in": float(-tr.sizes[~out].sum()) / 1000,
-            "duration, ms": 1000 * float(tr.times[-1] - tr.times[0]) if len(tr) else 0.0,
+            "duration, ms": 1000 * tr.duration,
             "bursts": float(1 + np.count_nonzero(dirs[1:] != dirs[:-1])) if len(tr) else 0.0}
 
 

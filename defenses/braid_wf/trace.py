@@ -82,6 +82,11 @@ class Trace:
     def total_bytes(self) -> int:
         return int(np.abs(self.sizes).sum())
 
+    @property
+    def duration(self) -> float:
+        """Seconds from the first packet to the last (0 for an empty trace)."""
+        return float(self.times[-1] - self.times[0]) if len(self.times) else 0.0
+
     def cells(self, cell_size: int = CELL_SIZE) -> Trace:
         """The same load counted in fixed-size cells (each packet becomes
         ceil(size / cell_size) cells of +-1 at its time), as an observer of
