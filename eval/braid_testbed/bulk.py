@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import functools
 import hashlib
@@ -467,10 +468,12 @@ class MptcpFullInfoHead(ctypes.Structure):
                 ("subflow_info", ctypes.c_uint64), ("tcp_info", ctypes.c_uint64)]
 
 
-def subflow_ids(sock: socket.socket) -> list[int]:
+def subflow_ids(sock: socket.socket) -> list[int] | None:
     """The kernel's subflow_id of each subflow of an MPTCP socket
     (MPTCP_FULL_INFO, whose user pointers Python's getsockopt() cannot
-    pass): unique within the connection, never 0."""
+    pass): unique within the connection, never 0. None for a connection
+    that fell back to TCP (a peer or middlebox without MPTCP), which the
+    kernel answers with EOPNOTSUPP."""
     ids = (ctypes.c_uint32 * MAX_SUBFLOWS_READ)()
     head = MptcpFullInfoHead(size_sfinfo_user=ctypes.sizeof(ctypes.c_uint32),
                              size_arrays_user=MAX_SUBFLOWS_READ,
@@ -478,6 +481,8 @@ def subflow_ids(sock: socket.socket) -> list[int]:
     size = ctypes.c_uint32(ctypes.sizeof(head))
     if libc().getsockopt(sock.fileno(), SOL_MPTCP, MPTCP_FULL_INFO, ctypes.byref(head), ctypes.byref(size)) != 0:
         err = ctypes.get_errno()
+        if err == errno.EOPNOTSUPP:
+            return None
         raise OSError(err, f"getsockopt(MPTCP_FULL_INFO): {os.strerror(err)}")
     return list(ids[:min(head.num_subflows, MAX_SUBFLOWS_READ)])
 
