@@ -4,10 +4,12 @@ WANs, byte-exact, with both WANs carrying data counted from packet captures."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,31 +50,39 @@ def test_booted_kernel_is_the_packaged_one() -> None:
     assert version.endswith("+" + marker.group(1)[:12]) and f"-braid{kbuild.braid_version()}+" in version, version
 
 
+@pytest.fixture(scope="module")
+def bed() -> Iterator[StandardTestbed]:
+    """WAN1 and WAN2, shared by this module's tests (a bring-up costs some
+    8 s under TCG); each test sets the path manager and scheduler it needs."""
+    with StandardTestbed(f"fd{os.getpid() % 1000}", wan1=WAN1, wan2=WAN2) as tb:
+        yield tb
+
+
 @pytest.mark.parametrize("mode", ["upload", "download"])
-def test_one_connection_uses_both_wans(tag: str, mode: str) -> None:
-    with StandardTestbed(tag, wan1=WAN1, wan2=WAN2) as tb:
-        tb.enable_kernel_pm()
-        rtt = {wan: ping_rtt_ms(tb, wan) for wan in (1, 2)}
-        # netem delays both directions; the emulated CPU adds a few ms that
-        # vary with load, so check the floor and the difference, not equality.
-        print(f"\nidle RTT wan1 {rtt[1]:.1f} ms (>= 20), wan2 {rtt[2]:.1f} ms (>= 40)")
-        assert rtt[1] >= 19 and rtt[2] >= 38 and rtt[2] > rtt[1] + 10
-        with BulkServer(tb) as server:
-            r = measured_transfer(tb, server, NBYTES, mode=mode)
-        print("\n" + format_transfer(r))
-        assert r.digest_ok and r.nbytes == NBYTES
-        for wan in (1, 2):
-            assert r.wan_share(wan) >= MIN_SHARE, f"wan{wan} carried too little"
-        # Both WANs' data on the wire adds up to at least the payload.
-        assert sum(r.wan_payload.values()) >= NBYTES
-        # One MPTCP connection: a single MP_CAPABLE SYN overall, an MP_JOIN on wan2.
-        syns = {w: [p for p in r.wan_packets[w] if p.syn and not p.flags & 0x10]
-                for w in (1, 2)}
-        assert [p.mptcp_subtype for p in syns[1]] == [0]  # MP_CAPABLE
-        assert [p.mptcp_subtype for p in syns[2]] == [1]  # MP_JOIN
-        # The aggregate beats the faster WAN alone (8 Mbit/s).
-        assert WAN1.rate_mbit is not None
-        assert r.goodput_mbit > WAN1.rate_mbit * 1.05
+def test_one_connection_uses_both_wans(bed: StandardTestbed, mode: str) -> None:
+    bed.enable_kernel_pm()
+    bed.set_scheduler("default")
+    rtt = {wan: ping_rtt_ms(bed, wan) for wan in (1, 2)}
+    # netem delays both directions; the emulated CPU adds a few ms that
+    # vary with load, so check the floor and the difference, not equality.
+    print(f"\nidle RTT wan1 {rtt[1]:.1f} ms (>= 20), wan2 {rtt[2]:.1f} ms (>= 40)")
+    assert rtt[1] >= 19 and rtt[2] >= 38 and rtt[2] > rtt[1] + 10
+    with BulkServer(bed) as server:
+        r = measured_transfer(bed, server, NBYTES, mode=mode)
+    print("\n" + format_transfer(r))
+    assert r.digest_ok and r.nbytes == NBYTES
+    for wan in (1, 2):
+        assert r.wan_share(wan) >= MIN_SHARE, f"wan{wan} carried too little"
+    # Both WANs' data on the wire adds up to at least the payload.
+    assert sum(r.wan_payload.values()) >= NBYTES
+    # One MPTCP connection: a single MP_CAPABLE SYN overall, an MP_JOIN on wan2.
+    syns = {w: [p for p in r.wan_packets[w] if p.syn and not p.flags & 0x10]
+            for w in (1, 2)}
+    assert [p.mptcp_subtype for p in syns[1]] == [0]  # MP_CAPABLE
+    assert [p.mptcp_subtype for p in syns[2]] == [1]  # MP_JOIN
+    # The aggregate beats the faster WAN alone (8 Mbit/s).
+    assert WAN1.rate_mbit is not None
+    assert r.goodput_mbit > WAN1.rate_mbit * 1.05
 
 
 IDLE_PORT = 5301
@@ -99,7 +109,7 @@ def idle_listener(tb: StandardTestbed, port: int) -> None:
         [sys.executable, "-m", "braid_eval.measure.idle_join", "listen", str(port)]))
 
 
-def test_idle_client_joins_before_sending(tag: str) -> None:
+def test_idle_client_joins_before_sending(bed: StandardTestbed) -> None:
     """Early joins: a client that has sent nothing may join only once the
     server has acknowledged its third ACK with a DSS. Under braid's
     schedulers the server does so at accept time when a join would be
@@ -107,38 +117,38 @@ def test_idle_client_joins_before_sending(tag: str) -> None:
     of round trips. Two controls: under `default` the handshake is
     upstream's (the proxy sends nothing after its SYN/ACK, nothing joins),
     and a proxy whose path manager refuses joins sends no such ACK."""
-    with StandardTestbed(tag, wan1=WAN1, wan2=WAN2) as tb:
-        tb.enable_kernel_pm()
-        idle_listener(tb, IDLE_PORT)
-        acks = idle_acks(tb)
-        with tb.capture_wan(1) as cap:
-            upstream = idle_join_ms(tb, within_s=1.5)
-        # What the proxy sent before the client closed: the client's packets
-        # are its SYN, its third ACK, then (after the wait) its close, a
-        # DATA_FIN that the proxy acknowledges.
-        from_client = sorted(p.ts for p in cap.packets if p.dport == IDLE_PORT)
-        closed = from_client[2] if len(from_client) > 2 else float("inf")
-        from_proxy = [p for p in cap.packets if p.sport == IDLE_PORT and p.ts < closed]
-        print(f"\ndefault: joined after {upstream} ms; packets from the proxy before the "
-              f"client closed {len(from_proxy)}; idle ACKs {idle_acks(tb) - acks}")
-        assert upstream is None and idle_acks(tb) == acks
-        assert [p.syn for p in from_proxy] == [True]  # the SYN/ACK, nothing else
+    bed.enable_kernel_pm()
+    bed.set_scheduler("default")
+    idle_listener(bed, IDLE_PORT)
+    acks = idle_acks(bed)
+    with bed.capture_wan(1) as cap:
+        upstream = idle_join_ms(bed, within_s=1.5)
+    # What the proxy sent before the client closed: the client's packets
+    # are its SYN, its third ACK, then (after the wait) its close, a
+    # DATA_FIN that the proxy acknowledges.
+    from_client = sorted(p.ts for p in cap.packets if p.dport == IDLE_PORT)
+    closed = from_client[2] if len(from_client) > 2 else float("inf")
+    from_proxy = [p for p in cap.packets if p.sport == IDLE_PORT and p.ts < closed]
+    print(f"\ndefault: joined after {upstream} ms; packets from the proxy before the "
+          f"client closed {len(from_proxy)}; idle ACKs {idle_acks(bed) - acks}")
+    assert upstream is None and idle_acks(bed) == acks
+    assert [p.syn for p in from_proxy] == [True]  # the SYN/ACK, nothing else
 
-        tb.set_scheduler("hywf")
-        idle_listener(tb, IDLE_PORT + 1)
-        joined = idle_join_ms(tb, within_s=3.0, port=IDLE_PORT + 1)
-        sent = idle_acks(tb) - acks
-        print(f"hywf: silent client joined after {joined} ms; idle ACKs sent by the proxy: {sent}")
-        # mptcpi_subflows counts a join from its SYN: the proxy's ACK back
-        # over wan1 (20 ms RTT) plus the emulated CPU. Without the ACK
-        # nothing joins at all.
-        assert joined is not None and joined < 1500
-        assert sent == 1
-        tb.proxy.run(["ip", "mptcp", "limits", "set", "subflow", "0", "add_addr_accepted", "0"])
-        refused = idle_join_ms(tb, within_s=1.5, port=IDLE_PORT + 1)
-        late = idle_acks(tb) - acks
-        print(f"hywf, proxy refusing joins: joined after {refused} ms; idle ACKs {late - sent}")
-        assert refused is None and late == sent
+    bed.set_scheduler("hywf")
+    idle_listener(bed, IDLE_PORT + 1)
+    joined = idle_join_ms(bed, within_s=3.0, port=IDLE_PORT + 1)
+    sent = idle_acks(bed) - acks
+    print(f"hywf: silent client joined after {joined} ms; idle ACKs sent by the proxy: {sent}")
+    # mptcpi_subflows counts a join from its SYN: the proxy's ACK back
+    # over wan1 (20 ms RTT) plus the emulated CPU. Without the ACK
+    # nothing joins at all.
+    assert joined is not None and joined < 1500
+    assert sent == 1
+    bed.proxy.run(["ip", "mptcp", "limits", "set", "subflow", "0", "add_addr_accepted", "0"])
+    refused = idle_join_ms(bed, within_s=1.5, port=IDLE_PORT + 1)
+    late = idle_acks(bed) - acks
+    print(f"hywf, proxy refusing joins: joined after {refused} ms; idle ACKs {late - sent}")
+    assert refused is None and late == sent
 
 
 def user_processes() -> set[tuple[str, str]]:
