@@ -8,8 +8,9 @@ OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json, OUT/e3-braid-bernoulli/e3.json,
 OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json,
 OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json,
-OUT/wf-deep-30ep.json, OUT/wf-kfp.json and OUT/wf-captured-kfp.json (``braid-wf defenses --json``, the
-last on a captured corpus), OUT/wf-wire-check.json and OUT/wf-tor.json
+OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json and
+OUT/wf-captured-deep.json (``braid-wf defenses --json``, the last two on a
+captured corpus), OUT/wf-wire-check.json and OUT/wf-tor.json
 (``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
 (``braid-wf loadercheck --json``: the synthetic loader against a browser) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
@@ -344,8 +345,9 @@ def _wf_open_world(meta: dict[str, Any], results: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _wf_corpus_caveat(meta: dict[str, Any]) -> str:
-    """What a table's figures say, given where its loads came from."""
+def _wf_corpus_caveat(meta: dict[str, Any], defended: bool = True) -> str:
+    """What a table's figures say, given where its loads came from and
+    whether it has defended rows."""
     how = meta.get("collection")
     if not how:
         return ("Simulated loads, not captures: these figures say how the defences compare against "
@@ -355,10 +357,13 @@ def _wf_corpus_caveat(meta: dict[str, Any]) -> str:
               "last milliseconds and their answers come as one flight, which the `hywf` simulator has both "
               "networks carry at once, where a network's round trips cut it into several; "
               if how.get("links") == "unshaped" else "")
-    return ("Captured loads, simulated defences: the loads are packets captured on the wire through "
-            f"braid-proxy ({how['loader']} loader; {timing}the defences are the trace-level simulators, "
-            "checked against the wire in the section below). The pages are the synthetic corpus's, not real "
-            "web sites, and page-load time is not part of these figures. ")
+    defences = ("the defences are the trace-level simulators, checked against the wire in the section below"
+                if defended else "the load as one network carries it, no defence")
+    timing = timing if defended else timing.replace(", which the `hywf` simulator has both networks carry at "
+                                                    "once, where a network's round trips cut it into several", "")
+    return (f"Captured loads{', simulated defences' if defended else ''}: the loads are packets captured on the "
+            f"wire through braid-proxy ({how['loader']} loader; {timing}{defences}). The pages are the synthetic "
+            "corpus's, not real web sites, and page-load time is not part of these figures. ")
 
 
 def wf_deep_section(data: dict[str, Any]) -> list[str]:
@@ -368,16 +373,19 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     attacks, names = meta["attacks"], meta["attack_names"]
     deep = any(a in DEEP_ATTACKS for a in attacks)
     padded = any(d in ("ap", "hywf-ap") for d in results)
-    lines = [f"## Website fingerprinting: {', '.join(names)} against the defences"
+    defended = list(results) != ["none"]
+    against = "against the defences" if defended else "undefended"
+    lines = [f"## Website fingerprinting: {', '.join(names)} {against}"
              + (f" ({meta['epochs']} epochs)" if deep else "")
              + (", captured loads" if meta.get("collection") else ""), "",
              f"({meta['corpus']}; {meta['started'][:10]}"
              + (f", on {', '.join(meta['jax_devices'])}" if meta.get("jax_devices") else "")
-             + f"; {meta['repeats']} random split, attacker trained on originals + {meta['copies']} protected copy "
-             "per load; "
+             + f"; {meta['repeats']} random split, "
+             + (f"attacker trained on originals + {meta['copies']} protected copy per load; " if defended
+                else "trained and tested on the undefended loads; ")
              + (f"deep attacks {meta['epochs']} epochs, RF's TAM over {meta['tam_seconds']:g} s; " if deep else "")
-             + f"{_split_model(meta)}; " + (f"{_padding_model(meta)}; " if padded else "")
-             + "closed-world accuracy % of network 1's observer, chance 1 %)", "",
+             + (f"{_split_model(meta)}; " if defended else "") + (f"{_padding_model(meta)}; " if padded else "")
+             + "closed-world accuracy %" + (" of network 1's observer" if defended else "") + ", chance 1 %)", "",
              "| defence | bandwidth overhead % | " + " | ".join(names) + " |",
              "|---" * (len(attacks) + 2) + "|"]
     for defence, row in results.items():
@@ -401,11 +409,11 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
     undefended = [c for c in results.get("none", {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
     weak = [c["attack"] for c in undefended if c["tpr_mean"] < 0.9]
-    lines += ["", _wf_corpus_caveat(meta)
+    lines += ["", _wf_corpus_caveat(meta, defended)
               + (f"Undefended, {', '.join(weak)} {'stays' if len(weak) == 1 else 'stay'} below the 90 % that "
-                 "proves an attack works as "
-                 "published: the figures against the defences are a lower bound on what a stronger "
-                 "attack does." if weak else "Undefended, every attack reaches 90 %.")
+                 "proves an attack works as published"
+                 + (": the figures against the defences are a lower bound on what a stronger attack does."
+                    if defended else ".") if weak else "Undefended, every attack reaches 90 %.")
               + ("" if deep else f" The deep attacks ({', '.join(ATTACK_NAMES[a] for a in DEEP_ATTACKS)}) are "
                  "not in this run: at this size each trains for hours on a CPU."), ""]
     return lines
@@ -550,7 +558,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
     "bench-pageload-defences": bench_pageload_defences_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
-    "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section,
+    "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section, "wf-captured-deep": wf_deep_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 

@@ -133,10 +133,16 @@ WF_KFP = {"meta": WF_KFP_META,
           "results": {d: {"overhead": ov, "closed": {"kfp": wf_cell("k-FP", tpr)},
                           "open": {"kfp": {**wf_cell("k-FP", open_tpr), "fpr_mean": 0.05, "precision_mean": 0.3}}}
                       for d, ov, tpr, open_tpr in (("none", 0.0, 0.85, None), ("hywf-ap", 0.228, 0.18, 0.2))}}
-WF_CAPTURED_KFP = {**WF_KFP, "meta": {
+WF_CAPTURED_META: dict[str, object] = {
     **WF_KFP_META, "corpus": "captured corpus (`braid-wf collect`, condition `single`)",
     "collection": {"condition": "single", "loader": "synthetic", "host": True, "links": "unshaped",
-                   "kernel": "6.18"}}}
+                   "kernel": "6.18"}}
+WF_CAPTURED_KFP = {**WF_KFP, "meta": WF_CAPTURED_META}
+# The deep attacks on the captured corpus, undefended only.
+WF_CAPTURED_DEEP = {"meta": {**WF_CAPTURED_META, "attacks": ["df", "tiktok"], "attack_names": ["DF", "Tik-Tok"],
+                             "epochs": 30, "tam_seconds": 0.35, "unmonitored": 0},
+                    "results": {"none": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.84),
+                                                                    "tiktok": wf_cell("Tik-Tok", None)}}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -238,6 +244,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
     write(tmp_path, "wf-kfp", WF_KFP, nested=False)
     write(tmp_path, "wf-captured-kfp", WF_CAPTURED_KFP, nested=False)
+    write(tmp_path, "wf-captured-deep", WF_CAPTURED_DEEP, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
@@ -263,7 +270,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
             in tor)
     assert "Strongest attack on one network's Tor-mode traces: rf at 30.0 % (goal <= 30 %, chance 5 %)" in tor
     assert "Undefended below 90 %: kfp 80.0 %. Such an attack does not work" in tor
-    twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")
+    twelve, thirty = text.split("(12 epochs)")[1].split("(30 epochs)")[:2]
     assert "| hywf-ap | 15.0 | 25.0 | 12.0 |" in twelve
     assert "`hywf`: strongest attack run RF at 35.0 % with 0.0 % bandwidth overhead" in twelve
     assert "**not met**" in twelve
@@ -288,6 +295,13 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "Simulated loads, not captures" not in captured
     assert ("Captured loads, simulated defences: the loads are packets captured on the wire through braid-proxy "
             "(synthetic loader; on unshaped links, so a load's timing is the machines' own work") in captured
+    deep = text.split("## Website fingerprinting: DF, Tik-Tok undefended (30 epochs), captured loads")[1]
+    deep = deep.split("\n## ")[0]
+    assert "trained and tested on the undefended loads; deep attacks 30 epochs" in deep
+    assert "closed-world accuracy %, chance 1 %)" in deep and "| none | 0.0 | 84.0 | not run (time) |" in deep
+    assert "network 1" not in deep and "protected copy" not in deep and "simulated defences" not in deep
+    assert "Undefended, DF stays below the 90 % that proves an attack works as published." in deep
+    assert "lower bound" not in deep and "goal" not in deep
     assert "Undefended, k-FP stays below the 90 %" in kfp and "The deep attacks (DF, Tik-Tok, RF) are not" in kfp
     assert "The deep attacks (DF" not in twelve
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
@@ -336,7 +350,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     assert missing == ["e1", "e1b", "e2", "e2-variable", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
-                       "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
+                       "wf-captured-deep", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert ("e1, e1b, e2, e2-variable, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
