@@ -353,14 +353,13 @@ def _wf_corpus_caveat(meta: dict[str, Any], defended: bool = True) -> str:
         return ("Simulated loads, not captures: these figures say how the defences compare against "
                 "attacks that work on this corpus, not what braid's users get on real pages, and say nothing "
                 "of page-load time. ")
+    split = (", which the `hywf` simulator has both networks carry at once, where a network's round trips "
+             "cut it into several" if defended else "")
     timing = ("on unshaped links, so a load's timing is the machines' own work, not a network's: the loads "
-              "last milliseconds and their answers come as one flight, which the `hywf` simulator has both "
-              "networks carry at once, where a network's round trips cut it into several; "
+              f"last milliseconds and their answers come as one flight{split}; "
               if how.get("links") == "unshaped" else "")
     defences = ("the defences are the trace-level simulators, checked against the wire in the section below"
                 if defended else "the load as one network carries it, no defence")
-    timing = timing if defended else timing.replace(", which the `hywf` simulator has both networks carry at "
-                                                    "once, where a network's round trips cut it into several", "")
     return (f"Captured loads{', simulated defences' if defended else ''}: the loads are packets captured on the "
             f"wire through braid-proxy ({how['loader']} loader; {timing}{defences}). The pages are the synthetic "
             "corpus's, not real web sites, and page-load time is not part of these figures. ")

@@ -256,13 +256,16 @@ def request_response(tb: StandardTestbed, server: BulkServer, requests: int,
     return result
 
 
+def read_mibs(ns_run: subprocess.CompletedProcess[str], prefix: str) -> dict[str, int]:
+    """The counters from `nstat -az` output whose names start with
+    ``prefix``, e.g. MPTcpExtSched (every scheduler counter)."""
+    return {fields[0]: int(fields[1]) for fields in map(str.split, ns_run.stdout.splitlines())
+            if fields and fields[0].startswith(prefix)}
+
+
 def read_mib(ns_run: subprocess.CompletedProcess[str], name: str) -> int:
     """A counter from `nstat -az` output, e.g. MPTcpExtSchedBurstMoved."""
-    for line in ns_run.stdout.splitlines():
-        fields = line.split()
-        if fields and fields[0] == name:
-            return int(fields[1])
-    raise KeyError(name)
+    return read_mibs(ns_run, name)[name]
 
 
 def sched_bursts_moved(tb: StandardTestbed, node: str) -> int:
