@@ -388,6 +388,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             f"originals + {args.copies}x protected (thesis protocol), {args.repeats} splits, "
             f"{'full' if args.full else 'quick'} attacks"
             + (f", deep attacks {args.epochs} epochs" if args.epochs else "")
+            + (f", learning curve every {args.curve_every} epochs" if args.curve_every else "")
             + (f", RF's TAM over {args.tam_seconds} s" if args.tam_seconds else "")
             + f"; chance (closed) {100 / max(mon, 1):.1f} %. "
             f"AP: histograms fitted on this corpus, budget {args.budget}, idle {args.idle} s; "
@@ -399,7 +400,8 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             "sites": sites, "instances": inst, "unmonitored": unmon, "traces": len(ds.traces),
             "defences": args.defenses, "attacks": args.attacks, "attack_names": [ATTACK_NAMES[a] for a in args.attacks],
             "full": args.full, "repeats": args.repeats, "copies": args.copies, "seed": args.seed,
-            "epochs": args.epochs, "tam_seconds": args.tam_seconds, "base_rate": args.base_rate,
+            "epochs": args.epochs, "curve_every": args.curve_every, "tam_seconds": args.tam_seconds,
+            "base_rate": args.base_rate,
             "open_world": open_world, "jobs": args.jobs, "deadline_s": args.deadline, "jax_devices": devices,
             "params": {"budget": args.budget, "idle": args.idle, "n_chp": args.n_chp, "front_n": args.front_n,
                        "front_w": list(args.front_w)},
@@ -434,7 +436,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
         rows = compare(ds, args.defenses, params, attacks=args.attacks, repeats=args.repeats, quick=not args.full,
                        open_world=open_world, copies=args.copies, seed=args.seed, jobs=args.jobs,
                        epochs=args.epochs, tam_seconds=args.tam_seconds, deadline=args.deadline, start=start,
-                       base_rate=args.base_rate, progress=log, on_cell=on_cell)
+                       base_rate=args.base_rate, curve_every=args.curve_every, progress=log, on_cell=on_cell)
     except KeyboardInterrupt:
         log("interrupted: writing the cells done so far")
         meta["interrupted"] = True
@@ -710,6 +712,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--plot", type=Path, help="plot accuracy against overhead here (.png, .svg, .pdf)")
     d.add_argument("--epochs", type=int, help="the deep attacks' training epochs (default: the papers' 30; "
                    "quick 10)")
+    d.add_argument("--curve-every", type=int, default=0, metavar="N",
+                   help="deep attacks: also score the model on the test loads every N epochs and after the "
+                   "last (a learning curve in the JSON; the training is the same; default 0: off)")
     d.add_argument("--tam-seconds", type=float,
                    help="RF: the time its 1800-slot TAM spans (default the paper's 80 s)")
     d.add_argument("--deadline", type=float,
@@ -725,8 +730,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.front_n < 1:
             p.error("defenses: --budget >= 0, --idle > 0, --n-chp >= 0 and --front-n >= 1 are required")
         if args.jobs < 1 or (args.epochs is not None and args.epochs < 1) or not 0 < args.base_rate < 1 \
-                or args.repeats < 1 or args.copies < 1:
-            p.error("defenses: --jobs, --epochs, --repeats, --copies >= 1 and 0 < --base-rate < 1 are required")
+                or args.repeats < 1 or args.copies < 1 or args.curve_every < 0:
+            p.error("defenses: --jobs, --epochs, --repeats, --copies >= 1, --curve-every >= 0 and "
+                    "0 < --base-rate < 1 are required")
     if getattr(args, "attacks", None):
         bad = [a for a in args.attacks if a not in ALL_ATTACKS]
         if bad:

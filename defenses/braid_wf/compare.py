@@ -29,7 +29,9 @@ repeat, copy, i), so the results do not depend on the number of workers.
 Cells (world, defence, attack) run in that order (closed world first) and
 are reported as each completes (``on_cell``); with a ``deadline`` a cell
 whose estimated time (from the attack's time per training trace so far)
-would end past it is skipped and marked so.
+would end past it is skipped and marked so. With ``curve_every`` a deep
+attack also records its learning curve on the cell's test traces
+(braid_wf.deep.train).
 
 AP's histograms are fitted on the corpus itself (the thesis's "dataset
 distribution"); ``params`` sets the AP budget, the hywf p-drift and
@@ -57,7 +59,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from braid_wf.attacks import ATTACK_NAMES, UNMONITORED, feature_function, make_attack
+from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS, UNMONITORED, feature_function, make_attack
 from braid_wf.defences.adaptive_padding import fit_histograms
 from braid_wf.defences.catalog import Defense, DefenseParams, make_defense
 from braid_wf.evaluate import Score, split_indices
@@ -74,11 +76,13 @@ class Cell(Score):
     """One attack against one defence in one world: per repeat TPR, FPR
     (open world), WPR (open world: a monitored load given another monitored
     site), the defence-aware model's TPR on the original test traces, and
-    precision at the base rate; training traces, seconds, or why skipped."""
+    precision at the base rate; training traces, seconds, or why skipped;
+    a deep attack's learning curve per repeat, if asked for."""
 
     wpr: list[float] = dataclasses.field(default_factory=list)
     tpr_on_originals: list[float] = dataclasses.field(default_factory=list)
     precision: list[float] = dataclasses.field(default_factory=list)
+    curves: list[list[tuple[int, float]]] = dataclasses.field(default_factory=list)
     train_size: int = 0
     test_size: int = 0
     seconds: float = 0.0
@@ -185,7 +189,7 @@ def precision_at(base_rate: float, tpr: float, wpr: float, fpr: float) -> float:
 def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks: Sequence[str], repeats: int,
             quick: bool, open_world: bool, copies: int = 2, seed: int = 1, jobs: int = 1,
             epochs: int | None = None, tam_seconds: float | None = None, deadline: float | None = None,
-            start: float | None = None, base_rate: float = BASE_RATE,
+            start: float | None = None, base_rate: float = BASE_RATE, curve_every: int = 0,
             progress: Callable[[str], None] = lambda s: None,
             on_cell: Callable[[list[DefenseResult]], None] = lambda r: None) -> list[DefenseResult]:
     """Every (world, defence, attack) cell; ``deadline`` in seconds from
@@ -286,9 +290,16 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                     + (f"; waited {waited:.1f} s for the workers' features" if waited > 0.5 else ""))
                 stage = time.monotonic()
                 model = make_attack(a, quick, world == "open", seed + rep, say, epochs=epochs,
-                                    tam_seconds=tam_seconds, n_jobs=jobs)
-                model.fit_features(x, [int(v) for v in ys])
+                                    tam_seconds=tam_seconds, n_jobs=jobs, curve_every=curve_every)
                 truth = y[te]
+                if curve_every and a in DEEP_ATTACKS:
+                    from braid_wf.deep.train import DeepAttack
+
+                    assert isinstance(model, DeepAttack)
+                    model.fit_features(x, [int(v) for v in ys], held_out=(x_test, truth))
+                    cell.curves.append(model.curve)
+                else:
+                    model.fit_features(x, [int(v) for v in ys])
                 pred = model.predict_features(x_test)
                 mon = truth >= 0
                 t = float((pred[mon] == truth[mon]).mean())
@@ -329,7 +340,8 @@ def _finite(x: float) -> float | None:
 def to_json(results: list[DefenseResult], attacks: Sequence[str], base_rate: float) -> dict[str, Any]:
     """The results as plain JSON values (NaN as null): per defence its
     overheads and, per world and attack, the per-repeat lists, their mean
-    and sd, sizes, seconds and ``skipped``."""
+    and sd, sizes, seconds and ``skipped``; ``curve``: per repeat the
+    learning curve's [epoch, accuracy] pairs, if recorded."""
     out: dict[str, Any] = {}
     for r in results:
         d: dict[str, Any] = {"overhead": _finite(r.overhead), "overhead_median": _finite(r.overhead_median),
@@ -349,6 +361,8 @@ def to_json(results: list[DefenseResult], attacks: Sequence[str], base_rate: flo
                     e["base_rate"] = base_rate
                 e.update(train_size=c.train_size, test_size=c.test_size, repeats_done=len(c.tpr),
                          seconds=round(c.seconds, 2), skipped=c.skipped)
+                if c.curves:
+                    e["curve"] = [[[epoch, acc] for epoch, acc in curve] for curve in c.curves]
                 d[world][a] = e
         out[r.name] = d
     return out

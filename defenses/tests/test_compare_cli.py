@@ -1,7 +1,8 @@
 """`wf defenses` writes its JSON, Markdown and plot (quick mode, a tiny
 corpus, k-FP: seconds), the same results with one worker process or two,
-a deadline skips cells and says so, and k-FP's open-world neighbours from
-the sparse leaf product are those of the pairwise leaf comparison."""
+a deadline skips cells and says so, a deep attack's learning curve is
+kept in the JSON, and k-FP's open-world neighbours from the sparse leaf
+product are those of the pairwise leaf comparison."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from braid_wf import cli
 from braid_wf.attacks import UNMONITORED, KFingerprinting, kfp_features
+from braid_wf.compare import Cell, DefenseResult, to_json
 from braid_wf.defences import adaptive_padding, hywf_sim
 from braid_wf.synth import synthetic_dataset
 
@@ -78,3 +80,13 @@ def test_kfp_open_world_neighbours_match_the_pairwise_comparison() -> None:
         near = y[train][np.argsort(-(leaves == row).sum(axis=1), kind="stable")[:3]]
         slow.append(near[0] if (near == near[0]).all() else UNMONITORED)
     assert fast.tolist() == slow
+
+
+def test_json_keeps_a_recorded_learning_curve_per_repeat() -> None:
+    watched = Cell(tpr=[0.8], curves=[[(10, 0.5), (20, 0.8)]])
+    plain = Cell(tpr=[0.7])
+    res = to_json([DefenseResult("none", 0.0, 0.0, 0.0, closed={"df": watched, "kfp": plain})], ["df", "kfp"], 0.1)
+    closed = res["none"]["closed"]
+    assert closed["df"]["curve"] == [[[10, 0.5], [20, 0.8]]]
+    assert "curve" not in closed["kfp"]
+    json.dumps(res)  # plain JSON values

@@ -17,6 +17,10 @@ so they are not independent draws). Without a leak the true naming is one
 of 40,320 exchangeable ones; the test fails only if it beats every other
 naming, which happens by chance with probability 1/40,320 = 2.5e-5 per
 attack, 7.4e-5 for the three.
+
+Learning curve: DF scored on the test loads during training gives the
+same model, to the prediction, as DF trained without it, and its last
+point is that model's accuracy.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from braid_wf.attacks import make_attack
+from braid_wf.attacks import QUICK_EPOCHS, QUICK_SIZES, make_attack
 from braid_wf.deep import inputs
 from braid_wf.deep.models import DFNet, RFNet
+from braid_wf.deep.train import DeepAttack, encoder
 from braid_wf.synth import synthetic_dataset
 from braid_wf.trace import Trace
 
@@ -104,3 +109,19 @@ def test_attack_learns_and_learns_nothing_from_shuffled_labels(
           f"(permutation p = {p:.3f})")
     assert right >= LEARNT * len(truth)
     assert p > 1 / 40_320
+
+
+def test_learning_curve_scores_held_out_loads_without_changing_the_training(
+        corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray]) -> None:
+    train, labels, test, truth = corpus
+    plain = make_attack("df", quick=True, open_world=False, seed=1)
+    plain.fit(train, labels)
+    watched = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
+    assert isinstance(watched, DeepAttack)
+    encode = encoder("df", QUICK_SIZES["df"])
+    watched.fit_features(encode(train), labels, held_out=(encode(test), list(truth)))
+    pred = watched.predict(test)
+    # Every 4th of the 10 quick epochs, and the last, whose point is the model's score.
+    assert [epoch for epoch, _ in watched.curve] == [4, 8, QUICK_EPOCHS]
+    assert watched.curve[-1][1] == float((pred == truth).mean())
+    assert pred.tolist() == plain.predict(test).tolist()

@@ -23,6 +23,13 @@ with it are noise.
 
 ``size`` (input length or TAM slots), ``epochs`` and ``batch`` can be set
 smaller for a quick run (the tests): the networks stay the same.
+
+A learning curve: given held-out inputs and ``curve_every``, ``fit``
+scores the model on them every that many epochs and after the last, with
+the batch-norm statistics recomputed as for prediction. The training is
+the same with or without it (same steps, same random keys): the curve
+shows whether more epochs would have helped, it does not choose the
+epoch.
 """
 
 from __future__ import annotations
@@ -152,7 +159,8 @@ class DeepAttack:
 
     def __init__(self, attack: str, *, size: int | None = None, epochs: int | None = None,
                  batch: int | None = None, seed: int = 0,
-                 progress: Callable[[str], None] | None = None, tam_seconds: float | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, tam_seconds: float | None = None,
+                 curve_every: int = 0) -> None:
         if attack not in RECIPES:
             raise ValueError(f"unknown deep attack {attack!r} ({', '.join(RECIPES)})")
         require_jax()
@@ -163,13 +171,17 @@ class DeepAttack:
         self.name = base.name
         self.seed = seed
         self.progress = progress
+        self.curve_every = curve_every
+        self.curve: list[tuple[int, float]] = []  # (epoch, held-out accuracy)
         self._encode = encoder(attack, self.recipe.size, tam_seconds)
 
     def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
         self.fit_features(self._encode(traces), labels)
 
-    def fit_features(self, x: npt.NDArray[Any], labels: Sequence[int]) -> None:
-        """Train on inputs ``encoder`` made."""
+    def fit_features(self, x: npt.NDArray[Any], labels: Sequence[int],
+                     held_out: tuple[npt.NDArray[Any], Sequence[int]] | None = None) -> None:
+        """Train on inputs ``encoder`` made; with ``held_out`` (inputs and
+        labels) and ``curve_every``, record the learning curve."""
         import jax
 
         self.classes = np.asarray(sorted(set(labels)), dtype=np.int64)
@@ -202,8 +214,21 @@ class DeepAttack:
                 self.progress(f"{self.name}: epoch {epoch + 1}/{self.recipe.epochs}, "
                               f"loss {float(np.mean(losses)):.3f}, train accuracy {float(np.mean(accs)):.3f}, "
                               f"{done:.0f} s, ETA {eta:.0f} s")
-        self.compiled, self.params = c, params
-        self.state = self._batch_statistics(xd, batch, state, key)
+            last = epoch + 1 == self.recipe.epochs
+            if last or (held_out is not None and self.curve_every and (epoch + 1) % self.curve_every == 0):
+                self.compiled, self.params = c, params
+                self.state = self._batch_statistics(xd, batch, state, key)
+            if held_out is not None and self.curve_every and ((epoch + 1) % self.curve_every == 0 or last):
+                self.curve.append((epoch + 1, self.accuracy(*held_out)))
+                if self.progress:
+                    self.progress(f"{self.name}: held-out accuracy after epoch {epoch + 1}: "
+                                  f"{100 * self.curve[-1][1]:.1f} %")
+
+    def accuracy(self, x: npt.NDArray[Any], labels: Sequence[int]) -> float:
+        """Share of the monitored loads (label >= 0) given their site."""
+        truth = np.asarray(labels)
+        mon = truth >= 0
+        return float((self.predict_features(x)[mon] == truth[mon]).mean())
 
     def _batch_statistics(self, x: Any, batch: int, state: Any, key: Any) -> Any:
         """The batch-norm state for prediction: every training batch's own
