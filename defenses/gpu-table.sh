@@ -11,9 +11,10 @@
 # out/wfc/single/all, copied to the GPU machine). Cells run closed world first (none, hywf, hywf-ap, front, ap;
 # each attack in turn), then the open world; a cell that would end after
 # DEADLINE seconds is skipped, and timeout stops the run LIMIT seconds in
-# (SIGINT: the cells done so far are written). Environment overrides:
-# DATA, SITES, INSTANCES, UNMONITORED, EPOCHS, DEADLINE, LIMIT, JOBS,
-# TAM_SECONDS.
+# (SIGINT: the cells done so far are written). Each deep attack's learning
+# curve is scored every CURVE_EVERY (4) epochs. Environment overrides:
+# DATA, SITES, INSTANCES, UNMONITORED, EPOCHS, CURVE_EVERY, DEADLINE, LIMIT,
+# JOBS, TAM_SECONDS.
 set -eu
 OUT=${OUT:-out/wf-gpu}
 mkdir -p "$OUT"
@@ -34,7 +35,7 @@ fi
 set -x
 timeout -s INT -k 30 "${LIMIT:-450}" python3 -m braid_wf defenses --full "$@" \
 	--defenses none,hywf,hywf-ap,front,ap --attacks df,tiktok,rf,kfp \
-	--epochs "${EPOCHS:-12}" --tam-seconds "${TAM_SECONDS:-80}" --repeats 1 --copies 1 --base-rate 0.1 \
+	--epochs "${EPOCHS:-12}" --curve-every "${CURVE_EVERY:-4}" --tam-seconds "${TAM_SECONDS:-80}" --repeats 1 --copies 1 --base-rate 0.1 \
 	--jobs "${JOBS:-$(nproc)}" --deadline "${DEADLINE:-400}" \
 	--json "$OUT/wf-defenses.json" --report "$OUT/wf-defenses.md" --plot "$OUT/wf-defenses.png" \
 	2>&1 | tee -a "$log"
