@@ -382,7 +382,9 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
              + f"; {meta['repeats']} random split, "
              + (f"attacker trained on originals + {meta['copies']} protected copy per load; " if defended
                 else "trained and tested on the undefended loads; ")
-             + (f"deep attacks {meta['epochs']} epochs, RF's TAM over {meta['tam_seconds']:g} s; " if deep else "")
+             + (f"deep attacks {meta['epochs']} epochs" if deep else "")
+             + (f", RF's TAM over {meta['tam_seconds']:g} s" if "rf" in attacks and meta.get("tam_seconds") else "")
+             + ("; " if deep else "")
              + (f"{_split_model(meta)}; " if defended else "") + (f"{_padding_model(meta)}; " if padded else "")
              + "closed-world accuracy %" + (" of network 1's observer" if defended else "") + ", chance 1 %)", "",
              "| defence | bandwidth overhead % | " + " | ".join(names) + " |",
@@ -390,7 +392,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     for defence, row in results.items():
         cells = [_wf_cell(row["closed"].get(a)) for a in attacks]
         lines.append(f"| {defence} | {row['overhead'] * 100:.1f} | " + " | ".join(cells) + " |")
-    lines += ["", *_wf_open_world(meta, results)]
+    lines += ["", *_wf_learning_curves(results), *_wf_open_world(meta, results)]
     for defence in ("hywf", "hywf-ap"):
         row = results.get(defence)
         done = [c for c in (row or {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
@@ -408,7 +410,9 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
     undefended = [c for c in results.get("none", {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
     weak = [c["attack"] for c in undefended if c["tpr_mean"] < 0.9]
-    lines += ["", _wf_corpus_caveat(meta, defended)
+    if lines[-1]:
+        lines.append("")
+    lines += [_wf_corpus_caveat(meta, defended)
               + (f"Undefended, {', '.join(weak)} {'stays' if len(weak) == 1 else 'stay'} below the 90 % that "
                  "proves an attack works as published"
                  + (": the figures against the defences are a lower bound on what a stronger attack does."
@@ -416,6 +420,28 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
               + ("" if deep else f" The deep attacks ({', '.join(ATTACK_NAMES[a] for a in DEEP_ATTACKS)}) are "
                  "not in this run: at this size each trains for hours on a CPU."), ""]
     return lines
+
+
+def _wf_learning_curves(results: dict[str, Any]) -> list[str]:
+    """Per closed-world cell that recorded one, its learning curve: the
+    test loads' accuracy after every so many epochs (the last is the
+    table's figure)."""
+    curves = [(defence, cell["attack"], curve) for defence, row in results.items()
+              for cell in row["closed"].values() for curve in cell.get("curve", [])[:1]]
+    if not curves:
+        return []
+    rows, gains = [], []
+    for defence, attack, curve in curves:
+        rows.append(f"| {defence} | {attack} | " + ", ".join(f"{e}: {100 * a:.1f}" for e, a in curve) + " |")
+        last_epoch, last = curve[-1]
+        half = [(e, a) for e, a in curve if e <= last_epoch / 2]
+        if half:
+            gains.append(f"{attack} ({defence}) {100 * (last - half[-1][1]):+.1f} points from epoch "
+                         f"{half[-1][0]} to {last_epoch}")
+    return ["Learning curve: accuracy % on the test loads after each number of epochs, scored during the "
+            "training, which does not depend on it (the last is the table's figure):", "",
+            "| defence | attack | epoch: accuracy % |", "|---|---|---|", *rows, "",
+            *([f"Over the second half of the training: {'; '.join(gains)}.", ""] if gains else [])]
 
 
 def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
@@ -558,6 +584,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "bench-pageload-defences": bench_pageload_defences_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
     "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section, "wf-captured-deep": wf_deep_section,
+    "wf-captured-df-curve": wf_deep_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 

@@ -143,6 +143,11 @@ WF_CAPTURED_DEEP = {"meta": {**WF_CAPTURED_META, "attacks": ["df", "tiktok"], "a
                              "epochs": 30, "tam_seconds": 0.35, "unmonitored": 0},
                     "results": {"none": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.84),
                                                                     "tiktok": wf_cell("Tik-Tok", None)}}}}
+# DF alone for longer, with its learning curve.
+WF_CAPTURED_DF_CURVE = {"meta": {**WF_CAPTURED_DEEP["meta"], "attacks": ["df"], "attack_names": ["DF"],
+                                 "epochs": 60, "tam_seconds": None, "curve_every": 10},
+                        "results": {"none": {"overhead": 0.0, "closed": {
+                            "df": {**wf_cell("DF", 0.88), "curve": [[[10, 0.5], [60, 0.88]]]}}}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -245,6 +250,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-kfp", WF_KFP, nested=False)
     write(tmp_path, "wf-captured-kfp", WF_CAPTURED_KFP, nested=False)
     write(tmp_path, "wf-captured-deep", WF_CAPTURED_DEEP, nested=False)
+    write(tmp_path, "wf-captured-df-curve", WF_CAPTURED_DF_CURVE, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
@@ -302,6 +308,11 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "network 1" not in deep and "protected copy" not in deep and "simulated defences" not in deep
     assert "Undefended, DF stays below the 90 % that proves an attack works as published." in deep
     assert "lower bound" not in deep and "goal" not in deep
+    assert "Learning curve" not in deep
+    curve = text.split("## Website fingerprinting: DF undefended (60 epochs), captured loads")[1].split("\n## ")[0]
+    assert "deep attacks 60 epochs; closed-world" in curve and "TAM" not in curve
+    assert "| none | DF | 10: 50.0, 60: 88.0 |" in curve and "| none | 0.0 | 88.0 |" in curve
+    assert "Over the second half of the training: DF (none) +38.0 points from epoch 10 to 60." in curve
     assert "Undefended, k-FP stays below the 90 %" in kfp and "The deep attacks (DF, Tik-Tok, RF) are not" in kfp
     assert "The deep attacks (DF" not in twelve
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
@@ -350,7 +361,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     assert missing == ["e1", "e1b", "e2", "e2-variable", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
-                       "wf-captured-deep", "wf-wire-check", "wf-tor", "wf-loaders", "relay-capacity"]
+                       "wf-captured-deep", "wf-captured-df-curve", "wf-wire-check", "wf-tor", "wf-loaders",
+                       "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert ("e1, e1b, e2, e2-variable, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
