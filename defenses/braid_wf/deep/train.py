@@ -184,6 +184,7 @@ class DeepAttack:
         labels) and ``curve_every``, record the learning curve."""
         import jax
 
+        self.curve = []
         self.classes = np.asarray(sorted(set(labels)), dtype=np.int64)
         y = np.searchsorted(self.classes, np.asarray(labels)).astype(np.int32)
         x = np.asarray(x, dtype=np.float32)
@@ -215,10 +216,11 @@ class DeepAttack:
                               f"loss {float(np.mean(losses)):.3f}, train accuracy {float(np.mean(accs)):.3f}, "
                               f"{done:.0f} s, ETA {eta:.0f} s")
             last = epoch + 1 == self.recipe.epochs
-            if last or (held_out is not None and self.curve_every and (epoch + 1) % self.curve_every == 0):
+            scored = held_out is not None and self.curve_every > 0 and (last or (epoch + 1) % self.curve_every == 0)
+            if last or scored:
                 self.compiled, self.params = c, params
                 self.state = self._batch_statistics(xd, batch, state, key)
-            if held_out is not None and self.curve_every and ((epoch + 1) % self.curve_every == 0 or last):
+            if scored and held_out is not None:
                 self.curve.append((epoch + 1, self.accuracy(*held_out)))
                 if self.progress:
                     self.progress(f"{self.name}: held-out accuracy after epoch {epoch + 1}: "
