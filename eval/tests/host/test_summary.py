@@ -144,8 +144,8 @@ WF_CAPTURED_DEEP = {"meta": {**WF_CAPTURED_META, "attacks": ["df", "tiktok"], "a
                     "results": {"none": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.84),
                                                                     "tiktok": wf_cell("Tik-Tok", None)}}}}
 # DF alone for longer, with its learning curve.
-WF_CAPTURED_DF_CURVE = {"meta": {**WF_CAPTURED_DEEP["meta"], "attacks": ["df"], "attack_names": ["DF"],
-                                 "epochs": 60, "tam_seconds": None, "curve_every": 10},
+WF_CAPTURED_DF_CURVE = {"meta": {**WF_CAPTURED_META, "attacks": ["df"], "attack_names": ["DF"], "epochs": 60,
+                                 "tam_seconds": None, "unmonitored": 0, "curve_every": 10},
                         "results": {"none": {"overhead": 0.0, "closed": {
                             "df": {**wf_cell("DF", 0.88), "curve": [[[10, 0.5], [60, 0.88]]]}}}}}
 
