@@ -291,15 +291,15 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                 stage = time.monotonic()
                 model = make_attack(a, quick, world == "open", seed + rep, say, epochs=epochs,
                                     tam_seconds=tam_seconds, n_jobs=jobs, curve_every=curve_every)
-                truth = y[te]
+                truth, labels = y[te], [int(v) for v in ys]
                 if curve_every and a in DEEP_ATTACKS:
                     from braid_wf.deep.train import DeepAttack
 
                     assert isinstance(model, DeepAttack)
-                    model.fit_features(x, [int(v) for v in ys], held_out=(x_test, truth))
+                    model.fit_features(x, labels, held_out=(x_test, truth))
                     cell.curves.append(model.curve)
                 else:
-                    model.fit_features(x, [int(v) for v in ys])
+                    model.fit_features(x, labels)
                 pred = model.predict_features(x_test)
                 mon = truth >= 0
                 t = float((pred[mon] == truth[mon]).mean())

@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from braid_wf.deep import inputs, require_jax
+from braid_wf.evaluate import score
 from braid_wf.trace import Trace
 
 PREDICT_BATCH = 256
@@ -221,16 +222,10 @@ class DeepAttack:
                 self.compiled, self.params = c, params
                 self.state = self._batch_statistics(xd, batch, state, key)
             if scored and held_out is not None:
-                self.curve.append((epoch + 1, self.accuracy(*held_out)))
+                self.curve.append((epoch + 1, score(self.predict_features(held_out[0]), list(held_out[1]))[0]))
                 if self.progress:
                     self.progress(f"{self.name}: held-out accuracy after epoch {epoch + 1}: "
                                   f"{100 * self.curve[-1][1]:.1f} %")
-
-    def accuracy(self, x: npt.NDArray[Any], labels: Sequence[int]) -> float:
-        """Share of the monitored loads (label >= 0) given their site."""
-        truth = np.asarray(labels)
-        mon = truth >= 0
-        return float((self.predict_features(x)[mon] == truth[mon]).mean())
 
     def _batch_statistics(self, x: Any, batch: int, state: Any, key: Any) -> Any:
         """The batch-norm state for prediction: every training batch's own

@@ -423,9 +423,9 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
 
 
 def _wf_learning_curves(results: dict[str, Any]) -> list[str]:
-    """Per closed-world cell that recorded one, its learning curve: the
-    test loads' accuracy after every so many epochs (the last is the
-    table's figure)."""
+    """Per closed-world cell that recorded one, its first split's learning
+    curve: the test loads' accuracy after every so many epochs (the last
+    is that split's figure in the table)."""
     curves = [(defence, cell["attack"], curve) for defence, row in results.items()
               for cell in row["closed"].values() for curve in cell.get("curve", [])[:1]]
     if not curves:
