@@ -84,6 +84,7 @@ class OvpnTestbed(StandardTestbed):
         self.link("client", "lan", f"{LAN_GW}/24", "lan", "up", f"{LAN_HOST}/24")
         self.route("lan", "default", LAN_GW)
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: dict[str, Path] = {}  # role -> braid-openvpn's output
 
     def write_settings(self, tmp: Path, pki: Path, **overrides: Any) -> dict[str, Path]:
         """One settings file per end (each end has its own run_dir on this one host)."""
@@ -97,11 +98,31 @@ class OvpnTestbed(StandardTestbed):
     def braid_openvpn(self, role: str, config: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
         """``braid-openvpn run`` in ``role``'s namespace (killed with the testbed)."""
         node = "client" if role == "client" else "proxy"
+        self.logs[role] = log
         with open(log, "wb") as out:
             return self[node].popen(
                 [str(PKG / "braid-openvpn"), "run", "--config", str(config), "--role", role, *extra],
                 stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
             )
+
+    def stall_report(self, port: int) -> str:
+        """What a stalled transfer to ``port`` leaves to read: each end's
+        braid-openvpn events and openvpn's restarts, the TCP subflows with
+        their kernel state, and the MPTCP counters that moved."""
+        parts = []
+        for role, log in self.logs.items():
+            parts.append(f"--- {role}: braid-openvpn\n" + _tail(log, 20))
+            for vpn_log in sorted((log.parent / f"run-{role}").glob("*.log")):
+                events = [line for line in _tail(vpn_log, 400).splitlines()
+                          if any(w in line for w in ("restart", "Inactivity", "SIG", "error", "ERROR"))]
+                parts.append(f"--- {role}: {vpn_log.name} (restarts, signals, errors)\n" + "\n".join(events[-10:]))
+        for node in ("client", "proxy"):
+            ss = self[node].run(["ss", "-tniH", f"( sport = :{port} or dport = :{port} )"], check=False).stdout
+            nstat = self[node].run(["nstat", "-saz", "MPTcp*"], check=False).stdout
+            moved = [line for line in nstat.splitlines() if line.startswith("MPTcp") and line.split()[1] != "0"]
+            parts.append(f"--- {node}: TCP subflows of port {port}\n{ss}--- {node}: MPTCP counters\n"
+                         + "\n".join(moved))
+        return "\n".join(parts)
 
     def wan_tx(self) -> tuple[int, int]:
         """Bytes the client sent on wan1, wan2 (kernel link counters)."""
@@ -110,6 +131,13 @@ class OvpnTestbed(StandardTestbed):
     def wan_rx(self) -> tuple[int, int]:
         """Bytes the client received on wan1, wan2."""
         return tuple(interface_counters(self.client, f"wan{i}")[1] for i in (1, 2))  # type: ignore[return-value]
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no file)"
 
 
 def endpoint_ids(ns: Namespace) -> set[int]:

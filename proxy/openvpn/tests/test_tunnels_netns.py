@@ -50,6 +50,9 @@ PACE_MBIT = float(os.environ.get("BRAID_OVPN_PACE_MBIT", "40"))
 # The paced phase of the down/up test: an outage and a return took 10 s on
 # the host (2026-11-26); braid's VM (vm-test.sh) gives it longer.
 PACED_S = int(os.environ.get("BRAID_OVPN_PACED_S", "16"))
+# Longer than any transfer's limit: bulk.py's ends hold a stalled connection
+# until finish() has read its state.
+STALL_HOLD_S = 600
 
 
 def _missing() -> str | None:
@@ -114,19 +117,41 @@ def assert_stopped_clean(tb: OvpnTestbed, tmp: Path, procs: dict[str, subprocess
 
 
 def bulk_server(tb: OvpnTestbed, port: int = 5201) -> None:
-    srv = tb.proxy.popen(["python3", str(BULK), "serve", "--port", str(port)],
+    # The server outlasts every transfer's own limit, so that a stalled
+    # connection is still there, both ends, for finish() to report.
+    srv = tb.proxy.popen(["python3", str(BULK), "serve", "--port", str(port), "--timeout", str(STALL_HOLD_S)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tb.proxy.wait_listening(port, proc=srv, timeout=LISTEN_TIMEOUT_S)
 
 
-def upload(tb: OvpnTestbed, host: str, nbytes: int, *extra: str, timeout: float = 90) -> dict[str, object]:
-    """A byte-checked bulk.py transfer from the client (``--mode download`` reverses it)."""
-    proc = tb.client.run(["python3", str(BULK), "send", "--host", host, "--port", "5201",
-                          "--bytes", str(nbytes), *extra], check=False, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
+def sender(tb: OvpnTestbed, host: str, nbytes: int, *extra: str) -> subprocess.Popen[bytes]:
+    """A byte-checked bulk.py transfer from the client to ``host``:5201
+    (``--mode download`` reverses it) that waits out any stall: finish()
+    bounds it."""
+    return tb.client.popen(["python3", str(BULK), "send", "--host", host, "--port", "5201",
+                            "--bytes", str(nbytes), "--timeout", str(STALL_HOLD_S), *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(tb: OvpnTestbed, proc: subprocess.Popen[bytes], timeout: float) -> dict[str, object]:
+    """The transfer's result once it ends within ``timeout``; a transfer
+    still running then failed, with the state of its stalled connection."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        report = tb.stall_report(5201)
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"the transfer did not end within {timeout:g} s\n{report}") from None
+    assert proc.returncode == 0, err.decode()
+    result: dict[str, object] = json.loads(out.decode().splitlines()[-1])
     assert result["digest_ok"], result
     return result
+
+
+def upload(tb: OvpnTestbed, host: str, nbytes: int, *extra: str, timeout: float = 90) -> dict[str, object]:
+    """A byte-checked bulk.py transfer from the client (``--mode download`` reverses it)."""
+    return finish(tb, sender(tb, host, nbytes, *extra), timeout)
 
 
 def delta(after: tuple[int, int], before: tuple[int, int]) -> tuple[int, int]:
@@ -141,18 +166,16 @@ def upload_through_both_tunnels(tb: OvpnTestbed, nbytes: int) -> tuple[int, int]
     gets a subflow through each tunnel while it runs; returns the bytes the
     client sent on each WAN meanwhile."""
     before = tb.wan_tx()
-    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201",
-                              "--bytes", str(nbytes)], stdout=subprocess.PIPE)
+    proc = sender(tb, INNER, nbytes)
     seen: set[str] = set()
 
     def both_subflows() -> bool:
         seen.update(mptcp_subflow_sources(tb.client, 5201))
-        return seen == TUNNEL_SOURCES or sender.poll() is not None
+        return seen == TUNNEL_SOURCES or proc.poll() is not None
 
     wait_for("a subflow through each tunnel", both_subflows, 15)
-    out, _ = sender.communicate(timeout=120)
+    finish(tb, proc, 120)
     assert seen == TUNNEL_SOURCES, f"subflows seen during the transfer: {seen}"
-    assert sender.returncode == 0 and json.loads(out.decode().splitlines()[-1])["digest_ok"]
     return delta(tb.wan_tx(), before)
 
 
@@ -167,8 +190,7 @@ def cut_gw1_during_a_paced_upload(tb: OvpnTestbed, label: str, paced_s: float, n
     nothing, and the returned subflow carries data."""
     chunk = int(PACE_MBIT * 1e6 / 8 * paced_s)  # first paced (the outage happens here), then unpaced
     one_second = int(PACE_MBIT * 1e6 / 8)
-    sender = tb.client.popen(["python3", str(BULK), "send", "--host", INNER, "--port", "5201", "--mode", "paced",
-                              "--rates", f"{PACE_MBIT:g},0", "--bytes", str(chunk)], stdout=subprocess.PIPE)
+    paced = sender(tb, INNER, chunk, "--mode", "paced", "--rates", f"{PACE_MBIT:g},0")
     wait_for("both subflows", lambda: len(mptcp_subflow_sources(tb.client, 5201)) == 2, 15)
     drop = ["FORWARD", "-p", "udp", "-j", "DROP"]
     tb["gw1"].run(["iptables", "-I", *drop])
@@ -183,13 +205,11 @@ def cut_gw1_during_a_paced_upload(tb: OvpnTestbed, label: str, paced_s: float, n
     wait_for("a subflow through gw1's tunnel again",
              lambda: "10.200.1.2" in mptcp_subflow_sources(tb.client, 5201), 10)
     t_back, at_back = time.monotonic(), tb.wan_tx()
-    assert sender.poll() is None, "transfer ended before gw1 came back: make the paced chunk longer"
-    out, _ = sender.communicate(timeout=120)
-    result = json.loads(out.decode().splitlines()[-1])
+    assert paced.poll() is None, "transfer ended before gw1 came back: make the paced chunk longer"
+    result = finish(tb, paced, 120)
     outage, after = delta(at_restore, at_cut), delta(tb.wan_tx(), at_back)
     print(f"{label}: noticed+held {t_restore - t_cut:.1f} s, back after {t_back - t_restore:.1f} s; "
           f"bytes sent per WAN during the outage {outage}, after the return {after}; {result}")
-    assert sender.returncode == 0 and result["digest_ok"], result
     # The outage lasts until noticed plus a 1 s hold: over a second of pacing on gw2.
     assert outage[1] > one_second, f"the transfer did not continue over gw2: {outage}"
     assert outage[0] < 1 * MIB, f"wan1 carried data while gw1 dropped it: {outage}"
