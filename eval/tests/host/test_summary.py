@@ -148,6 +148,12 @@ WF_CAPTURED_DF_CURVE = {"meta": {**WF_CAPTURED_META, "attacks": ["df"], "attack_
                                  "tam_seconds": None, "unmonitored": 0, "curve_every": 10},
                         "results": {"none": {"overhead": 0.0, "closed": {
                             "df": {**wf_cell("DF", 0.88), "curve": [[[10, 0.5], [60, 0.88]]]}}}}}
+# DF on the corpus grown to 200 loads per site.
+WF_CAPTURED_DF_200 = {"meta": {**WF_CAPTURED_META, "attacks": ["df"], "attack_names": ["DF"], "epochs": 20,
+                               "tam_seconds": None, "unmonitored": 0, "curve_every": 5,
+                               "corpus": "captured corpus (`braid-wf collect`, condition `single`), 20000 loads"},
+                      "results": {"none": {"overhead": 0.0, "closed": {
+                          "df": {**wf_cell("DF", 0.91), "curve": [[[5, 0.6], [10, 0.85], [20, 0.91]]]}}}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -251,6 +257,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-kfp", WF_CAPTURED_KFP, nested=False)
     write(tmp_path, "wf-captured-deep", WF_CAPTURED_DEEP, nested=False)
     write(tmp_path, "wf-captured-df-curve", WF_CAPTURED_DF_CURVE, nested=False)
+    write(tmp_path, "wf-captured-df-200", WF_CAPTURED_DF_200, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
@@ -313,6 +320,10 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "deep attacks 60 epochs; closed-world" in curve and "TAM" not in curve
     assert "| none | DF | 10: 50.0, 60: 88.0 |" in curve and "| none | 0.0 | 88.0 |" in curve
     assert "Over the second half of the training: DF (none) +38.0 points from epoch 10 to 60." in curve
+    grown = text.split("## Website fingerprinting: DF undefended (20 epochs), captured loads")[1].split("\n## ")[0]
+    assert grown.startswith("\n\n(captured corpus (`braid-wf collect`, condition `single`), 20000 loads;")
+    assert "| none | DF | 5: 60.0, 10: 85.0, 20: 91.0 |" in grown and "| none | 0.0 | 91.0 |" in grown
+    assert "Undefended, every attack reaches 90 %." in grown
     assert "Undefended, k-FP stays below the 90 %" in kfp and "The deep attacks (DF, Tik-Tok, RF) are not" in kfp
     assert "The deep attacks (DF" not in twelve
     # whole-run means 5.25 and 12.5 Mbit/s; the 1e-2 and dead steps as stored
@@ -361,8 +372,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     assert missing == ["e1", "e1b", "e2", "e2-variable", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
-                       "wf-captured-deep", "wf-captured-df-curve", "wf-wire-check", "wf-tor", "wf-loaders",
-                       "relay-capacity"]
+                       "wf-captured-deep", "wf-captured-df-curve", "wf-captured-df-200", "wf-wire-check", "wf-tor",
+                       "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert ("e1, e1b, e2, e2-variable, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
