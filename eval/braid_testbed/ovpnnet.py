@@ -85,13 +85,15 @@ class OvpnTestbed(StandardTestbed):
         self.route("lan", "default", LAN_GW)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: dict[str, Path] = {}  # role -> braid-openvpn's output
+        self.run_dirs: dict[str, Path] = {}  # role -> its settings' run_dir (openvpn's logs)
 
     def write_settings(self, tmp: Path, pki: Path, **overrides: Any) -> dict[str, Path]:
         """One settings file per end (each end has its own run_dir on this one host)."""
         out = {}
         for role in ("client", "proxy"):
             path = tmp / f"{role}.json"
-            path.write_text(json.dumps(settings(pki, tmp / f"run-{role}", **overrides), indent=1))
+            self.run_dirs[role] = tmp / f"run-{role}"
+            path.write_text(json.dumps(settings(pki, self.run_dirs[role], **overrides), indent=1))
             out[role] = path
         return out
 
@@ -112,7 +114,8 @@ class OvpnTestbed(StandardTestbed):
         parts = []
         for role, log in self.logs.items():
             parts.append(f"--- {role}: braid-openvpn\n" + _tail(log, 20))
-            for vpn_log in sorted((log.parent / f"run-{role}").glob("*.log")):
+            run_dir = self.run_dirs.get(role)
+            for vpn_log in sorted(run_dir.glob("*.log")) if run_dir else []:
                 events = [line for line in _tail(vpn_log, 400).splitlines()
                           if any(w in line for w in ("restart", "Inactivity", "SIG", "error", "ERROR"))]
                 parts.append(f"--- {role}: {vpn_log.name} (restarts, signals, errors)\n" + "\n".join(events[-10:]))

@@ -354,13 +354,11 @@ def test_gwsteer_steers_the_per_gateway_tunnels(tb: OvpnTestbed, tmp_path: Path,
     # business. Paced for 2 s, so that it is still open when gwsteer acts on
     # its establishment (an unpaced megabyte was over before, once in four).
     one_second = int(PACE_MBIT * 1e6 / 8)
-    public = tb.client.popen(["python3", str(BULK), "send", "--host", PROXY, "--port", "5201", "--source",
-                              "10.2.0.2", "--mode", "paced", "--rates", f"{PACE_MBIT:g}",
-                              "--bytes", str(2 * one_second)], stdout=subprocess.PIPE)
+    public = sender(tb, PROXY, 2 * one_second, "--source", "10.2.0.2", "--mode", "paced",
+                    "--rates", f"{PACE_MBIT:g}")
     wait_for("gwsteer asks for a subflow via gw1 to the public address",
              lambda: ("gw1", PROXY) in subflows_opened(log) or public.poll() is not None, 10)
-    out, _ = public.communicate(timeout=60)
-    assert public.returncode == 0 and json.loads(out.decode().splitlines()[-1])["digest_ok"]
+    finish(tb, public, 60)
     opened = subflows_opened(log)
     print(f"gwsteer's subflow requests (gateway, peer): {sorted(set(opened))}")
     assert ("gw2-tun", INNER) in opened and ("gw1", PROXY) in opened, opened
