@@ -29,6 +29,9 @@ Commands::
     python3 -m braid_wf loadercheck --root out/wfl --json results/wf-loaders.json
                                       # the synthetic loader's traces against headless
                                       # Chromium's on the same pages (braid_wf.loadercheck)
+    python3 -m braid_wf confusion --data out/wfc/single/all --attack kfp --json F
+                                      # which sites the attack confuses, and whether they are
+                                      # alike in objects and bytes (braid_wf.confusion)
 
 ``evaluate`` reads any dataset in the WF literature's format (Wang's or
 Hayes's layout: ``<site>-<instance>`` and ``<n>`` files of
@@ -50,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
-from braid_wf import collection, conditions, loadercheck, wirecheck
+from braid_wf import collection, conditions, confusion, loadercheck, wirecheck
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
 from braid_wf.conditions import CONDITIONS, Condition
@@ -565,6 +568,32 @@ def cmd_loadercheck(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_confusion(args: argparse.Namespace) -> int:
+    """Which sites one attack confuses on a corpus (braid_wf.confusion)."""
+    ds = load_limited(args.data, args)
+    seed = args.generator_seed if args.generator_seed is not None else confusion.generator_seed_of(args.data)
+    log(f"{args.data}: {ds.monitored} monitored sites; site shapes "
+        + (f"from the generator's seed {seed}" if seed is not None else "unknown (no collection.json)"))
+    deep = {"epochs": args.epochs, "tam_seconds": args.tam_seconds} if args.attack in DEEP_ATTACKS else {}
+    started = time.monotonic()
+    result = confusion.confusion(ds, args.attack, quick=not args.full, seed=args.seed, generator_seed=seed,
+                                 progress=log, n_jobs=args.jobs, **deep)
+    how = args.data.parent / "collection.json"
+    monitored = sum(1 for label in ds.labels if label >= 0)
+    corpus = (captured_corpus(args.data, json.loads(how.read_text()), ds.monitored, monitored, 0)
+              if how.is_file() else f"{args.data}, {ds.monitored} sites, {monitored} monitored loads")
+    meta = {"data": str(args.data), "corpus": corpus, "attack": args.attack, "full": args.full, "seed": args.seed,
+            "generator_seed": seed, "epochs": args.epochs, "max_instances": args.max_instances,
+            "braid": installed_version(), "date": time.strftime("%Y-%m-%d"),
+            "elapsed_s": round(time.monotonic() - started, 1)}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "confusion": result.to_json()}, indent=1) + "\n")
+    emit("\n".join([f"# Which sites {ATTACK_NAMES[args.attack]} confuses ({args.data})", "",
+                    *confusion.table(result, args.top)]), args.report)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m braid_wf.cli", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -670,6 +699,22 @@ def main(argv: list[str] | None = None) -> int:
                     "(default hywf; '' for none)")
     lc.add_argument("--json", type=Path, help="write the comparison as JSON here")
     limits(lc)
+    cf = sub.add_parser("confusion", help="which sites an attack confuses, and whether they look alike",
+                        description=confusion.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cf.add_argument("--data", type=Path, required=True, help="the loads (WF format, e.g. collect's OUT/COND/all)")
+    cf.add_argument("--attack", choices=ALL_ATTACKS, default="kfp", help="the attack (default kfp)")
+    cf.add_argument("--full", action="store_true", help="the attack at full size (1000 trees; deep: as published)")
+    cf.add_argument("--seed", type=int, default=1, help="seed of the split and the attack (default 1)")
+    cf.add_argument("--generator-seed", type=int,
+                    help="the site generator's seed, for the sites' shapes (default: the corpus's "
+                    "collection.json, when its loads are websites.py's sites)")
+    cf.add_argument("--epochs", type=int, help="a deep attack's epochs (default the paper's 30)")
+    cf.add_argument("--tam-seconds", type=float, help="RF: the time its TAM spans (default 80 s)")
+    cf.add_argument("--jobs", type=int, default=default_jobs(), help="k-FP's threads (default: all CPUs)")
+    cf.add_argument("--top", type=int, default=15, help="confused pairs in the report (default 15)")
+    cf.add_argument("--json", type=Path, help="write the tally as JSON here")
+    cf.add_argument("--report", type=Path, help="write the Markdown report here too")
+    limits(cf)
     h = sub.add_parser("histograms", help="fit adaptive padding's delay histograms on a dataset's loads",
                        description="Fit WTF-PAD's H_B (between bursts) and H_G (in bursts) per direction on the "
                        "loads of a WF-format dataset (e.g. collect's OUT/CONDITION/all) and write them in the "
@@ -751,6 +796,14 @@ def main(argv: list[str] | None = None) -> int:
             args.earlier = updated_checks(args.update, args) if args.update else ([], [])
         except ValueError as err:
             p.error(str(err))
+    if args.cmd == "confusion":
+        if args.top < 1 or args.jobs < 1 or (args.epochs is not None and args.epochs < 1):
+            p.error("confusion: --top, --jobs and --epochs >= 1 are required")
+        if args.attack in DEEP_ATTACKS:
+            try:
+                require_jax()
+            except ImportError as err:
+                p.error(str(err))
     if args.cmd == "loadercheck" and args.repeats < 1:
         p.error("loadercheck: --repeats >= 1 is required")
     if args.cmd == "evaluate" and args.defense and args.protected:
@@ -761,7 +814,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"evaluate": cmd_evaluate, "synth": cmd_synth, "collect": cmd_collect,
                 "costs": cmd_costs, "defenses": cmd_defenses, "histograms": cmd_histograms,
-                "wirecheck": cmd_wirecheck, "loadercheck": cmd_loadercheck}[args.cmd](args)
+                "wirecheck": cmd_wirecheck, "loadercheck": cmd_loadercheck,
+                "confusion": cmd_confusion}[args.cmd](args)
     except (FileNotFoundError, ValueError) as err:  # bad dataset paths or files
         raise SystemExit(f"wf {args.cmd}: {err}")
 

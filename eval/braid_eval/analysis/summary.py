@@ -11,7 +11,8 @@ OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.js
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
 OUT/wf-captured-deep.json, OUT/wf-captured-df-curve.json and
 OUT/wf-captured-df-200.json (``braid-wf defenses --json``, the last four on a
-captured corpus), OUT/wf-wire-check.json and OUT/wf-tor.json
+captured corpus), OUT/wf-captured-confusion.json (``braid-wf confusion --json``:
+which sites an attack confuses), OUT/wf-wire-check.json and OUT/wf-tor.json
 (``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
 (``braid-wf loadercheck --json``: the synthetic loader against a browser) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
@@ -38,7 +39,7 @@ from braid_eval.bench.comparison import markdown_table
 from braid_eval.bench.pageload import ROWS as PAGELOAD_ROWS
 from braid_eval.bench.sched import ROWS as SCHED_ROWS
 from braid_eval.experiments import failover, latency
-from braid_wf import loadercheck, wirecheck
+from braid_wf import confusion, loadercheck, wirecheck
 from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
@@ -524,6 +525,20 @@ def wf_loaders_section(data: dict[str, Any]) -> list[str]:
             "loader's traces carries to a browser's loading the same pages." + defended, ""]
 
 
+def wf_confusion_section(data: dict[str, Any]) -> list[str]:
+    """Which sites an attack confuses, beside the sites' shapes
+    (braid_wf.confusion)."""
+    meta, c = data["meta"], confusion.Confusion.from_json(data["confusion"])
+    shapes = (f"; objects / kB: each site's base objects and their bytes as the site generator (seed "
+              f"{meta['generator_seed']}) made them, before a load's own variation" if c.shapes else "")
+    epochs = f", {meta['epochs']} epochs" if meta.get("epochs") else ""
+    return ["## Website fingerprinting: which sites an attack confuses", "",
+            f"({meta['corpus']}; {'full-size' if meta['full'] else 'quick-mode'} attack{epochs}, closed world, "
+            f"one split of the loads (seed {meta['seed']}), 2/3 for training; braid {meta['braid']}, "
+            f"{meta['date']}{shapes})", "",
+            *confusion.table(c), ""]
+
+
 def _loadavg(v: list[float] | None) -> str:
     return "/".join(f"{x:.2f}" for x in v) if v else "?"
 
@@ -586,6 +601,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
     "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section, "wf-captured-deep": wf_deep_section,
     "wf-captured-df-curve": wf_deep_section, "wf-captured-df-200": wf_deep_section,
+    "wf-captured-confusion": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 
