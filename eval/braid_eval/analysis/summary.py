@@ -9,8 +9,8 @@ OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel
 OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json,
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
-OUT/wf-captured-deep.json, OUT/wf-captured-df-curve.json and
-OUT/wf-captured-df-200.json (``braid-wf defenses --json``, the last four on a
+OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json and
+OUT/wf-captured-df-200.json (``braid-wf defenses --json``, the last five on a
 captured corpus), OUT/wf-captured-confusion.json (``braid-wf confusion --json``:
 which sites an attack confuses), OUT/wf-wire-check.json and OUT/wf-tor.json
 (``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
@@ -600,6 +600,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "bench-pageload-defences": bench_pageload_defences_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
     "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section, "wf-captured-deep": wf_deep_section,
+    "wf-captured-rf": wf_deep_section,
     "wf-captured-df-curve": wf_deep_section, "wf-captured-df-200": wf_deep_section,
     "wf-captured-confusion": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,

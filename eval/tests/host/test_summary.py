@@ -144,6 +144,11 @@ WF_CAPTURED_DEEP = {"meta": {**WF_CAPTURED_META, "attacks": ["df", "tiktok"], "a
                              "epochs": 30, "tam_seconds": 0.35, "unmonitored": 0},
                     "results": {"none": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.84),
                                                                     "tiktok": wf_cell("Tik-Tok", None)}}}}
+# RF alone, when the run above ran out of time for it.
+WF_CAPTURED_RF = {"meta": {**WF_CAPTURED_META, "attacks": ["rf"], "attack_names": ["RF"], "epochs": 30,
+                           "tam_seconds": 0.35, "unmonitored": 0, "curve_every": 10},
+                  "results": {"none": {"overhead": 0.0, "closed": {
+                      "rf": {**wf_cell("RF", 0.74), "curve": [[[10, 0.55], [30, 0.74]]]}}}}}
 # DF alone for longer, with its learning curve.
 WF_CAPTURED_DF_CURVE = {"meta": {**WF_CAPTURED_META, "attacks": ["df"], "attack_names": ["DF"], "epochs": 60,
                                  "tam_seconds": None, "unmonitored": 0, "curve_every": 10},
@@ -264,6 +269,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-kfp", WF_KFP, nested=False)
     write(tmp_path, "wf-captured-kfp", WF_CAPTURED_KFP, nested=False)
     write(tmp_path, "wf-captured-deep", WF_CAPTURED_DEEP, nested=False)
+    write(tmp_path, "wf-captured-rf", WF_CAPTURED_RF, nested=False)
     write(tmp_path, "wf-captured-df-curve", WF_CAPTURED_DF_CURVE, nested=False)
     write(tmp_path, "wf-captured-df-200", WF_CAPTURED_DF_200, nested=False)
     write(tmp_path, "wf-captured-confusion", WF_CAPTURED_CONFUSION, nested=False)
@@ -331,6 +337,9 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "Undefended, DF stays below the 90 % that proves an attack works as published." in deep
     assert "lower bound" not in deep and "goal" not in deep
     assert "Learning curve" not in deep
+    rf = text.split("## Website fingerprinting: RF undefended (30 epochs), captured loads")[1].split("\n## ")[0]
+    assert "| none | RF | 10: 55.0, 30: 74.0 |" in rf and "| none | 0.0 | 74.0 |" in rf
+    assert "Undefended, RF stays below the 90 % that proves an attack works as published." in rf
     curve = text.split("## Website fingerprinting: DF undefended (60 epochs), captured loads")[1].split("\n## ")[0]
     assert "deep attacks 60 epochs; closed-world" in curve and "TAM" not in curve
     assert "| none | DF | 10: 50.0, 60: 88.0 |" in curve and "| none | 0.0 | 88.0 |" in curve
@@ -387,8 +396,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     assert missing == ["e1", "e1b", "e2", "e2-variable", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
-                       "wf-captured-deep", "wf-captured-df-curve", "wf-captured-df-200", "wf-captured-confusion",
-                       "wf-wire-check", "wf-tor",
+                       "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
+                       "wf-captured-confusion", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
