@@ -11,8 +11,9 @@ OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.js
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
 OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json and
 OUT/wf-captured-df-200.json (``braid-wf defenses --json``, the last five on a
-captured corpus), OUT/wf-captured-confusion.json (``braid-wf confusion --json``:
-which sites an attack confuses), OUT/wf-wire-check.json and OUT/wf-tor.json
+captured corpus), OUT/wf-captured-confusion.json and
+OUT/wf-captured-confusion-df.json (``braid-wf confusion --json``: which sites
+k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
 (``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
 (``braid-wf loadercheck --json``: the synthetic loader against a browser) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
@@ -532,7 +533,8 @@ def wf_confusion_section(data: dict[str, Any]) -> list[str]:
     shapes = (f"; objects / kB: each site's base objects and their bytes as the site generator (seed "
               f"{meta['generator_seed']}) made them, before a load's own variation" if c.shapes else "")
     epochs = f", {meta['epochs']} epochs" if meta.get("epochs") else ""
-    return ["## Website fingerprinting: which sites an attack confuses", "",
+    name = ATTACK_NAMES.get(c.attack, c.attack)
+    return [f"## Website fingerprinting: which sites {name} confuses", "",
             f"({meta['corpus']}; {'full-size' if meta['full'] else 'quick-mode'} attack{epochs}, closed world, "
             f"one split of the loads (seed {meta['seed']}), 2/3 for training; braid {meta['braid']}, "
             f"{meta['date']}{shapes})", "",
@@ -602,7 +604,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section, "wf-captured-deep": wf_deep_section,
     "wf-captured-rf": wf_deep_section,
     "wf-captured-df-curve": wf_deep_section, "wf-captured-df-200": wf_deep_section,
-    "wf-captured-confusion": wf_confusion_section,
+    "wf-captured-confusion": wf_confusion_section, "wf-captured-confusion-df": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 

@@ -168,6 +168,8 @@ WF_CAPTURED_CONFUSION = {
     "confusion": Confusion("kfp", 6, 6, 0.5, {0: 0.5, 1: 0.0, 2: 1.0}, [(0, 1, 2), (1, 2, 1)],
                            {0: SiteShape(5, 100.0), 1: SiteShape(6, 120.0), 2: SiteShape(30, 2000.0)}).to_json()}
 
+WF_CAPTURED_CONFUSION_DF = {"meta": {**WF_CAPTURED_CONFUSION["meta"], "attack": "df", "epochs": 20},
+                            "confusion": {**WF_CAPTURED_CONFUSION["confusion"], "attack": "df"}}
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
        sysctls: dict[str, str] | None = None) -> dict[str, object]:
@@ -273,18 +275,21 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-df-curve", WF_CAPTURED_DF_CURVE, nested=False)
     write(tmp_path, "wf-captured-df-200", WF_CAPTURED_DF_200, nested=False)
     write(tmp_path, "wf-captured-confusion", WF_CAPTURED_CONFUSION, nested=False)
+    write(tmp_path, "wf-captured-confusion-df", WF_CAPTURED_CONFUSION_DF, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
     write(tmp_path, "wf-loaders", LOADER_CHECK, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
-    confused = text.split("## Website fingerprinting: which sites an attack confuses")[1].split("\n## ")[0]
+    confused = text.split("## Website fingerprinting: which sites k-FP confuses")[1].split("\n## ")[0]
     assert "k-FP: 50.0 % of 6 test loads (6 training), 3 sites, 3 errors." in confused
     assert "| % | 0 | 10 | 25 | 50 | 75 | 90 | 100 |" in confused
     assert "| 0, 1 | 2 | 67 % | 5 / 100 | 6 / 120 |" in confused and "| 1, 2 | 1 | 100 % |" in confused
     assert "67 % of the errors are between such sites, and 33.3 % of all site pairs" in confused
     assert "as the site generator (seed 1) made them" in confused
+    deep = text.split("## Website fingerprinting: which sites DF confuses")[1].split("\n## ")[0]
+    assert "full-size attack, 20 epochs, closed world" in deep and "DF: 50.0 % of 6 test loads" in deep
     loaders = text.split("## Website fingerprinting: the synthetic loader against a browser")[1].split("\n## ")[0]
     assert "(`single-chromium`, Chrome/156.0); 300 loads of 30 sites" in loaders and "chance 3.3 %" in loaders
     assert "| kB out | 17.2 | 9.6 | 0.50 |" in loaders and "| load time, ms (loader's clock) | 16 | 110 | |" in loaders
@@ -397,7 +402,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
-                       "wf-captured-confusion", "wf-wire-check", "wf-tor",
+                       "wf-captured-confusion", "wf-captured-confusion-df", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
