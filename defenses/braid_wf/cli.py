@@ -571,17 +571,17 @@ def cmd_loadercheck(args: argparse.Namespace) -> int:
 def cmd_confusion(args: argparse.Namespace) -> int:
     """Which sites one attack confuses on a corpus (braid_wf.confusion)."""
     ds = load_limited(args.data, args)
-    seed = args.generator_seed if args.generator_seed is not None else confusion.generator_seed_of(args.data)
+    how = collection.description(args.data)
+    seed = args.generator_seed if args.generator_seed is not None else confusion.generator_seed_of(how)
     log(f"{args.data}: {ds.monitored} monitored sites; site shapes "
         + (f"from the generator's seed {seed}" if seed is not None else "unknown (no collection.json)"))
     deep = {"epochs": args.epochs, "tam_seconds": args.tam_seconds} if args.attack in DEEP_ATTACKS else {}
     started = time.monotonic()
     result = confusion.confusion(ds, args.attack, quick=not args.full, seed=args.seed, generator_seed=seed,
                                  progress=log, n_jobs=args.jobs, **deep)
-    how = args.data.parent / "collection.json"
     monitored = sum(1 for label in ds.labels if label >= 0)
-    corpus = (captured_corpus(args.data, json.loads(how.read_text()), ds.monitored, monitored, 0)
-              if how.is_file() else f"{args.data}, {ds.monitored} sites, {monitored} monitored loads")
+    corpus = (captured_corpus(args.data, how, ds.monitored, monitored, 0)
+              if how else f"{args.data}, {ds.monitored} sites, {monitored} monitored loads")
     meta = {"data": str(args.data), "corpus": corpus, "attack": args.attack, "full": args.full, "seed": args.seed,
             "generator_seed": seed, "epochs": args.epochs, "max_instances": args.max_instances,
             "braid": installed_version(), "date": time.strftime("%Y-%m-%d"),

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,7 +66,6 @@ class Confusion:
     attack: str
     train: int
     test: int
-    accuracy: float
     per_site: dict[int, float]
     pairs: list[tuple[int, int, int]]  # (site, site, confused test loads), most first
     shapes: dict[int, SiteShape] = dataclasses.field(default_factory=dict)
@@ -76,6 +73,10 @@ class Confusion:
     @property
     def errors(self) -> int:
         return sum(n for _, _, n in self.pairs)
+
+    @property
+    def accuracy(self) -> float:
+        return 1 - self.errors / self.test
 
     def alike_shares(self) -> tuple[float, float] | None:
         """(share of errors between alike sites, share of site pairs
@@ -95,7 +96,7 @@ class Confusion:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Confusion:
-        return cls(d["attack"], d["train"], d["test"], d["accuracy"],
+        return cls(d["attack"], d["train"], d["test"],
                    {int(s): a for s, a in d["per_site"].items()}, [(a, b, n) for a, b, n in d["pairs"]],
                    {int(s): SiteShape(**v) for s, v in d["shapes"].items()})
 
@@ -129,18 +130,15 @@ def confusion(ds: Dataset, attack: str, *, quick: bool, seed: int = 1, generator
     predicted = [int(p) for p in model.predict([mon.traces[i] for i in test])]
     per_site, pairs = tally(truth, predicted)
     shapes = {s: site_shape(s, generator_seed) for s in per_site} if generator_seed is not None else {}
-    accuracy = sum(t == p for t, p in zip(truth, predicted, strict=True)) / len(truth)
-    return Confusion(attack, len(train), len(test), accuracy, per_site, pairs, shapes)
+    return Confusion(attack, len(train), len(test), per_site, pairs, shapes)
 
 
-def generator_seed_of(data: Path) -> int | None:
-    """The site generator's seed of a collected corpus (``collect`` writes
-    collection.json beside its ``all``, ``wan1`` and ``wan2``), or None."""
-    meta = data.parent / "collection.json"
-    if not meta.is_file():
+def generator_seed_of(how: dict[str, Any] | None) -> int | None:
+    """The site generator's seed of a collected corpus, from its
+    collection.json (``collection.description``), or None."""
+    if how is None or how.get("loader") not in ("synthetic", "chromium"):
         return None
-    how = json.loads(meta.read_text())
-    return int(how["seed"]) if how.get("loader") in ("synthetic", "chromium") else None
+    return int(how["seed"])
 
 
 def _shape_text(s: SiteShape | None) -> str:

@@ -36,14 +36,16 @@ def test_two_labels_of_one_site_are_the_top_pair() -> None:
     assert n >= 8 and all(n > m for _, _, m in rest)
     assert result.per_site[0] < 0.8 and result.per_site[1] < 0.8
     assert result.errors == round((1 - result.accuracy) * result.test)
+    # every site has 15 test loads: its misses add up to the pairs' errors
+    assert sum(round((1 - a) * 15) for a in result.per_site.values()) == result.errors
 
 
 def test_alike_shares_count_errors_and_pairs() -> None:
     shapes = {0: SiteShape(5, 100.0), 1: SiteShape(6, 110.0), 2: SiteShape(20, 900.0)}
-    c = Confusion("kfp", 10, 9, 0.5, {0: 0.5, 1: 0.5, 2: 0.5}, [(0, 1, 3), (1, 2, 1)], shapes)
+    c = Confusion("kfp", 10, 9, {0: 0.5, 1: 0.5, 2: 0.5}, [(0, 1, 3), (1, 2, 1)], shapes)
     assert c.alike_shares() == (3 / 4, 1 / 3)
     assert Confusion.from_json(json.loads(json.dumps(c.to_json()))) == c
-    assert Confusion("kfp", 10, 9, 0.5, {0: 0.5}, [(0, 1, 3)]).alike_shares() is None
+    assert Confusion("kfp", 10, 9, {0: 0.5}, [(0, 1, 3)]).alike_shares() is None
 
 
 def test_command_reads_the_generator_seed_beside_a_collected_corpus(tmp_path: Path) -> None:

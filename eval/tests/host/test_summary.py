@@ -165,7 +165,7 @@ WF_CAPTURED_DF_200 = {"meta": {**WF_CAPTURED_META, "attacks": ["df"], "attack_na
 WF_CAPTURED_CONFUSION = {
     "meta": {"corpus": "captured corpus (`braid-wf collect`, condition `single`), 10000 loads", "attack": "kfp",
              "full": True, "seed": 1, "generator_seed": 1, "epochs": None, "braid": "0.1.0", "date": "2026-12-06"},
-    "confusion": Confusion("kfp", 6, 6, 0.5, {0: 0.5, 1: 0.0, 2: 1.0}, [(0, 1, 2), (1, 2, 1)],
+    "confusion": Confusion("kfp", 6, 6, {0: 0.5, 1: 0.0, 2: 1.0}, [(0, 1, 2), (1, 2, 1)],
                            {0: SiteShape(5, 100.0), 1: SiteShape(6, 120.0), 2: SiteShape(30, 2000.0)}).to_json()}
 
 WF_CAPTURED_CONFUSION_DF = {"meta": {**WF_CAPTURED_CONFUSION["meta"], "attack": "df", "epochs": 20},
