@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from braid_eval.analysis.provenance import installed_version
+from braid_testbed.websites import PROFILES
 from braid_wf import collection, conditions, confusion, loadercheck, wirecheck
 from braid_wf.attacks import ALL_ATTACKS, ATTACK_NAMES, ATTACKS, DEEP_ATTACKS
 from braid_wf.compare import BASE_RATE, DefenseResult, compare, plot, table, to_json
@@ -260,7 +261,7 @@ def updated_checks(path: Path, args: argparse.Namespace
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    ds = synthetic_dataset(args.sites, args.instances, args.unmonitored, seed=args.seed)
+    ds = synthetic_dataset(args.sites, args.instances, args.unmonitored, seed=args.seed, profile=args.profile)
     save_dataset(ds, args.out)
     log(f"wrote {len(ds.traces)} traces to {args.out}")
     return 0
@@ -347,7 +348,8 @@ def captured_corpus(data: Path, how: dict[str, Any], sites: int, monitored: int,
     seen = {"all": "the load as one network carries it", "wan1": "network 1's captures",
             "wan2": "network 2's captures"}.get(data.name, data.name)
     return (f"captured corpus (`braid-wf collect`, condition `{how['condition']}`, {how['loader']} loader, "
-            f"through braid-proxy on the {where}, {how['links']} links; {seen}), {sites} sites, "
+            f"through braid-proxy on the {where}, {how['links']} links; {seen}), {sites} "
+            f"{how.get('profile', 'small')} sites, "
             f"{monitored} monitored loads, {unmonitored} unmonitored")
 
 
@@ -370,9 +372,9 @@ def cmd_defenses(args: argparse.Namespace) -> int:
         sites, inst, unmon = (DEFENSES_FULL if args.full else DEFENSES_QUICK)
         sites, inst, unmon = (args.sites or sites, args.instances or inst,
                               unmon if args.unmonitored is None else args.unmonitored)
-        ds = synthetic_dataset(sites, inst, unmon, seed=args.seed, jobs=args.jobs)
-        what = (f"synthetic corpus (braid_wf.synth: simulated loads, not wire captures), {sites} sites x {inst} "
-                f"loads, {unmon} unmonitored")
+        ds = synthetic_dataset(sites, inst, unmon, seed=args.seed, jobs=args.jobs, profile=args.profile)
+        what = (f"synthetic corpus (braid_wf.synth: simulated loads, not wire captures), {sites} {args.profile} "
+                f"sites x {inst} loads, {unmon} unmonitored")
     corpus_s = time.monotonic() - start
     log(f"{what}: {len(ds.traces)} traces in {corpus_s:.1f} s ({args.jobs} workers); "
         f"defences {', '.join(args.defenses)}; attacks {', '.join(args.attacks)}")
@@ -501,7 +503,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     collection.describe(todo.root, {
         "condition": args.condition, "loader": args.loader, "host": args.host,
         "links": "unshaped" if args.host else f"{args.rate_mbit:g} Mbit/s, {args.delay_ms:g} ms one way",
-        "one_connection": args.one_connection, "seed": args.seed, "gap_ms": args.gap_ms,
+        "one_connection": args.one_connection, "seed": args.seed, "profile": args.profile, "gap_ms": args.gap_ms,
         "sites": args.sites, "instances": args.instances, "unmonitored": args.unmonitored})
     log(f"{label}: {len(todo.loads) - len(todo.todo)} of {len(todo.loads)} loads already collected")
     if not todo.todo:
@@ -516,7 +518,7 @@ def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: a
     from braid_eval.analysis.dss import WIRE_MSS
     from braid_eval.measure.proxy_pair import SERVER_PORT, BraidProxyPair
     from braid_testbed import LinkSpec, StandardTestbed, ip
-    from braid_wf.corpus import browser_args, corpus_server, load_pages, server_address
+    from braid_wf.corpus import browser_args, corpus_server, generator_args, load_pages, server_address
 
     spec = LinkSpec() if args.host else LinkSpec(rate_mbit=args.rate_mbit, delay_ms=args.delay_ms)
     clients = {ip("client", "wan1"), ip("client", "wan2")}
@@ -533,9 +535,10 @@ def _collect_through_braid_proxy(todo: collection.Plan, cond: Condition, args: a
         client_args = BraidProxyPair.DEFAULT_CLIENT_ARGS + pad
         meta = {"padding_histograms": str(args.padding_histograms)} if args.padding_histograms else {}
         served = (todo.root / "served.jsonl").resolve() if args.loader == "chromium" else None
-        with (corpus_server(tb.server, server_address(), served) as server,
+        generator = generator_args(args.seed, args.profile)
+        with (corpus_server(tb.server, server_address(), served, generator) as server,
               BraidProxyPair(tb, todo.root / "proxy-logs", client_args=client_args, server_args=pad) as pair):
-            extra = ("--seed", str(args.seed), *(("--one-connection",) if args.one_connection else ()),
+            extra = (*generator, *(("--one-connection",) if args.one_connection else ()),
                      *(browser_args(served) if served else ()))
             failed = collection.collect_batches(
                 todo, args.batch, lambda: (tb.capture_wan(1), tb.capture_wan(2)),
@@ -573,17 +576,20 @@ def cmd_confusion(args: argparse.Namespace) -> int:
     ds = load_limited(args.data, args)
     how = collection.description(args.data)
     seed = args.generator_seed if args.generator_seed is not None else confusion.generator_seed_of(how)
+    profile = args.profile or (how or {}).get("profile", "small")
     log(f"{args.data}: {ds.monitored} monitored sites; site shapes "
-        + (f"from the generator's seed {seed}" if seed is not None else "unknown (no collection.json)"))
+        + (f"from the generator's seed {seed}, {profile} sites" if seed is not None
+           else "unknown (no collection.json)"))
     deep = {"epochs": args.epochs, "tam_seconds": args.tam_seconds} if args.attack in DEEP_ATTACKS else {}
     started = time.monotonic()
     result = confusion.confusion(ds, args.attack, quick=not args.full, seed=args.seed, generator_seed=seed,
+                                 profile=profile,
                                  progress=log, n_jobs=args.jobs, **deep)
     monitored = sum(1 for label in ds.labels if label >= 0)
     corpus = (captured_corpus(args.data, how, ds.monitored, monitored, 0)
               if how else f"{args.data}, {ds.monitored} sites, {monitored} monitored loads")
     meta = {"data": str(args.data), "corpus": corpus, "attack": args.attack, "full": args.full, "seed": args.seed,
-            "generator_seed": seed, "epochs": args.epochs, "max_instances": args.max_instances,
+            "generator_seed": seed, "profile": profile, "epochs": args.epochs, "max_instances": args.max_instances,
             "braid": installed_version(), "date": time.strftime("%Y-%m-%d"),
             "elapsed_s": round(time.monotonic() - started, 1)}
     if args.json:
@@ -637,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--instances", type=int, default=30, help="loads per site (default 30)")
     s.add_argument("--unmonitored", type=int, default=500, help="unmonitored loads (default 500)")
     s.add_argument("--seed", type=int, default=1, help="corpus seed (default 1)")
+    s.add_argument("--profile", choices=PROFILES, default="small", help="how sites are made (default small)")
     c = sub.add_parser("collect", help="capture loads through braid-proxy on the testbed")
     c.add_argument("--out", type=Path, default=Path("out/wf"),
                    help="datasets root; the condition's traces go to OUT/CONDITION (default out/wf)")
@@ -658,6 +665,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--rate-mbit", type=float, default=20, help="each WAN's rate (default 20)")
     c.add_argument("--delay-ms", type=float, default=10, help="each WAN's one-way delay (default 10)")
     c.add_argument("--seed", type=int, default=1, help="corpus and load-variation seed (default 1)")
+    c.add_argument("--profile", choices=PROFILES, default="small",
+                   help="how the corpus's sites are made: small (2-36 objects) or web (shaped like today's "
+                   "home pages, about 70 objects and 2.5 MB a median one; websites.py's doc; default small)")
     c.add_argument("--padding-budget", type=float, default=conditions.PADDING_BUDGET,
                    help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
                    "bytes at most this many times each end's data bytes (default 0.4)")
@@ -708,6 +718,8 @@ def main(argv: list[str] | None = None) -> int:
     cf.add_argument("--generator-seed", type=int,
                     help="the site generator's seed, for the sites' shapes (default: the corpus's "
                     "collection.json, when its loads are websites.py's sites)")
+    cf.add_argument("--profile", choices=PROFILES,
+                    help="the site generator's profile, for the sites' shapes (default: the corpus's, else small)")
     cf.add_argument("--epochs", type=int, help="a deep attack's epochs (default the paper's 30)")
     cf.add_argument("--tam-seconds", type=float, help="RF: the time its TAM spans (default 80 s)")
     cf.add_argument("--jobs", type=int, default=default_jobs(), help="k-FP's threads (default: all CPUs)")
@@ -738,6 +750,8 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"comma-separated of {','.join(defense_catalog.NAMES)} (default none,hywf,ap,hywf-ap,front)")
     d.add_argument("--data", type=Path, help="a dataset in WF format instead of the synthetic corpus")
     d.add_argument("--sites", type=int, help="synthetic monitored sites (quick 8, full 50)")
+    d.add_argument("--profile", choices=PROFILES, default="small",
+                   help="how the synthetic corpus's sites are made (websites.py; default small)")
     d.add_argument("--instances", type=int, help="synthetic loads per site (quick 10, full 30)")
     d.add_argument("--unmonitored", type=int, help="synthetic unmonitored loads (quick 40, full 500; 0: closed only)")
     limits(d)

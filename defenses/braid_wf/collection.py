@@ -46,7 +46,9 @@ ATTEMPTS = 3
 
 # What a dataset's loads must share: a collection resumed with any of these
 # changed would mix two corpora in one directory.
-SAME_FOR_EVERY_LOAD = ("condition", "loader", "host", "links", "one_connection", "seed")
+SAME_FOR_EVERY_LOAD = ("condition", "loader", "host", "links", "one_connection", "seed", "profile")
+# What a collection.json written before a field existed meant by its absence.
+BEFORE_THE_FIELD = {"profile": "small"}
 
 
 def describe(root: Path, how: dict[str, Any]) -> None:
@@ -56,7 +58,7 @@ def describe(root: Path, how: dict[str, Any]) -> None:
     the corpus's sizes may grow."""
     path = root / "collection.json"
     if path.exists():
-        before = json.loads(path.read_text())
+        before = BEFORE_THE_FIELD | json.loads(path.read_text())
         changed = [k for k in SAME_FOR_EVERY_LOAD if k in before and before[k] != how.get(k)]
         if changed:
             raise SystemExit(f"{root}: its loads were collected with " + ", ".join(

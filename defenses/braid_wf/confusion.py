@@ -49,8 +49,8 @@ class SiteShape:
     kbytes: float
 
 
-def site_shape(site: int, seed: int) -> SiteShape:
-    waves = site_waves(site, seed)
+def site_shape(site: int, seed: int, profile: str = "small") -> SiteShape:
+    waves = site_waves(site, seed, profile)
     return SiteShape(sum(len(w) for w in waves), sum(size for w in waves for size, _ in w) / 1000)
 
 
@@ -118,10 +118,12 @@ def tally(truth: Sequence[int], predicted: Sequence[int]) -> tuple[dict[int, flo
 
 
 def confusion(ds: Dataset, attack: str, *, quick: bool, seed: int = 1, generator_seed: int | None = None,
-              progress: Callable[[str], None] = lambda s: None, **attack_args: Any) -> Confusion:
+              profile: str = "small", progress: Callable[[str], None] = lambda s: None,
+              **attack_args: Any) -> Confusion:
     """Train ``attack`` on 2/3 of ``ds``'s monitored loads and tally its
     predictions on the rest; with ``generator_seed`` (the corpus's sites
-    are ``websites.py``'s with that seed), each site's shape too."""
+    are ``websites.py``'s of ``profile`` with that seed), each site's
+    shape too."""
     mon = ds.subset(i for i, label in enumerate(ds.labels) if label >= 0)
     train, test = split_indices(mon.labels, np.random.default_rng([seed, 0]))
     model = make_attack(attack, quick, False, seed, progress, **attack_args)
@@ -129,7 +131,7 @@ def confusion(ds: Dataset, attack: str, *, quick: bool, seed: int = 1, generator
     truth = [mon.labels[i] for i in test]
     predicted = [int(p) for p in model.predict([mon.traces[i] for i in test])]
     per_site, pairs = tally(truth, predicted)
-    shapes = {s: site_shape(s, generator_seed) for s in per_site} if generator_seed is not None else {}
+    shapes = {s: site_shape(s, generator_seed, profile) for s in per_site} if generator_seed is not None else {}
     return Confusion(attack, len(train), len(test), per_site, pairs, shapes)
 
 

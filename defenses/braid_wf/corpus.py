@@ -37,15 +37,23 @@ def browser_args(served_log: Path) -> tuple[str, ...]:
     return ("--browser", "--served-log", str(served_log))
 
 
+def generator_args(seed: int, profile: str) -> tuple[str, ...]:
+    """The arguments of ``websites.py load`` and ``website_http.py serve``
+    that choose the corpus's sites: its seed and profile."""
+    return ("--seed", str(seed), "--profile", profile)
+
+
 @contextlib.contextmanager
-def corpus_server(ns: Namespace, address: str, served_log: Path | None = None) -> Iterator[str]:
+def corpus_server(ns: Namespace, address: str, served_log: Path | None = None,
+                  generator: tuple[str, ...] = ()) -> Iterator[str]:
     """The corpus served in namespace ``ns`` on ``address`` (HOST:PORT,
     e.g. :func:`server_address`); yields the address. With ``served_log``
     the same loads are served as web pages over HTTP, each response sent
-    in full logged there (a browser's loads are checked against it)."""
+    in full logged there (a browser's loads are checked against it), of
+    the sites ``generator`` (:func:`generator_args`) makes."""
     host, port = address.rsplit(":", 1)
     cmd = ["python3", str(WEBSITES), "serve", "--listen", address] if served_log is None else \
-        ["python3", str(WEBSITE_HTTP), "serve", "--listen", address, "--log", str(served_log)]
+        ["python3", str(WEBSITE_HTTP), "serve", "--listen", address, "--log", str(served_log), *generator]
     srv = ns.popen(cmd, stdout=subprocess.DEVNULL)
     try:
         ns.wait_listening(int(port), host, timeout=scaled(60), proc=srv)

@@ -27,14 +27,14 @@ from braid_wf.trace import Dataset, Trace
 PARALLEL = 6
 
 
-def simulate_load(site: int, instance: int, seed: int = 1) -> Trace:
+def simulate_load(site: int, instance: int, seed: int = 1, profile: str = "small") -> Trace:
     rng = np.random.default_rng([seed, site, instance, 7])
     rtt = rng.uniform(0.04, 0.12)
     rate = rng.uniform(2e6, 6e6)  # bytes/s
     times: list[float] = []
     sizes: list[int] = []
     t = 0.0
-    for wave in load_waves(site, instance, seed):
+    for wave in load_waves(site, instance, seed, profile):
         for c in range(0, len(wave), PARALLEL):
             chunk = wave[c : c + PARALLEL]
             for _size, req in chunk:
@@ -56,14 +56,16 @@ def simulate_load(site: int, instance: int, seed: int = 1) -> Trace:
     return Trace(np.asarray(times)[order], np.asarray(sizes)[order])
 
 
-def _loads(which: Sequence[tuple[int, int]], seed: int, idx: Sequence[int]) -> list[Trace]:
-    return [simulate_load(*which[i], seed) for i in idx]
+def _loads(which: Sequence[tuple[int, int]], seed: int, profile: str, idx: Sequence[int]) -> list[Trace]:
+    return [simulate_load(*which[i], seed, profile) for i in idx]
 
 
-def synthetic_dataset(sites: int, instances: int, unmonitored: int = 0, seed: int = 1, jobs: int = 1) -> Dataset:
+def synthetic_dataset(sites: int, instances: int, unmonitored: int = 0, seed: int = 1, jobs: int = 1,
+                      profile: str = "small") -> Dataset:
     """``sites`` x ``instances`` monitored loads and ``unmonitored`` loads of
-    other sites (one each), labelled as a published dataset would be;
-    simulated in ``jobs`` processes (the same loads whatever ``jobs``)."""
+    other sites (one each) of websites.py's ``profile``, labelled as a
+    published dataset would be; simulated in ``jobs`` processes (the same
+    loads whatever ``jobs``)."""
     ds = Dataset([], [], [])
     which: list[tuple[int, int]] = []
     for inst in range(instances):
@@ -76,5 +78,5 @@ def synthetic_dataset(sites: int, instances: int, unmonitored: int = 0, seed: in
         ds.labels.append(-1)
         ds.names.append(str(n))
     with workers(jobs if len(which) >= 200 else 1) as pool:
-        ds.traces.extend(map_chunks(pool, partial(_loads, which, seed), len(which), jobs))
+        ds.traces.extend(map_chunks(pool, partial(_loads, which, seed, profile), len(which), jobs))
     return ds

@@ -26,7 +26,7 @@ from braid_eval.analysis.dss import WIRE_MSS
 from braid_testbed.capture import WanCapture
 from braid_testbed.privnet import CLIENT_W1, CLIENT_W2, PT_PORT, WEB_IP, LinkSpec, PrivateTorNetwork
 from braid_wf import collection
-from braid_wf.corpus import PORT, corpus_server, load_pages
+from braid_wf.corpus import PORT, corpus_server, generator_args, load_pages
 
 # A client's tor bootstraps in 15-60 s under braid's emulated VM.
 BOOTSTRAP_S = 240
@@ -58,7 +58,7 @@ def collect(todo: collection.Plan, scheduler: str, args: argparse.Namespace, log
                 todo, args.batch, lambda: (WanCapture(net.tb["c"], "c-w1", "wan1"),
                                            WanCapture(net.tb["c"], "c-w2", "wan2")),
                 lambda batch: load_pages(net.tb["c"], server, socks, batch, args.gap_ms,
-                                         ("--seed", str(args.seed)), per_load_s=PER_LOAD_S),
+                                         generator_args(args.seed, args.profile), per_load_s=PER_LOAD_S),
                 {CLIENT_W1, CLIENT_W2}, PT_PORT, WIRE_MSS, {"transport": "tor"}, log, net.stream_failures)
     return 1 if failed else 0
 

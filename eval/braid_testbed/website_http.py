@@ -122,14 +122,14 @@ def image(size: int) -> bytes:
     return _PNG_SIGNATURE + _PNG_HEADER + _png_chunk(b"brAd", filler) + _PNG_PIXEL + _PNG_END
 
 
-def body_of(path: str, seed: int) -> tuple[bytes, str] | None:
+def body_of(path: str, seed: int, profile: str = "small") -> tuple[bytes, str] | None:
     """The body and content type at ``path``, or None if there is none."""
     m = PATH.match(path.split("?", 1)[0])
     if not m:
         return None
     site, instance = int(m[1]), int(m[2])
     load = f"{site}-{instance}"
-    waves = websites.load_waves(site, instance, seed)
+    waves = websites.load_waves(site, instance, seed, profile)
     if m[3] is None:
         return html(load, waves), "text/html; charset=utf-8"
     wave, index, ext = int(m[3]), int(m[4]), m[5]
@@ -145,11 +145,12 @@ def body_of(path: str, seed: int) -> tuple[bytes, str] | None:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # persistent connections, as browsers use
     seed = 1
+    profile = "small"
     log_lock = threading.Lock()
     log_file: TextIO | None = None
 
     def do_GET(self) -> None:
-        found = body_of(self.path, self.seed)
+        found = body_of(self.path, self.seed, self.profile)
         body, ctype = found if found else (b"not found\n", "text/plain")
         self.send_response(200 if found else 404)
         self.send_header("Content-Type", ctype)
@@ -186,8 +187,8 @@ class Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
-def serve(listen: tuple[str, int], seed: int, log_path: str | None) -> None:
-    Handler.seed = seed
+def serve(listen: tuple[str, int], seed: int, profile: str, log_path: str | None) -> None:
+    Handler.seed, Handler.profile = seed, profile
     if log_path:
         Handler.log_file = open(log_path, "a", buffering=1)
     server = Server(listen, Handler)
@@ -195,21 +196,21 @@ def serve(listen: tuple[str, int], seed: int, log_path: str | None) -> None:
     server.serve_forever()
 
 
-def object_paths(site: int, instance: int, seed: int) -> dict[str, str]:
+def object_paths(site: int, instance: int, seed: int, profile: str = "small") -> dict[str, str]:
     """Every object a complete load fetches, by name (``W-K``; the HTML is
     ``0-0``), with its path on the server."""
     load = f"{site}-{instance}"
-    waves = websites.load_waves(site, instance, seed)
+    waves = websites.load_waves(site, instance, seed, profile)
     return {"0-0": f"/{load}/"} | {f"{w}-{k}": object_url(load, w, k, w + 1 < len(waves))
                                    for w in range(1, len(waves)) for k in range(len(waves[w]))}
 
 
-def objects_of(site: int, instance: int, seed: int) -> dict[str, int]:
+def objects_of(site: int, instance: int, seed: int, profile: str = "small") -> dict[str, int]:
     """Every object a complete load fetches, by name, with the bytes the
     server sends for it (its body)."""
     out = {}
-    for name, path in object_paths(site, instance, seed).items():
-        found = body_of(path, seed)
+    for name, path in object_paths(site, instance, seed, profile).items():
+        found = body_of(path, seed, profile)
         assert found is not None
         out[name] = len(found[0])
     return out
@@ -222,15 +223,18 @@ def main() -> int:
     s.add_argument("--listen", type=pages.parse_hostport, required=True, help="HOST:PORT")
     s.add_argument("--log", help="append one JSON line per response sent in full")
     s.add_argument("--seed", type=int, default=1, help="corpus seed (default 1)")
+    s.add_argument("--profile", choices=websites.PROFILES, default="small",
+                   help="how sites are made, as websites.py's --profile (default small)")
     p = sub.add_parser("page", help="print a load's HTML")
     p.add_argument("--load", type=websites.parse_load, required=True, help="SITE-INSTANCE")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--profile", choices=websites.PROFILES, default="small")
     args = parser.parse_args()
     if args.cmd == "serve":
-        serve(args.listen, args.seed, args.log)
+        serve(args.listen, args.seed, args.profile, args.log)
         return 0
     site, instance = args.load
-    sys.stdout.write(html(f"{site}-{instance}", websites.load_waves(site, instance, args.seed)).decode())
+    sys.stdout.write(html(f"{site}-{instance}", websites.load_waves(site, instance, args.seed, args.profile)).decode())
     return 0
 
 

@@ -6,15 +6,27 @@ Standalone on purpose, like pages.py (whose server and wire protocol it
 uses): it runs inside namespaces and the VM as
 ``python3 eval/braid_testbed/websites.py``.
 
-A site is stable but noisy, as real ones are. Its seed
-fixes an HTML document and 1-3 waves of sub-resources (scripts and styles
-the HTML names, then images and fonts they name), each with a base size
-(log-uniform, 300 B - 400 KB) and a request size. Each load of the site
-(its instance) varies: every size is scaled by a log-normal factor (sd
-0.12), a sub-resource is left out with probability 0.08 (a cached or
-A/B-tested object), and 0-2 third-party objects (ads, trackers) of random
-size are added to the last wave. Sites 0..M-1 are the monitored ones;
-unmonitored sites use the same generator with other seeds.
+A site is stable but noisy, as real ones are. Its seed fixes an HTML
+document and waves of sub-resources (scripts and styles the HTML names,
+then images and fonts they name), each with a base size and a request
+size; each load of the site (its instance) varies them. Two profiles
+(``--profile``) make the sites:
+
+- ``small`` (the default): 1-3 waves of 1-14 objects, each of a base size
+  log-uniform in 300 B - 400 KB (a median site: 15 objects, 0.7 MB). A
+  load scales every size by a log-normal factor (sd 0.12), leaves a
+  sub-resource out with probability 0.08 (a cached or A/B-tested object)
+  and adds 0-2 third-party objects (ads, trackers) to the last wave.
+- ``web``: sites shaped like today's home pages, after the HTTP Archive's
+  desktop crawl (71 requests and 2.6 MB a median page): a median site
+  makes 66 requests for 2.6 MB, a tenth make more than 150 requests or
+  8.8 MB, as scripts, styles, fonts, images and API calls in three waves,
+  45 % of them to third parties. What a load changes
+  follows what changes on real pages (WEB_* below): the HTML, API answers
+  and content images; third-party objects and the ads a load adds.
+
+Sites 0..M-1 are the monitored ones; unmonitored sites use the same
+generator with other seeds.
 
 Loading: the HTML first on one connection; then each wave's objects in
 parallel, at most ``--parallel`` connections at a time (browsers open six
@@ -63,12 +75,18 @@ SIZE_NOISE = 0.12
 DROP_P = 0.08
 MAX_EXTRA = 2
 MSS = 1448
+PROFILES = ("small", "web")
 
 Wave = list[tuple[int, int]]  # (response bytes, request bytes) per object
 
 
-def site_waves(site: int, seed: int = 1) -> list[Wave]:
-    """The site's base objects: wave 0 is the HTML, then 1-3 waves."""
+def site_waves(site: int, seed: int = 1, profile: str = "small") -> list[Wave]:
+    """The site's base objects: wave 0 is the HTML, then the waves of
+    sub-resources (``profile``: one of PROFILES, see the module's doc)."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown site profile {profile!r}, not one of {', '.join(PROFILES)}")
+    if profile == "web":
+        return [[(size, req) for size, req, _ in wave] for wave in _web_site(site, seed)]
     rng = random.Random(f"{seed}:site:{site}")
     html = (int(math.exp(rng.uniform(math.log(8_000), math.log(120_000)))), rng.randint(300, 900))
     waves: list[Wave] = [[html]]
@@ -79,9 +97,11 @@ def site_waves(site: int, seed: int = 1) -> list[Wave]:
     return waves
 
 
-def load_waves(site: int, instance: int, seed: int = 1) -> list[Wave]:
+def load_waves(site: int, instance: int, seed: int = 1, profile: str = "small") -> list[Wave]:
     """The objects one load of ``site`` fetches: the base objects with this
     instance's noise (sizes, left-out objects, third-party extras)."""
+    if profile == "web":
+        return _web_load(site, instance, seed)
     rng = random.Random(f"{seed}:load:{site}:{instance}")
     out: list[Wave] = []
     for w, wave in enumerate(site_waves(site, seed)):
@@ -93,6 +113,105 @@ def load_waves(site: int, instance: int, seed: int = 1) -> list[Wave]:
         out.append(noisy)
     for _ in range(rng.randint(0, MAX_EXTRA)):
         out[-1].append((int(math.exp(rng.uniform(math.log(200), math.log(60_000)))), rng.randint(300, 2_000)))
+    return [w for w in out if w]
+
+
+# The "web" profile. Each kind of sub-resource: the wave a browser finds it
+# in, its mean count on a typical page and its median size (bytes) with
+# the spread (sd of the log) of sizes across objects. The counts are the
+# HTTP Archive's desktop crawl's (Web Almanac 2024, Page Weight: a median
+# page makes 71 requests for 2.6 MB; scripts 24 requests and 613 KB,
+# images 18 and 1054 KB, fonts 131 KB, CSS 78 KB, HTML 18 KB); the sizes
+# are heavy-tailed, and their medians put the generated pages' bytes on
+# the crawl's median and 90th percentile (the host test checks both).
+WEB_KINDS: dict[str, tuple[int, float, int, float]] = {
+    "css": (1, 6, 11_000, 1.0),
+    "script": (1, 24, 18_000, 1.3),
+    "font": (2, 4, 45_000, 0.5),
+    "image": (2, 18, 32_000, 1.4),
+    "xhr": (3, 18, 2_400, 1.2),
+}
+# Across sites, counts and bytes vary log-normally: a tenth of pages make
+# more than about 2.5x the median's requests and weigh more than about 3x
+# its bytes (Web Almanac 2019: 74 / 179 requests, 1.9 / 6 MB at the median
+# / 90th percentile).
+WEB_COUNT_SD = 0.7
+WEB_BYTES_SD = 0.6
+# About half of a page's requests go to third parties (ads, analytics,
+# CDNs of other owners: Web Almanac, Third Parties).
+WEB_THIRD_PARTY = 0.45
+# What changes from one load to the next (assumptions, not measurements):
+# the HTML and API answers are dynamic; a quarter of first-party images are
+# content that changes (a news page's pictures); static files are the
+# same bytes; a first-party object is left out with probability 0.03 (lazy
+# loading, A/B tests), a third-party one with 0.2 (an ad auction, consent);
+# third-party answers vary in size; and a load adds Poisson(3) third-party
+# objects of its own (ad creatives, beacons) to its last wave.
+WEB_DYNAMIC_SD = 0.15
+WEB_CONTENT_IMAGES = 0.25
+WEB_CONTENT_SD = 0.4
+WEB_STATIC_SD = 0.02
+WEB_DROP_FIRST = 0.03
+WEB_DROP_THIRD = 0.2
+WEB_THIRD_SD = 0.3
+WEB_EXTRA_MEAN = 3
+
+# An object of a "web" site: response and request bytes, and how its size
+# varies between loads (the sd of a log-normal factor; -1: changes every
+# load as third-party content does, and may be left out).
+WebObject = tuple[int, int, float]
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson draw: Knuth's method for small means, the normal
+    approximation above 30 (a page's counts are at most a few hundred)."""
+    if mean > 30:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, k, p = math.exp(-mean), 0, rng.random()
+    while p > limit:
+        k += 1
+        p *= rng.random()
+    return k
+
+
+def _web_site(site: int, seed: int) -> list[list[WebObject]]:
+    rng = random.Random(f"{seed}:web-site:{site}")
+    count_scale = math.exp(rng.gauss(0, WEB_COUNT_SD))
+    bytes_scale = math.exp(rng.gauss(0, WEB_BYTES_SD))
+    cookie = rng.randint(0, 1_500)  # first-party requests carry the site's cookies
+    # the HTML: 18 KB at the median page, the most varied object
+    html = (int(18_000 * bytes_scale * math.exp(rng.gauss(0, 0.8))) + 2_000, 400 + cookie, WEB_DYNAMIC_SD)
+    waves: list[list[WebObject]] = [[html], [], [], []]
+    for kind, (wave, mean, median, spread) in WEB_KINDS.items():
+        for _ in range(_poisson(rng, mean * count_scale)):
+            size = max(120, int(median * bytes_scale * math.exp(rng.gauss(0, spread))))
+            if rng.random() < WEB_THIRD_PARTY:
+                waves[wave].append((size, rng.randint(300, 1_200), -1.0))
+                continue
+            if kind == "xhr":
+                varies = WEB_CONTENT_SD
+            elif kind == "image" and rng.random() < WEB_CONTENT_IMAGES:
+                varies = WEB_CONTENT_SD
+            else:
+                varies = WEB_STATIC_SD
+            waves[wave].append((size, rng.randint(350, 900) + cookie, varies))
+    return [w for w in waves if w]
+
+
+def _web_load(site: int, instance: int, seed: int) -> list[Wave]:
+    rng = random.Random(f"{seed}:web-load:{site}:{instance}")
+    out: list[Wave] = []
+    for w, wave in enumerate(_web_site(site, seed)):
+        noisy: Wave = []
+        for size, req, varies in wave:
+            third = varies < 0
+            if w > 0 and rng.random() < (WEB_DROP_THIRD if third else WEB_DROP_FIRST):
+                continue
+            sd = WEB_THIRD_SD if third else varies
+            noisy.append((max(64, int(size * math.exp(rng.gauss(0, sd)))), req))
+        out.append(noisy)
+    for _ in range(_poisson(rng, WEB_EXTRA_MEAN)):
+        out[-1].append((max(64, int(4_000 * math.exp(rng.gauss(0, 1.5)))), rng.randint(300, 1_200)))
     return [w for w in out if w]
 
 
@@ -188,7 +307,7 @@ def load_in_browser(args: argparse.Namespace) -> int:
             if n:
                 time.sleep(args.gap_ms / 1000)
             name = f"{site}-{instance}"
-            expected = website_http.objects_of(site, instance, args.seed)
+            expected = website_http.objects_of(site, instance, args.seed, args.profile)
             start = end = time.time()
             try:
                 loaded = browser.load(f"http://{host}:{port}/{name}/", timeout=args.timeout)
@@ -197,7 +316,8 @@ def load_in_browser(args: argparse.Namespace) -> int:
                 # request's net error), the server's log only what is missing
                 why = "; ".join(filter(None, (received_in_full(
                     loaded, {o: f"http://{host}:{port}{path}"
-                             for o, path in website_http.object_paths(site, instance, args.seed).items()},
+                             for o, path in website_http.object_paths(site, instance, args.seed,
+                                                                      args.profile).items()},
                     expected), served_in_full(args.served_log, name, start, expected))))
             except BrowserError as err:
                 why = str(err)
@@ -217,7 +337,7 @@ def load(args: argparse.Namespace) -> int:
         for n, (site, instance) in enumerate(args.loads):
             if n:
                 time.sleep(args.gap_ms / 1000)
-            waves = load_waves(site, instance, args.seed)
+            waves = load_waves(site, instance, args.seed, args.profile)
             start = time.time()
             try:
                 ok = load_site(args.server, args.socks, waves, pool, args.one_connection)
@@ -248,6 +368,7 @@ def main() -> int:
     ld.add_argument("--gap-ms", type=int, default=1500,
                     help="pause between loads (default 1500: more than hywf's 1 s idle split)")
     ld.add_argument("--seed", type=int, default=1, help="corpus seed")
+    ld.add_argument("--profile", choices=PROFILES, default="small", help="how sites are made (default small)")
     ld.add_argument("--browser", action="store_true",
                     help="load each as a web page in headless Chromium from website_http.py's server "
                          "(--server), which must log to --served-log")
@@ -257,13 +378,14 @@ def main() -> int:
     d.add_argument("--site", type=int, required=True)
     d.add_argument("--instance", type=int, help="one load's objects instead of the base ones")
     d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--profile", choices=PROFILES, default="small")
     args = parser.parse_args()
     if args.cmd == "serve":
         pages.serve(args.listen)
         return 0
     if args.cmd == "describe":
-        waves = site_waves(args.site, args.seed) if args.instance is None else \
-            load_waves(args.site, args.instance, args.seed)
+        waves = site_waves(args.site, args.seed, args.profile) if args.instance is None else \
+            load_waves(args.site, args.instance, args.seed, args.profile)
         print(json.dumps(waves))
         return 0
     if args.parallel < 1:

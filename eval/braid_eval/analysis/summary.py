@@ -363,9 +363,11 @@ def _wf_corpus_caveat(meta: dict[str, Any], defended: bool = True) -> str:
               if how.get("links") == "unshaped" else "")
     defences = ("the defences are the trace-level simulators, checked against the wire in the section below"
                 if defended else "the load as one network carries it, no defence")
+    pages = ("shaped like today's home pages (requests and bytes per page as the HTTP Archive measured them), "
+             "but synthetic" if how.get("profile") == "web" else "the synthetic corpus's")
     return (f"Captured loads{', simulated defences' if defended else ''}: the loads are packets captured on the "
-            f"wire through braid-proxy ({how['loader']} loader; {timing}{defences}). The pages are the synthetic "
-            "corpus's, not real web sites, and page-load time is not part of these figures. ")
+            f"wire through braid-proxy ({how['loader']} loader; {timing}{defences}). The pages are {pages}, "
+            "not real web sites, and page-load time is not part of these figures. ")
 
 
 def wf_deep_section(data: dict[str, Any]) -> list[str]:
@@ -379,7 +381,8 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     against = "against the defences" if defended else "undefended"
     lines = [f"## Website fingerprinting: {', '.join(names)} {against}"
              + (f" ({meta['epochs']} epochs)" if deep else "")
-             + (", captured loads" if meta.get("collection") else ""), "",
+             + (", captured loads" if meta.get("collection") else "")
+             + (" of web-shaped sites" if meta.get("collection", {}).get("profile") == "web" else ""), "",
              f"({meta['corpus']}; {meta['started'][:10]}"
              + (f", on {', '.join(meta['jax_devices'])}" if meta.get("jax_devices") else "")
              + f"; {meta['repeats']} random split, "
