@@ -524,6 +524,18 @@ def test_costs_compare_load_time_and_bytes_with_default(tmp_path: Path) -> None:
 
 # -- collection through braid-proxy on the host kernel -----------------------
 
+def test_a_collection_resumed_with_another_site_profile_is_refused(tmp_path: Path) -> None:
+    """A collection.json written before the profile was recorded holds
+    small sites: resuming it with web ones would mix two corpora."""
+    how = {"condition": "single", "loader": "synthetic", "host": True, "links": "unshaped",
+           "one_connection": False, "seed": 1}
+    (tmp_path / "collection.json").write_text(json.dumps(how))
+    with pytest.raises(SystemExit, match="collected with profile 'small', not 'web'"):
+        collection.describe(tmp_path, {**how, "profile": "web"})
+    collection.describe(tmp_path, {**how, "profile": "small"})
+    assert json.loads((tmp_path / "collection.json").read_text())["profile"] == "small"
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for namespaces")
 def test_host_collection_through_braid_proxy_is_resumable(tmp_path: Path) -> None:
     args = ["collect", "--host", "--condition", "default", "--out", str(tmp_path), "--sites", "3",
