@@ -9,11 +9,12 @@ OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel
 OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json,
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
-OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json and
-OUT/wf-captured-df-200.json (``braid-wf defenses --json``, the last five on a
-captured corpus), OUT/wf-captured-confusion.json and
-OUT/wf-captured-confusion-df.json (``braid-wf confusion --json``: which sites
-k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
+OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json,
+OUT/wf-captured-df-200.json and OUT/wf-captured-web-deep.json (``braid-wf
+defenses --json``, the last six on a captured corpus, the last of web-shaped
+sites), OUT/wf-captured-confusion.json, OUT/wf-captured-confusion-df.json
+and OUT/wf-captured-web-confusion.json (``braid-wf confusion --json``: which
+sites k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
 (``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
 (``braid-wf loadercheck --json``: the synthetic loader against a browser) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
@@ -533,11 +534,13 @@ def wf_confusion_section(data: dict[str, Any]) -> list[str]:
     """Which sites an attack confuses, beside the sites' shapes
     (braid_wf.confusion)."""
     meta, c = data["meta"], confusion.Confusion.from_json(data["confusion"])
+    web = meta.get("profile") == "web"
     shapes = (f"; objects / kB: each site's base objects and their bytes as the site generator (seed "
-              f"{meta['generator_seed']}) made them, before a load's own variation" if c.shapes else "")
+              f"{meta['generator_seed']}{', web profile' if web else ''}) made them, before a load's own "
+              "variation" if c.shapes else "")
     epochs = f", {meta['epochs']} epochs" if meta.get("epochs") else ""
     name = ATTACK_NAMES.get(c.attack, c.attack)
-    return [f"## Website fingerprinting: which sites {name} confuses", "",
+    return [f"## Website fingerprinting: which sites {name} confuses" + (", web-shaped sites" if web else ""), "",
             f"({meta['corpus']}; {'full-size' if meta['full'] else 'quick-mode'} attack{epochs}, closed world, "
             f"one split of the loads (seed {meta['seed']}), 2/3 for training; braid {meta['braid']}, "
             f"{meta['date']}{shapes})", "",
@@ -608,6 +611,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "wf-captured-rf": wf_deep_section,
     "wf-captured-df-curve": wf_deep_section, "wf-captured-df-200": wf_deep_section,
     "wf-captured-confusion": wf_confusion_section, "wf-captured-confusion-df": wf_confusion_section,
+    "wf-captured-web-deep": wf_deep_section, "wf-captured-web-confusion": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 

@@ -170,6 +170,15 @@ WF_CAPTURED_CONFUSION = {
 
 WF_CAPTURED_CONFUSION_DF = {"meta": {**WF_CAPTURED_CONFUSION["meta"], "attack": "df", "epochs": 20},
                             "confusion": {**WF_CAPTURED_CONFUSION["confusion"], "attack": "df"}}
+# The same on a corpus of web-shaped sites.
+WF_CAPTURED_WEB_CONFUSION = {"meta": {**WF_CAPTURED_CONFUSION["meta"], "profile": "web"},
+                             "confusion": WF_CAPTURED_CONFUSION["confusion"]}
+WF_CAPTURED_WEB_DEEP = {
+    "meta": {**WF_CAPTURED_DEEP["meta"], "collection": {**WF_CAPTURED_META["collection"], "profile": "web"},  # type: ignore[dict-item]
+             "curve_every": 10},
+    "results": {"none": {"overhead": 0.0, "closed": {
+        "df": {**wf_cell("DF", 0.93), "curve": [[[10, 0.8], [30, 0.93]]]},
+        "tiktok": {**wf_cell("Tik-Tok", 0.91), "curve": [[[10, 0.7], [30, 0.91]]]}}}}}
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
        sysctls: dict[str, str] | None = None) -> dict[str, object]:
@@ -276,6 +285,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-df-200", WF_CAPTURED_DF_200, nested=False)
     write(tmp_path, "wf-captured-confusion", WF_CAPTURED_CONFUSION, nested=False)
     write(tmp_path, "wf-captured-confusion-df", WF_CAPTURED_CONFUSION_DF, nested=False)
+    write(tmp_path, "wf-captured-web-deep", WF_CAPTURED_WEB_DEEP, nested=False)
+    write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
@@ -288,6 +299,12 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| 0, 1 | 2 | 67 % | 5 / 100 | 6 / 120 |" in confused and "| 1, 2 | 1 | 100 % |" in confused
     assert "67 % of the errors are between such sites, and 33.3 % of all site pairs" in confused
     assert "as the site generator (seed 1) made them" in confused
+    web = text.split("## Website fingerprinting: which sites k-FP confuses, web-shaped sites")[1].split("\n## ")[0]
+    assert "as the site generator (seed 1, web profile) made them" in web
+    web_deep = text.split("## Website fingerprinting: DF, Tik-Tok undefended (30 epochs), captured loads of "
+                          "web-shaped sites")[1].split("\n## ")[0]
+    assert "| none | 0.0 | 93.0 | 91.0 |" in web_deep and "Undefended, every attack reaches 90 %." in web_deep
+    assert "The pages are shaped like today's home pages" in web_deep
     deep = text.split("## Website fingerprinting: which sites DF confuses")[1].split("\n## ")[0]
     assert "full-size attack, 20 epochs, closed world" in deep and "DF: 50.0 % of 6 test loads" in deep
     loaders = text.split("## Website fingerprinting: the synthetic loader against a browser")[1].split("\n## ")[0]
@@ -402,7 +419,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
-                       "wf-captured-confusion", "wf-captured-confusion-df", "wf-wire-check", "wf-tor",
+                       "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-deep",
+                       "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
