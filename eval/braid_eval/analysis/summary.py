@@ -417,13 +417,18 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
     undefended = [c for c in results.get("none", {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
     weak = [c["attack"] for c in undefended if c["tpr_mean"] < 0.9]
+    # a run stopped before an attack's cell: the table's "-"
+    not_run = [name for a, name in zip(attacks, names, strict=True)
+               if (results.get("none", {}).get("closed", {}).get(a) or {}).get("tpr_mean") is None]
     if lines[-1]:
         lines.append("")
     lines += [_wf_corpus_caveat(meta, defended)
               + (f"Undefended, {', '.join(weak)} {'stays' if len(weak) == 1 else 'stay'} below the 90 % that "
                  "proves an attack works as published"
                  + (": the figures against the defences are a lower bound on what a stronger attack does."
-                    if defended else ".") if weak else "Undefended, every attack reaches 90 %.")
+                    if defended else ".") if weak else
+                 f"Undefended, every attack run reaches 90 % ({', '.join(not_run)} not run)." if undefended and not_run
+                 else "Undefended, every attack reaches 90 %.")
               + ("" if deep else f" The deep attacks ({', '.join(ATTACK_NAMES[a] for a in DEEP_ATTACKS)}) are "
                  "not in this run: at this size each trains for hours on a CPU."), ""]
     return lines

@@ -175,10 +175,10 @@ WF_CAPTURED_WEB_CONFUSION = {"meta": {**WF_CAPTURED_CONFUSION["meta"], "profile"
                              "confusion": WF_CAPTURED_CONFUSION["confusion"]}
 WF_CAPTURED_WEB_DEEP = {
     "meta": {**WF_CAPTURED_DEEP["meta"], "collection": {**WF_CAPTURED_META["collection"], "profile": "web"},  # type: ignore[dict-item]
-             "curve_every": 10},
+             "curve_every": 10, "complete": False},
+    # stopped while Tik-Tok trained: its cell is not in the results
     "results": {"none": {"overhead": 0.0, "closed": {
-        "df": {**wf_cell("DF", 0.93), "curve": [[[10, 0.8], [30, 0.93]]]},
-        "tiktok": {**wf_cell("Tik-Tok", 0.91), "curve": [[[10, 0.7], [30, 0.91]]]}}}}}
+        "df": {**wf_cell("DF", 0.93), "curve": [[[10, 0.8], [30, 0.93]]]}}}}}
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
        sysctls: dict[str, str] | None = None) -> dict[str, object]:
@@ -303,7 +303,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "as the site generator (seed 1, web profile) made them" in web
     web_deep = text.split("## Website fingerprinting: DF, Tik-Tok undefended (30 epochs), captured loads of "
                           "web-shaped sites")[1].split("\n## ")[0]
-    assert "| none | 0.0 | 93.0 | 91.0 |" in web_deep and "Undefended, every attack reaches 90 %." in web_deep
+    assert "| none | 0.0 | 93.0 | - |" in web_deep
+    assert "Undefended, every attack run reaches 90 % (Tik-Tok not run)." in web_deep
     assert "The pages are shaped like today's home pages" in web_deep
     deep = text.split("## Website fingerprinting: which sites DF confuses")[1].split("\n## ")[0]
     assert "full-size attack, 20 epochs, closed world" in deep and "DF: 50.0 % of 6 test loads" in deep
