@@ -285,6 +285,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-df-200", WF_CAPTURED_DF_200, nested=False)
     write(tmp_path, "wf-captured-confusion", WF_CAPTURED_CONFUSION, nested=False)
     write(tmp_path, "wf-captured-confusion-df", WF_CAPTURED_CONFUSION_DF, nested=False)
+    write(tmp_path, "wf-captured-web-kfp", {**WF_CAPTURED_KFP, "meta": WF_CAPTURED_WEB_DEEP["meta"] | {
+        "attacks": ["kfp"], "attack_names": ["k-FP"], "epochs": None}}, nested=False)
     write(tmp_path, "wf-captured-web-deep", WF_CAPTURED_WEB_DEEP, nested=False)
     write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
@@ -306,6 +308,9 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| none | 0.0 | 93.0 | - |" in web_deep
     assert "Undefended, every attack run reaches 90 % (Tik-Tok not run)." in web_deep
     assert "The pages are shaped like today's home pages" in web_deep
+    web_kfp = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
+                         "web-shaped sites")[1].split("\n## ")[0]
+    assert "| hywf-ap | 22.8 | 18.0 |" in web_kfp
     deep = text.split("## Website fingerprinting: which sites DF confuses")[1].split("\n## ")[0]
     assert "full-size attack, 20 epochs, closed world" in deep and "DF: 50.0 % of 6 test loads" in deep
     loaders = text.split("## Website fingerprinting: the synthetic loader against a browser")[1].split("\n## ")[0]
@@ -420,7 +425,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
-                       "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-deep",
+                       "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-kfp",
+                       "wf-captured-web-deep",
                        "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
