@@ -171,11 +171,15 @@ WF_CAPTURED_CONFUSION = {
 WF_CAPTURED_CONFUSION_DF = {"meta": {**WF_CAPTURED_CONFUSION["meta"], "attack": "df", "epochs": 20},
                             "confusion": {**WF_CAPTURED_CONFUSION["confusion"], "attack": "df"}}
 # The same on a corpus of web-shaped sites.
+WF_CAPTURED_WEB_META: dict[str, object] = {
+    **WF_CAPTURED_META, "collection": {"condition": "single", "loader": "synthetic", "host": True,
+                                       "links": "unshaped", "kernel": "6.18", "profile": "web"}}
+WF_CAPTURED_WEB_KFP = {**WF_KFP, "meta": WF_CAPTURED_WEB_META}
 WF_CAPTURED_WEB_CONFUSION = {"meta": {**WF_CAPTURED_CONFUSION["meta"], "profile": "web"},
                              "confusion": WF_CAPTURED_CONFUSION["confusion"]}
 WF_CAPTURED_WEB_DEEP = {
-    "meta": {**WF_CAPTURED_DEEP["meta"], "collection": {**WF_CAPTURED_META["collection"], "profile": "web"},  # type: ignore[dict-item]
-             "curve_every": 10, "complete": False},
+    "meta": {**WF_CAPTURED_WEB_META, "attacks": ["df", "tiktok"], "attack_names": ["DF", "Tik-Tok"], "epochs": 30,
+             "tam_seconds": None, "unmonitored": 0, "curve_every": 10, "complete": False},
     # stopped while Tik-Tok trained: its cell is not in the results
     "results": {"none": {"overhead": 0.0, "closed": {
         "df": {**wf_cell("DF", 0.93), "curve": [[[10, 0.8], [30, 0.93]]]}}}}}
@@ -285,8 +289,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-df-200", WF_CAPTURED_DF_200, nested=False)
     write(tmp_path, "wf-captured-confusion", WF_CAPTURED_CONFUSION, nested=False)
     write(tmp_path, "wf-captured-confusion-df", WF_CAPTURED_CONFUSION_DF, nested=False)
-    write(tmp_path, "wf-captured-web-kfp", {**WF_CAPTURED_KFP, "meta": WF_CAPTURED_WEB_DEEP["meta"] | {
-        "attacks": ["kfp"], "attack_names": ["k-FP"], "epochs": None}}, nested=False)
+    write(tmp_path, "wf-captured-web-kfp", WF_CAPTURED_WEB_KFP, nested=False)
     write(tmp_path, "wf-captured-web-deep", WF_CAPTURED_WEB_DEEP, nested=False)
     write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
