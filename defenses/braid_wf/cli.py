@@ -667,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--seed", type=int, default=1, help="corpus and load-variation seed (default 1)")
     c.add_argument("--profile", choices=PROFILES, default="small",
                    help="how the corpus's sites are made: small (2-36 objects) or web (shaped like today's "
-                   "home pages, about 70 objects and 2.5 MB a median one; websites.py's doc; default small)")
+                   "home pages, 66 objects and 2.6 MB a median one; websites.py's doc; default small)")
     c.add_argument("--padding-budget", type=float, default=conditions.PADDING_BUDGET,
                    help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
                    "bytes at most this many times each end's data bytes (default 0.4)")
