@@ -349,7 +349,7 @@ def captured_corpus(data: Path, how: dict[str, Any], sites: int, monitored: int,
             "wan2": "network 2's captures"}.get(data.name, data.name)
     return (f"captured corpus (`braid-wf collect`, condition `{how['condition']}`, {how['loader']} loader, "
             f"through braid-proxy on the {where}, {how['links']} links; {seen}), {sites} "
-            f"{how.get('profile', 'small')} sites, "
+            f"{how['profile']} sites, "
             f"{monitored} monitored loads, {unmonitored} unmonitored")
 
 
@@ -576,7 +576,7 @@ def cmd_confusion(args: argparse.Namespace) -> int:
     ds = load_limited(args.data, args)
     how = collection.description(args.data)
     seed = args.generator_seed if args.generator_seed is not None else confusion.generator_seed_of(how)
-    profile = args.profile or (how or {}).get("profile", "small")
+    profile = args.profile or (how["profile"] if how else "small")
     log(f"{args.data}: {ds.monitored} monitored sites; site shapes "
         + (f"from the generator's seed {seed}, {profile} sites" if seed is not None
            else "unknown (no collection.json)"))

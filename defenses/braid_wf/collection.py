@@ -69,11 +69,11 @@ def describe(root: Path, how: dict[str, Any]) -> None:
 
 def description(data: Path) -> dict[str, Any] | None:
     """The collection.json of the collection ``data`` (its ``all``, ``wan1``
-    or ``wan2`` directory, or its root) belongs to; None for a dataset
-    that ``wf collect`` did not make."""
+    or ``wan2`` directory, or its root) belongs to, a field it predates as
+    BEFORE_THE_FIELD; None for a dataset that ``wf collect`` did not make."""
     for path in (data / "collection.json", data.parent / "collection.json"):
         if path.exists():
-            found: dict[str, Any] = json.loads(path.read_text())
+            found: dict[str, Any] = BEFORE_THE_FIELD | json.loads(path.read_text())
             return found
     return None
 

@@ -104,7 +104,7 @@ def load_waves(site: int, instance: int, seed: int = 1, profile: str = "small") 
         return _web_load(site, instance, seed)
     rng = random.Random(f"{seed}:load:{site}:{instance}")
     out: list[Wave] = []
-    for w, wave in enumerate(site_waves(site, seed)):
+    for w, wave in enumerate(site_waves(site, seed, profile)):
         noisy = []
         for size, req in wave:
             if w > 0 and rng.random() < DROP_P:
@@ -188,12 +188,8 @@ def _web_site(site: int, seed: int) -> list[list[WebObject]]:
             if rng.random() < WEB_THIRD_PARTY:
                 waves[wave].append((size, rng.randint(300, 1_200), -1.0))
                 continue
-            if kind == "xhr":
-                varies = WEB_CONTENT_SD
-            elif kind == "image" and rng.random() < WEB_CONTENT_IMAGES:
-                varies = WEB_CONTENT_SD
-            else:
-                varies = WEB_STATIC_SD
+            content = kind == "xhr" or (kind == "image" and rng.random() < WEB_CONTENT_IMAGES)
+            varies = WEB_CONTENT_SD if content else WEB_STATIC_SD
             waves[wave].append((size, rng.randint(350, 900) + cookie, varies))
     return [w for w in waves if w]
 

@@ -152,6 +152,8 @@ def test_web_profile_pages_weigh_what_the_http_archive_measured() -> None:
     assert all(len(x[0]) == 1 and len(x) <= 4 for x in loads)  # the HTML, then at most three waves
     with pytest.raises(ValueError, match="unknown site profile"):
         websites.site_waves(1, profile="huge")
+    with pytest.raises(ValueError, match="unknown site profile"):
+        websites.load_waves(1, 0, profile="huge")
 
 
 def test_web_profile_loads_of_a_site_differ_less_than_sites_do() -> None:
