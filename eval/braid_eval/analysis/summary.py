@@ -360,13 +360,15 @@ def _wf_corpus_caveat(meta: dict[str, Any], defended: bool = True) -> str:
                 "of page-load time. ")
     split = (", which the `hywf` simulator has both networks carry at once, where a network's round trips "
              "cut it into several" if defended else "")
-    timing = ("on unshaped links, so a load's timing is the machines' own work, not a network's: the loads "
-              f"last milliseconds and their answers come as one flight{split}; "
-              if how.get("links") == "unshaped" else "")
+    web = how.get("profile") == "web"
+    shape = ("last tenths of a second and their answers come as one flight per wave of requests" if web else
+             "last milliseconds and their answers come as one flight")
+    timing = (f"on unshaped links, so a load's timing is the machines' own work, not a network's: the loads "
+              f"{shape}{split}; " if how.get("links") == "unshaped" else "")
     defences = ("the defences are the trace-level simulators, checked against the wire in the section below"
                 if defended else "the load as one network carries it, no defence")
     pages = ("shaped like today's home pages (requests and bytes per page as the HTTP Archive measured them), "
-             "but synthetic" if how.get("profile") == "web" else "the synthetic corpus's")
+             "but synthetic" if web else "the synthetic corpus's")
     return (f"Captured loads{', simulated defences' if defended else ''}: the loads are packets captured on the "
             f"wire through braid-proxy ({how['loader']} loader; {timing}{defences}). The pages are {pages}, "
             "not real web sites, and page-load time is not part of these figures. ")

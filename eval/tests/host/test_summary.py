@@ -184,6 +184,7 @@ WF_CAPTURED_WEB_DEEP = {
     "results": {"none": {"overhead": 0.0, "closed": {
         "df": {**wf_cell("DF", 0.93), "curve": [[[10, 0.8], [30, 0.93]]]}}}}}
 
+
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
        sysctls: dict[str, str] | None = None) -> dict[str, object]:
     runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4, "dup_bytes": copies}
@@ -311,6 +312,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| none | 0.0 | 93.0 | - |" in web_deep
     assert "Undefended, every attack run reaches 90 % (Tik-Tok not run)." in web_deep
     assert "The pages are shaped like today's home pages" in web_deep
+    assert "the loads last tenths of a second and their answers come as one flight per wave" in web_deep
     web_kfp = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
                          "web-shaped sites")[1].split("\n## ")[0]
     assert "| hywf-ap | 22.8 | 18.0 |" in web_kfp
