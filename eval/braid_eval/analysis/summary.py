@@ -10,9 +10,10 @@ OUT/bench-pageload.json and
 OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json,
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
 OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json,
-OUT/wf-captured-df-200.json, OUT/wf-captured-web-kfp.json and
-OUT/wf-captured-web-deep.json (``braid-wf defenses --json``, the last seven
-on a captured corpus, the last two of web-shaped sites),
+OUT/wf-captured-df-200.json, OUT/wf-captured-web-kfp.json,
+OUT/wf-captured-web-deep.json and OUT/wf-captured-web-tiktok-rf.json
+(``braid-wf defenses --json``, the last eight on a captured corpus, the
+last three of web-shaped sites),
 OUT/wf-captured-confusion.json, OUT/wf-captured-confusion-df.json and
 OUT/wf-captured-web-confusion.json (``braid-wf confusion --json``: which
 sites k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
@@ -620,6 +621,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "wf-captured-df-curve": wf_deep_section, "wf-captured-df-200": wf_deep_section,
     "wf-captured-confusion": wf_confusion_section, "wf-captured-confusion-df": wf_confusion_section,
     "wf-captured-web-kfp": wf_deep_section, "wf-captured-web-deep": wf_deep_section,
+    "wf-captured-web-tiktok-rf": wf_deep_section,
     "wf-captured-web-confusion": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}

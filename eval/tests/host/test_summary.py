@@ -183,6 +183,13 @@ WF_CAPTURED_WEB_DEEP = {
     # stopped while Tik-Tok trained: its cell is not in the results
     "results": {"none": {"overhead": 0.0, "closed": {
         "df": {**wf_cell("DF", 0.93), "curve": [[[10, 0.8], [30, 0.93]]]}}}}}
+# Tik-Tok and RF, the cells the run above had no time for.
+WF_CAPTURED_WEB_TIKTOK_RF = {
+    "meta": {**WF_CAPTURED_WEB_META, "attacks": ["tiktok", "rf"], "attack_names": ["Tik-Tok", "RF"], "epochs": 30,
+             "tam_seconds": 0.8, "unmonitored": 0, "curve_every": 10},
+    "results": {"none": {"overhead": 0.0, "closed": {
+        "tiktok": {**wf_cell("Tik-Tok", 0.92), "curve": [[[10, 0.7], [30, 0.92]]]},
+        "rf": {**wf_cell("RF", 0.85), "curve": [[[10, 0.6], [30, 0.85]]]}}}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -292,6 +299,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-confusion-df", WF_CAPTURED_CONFUSION_DF, nested=False)
     write(tmp_path, "wf-captured-web-kfp", WF_CAPTURED_WEB_KFP, nested=False)
     write(tmp_path, "wf-captured-web-deep", WF_CAPTURED_WEB_DEEP, nested=False)
+    write(tmp_path, "wf-captured-web-tiktok-rf", WF_CAPTURED_WEB_TIKTOK_RF, nested=False)
     write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
@@ -313,6 +321,11 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "Undefended, every attack run reaches 90 % (Tik-Tok not run)." in web_deep
     assert "The pages are shaped like today's home pages" in web_deep
     assert "the loads last tenths of a second and their answers come as one flight per wave" in web_deep
+    web_tiktok_rf = text.split("## Website fingerprinting: Tik-Tok, RF undefended (30 epochs), captured loads of "
+                               "web-shaped sites")[1].split("\n## ")[0]
+    assert "RF's TAM over 0.8 s" in web_tiktok_rf and "| none | 0.0 | 92.0 | 85.0 |" in web_tiktok_rf
+    assert "| none | RF | 10: 60.0, 30: 85.0 |" in web_tiktok_rf
+    assert "Undefended, RF stays below the 90 % that proves an attack works as published." in web_tiktok_rf
     web_kfp = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
                          "web-shaped sites")[1].split("\n## ")[0]
     assert "| hywf-ap | 22.8 | 18.0 |" in web_kfp
@@ -431,7 +444,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
                        "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-kfp",
-                       "wf-captured-web-deep",
+                       "wf-captured-web-deep", "wf-captured-web-tiktok-rf",
                        "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
