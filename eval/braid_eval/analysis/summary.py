@@ -11,9 +11,9 @@ OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.js
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
 OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json,
 OUT/wf-captured-df-200.json, OUT/wf-captured-web-kfp.json,
-OUT/wf-captured-web-deep.json and OUT/wf-captured-web-tiktok-rf.json
-(``braid-wf defenses --json``, the last eight on a captured corpus, the
-last three of web-shaped sites),
+OUT/wf-captured-web-deep.json, OUT/wf-captured-web-tiktok-rf.json and
+OUT/wf-captured-web-df-hywf.json (``braid-wf defenses --json``, the last
+nine on a captured corpus, the last four of web-shaped sites),
 OUT/wf-captured-confusion.json, OUT/wf-captured-confusion-df.json and
 OUT/wf-captured-web-confusion.json (``braid-wf confusion --json``: which
 sites k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
@@ -419,23 +419,32 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
         lines.append(f"- `{defence}`: strongest attack run {worst['attack']} at {worst['tpr_mean'] * 100:.1f} % "
                      f"with {row['overhead'] * 100:.1f} % bandwidth overhead; goal <= {WF_TARGET_PCT:g} % at "
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
-    undefended = [c for c in results.get("none", {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
-    weak = [c["attack"] for c in undefended if c["tpr_mean"] < 0.9]
-    # a run stopped before an attack's cell: the table's "-"
-    not_run = [name for a, name in zip(attacks, names, strict=True)
-               if (results.get("none", {}).get("closed", {}).get(a) or {}).get("tpr_mean") is None]
     if lines[-1]:
         lines.append("")
-    lines += [_wf_corpus_caveat(meta, defended)
-              + (f"Undefended, {', '.join(weak)} {'stays' if len(weak) == 1 else 'stay'} below the 90 % that "
-                 "proves an attack works as published"
-                 + (": the figures against the defences are a lower bound on what a stronger attack does."
-                    if defended else ".") if weak else
-                 f"Undefended, every attack run reaches 90 % ({', '.join(not_run)} not run)." if undefended and not_run
-                 else "Undefended, every attack reaches 90 %.")
+    lines += [_wf_corpus_caveat(meta, defended) + _wf_undefended_note(results, attacks, names, defended)
               + ("" if deep else f" The deep attacks ({', '.join(ATTACK_NAMES[a] for a in DEEP_ATTACKS)}) are "
                  "not in this run: at this size each trains for hours on a CPU."), ""]
     return lines
+
+
+def _wf_undefended_note(results: dict[str, Any], attacks: list[str], names: list[str], defended: bool) -> str:
+    """Whether the attacks in this run work undefended: an attack below
+    90 % there makes its figures against the defences a lower bound."""
+    if "none" not in results:
+        return "This run has no undefended row: the undefended figures on these loads are in their own sections."
+    undefended = [c for c in results["none"]["closed"].values() if c.get("tpr_mean") is not None]
+    weak = [c["attack"] for c in undefended if c["tpr_mean"] < 0.9]
+    if weak:
+        return (f"Undefended, {', '.join(weak)} {'stays' if len(weak) == 1 else 'stay'} below the 90 % that proves "
+                "an attack works as published"
+                + (": the figures against the defences are a lower bound on what a stronger attack does."
+                   if defended else "."))
+    # a run stopped before an attack's cell: the table's "-"
+    not_run = [name for a, name in zip(attacks, names, strict=True)
+               if (results["none"]["closed"].get(a) or {}).get("tpr_mean") is None]
+    if undefended and not_run:
+        return f"Undefended, every attack run reaches 90 % ({', '.join(not_run)} not run)."
+    return "Undefended, every attack reaches 90 %."
 
 
 def _wf_learning_curves(results: dict[str, Any]) -> list[str]:
@@ -621,7 +630,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "wf-captured-df-curve": wf_deep_section, "wf-captured-df-200": wf_deep_section,
     "wf-captured-confusion": wf_confusion_section, "wf-captured-confusion-df": wf_confusion_section,
     "wf-captured-web-kfp": wf_deep_section, "wf-captured-web-deep": wf_deep_section,
-    "wf-captured-web-tiktok-rf": wf_deep_section,
+    "wf-captured-web-tiktok-rf": wf_deep_section, "wf-captured-web-df-hywf": wf_deep_section,
     "wf-captured-web-confusion": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
