@@ -190,6 +190,11 @@ WF_CAPTURED_WEB_TIKTOK_RF = {
     "results": {"none": {"overhead": 0.0, "closed": {
         "tiktok": {**wf_cell("Tik-Tok", 0.92), "curve": [[[10, 0.7], [30, 0.92]]]},
         "rf": {**wf_cell("RF", 0.85), "curve": [[[10, 0.6], [30, 0.85]]]}}}}}
+# DF against hywf alone: its undefended figure is in the run above.
+WF_CAPTURED_WEB_DF_HYWF = {
+    "meta": {**WF_CAPTURED_WEB_META, "attacks": ["df"], "attack_names": ["DF"], "epochs": 30, "tam_seconds": None,
+             "unmonitored": 0, "curve_every": 10},
+    "results": {"hywf": {"overhead": 0.0, "closed": {"df": {**wf_cell("DF", 0.4), "curve": [[[10, 0.3], [30, 0.4]]]}}}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -300,6 +305,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-web-kfp", WF_CAPTURED_WEB_KFP, nested=False)
     write(tmp_path, "wf-captured-web-deep", WF_CAPTURED_WEB_DEEP, nested=False)
     write(tmp_path, "wf-captured-web-tiktok-rf", WF_CAPTURED_WEB_TIKTOK_RF, nested=False)
+    write(tmp_path, "wf-captured-web-df-hywf", WF_CAPTURED_WEB_DF_HYWF, nested=False)
     write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
@@ -326,6 +332,14 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "RF's TAM over 0.8 s" in web_tiktok_rf and "| none | 0.0 | 92.0 | 85.0 |" in web_tiktok_rf
     assert "| none | RF | 10: 60.0, 30: 85.0 |" in web_tiktok_rf
     assert "Undefended, RF stays below the 90 % that proves an attack works as published." in web_tiktok_rf
+    web_df_hywf = text.split("## Website fingerprinting: DF against the defences (30 epochs), captured loads of "
+                             "web-shaped sites")[1].split("\n## ")[0]
+    assert "attacker trained on originals + 1 protected copy per load" in web_df_hywf
+    assert "| hywf | 0.0 | 40.0 |" in web_df_hywf and "| hywf | DF | 10: 30.0, 30: 40.0 |" in web_df_hywf
+    assert "`hywf`: strongest attack run DF at 40.0 % with 0.0 % bandwidth overhead" in web_df_hywf
+    assert "**not met**" in web_df_hywf
+    assert "This run has no undefended row: the undefended figures on these loads are in their own sections." \
+        in web_df_hywf and "Undefended, every" not in web_df_hywf
     web_kfp = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
                          "web-shaped sites")[1].split("\n## ")[0]
     assert "| hywf-ap | 22.8 | 18.0 |" in web_kfp
@@ -444,7 +458,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
                        "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-kfp",
-                       "wf-captured-web-deep", "wf-captured-web-tiktok-rf",
+                       "wf-captured-web-deep", "wf-captured-web-tiktok-rf", "wf-captured-web-df-hywf",
                        "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
