@@ -251,11 +251,16 @@ def served_since(log: str, load: str, since: float) -> dict[str, int]:
     return out
 
 
-def served_in_full(log: str, load: str, since: float, expected: dict[str, int], patience: float = 2.0) -> str:
+# The server writes an object's log line after handing its last byte to the
+# kernel, so under load a browser's load event can come before the line.
+SERVED_LOG_PATIENCE_S = 2.0
+
+
+def served_in_full(log: str, load: str, since: float, expected: dict[str, int],
+                   patience: float = SERVED_LOG_PATIENCE_S) -> str:
     """Why ``load`` is not complete in the served log since ``since``, or ''.
-    The server writes an object's line after handing its last byte to the
-    kernel, so under load the browser's load event can come first: the log
-    gets ``patience`` seconds to catch up before an object counts as missing."""
+    The log gets ``patience`` seconds to catch up with the browser's load
+    event before an object counts as missing."""
     deadline = time.monotonic() + patience
     while True:
         served = served_since(log, load, since)

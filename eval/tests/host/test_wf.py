@@ -275,7 +275,7 @@ def test_images_decode_so_a_browser_fetches_them_whole() -> None:
 
 def test_browser_loads_every_object_of_a_page(tmp_path: Path) -> None:
     """Headless Chromium loads the corpus's pages to their last object (the
-    server's log has every one, whole, while the load ran) and reuses its
+    server's log has every one, whole, from the load's time) and reuses its
     connections, as browsers do."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -299,7 +299,10 @@ def test_browser_loads_every_object_of_a_page(tmp_path: Path) -> None:
         objects = website_http.objects_of(line["site"], line["instance"], 1)
         got = {r["object"]: r["bytes"] for r in served if r["load"] == line["name"]}
         assert got == objects and line["objects"] == len(objects)
-        assert all(line["start"] <= r["time"] <= line["end"] for r in served if r["load"] == line["name"])
+        # logged while the load ran, or within the log's patience after its
+        # load event (the server logs an object after its last byte left)
+        late = line["end"] + websites.SERVED_LOG_PATIENCE_S
+        assert all(line["start"] <= r["time"] <= late for r in served if r["load"] == line["name"])
     # six at a time per host, kept alive: far fewer connections than objects
     peers = {r["peer"] for r in served if r["load"] == "7-0"}
     assert 1 <= len(peers) < len(website_http.objects_of(7, 0, 1)) / 2
