@@ -433,6 +433,8 @@ def _wf_undefended_note(results: dict[str, Any], attacks: list[str], names: list
     if "none" not in results:
         return "This run has no undefended row: the undefended figures on these loads are in their own sections."
     undefended = [c for c in results["none"]["closed"].values() if c.get("tpr_mean") is not None]
+    if not undefended:
+        return "No undefended cell of this run finished: whether its attacks work here is not shown by it."
     weak = [c["attack"] for c in undefended if c["tpr_mean"] < 0.9]
     if weak:
         return (f"Undefended, {', '.join(weak)} {'stays' if len(weak) == 1 else 'stay'} below the 90 % that proves "
@@ -442,7 +444,7 @@ def _wf_undefended_note(results: dict[str, Any], attacks: list[str], names: list
     # a run stopped before an attack's cell: the table's "-"
     not_run = [name for a, name in zip(attacks, names, strict=True)
                if (results["none"]["closed"].get(a) or {}).get("tpr_mean") is None]
-    if undefended and not_run:
+    if not_run:
         return f"Undefended, every attack run reaches 90 % ({', '.join(not_run)} not run)."
     return "Undefended, every attack reaches 90 %."
 

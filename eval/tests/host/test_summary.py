@@ -467,6 +467,19 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
             "bench-sched") in text
 
 
+def test_undefended_row_without_a_finished_cell_claims_nothing(tmp_path: Path) -> None:
+    """A run stopped before any undefended cell finished says so, rather
+    than that every attack works."""
+    stopped = {**WF_CAPTURED_WEB_DF_HYWF, "results": {
+        "none": {"overhead": 0.0, "closed": {"df": wf_cell("DF", None)}},
+        "hywf": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.4)}}}}
+    write(tmp_path, "wf-captured-web-df-hywf", stopped, nested=False)
+    text, _ = summarize(tmp_path)
+    section = text.split("## Website fingerprinting: DF against the defences")[1].split("\n## ")[0]
+    assert "No undefended cell of this run finished" in section
+    assert "Undefended, every" not in section and "no undefended row" not in section
+
+
 EVAL = str(Path(__file__).resolve().parents[2])
 
 
