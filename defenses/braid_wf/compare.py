@@ -33,6 +33,12 @@ would end past it is skipped and marked so. With ``curve_every`` a deep
 attack also records its learning curve on the cell's test traces
 (braid_wf.deep.train).
 
+For a split defence each closed-world cell also records its accuracy by
+the share of the load's bytes that network 1 carried (``by_share``,
+bands of SHARE_BANDS): whether what the attack names comes from loads
+that one network carried nearly whole or from evenly split ones is what
+tells a split's design where it leaks.
+
 AP's histograms are fitted on the corpus itself (the thesis's "dataset
 distribution"); ``params`` sets the AP budget, the hywf p-drift and
 FRONT's N and W.
@@ -47,6 +53,7 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 import time
@@ -69,6 +76,11 @@ from braid_wf.trace import Dataset, Trace
 Features = dict[str, npt.NDArray[Any]]
 FeatureFns = dict[str, Callable[[Sequence[Trace]], npt.NDArray[Any]]]
 BASE_RATE = 0.1
+# Network 1's share of a load's bytes (real and dummy, both directions):
+# the lower edges of the bands its accuracy is recorded in, and the key
+# the share travels under beside the attacks' features.
+SHARE_BANDS = (0.0, 0.2, 0.4, 0.6, 0.8)
+SHARE = "share"
 
 
 @dataclasses.dataclass
@@ -83,6 +95,8 @@ class Cell(Score):
     tpr_on_originals: list[float] = dataclasses.field(default_factory=list)
     precision: list[float] = dataclasses.field(default_factory=list)
     curves: list[list[tuple[int, float]]] = dataclasses.field(default_factory=list)
+    # per band of SHARE_BANDS: [test loads, named right], over the repeats
+    by_share: list[list[int]] = dataclasses.field(default_factory=list)
     train_size: int = 0
     test_size: int = 0
     seconds: float = 0.0
@@ -123,13 +137,29 @@ def _protected_features(name: str, params: DefenseParams, fns: FeatureFns, trace
                         keys: Sequence[tuple[int, ...]]) -> Features:
     """In a worker: network 1's view of each trace protected by ``name``
     (rng seeded by its key; ``none``: the trace itself), then every
-    attack's features of those views."""
+    attack's features of those views, and under SHARE network 1's share
+    of each protected load's bytes."""
     if name == "none":
-        seen = list(traces)
+        seen, share = list(traces), np.ones(len(traces))
     else:
         defend = make_defense(name, params)
-        seen = [defend(t, np.random.default_rng(k)).observed for t, k in zip(traces, keys, strict=True)]
-    return {a: fn(seen) for a, fn in fns.items()}
+        done = [defend(t, np.random.default_rng(k)) for t, k in zip(traces, keys, strict=True)]
+        seen = [d.observed for d in done]
+        share = np.asarray([d.observed.total_bytes / max(d.total_bytes, 1) for d in done])
+    return {SHARE: share, **{a: fn(seen) for a, fn in fns.items()}}
+
+
+def accuracy_by_share(share: npt.NDArray[np.float64], right: npt.NDArray[np.bool_]) -> list[list[int]]:
+    """Per band of SHARE_BANDS: [loads whose network-1 share falls in it,
+    of which named right]."""
+    band = np.searchsorted(np.asarray(SHARE_BANDS[1:]), share, side="right")
+    return [[int((band == b).sum()), int(right[band == b].sum())] for b in range(len(SHARE_BANDS))]
+
+
+def share_band_names(lower_edges: Sequence[float] = SHARE_BANDS) -> list[str]:
+    """The bands' names, e.g. "20-40 %"."""
+    edges = [*lower_edges, 1.0]
+    return [f"{100 * lo:.0f}-{100 * hi:.0f} %" for lo, hi in itertools.pairwise(edges)]
 
 
 def _overheads(name: str, params: DefenseParams, traces: Sequence[Trace], keys: Sequence[tuple[int, ...]]
@@ -275,6 +305,7 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                 te = test[te_mask]
                 keep = y[train] >= 0 if world == "closed" else np.ones(len(train), bool)
                 stage = time.monotonic()
+                share = None
                 if res.name == "none":
                     x, ys = f0[a][tr], y[tr]
                     x_test, x_orig = f0[a][te], None
@@ -284,6 +315,7 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                     x = np.concatenate([f0[a][tr]] * copies + feats)
                     ys = np.tile(y[tr], 2 * copies)
                     x_test, x_orig = tst.get()[a][te_mask], f0[a][te]
+                    share = tst.get()[SHARE][te_mask]
                 waited = time.monotonic() - stage
                 say(f"{world} world, {res.name}, {ATTACK_NAMES[a]} (cell {n_cell + 1}/{len(cells)}, rep "
                     f"{rep + 1}/{repeats}): {len(x)} training, {len(x_test)} test traces"
@@ -305,6 +337,13 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                 t = float((pred[mon] == truth[mon]).mean())
                 cell.tpr.append(t)
                 msg = f"TPR {100 * t:.1f} %"
+                if share is not None and world == "closed" and (share < 1).any():  # a split defence
+                    bands = accuracy_by_share(share, pred == truth)
+                    cell.by_share = [[n + m, r + q] for (n, r), (m, q) in
+                                     zip(cell.by_share or [[0, 0]] * len(bands), bands, strict=True)]
+                    msg += " (by network 1's share: " + ", ".join(
+                        f"{band} {100 * r / n:.1f} of {n}" if n else f"{band} none"
+                        for band, (n, r) in zip(share_band_names(), bands, strict=True)) + ")"
                 if world == "open":
                     w = float(((pred[mon] != truth[mon]) & (pred[mon] != UNMONITORED)).mean())
                     f = float((pred[~mon] != UNMONITORED).mean())
@@ -363,6 +402,9 @@ def to_json(results: list[DefenseResult], attacks: Sequence[str], base_rate: flo
                          seconds=round(c.seconds, 2), skipped=c.skipped)
                 if c.curves:
                     e["curve"] = [[[epoch, acc] for epoch, acc in curve] for curve in c.curves]
+                if c.by_share:
+                    e["by_share"] = [{"share_from": lo, "loads": n, "right": r}
+                                     for lo, (n, r) in zip(SHARE_BANDS, c.by_share, strict=True)]
                 d[world][a] = e
         out[r.name] = d
     return out

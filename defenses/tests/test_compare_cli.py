@@ -1,7 +1,8 @@
 """`wf defenses` writes its JSON, Markdown and plot (quick mode, a tiny
 corpus, k-FP: seconds), the same results with one worker process or two,
 a deadline skips cells and says so, a deep attack's learning curve is
-kept in the JSON, and k-FP's open-world neighbours from the sparse leaf
+kept in the JSON, a split defence's accuracy is kept by network 1's
+share of the load, and k-FP's open-world neighbours from the sparse leaf
 product are those of the pairwise leaf comparison."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from braid_wf import cli
 from braid_wf.attacks import UNMONITORED, KFingerprinting, kfp_features
-from braid_wf.compare import Cell, DefenseResult, to_json
+from braid_wf.compare import SHARE_BANDS, Cell, DefenseResult, accuracy_by_share, share_band_names, to_json
 from braid_wf.defences import adaptive_padding, hywf_sim
 from braid_wf.synth import synthetic_dataset
 
@@ -45,6 +46,15 @@ def test_json_markdown_and_plot_in_quick_mode(tmp_path: Path) -> None:
         assert 0 <= closed["accuracy_mean"] <= 1 and len(opened["fpr"]) == 1
         assert opened["recall_mean"] == opened["tpr_mean"] and "precision_mean" in opened
         assert (name == "none") == (closed["tpr_on_originals"] == [])
+    # the split's cell by network 1's share, every closed-world test load in one band, and its total the TPR
+    bands = res["hywf"]["closed"]["kfp"]["by_share"]
+    assert [b["share_from"] for b in bands] == list(SHARE_BANDS)
+    test_loads = res["hywf"]["closed"]["kfp"]["test_size"]
+    assert sum(b["loads"] for b in bands) == test_loads
+    assert sum(b["right"] for b in bands) == round(res["hywf"]["closed"]["kfp"]["tpr_mean"] * test_loads)
+    # nothing to band where one network carries everything, nor in the open world
+    assert all("by_share" not in res[n]["closed"]["kfp"] for n in ("none", "ap"))
+    assert all("by_share" not in r["open"]["kfp"] for r in res.values())
     md = (tmp_path / "two" / "r.md").read_text()
     assert "| hywf |" in md and "precision@0.1 / recall" in md
     png = (tmp_path / "two" / "r.png").read_bytes()
@@ -64,6 +74,13 @@ def test_deadline_skips_cells_and_marks_them(tmp_path: Path) -> None:
     cells = [c for r in doc["results"].values() for w in ("closed", "open") for c in r[w].values()]
     assert cells and all(c["skipped"] and c["repeats_done"] == 0 for c in cells)
     assert "skipped (deadline" in (tmp_path / "late" / "r.md").read_text()
+
+
+def test_accuracy_by_share_bands_edges_into_the_band_above() -> None:
+    share = np.asarray([0.0, 0.19, 0.2, 0.5, 0.8, 1.0])
+    right = np.asarray([True, False, True, True, False, True])
+    assert accuracy_by_share(share, right) == [[2, 1], [1, 1], [1, 1], [0, 0], [2, 1]]
+    assert share_band_names() == ["0-20 %", "20-40 %", "40-60 %", "60-80 %", "80-100 %"]
 
 
 def test_kfp_open_world_neighbours_match_the_pairwise_comparison() -> None:

@@ -45,6 +45,7 @@ from braid_eval.bench.sched import ROWS as SCHED_ROWS
 from braid_eval.experiments import failover, latency
 from braid_wf import confusion, loadercheck, wirecheck
 from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS
+from braid_wf.compare import share_band_names
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
@@ -403,7 +404,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     for defence, row in results.items():
         cells = [_wf_cell(row["closed"].get(a)) for a in attacks]
         lines.append(f"| {defence} | {row['overhead'] * 100:.1f} | " + " | ".join(cells) + " |")
-    lines += ["", *_wf_learning_curves(results), *_wf_open_world(meta, results)]
+    lines += ["", *_wf_learning_curves(results), *_wf_by_share(results), *_wf_open_world(meta, results)]
     for defence in ("hywf", "hywf-ap"):
         row = results.get(defence)
         done = [c for c in (row or {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
@@ -447,6 +448,22 @@ def _wf_undefended_note(results: dict[str, Any], attacks: list[str], names: list
     if not_run:
         return f"Undefended, every attack run reaches 90 % ({', '.join(not_run)} not run)."
     return "Undefended, every attack reaches 90 %."
+
+
+def _wf_by_share(results: dict[str, Any]) -> list[str]:
+    """Per split-defence cell that recorded it, its accuracy by network 1's
+    share of the load's bytes: where in the split the attack finds its
+    answers."""
+    cells = [(defence, cell) for defence, row in results.items() for cell in row["closed"].values()
+             if cell.get("by_share")]
+    if not cells:
+        return []
+    names = share_band_names([b["share_from"] for b in cells[0][1]["by_share"]])
+    rows = [f"| {defence} | {cell['attack']} | "
+            + " | ".join(f"{100 * b['right'] / b['loads']:.1f} ({b['loads']})" if b["loads"] else "-"
+                         for b in cell["by_share"]) + " |" for defence, cell in cells]
+    return ["Accuracy % by network 1's share of the load's bytes (test loads in that band, all splits):", "",
+            "| defence | attack | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|", *rows, ""]
 
 
 def _wf_learning_curves(results: dict[str, Any]) -> list[str]:

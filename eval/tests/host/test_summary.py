@@ -194,7 +194,10 @@ WF_CAPTURED_WEB_TIKTOK_RF = {
 WF_CAPTURED_WEB_DF_HYWF = {
     "meta": {**WF_CAPTURED_WEB_META, "attacks": ["df"], "attack_names": ["DF"], "epochs": 30, "tam_seconds": None,
              "unmonitored": 0, "curve_every": 10},
-    "results": {"hywf": {"overhead": 0.0, "closed": {"df": {**wf_cell("DF", 0.4), "curve": [[[10, 0.3], [30, 0.4]]]}}}}}
+    "results": {"hywf": {"overhead": 0.0, "closed": {"df": {
+        **wf_cell("DF", 0.4), "curve": [[[10, 0.3], [30, 0.4]]],
+        "by_share": [{"share_from": lo, "loads": n, "right": r}
+                     for lo, n, r in ((0.0, 10, 1), (0.2, 10, 2), (0.4, 0, 0), (0.6, 10, 5), (0.8, 10, 8))]}}}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -337,6 +340,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "attacker trained on originals + 1 protected copy per load" in web_df_hywf
     assert "| hywf | 0.0 | 40.0 |" in web_df_hywf and "| hywf | DF | 10: 30.0, 30: 40.0 |" in web_df_hywf
     assert "`hywf`: strongest attack run DF at 40.0 % with 0.0 % bandwidth overhead" in web_df_hywf
+    assert "| defence | attack | 0-20 % | 20-40 % | 40-60 % | 60-80 % | 80-100 % |" in web_df_hywf
+    assert "| hywf | DF | 10.0 (10) | 20.0 (10) | - | 50.0 (10) | 80.0 (10) |" in web_df_hywf
     assert "**not met**" in web_df_hywf
     assert "This run has no undefended row: the undefended figures on these loads are in their own sections." \
         in web_df_hywf and "Undefended, every" not in web_df_hywf
