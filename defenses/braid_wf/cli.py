@@ -17,7 +17,7 @@ Commands::
     python3 -m braid_wf histograms --data out/wf/hywf/all --out ap.json
                                       # adaptive padding's delay histograms fitted on loads,
                                       # for braid-proxy's padding_histograms (collect's too)
-    python3 -m braid_wf defenses [--full] [--data DIR] [--budget 0.4] [--n-chp 100]
+    python3 -m braid_wf defenses [--full] [--data DIR] [--budget 0.4] [--n-chp 100] [--ncons 20]
                                       [--attacks kfp,df,tiktok,rf] [--json F] [--plot F] [--jobs N]
                                       # none / hywf / AP / hywf+AP / FRONT side by side (k-FP by
                                       # default), with measured overhead (simulated defences; quick
@@ -384,7 +384,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
 
         devices = [str(d) for d in jax.devices()]
         log(f"JAX {jax.__version__} on {', '.join(devices)}")
-    params = defense_catalog.DefenseParams(budget=args.budget, idle=args.idle, n_chp=args.n_chp,
+    params = defense_catalog.DefenseParams(budget=args.budget, idle=args.idle, n_chp=args.n_chp, ncons=args.ncons,
                                            front_n=args.front_n, front_w=(args.front_w[0], args.front_w[1]))
     open_world = any(lab < 0 for lab in ds.labels)
     mon = ds.monitored
@@ -397,7 +397,8 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             + (f", RF's TAM over {args.tam_seconds} s" if args.tam_seconds else "")
             + f"; chance (closed) {100 / max(mon, 1):.1f} %. "
             f"AP: histograms fitted on this corpus, budget {args.budget}, idle {args.idle} s; "
-            f"hywf-ap n_chp {args.n_chp}; FRONT N {args.front_n}, W {args.front_w[0]:.3g}-{args.front_w[1]:.3g} s."
+            f"hywf ncons {args.ncons}; hywf-ap n_chp {args.n_chp}; "
+            f"FRONT N {args.front_n}, W {args.front_w[0]:.3g}-{args.front_w[1]:.3g} s."
             + (f" Open world: precision at base rate {args.base_rate:g} (monitored share of loads); "
                "recall = TPR." if open_world else "") + "\n\n")
     meta = {"command": "defenses", "started": started, "corpus": what, "data": str(args.data) if args.data else None,
@@ -408,7 +409,8 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             "epochs": args.epochs, "curve_every": args.curve_every, "tam_seconds": args.tam_seconds,
             "base_rate": args.base_rate,
             "open_world": open_world, "jobs": args.jobs, "deadline_s": args.deadline, "jax_devices": devices,
-            "params": {"budget": args.budget, "idle": args.idle, "n_chp": args.n_chp, "front_n": args.front_n,
+            "params": {"budget": args.budget, "idle": args.idle, "n_chp": args.n_chp, "ncons": args.ncons,
+                       "front_n": args.front_n,
                        "front_w": list(args.front_w)},
             "hywf_split": hywf_sim.SPLIT_MODEL, "padding_model": PADDING_MODEL, "corpus_s": round(corpus_s, 2),
             "version": installed_version()}
@@ -762,6 +764,9 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--n-chp", type=int, default=hywf_sim.N_CHP,
                    help="hywf-ap's (and hywf-drift's) p-drift: mean packets between p redraws "
                    "(thesis 100; 0 = off); plain hywf does not drift")
+    d.add_argument("--ncons", type=int, default=hywf_sim.NCONS,
+                   help="the hywf splits' mean burst in packets, as the kernel's hywf_ncons sysctl "
+                   f"(default {hywf_sim.NCONS}, the thesis's)")
     d.add_argument("--front-n", type=int, default=SYNTH_FRONT_N,
                    help=f"FRONT: max dummies per end, N (default {SYNTH_FRONT_N})")
     d.add_argument("--jobs", type=int, default=default_jobs(),
@@ -786,8 +791,9 @@ def main(argv: list[str] | None = None) -> int:
                    "scaled again to its loads' median duration)")
     args = p.parse_args(argv)
     if args.cmd == "defenses":
-        if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.front_n < 1:
-            p.error("defenses: --budget >= 0, --idle > 0, --n-chp >= 0 and --front-n >= 1 are required")
+        if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.ncons < 1 or args.front_n < 1:
+            p.error("defenses: --budget >= 0, --idle > 0, --n-chp >= 0, --ncons >= 1 and --front-n >= 1 "
+                    "are required")
         if args.jobs < 1 or (args.epochs is not None and args.epochs < 1) or not 0 < args.base_rate < 1 \
                 or args.repeats < 1 or args.copies < 1 or args.curve_every < 0:
             p.error("defenses: --jobs, --epochs, --repeats, --copies >= 1, --curve-every >= 0 and "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from braid_wf import cli
 from braid_wf.attacks import UNMONITORED, KFingerprinting, kfp_features
@@ -37,6 +38,7 @@ def test_json_markdown_and_plot_in_quick_mode(tmp_path: Path) -> None:
     # what RESULTS.md needs to say which simulators made the table
     assert doc["meta"]["hywf_split"] == hywf_sim.SPLIT_MODEL
     assert doc["meta"]["padding_model"] == adaptive_padding.PADDING_MODEL
+    assert doc["meta"]["params"]["ncons"] == hywf_sim.NCONS
     res = doc["results"]
     assert list(res) == ["none", "hywf", "ap"]
     assert res["none"]["overhead"] == res["hywf"]["overhead"] == 0.0 and res["ap"]["overhead"] > 0
@@ -67,6 +69,12 @@ def scores(res: dict[str, Any]) -> dict[str, Any]:
     """The results without the seconds they took."""
     return {n: {k: ({a: {f: v for f, v in c.items() if f != "seconds"} for a, c in w.items()}
                     if k in ("closed", "open") else w) for k, w in r.items()} for n, r in res.items()}
+
+
+def test_a_burst_below_one_packet_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run(tmp_path, "bad", "--ncons", "0")
+    assert "--ncons >= 1" in capsys.readouterr().err
 
 
 def test_deadline_skips_cells_and_marks_them(tmp_path: Path) -> None:

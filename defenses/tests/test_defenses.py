@@ -401,6 +401,25 @@ def test_hywf_ap_pads_before_the_split(corpus: Dataset, hist: ApHistograms) -> N
     assert dummy_on1 / dummies == pytest.approx(real_on1 / reals, abs=0.1)
 
 
+@pytest.mark.parametrize("name", ["hywf", "hywf-drift", "hywf-ap"])
+def test_every_hywf_split_takes_its_mean_burst_from_the_params(corpus: Dataset, hist: ApHistograms,
+                                                                name: str) -> None:
+    """``ncons`` reaches each split: bursts far longer than any load leave
+    each direction of a load whole on one network, the default does not."""
+    def whole_per_direction(ncons: int) -> list[bool]:
+        defend = make_defense(name, params(hist, ncons=ncons))
+        whole = []
+        for i, t in enumerate(corpus.traces):
+            d = defend(t, np.random.default_rng(i))
+            for sign in (1, -1):
+                on1 = int((np.sign(d.parts[0].sizes) == sign).sum())
+                both = sum(int((np.sign(part.sizes) == sign).sum()) for part in d.parts)
+                whole.append(on1 in (0, both))
+        return whole
+    assert all(whole_per_direction(10 ** 6))
+    assert not all(whole_per_direction(NCONS))
+
+
 def test_defended_rejects_a_lost_or_doubled_packet() -> None:
     t = regular_trace(5, 0.1)
     idx = np.arange(5, dtype=np.int64)

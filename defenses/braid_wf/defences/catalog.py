@@ -30,7 +30,7 @@ from braid_wf.defences.adaptive_padding import IDLE_S, ApHistograms, adaptive_pa
 from braid_wf.defences.defended import Defended, split_by, undefended
 from braid_wf.defences.front import W_MAX_S, W_MIN_S, front
 from braid_wf.defences.hywf_ap import hywf_ap
-from braid_wf.defences.hywf_sim import N_CHP, even_mask, hywf_wire_mask
+from braid_wf.defences.hywf_sim import N_CHP, NCONS, even_mask, hywf_wire_mask
 from braid_wf.trace import Trace
 
 Defense = Callable[[Trace, np.random.Generator], Defended]
@@ -44,12 +44,14 @@ class DefenseParams:
     """``budget``: AP's dummy bytes per real byte (None: unlimited);
     ``idle``: no padding this long after the last real packet (s);
     ``n_chp``: hywf-ap's p-drift (0: off; ``hywf-drift`` uses it, or
-    100 when it is 0; plain ``hywf`` never drifts); ``front_n``, ``front_w``: FRONT's
+    100 when it is 0; plain ``hywf`` never drifts); ``ncons``: the hywf
+    splits' mean burst in packets (the kernel's ``hywf_ncons``); ``front_n``, ``front_w``: FRONT's
     N and (W_min, W_max); ``histograms``: AP's, fitted on a corpus."""
 
     budget: float | None = None
     idle: float = IDLE_S
     n_chp: int = 0
+    ncons: int = NCONS
     front_n: int = 300
     front_w: tuple[float, float] = (W_MIN_S, W_MAX_S)
     histograms: ApHistograms | None = None
@@ -65,16 +67,16 @@ def make_defense(name: str, params: DefenseParams | None = None) -> Defense:
     if name == "even":
         return lambda tr, rng: split_by(undefended(tr), even_mask(tr, rng))
     if name == "hywf":
-        return lambda tr, rng: split_by(undefended(tr), hywf_wire_mask(tr, rng))
+        return lambda tr, rng: split_by(undefended(tr), hywf_wire_mask(tr, rng, p.ncons))
     if name == "hywf-drift":
         n_chp = p.n_chp or N_CHP
-        return lambda tr, rng: split_by(undefended(tr), hywf_wire_mask(tr, rng, n_chp=n_chp))
+        return lambda tr, rng: split_by(undefended(tr), hywf_wire_mask(tr, rng, p.ncons, n_chp=n_chp))
     if name == "ap":
         assert hist is not None
         return lambda tr, rng: adaptive_padding(tr, rng, hist, p.budget, p.idle)
     if name == "hywf-ap":
         assert hist is not None
-        return lambda tr, rng: hywf_ap(tr, rng, hist, p.budget, p.idle, p.n_chp)
+        return lambda tr, rng: hywf_ap(tr, rng, hist, p.budget, p.idle, p.n_chp, p.ncons)
     if name == "front":
         return lambda tr, rng: front(tr, rng, p.front_n, p.front_w[0], p.front_w[1], p.idle)
     raise ValueError(f"unknown defence {name!r}; choose from {', '.join(NAMES)}")

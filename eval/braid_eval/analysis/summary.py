@@ -312,7 +312,11 @@ SEQUENTIAL_SPLIT = "bursts in send order, each whole on its network before the n
 
 
 def _split_model(meta: dict[str, Any]) -> str:
-    return f"`hywf` simulated as {meta.get('hywf_split', SEQUENTIAL_SPLIT)}"
+    """How the run split the loads; its mean burst where it recorded one
+    (runs before ``--ncons`` used the thesis's 20)."""
+    ncons = (meta.get("params") or {}).get("ncons")
+    return (f"`hywf` simulated as {meta.get('hywf_split', SEQUENTIAL_SPLIT)}"
+            + (f", bursts of {ncons} packets on average" if ncons else ""))
 
 
 # Results recorded before the simulator said how it sized adaptive

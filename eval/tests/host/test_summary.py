@@ -191,9 +191,11 @@ WF_CAPTURED_WEB_TIKTOK_RF = {
         "tiktok": {**wf_cell("Tik-Tok", 0.92), "curve": [[[10, 0.7], [30, 0.92]]]},
         "rf": {**wf_cell("RF", 0.85), "curve": [[[10, 0.6], [30, 0.85]]]}}}}}
 # DF against hywf alone: its undefended figure is in the run above.
+WF_CAPTURED_WEB_DF_META: dict[str, object] = {
+    **WF_CAPTURED_WEB_META, "attacks": ["df"], "attack_names": ["DF"], "epochs": 30, "tam_seconds": None,
+    "unmonitored": 0, "curve_every": 10}
 WF_CAPTURED_WEB_DF_HYWF = {
-    "meta": {**WF_CAPTURED_WEB_META, "attacks": ["df"], "attack_names": ["DF"], "epochs": 30, "tam_seconds": None,
-             "unmonitored": 0, "curve_every": 10},
+    "meta": WF_CAPTURED_WEB_DF_META,
     "results": {"hywf": {"overhead": 0.0, "closed": {"df": {
         **wf_cell("DF", 0.4), "curve": [[[10, 0.3], [30, 0.4]]],
         "by_share": [{"share_from": lo, "loads": n, "right": r}
@@ -475,13 +477,15 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
 def test_undefended_row_without_a_finished_cell_claims_nothing(tmp_path: Path) -> None:
     """A run stopped before any undefended cell finished says so, rather
     than that every attack works."""
-    stopped = {**WF_CAPTURED_WEB_DF_HYWF, "results": {
+    stopped = {"meta": {**WF_CAPTURED_WEB_DF_META, "params": {"ncons": 40}}, "results": {
         "none": {"overhead": 0.0, "closed": {"df": wf_cell("DF", None)}},
         "hywf": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.4)}}}}
     write(tmp_path, "wf-captured-web-df-hywf", stopped, nested=False)
     text, _ = summarize(tmp_path)
     section = text.split("## Website fingerprinting: DF against the defences")[1].split("\n## ")[0]
     assert "No undefended cell of this run finished" in section
+    # a run that recorded its mean burst names it
+    assert "`hywf` simulated as both at once, bursts of 40 packets on average" in section
     assert "Undefended, every" not in section and "no undefended row" not in section
 
 
