@@ -11,9 +11,10 @@ OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.js
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
 OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json,
 OUT/wf-captured-df-200.json, OUT/wf-captured-web-kfp.json,
-OUT/wf-captured-web-deep.json, OUT/wf-captured-web-tiktok-rf.json and
-OUT/wf-captured-web-df-hywf.json (``braid-wf defenses --json``, the last
-nine on a captured corpus, the last four of web-shaped sites),
+OUT/wf-captured-web-deep.json, OUT/wf-captured-web-tiktok-rf.json,
+OUT/wf-captured-web-df-hywf.json and OUT/wf-captured-web-df-hywf-ap.json
+(``braid-wf defenses --json``, the last ten on a captured corpus, the last
+five of web-shaped sites),
 OUT/wf-captured-confusion.json, OUT/wf-captured-confusion-df.json and
 OUT/wf-captured-web-confusion.json (``braid-wf confusion --json``: which
 sites k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
@@ -654,6 +655,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "wf-captured-confusion": wf_confusion_section, "wf-captured-confusion-df": wf_confusion_section,
     "wf-captured-web-kfp": wf_deep_section, "wf-captured-web-deep": wf_deep_section,
     "wf-captured-web-tiktok-rf": wf_deep_section, "wf-captured-web-df-hywf": wf_deep_section,
+    "wf-captured-web-df-hywf-ap": wf_deep_section,
     "wf-captured-web-confusion": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}

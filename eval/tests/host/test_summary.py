@@ -201,6 +201,12 @@ WF_CAPTURED_WEB_DF_HYWF = {
         "by_share": [{"share_from": lo, "loads": n, "right": r}
                      for lo, n, r in ((0.0, 10, 1), (0.2, 10, 2), (0.4, 0, 0), (0.6, 10, 5), (0.8, 10, 8))]}}}}}
 
+# the same against hywf-ap, trained for 20 epochs
+WF_CAPTURED_WEB_DF_HYWF_AP = {
+    "meta": {**WF_CAPTURED_WEB_DF_META, "epochs": 20},
+    "results": {"hywf-ap": {"overhead": 0.341, "closed": {"df": {
+        **wf_cell("DF", 0.32), "curve": [[[10, 0.2], [20, 0.32]]]}}}}}
+
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
        sysctls: dict[str, str] | None = None) -> dict[str, object]:
@@ -311,6 +317,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-web-deep", WF_CAPTURED_WEB_DEEP, nested=False)
     write(tmp_path, "wf-captured-web-tiktok-rf", WF_CAPTURED_WEB_TIKTOK_RF, nested=False)
     write(tmp_path, "wf-captured-web-df-hywf", WF_CAPTURED_WEB_DF_HYWF, nested=False)
+    write(tmp_path, "wf-captured-web-df-hywf-ap", WF_CAPTURED_WEB_DF_HYWF_AP, nested=False)
     write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
@@ -347,6 +354,11 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "**not met**" in web_df_hywf
     assert "This run has no undefended row: the undefended figures on these loads are in their own sections." \
         in web_df_hywf and "Undefended, every" not in web_df_hywf
+    web_df_hywf_ap = text.split("## Website fingerprinting: DF against the defences (20 epochs), captured loads of "
+                                "web-shaped sites")[1].split("\n## ")[0]
+    assert "| hywf-ap | 34.1 | 32.0 |" in web_df_hywf_ap and "| hywf-ap | DF | 10: 20.0, 20: 32.0 |" in web_df_hywf_ap
+    assert "`hywf-ap`: strongest attack run DF at 32.0 % with 34.1 % bandwidth overhead" in web_df_hywf_ap
+    assert "**not met**" in web_df_hywf_ap
     web_kfp = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
                          "web-shaped sites")[1].split("\n## ")[0]
     assert "| hywf-ap | 22.8 | 18.0 |" in web_kfp
@@ -466,7 +478,7 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
                        "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-kfp",
                        "wf-captured-web-deep", "wf-captured-web-tiktok-rf", "wf-captured-web-df-hywf",
-                       "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
+                       "wf-captured-web-df-hywf-ap", "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
