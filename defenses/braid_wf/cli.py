@@ -410,8 +410,7 @@ def cmd_defenses(args: argparse.Namespace) -> int:
             "base_rate": args.base_rate,
             "open_world": open_world, "jobs": args.jobs, "deadline_s": args.deadline, "jax_devices": devices,
             "params": {"budget": args.budget, "idle": args.idle, "n_chp": args.n_chp, "ncons": args.ncons,
-                       "front_n": args.front_n,
-                       "front_w": list(args.front_w)},
+                       "front_n": args.front_n, "front_w": list(args.front_w)},
             "hywf_split": hywf_sim.SPLIT_MODEL, "padding_model": PADDING_MODEL, "corpus_s": round(corpus_s, 2),
             "version": installed_version()}
 

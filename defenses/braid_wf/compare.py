@@ -314,8 +314,9 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                     feats = [c.get()[a][keep] for c in cps]
                     x = np.concatenate([f0[a][tr]] * copies + feats)
                     ys = np.tile(y[tr], 2 * copies)
-                    x_test, x_orig = tst.get()[a][te_mask], f0[a][te]
-                    share = tst.get()[SHARE][te_mask]
+                    seen_test = tst.get()
+                    x_test, x_orig = seen_test[a][te_mask], f0[a][te]
+                    share = seen_test[SHARE][te_mask]
                 waited = time.monotonic() - stage
                 say(f"{world} world, {res.name}, {ATTACK_NAMES[a]} (cell {n_cell + 1}/{len(cells)}, rep "
                     f"{rep + 1}/{repeats}): {len(x)} training, {len(x_test)} test traces"
