@@ -454,9 +454,15 @@ def cmd_defenses(args: argparse.Namespace) -> int:
 
 def _defense_list(text: str) -> list[str]:
     names = [n for n in text.split(",") if n]
-    bad = [n for n in names if n not in defense_catalog.NAMES]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown defence(s) {bad}; choose from {', '.join(defense_catalog.NAMES)}")
+    if not names:
+        raise argparse.ArgumentTypeError(f"no defence named; choose from {', '.join(defense_catalog.NAMES)}")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"a defence is named twice in {text!r}")
+    for name in names:
+        try:
+            defense_catalog.parse_spec(name)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
     return names
 
 
@@ -748,7 +754,10 @@ def main(argv: list[str] | None = None) -> int:
     common(d)
     d.set_defaults(attacks=["kfp"])
     d.add_argument("--defenses", type=_defense_list, default=["none", "hywf", "ap", "hywf-ap", "front"],
-                   help=f"comma-separated of {','.join(defense_catalog.NAMES)} (default none,hywf,ap,hywf-ap,front)")
+                   help=f"comma-separated of {','.join(defense_catalog.NAMES)} (default none,hywf,ap,hywf-ap,front); "
+                   "a name may carry settings of its own, NAME:FIELD=VALUE with FIELD one of "
+                   f"{','.join(defense_catalog.SETTINGS)}, so that one run compares a defence at several "
+                   "settings: hywf,hywf:ncons=100,hywf:ncons=300")
     d.add_argument("--data", type=Path, help="a dataset in WF format instead of the synthetic corpus")
     d.add_argument("--sites", type=int, help="synthetic monitored sites (quick 8, full 50)")
     d.add_argument("--profile", choices=PROFILES, default="small",

@@ -77,6 +77,18 @@ def test_a_burst_below_one_packet_is_refused(tmp_path: Path, capsys: pytest.Capt
     assert "--ncons >= 1" in capsys.readouterr().err
 
 
+def test_one_run_compares_a_defence_at_several_settings(tmp_path: Path) -> None:
+    """A row per named setting, each with its own protection: bursts longer
+    than any load leave each direction whole on one network, so a load's
+    network-1 share is 0, 1 or about one direction's bytes (the requests:
+    a small part), never in the middle bands; the default's splits are."""
+    doc = run(tmp_path, "sweep", "--defenses", "hywf,hywf:ncons=1000000")
+    res = doc["results"]
+    assert list(res) == ["hywf", "hywf:ncons=1000000"] and doc["meta"]["defences"] == list(res)
+    middle = {n: sum(b["loads"] for b in r["closed"]["kfp"]["by_share"][1:-1]) for n, r in res.items()}
+    assert middle["hywf:ncons=1000000"] == 0 < middle["hywf"]
+
+
 def test_deadline_skips_cells_and_marks_them(tmp_path: Path) -> None:
     doc = run(tmp_path, "late", "--jobs", "1", "--deadline", "0")
     cells = [c for r in doc["results"].values() for w in ("closed", "open") for c in r[w].values()]

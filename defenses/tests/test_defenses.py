@@ -24,7 +24,7 @@ from braid_wf.defences.adaptive_padding import (
     histograms_from_json,
     histograms_to_json,
 )
-from braid_wf.defences.catalog import NAMES, PADDING, SPLITS, DefenseParams, make_defense
+from braid_wf.defences.catalog import NAMES, PADDING, SPLITS, DefenseParams, base_name, make_defense, parse_spec
 from braid_wf.defences.defended import DUMMY, Defended
 from braid_wf.defences.front import front
 from braid_wf.defences.hywf_ap import hywf_ap
@@ -418,6 +418,27 @@ def test_every_hywf_split_takes_its_mean_burst_from_the_params(corpus: Dataset, 
         return whole
     assert all(whole_per_direction(10 ** 6))
     assert not all(whole_per_direction(NCONS))
+    # and a name's own setting overrides the params
+    defend = make_defense(f"{name}:ncons={10 ** 6}", params(hist, ncons=NCONS))
+    parts = [defend(t, np.random.default_rng(i)).parts for i, t in enumerate(corpus.traces)]
+    assert all(int((np.sign(ps[0].sizes) == sign).sum()) in (0, sum(int((np.sign(q.sizes) == sign).sum())
+                                                                     for q in ps))
+               for ps in parts for sign in (1, -1))
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ("hywf:ncons=0", "ncons >= 1"), ("ap:ncons=3", "one of budget, idle"), ("none:ncons=3", "takes no settings"),
+    ("hywf:ncons=1.5", "needs an integer"), ("hywf:ncons", "FIELD=VALUE"), ("hywff", "unknown defence"),
+    ("front:idle=0", "idle > 0")])
+def test_a_defence_setting_that_does_not_apply_or_is_out_of_range_is_refused(spec: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        make_defense(spec)
+
+
+def test_a_defence_named_with_settings_is_its_catalog_defence_with_them() -> None:
+    assert parse_spec("hywf-ap:ncons=100:budget=0.2") == ("hywf-ap", {"ncons": 100, "budget": 0.2})
+    assert parse_spec("none") == ("none", {})
+    assert base_name("hywf:ncons=100") == "hywf" and base_name("front") == "front"
 
 
 def test_defended_rejects_a_lost_or_doubled_packet() -> None:

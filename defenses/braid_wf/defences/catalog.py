@@ -12,11 +12,17 @@ hywf-ap    adaptive padding, then HyWF (hywf_ap.py; thesis §6.7)
 front      FRONT (Gong & Wang 2020; front.py)
 =========  ==============================================================
 
+A name may carry settings of its own after colons, so that one run
+compares a defence at several settings: ``hywf:ncons=100`` is ``hywf``
+with bursts of 100 packets on average, whatever the run's ``DefenseParams``
+say (:data:`SETTINGS` lists which setting applies to which defence).
+
 Usage::
 
     params = DefenseParams(budget=0.4, n_chp=100, histograms=fit_histograms(corpus.traces))
     defend = make_defense("hywf-ap", params)
     d = defend(trace, np.random.default_rng(7))
+    defend = make_defense("hywf:ncons=100", params)
 """
 
 from __future__ import annotations
@@ -57,8 +63,65 @@ class DefenseParams:
     histograms: ApHistograms | None = None
 
 
-def make_defense(name: str, params: DefenseParams | None = None) -> Defense:
-    p = params or DefenseParams()
+# Which DefenseParams field a name may set for itself (NAME:FIELD=VALUE),
+# its type, and the defences it changes.
+SETTINGS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "ncons": (int, ("hywf", "hywf-drift", "hywf-ap")),
+    "n_chp": (int, ("hywf-drift", "hywf-ap")),
+    "budget": (float, ("ap", "hywf-ap")),
+    "idle": (float, ("ap", "hywf-ap", "front")),
+    "front_n": (int, ("front",)),
+}
+
+
+def check_params(p: DefenseParams) -> None:
+    """ValueError unless every setting is in its range."""
+    bad = [f"{field} {rule} (got {value})" for field, value, ok, rule in (
+        ("budget", p.budget, p.budget is None or p.budget >= 0, ">= 0"), ("idle", p.idle, p.idle > 0, "> 0"),
+        ("n_chp", p.n_chp, p.n_chp >= 0, ">= 0"), ("ncons", p.ncons, p.ncons >= 1, ">= 1"),
+        ("front_n", p.front_n, p.front_n >= 1, ">= 1")) if not ok]
+    if bad:
+        raise ValueError(f"need {', '.join(bad)}")
+
+
+def base_name(spec: str) -> str:
+    """The catalog name of a defence named with its settings:
+    ``hywf:ncons=100`` -> ``hywf``."""
+    return spec.split(":", 1)[0]
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, int | float]]:
+    """(catalog name, settings) of NAME[:FIELD=VALUE]...; ValueError,
+    saying why, for an unknown name, a setting that does not apply to it,
+    or a value out of range."""
+    name, *parts = spec.split(":")
+    if name not in NAMES:
+        raise ValueError(f"unknown defence {name!r}; choose from {', '.join(NAMES)}")
+    settings: dict[str, int | float] = {}
+    for part in parts:
+        field, eq, value = part.partition("=")
+        kind, applies = SETTINGS.get(field, (int, ()))
+        if not eq or name not in applies:
+            usable = [f for f, (_, to) in SETTINGS.items() if name in to]
+            raise ValueError(f"defence {spec!r}: " + (f"{name} takes no settings" if not usable else
+                             f"{part!r} is not FIELD=VALUE with FIELD one of {', '.join(usable)}"))
+        try:
+            settings[field] = kind(value)
+        except ValueError:
+            raise ValueError(f"defence {spec!r}: {field} needs a{'n integer' if kind is int else ' number'}, "
+                             f"got {value!r}") from None
+    try:
+        check_params(dataclasses.replace(DefenseParams(), **settings))  # type: ignore[arg-type]
+    except ValueError as err:
+        raise ValueError(f"defence {spec!r}: {err}") from None
+    return name, settings
+
+
+def make_defense(spec: str, params: DefenseParams | None = None) -> Defense:
+    """The defence named ``spec`` (a catalog name, with settings of its
+    own if any), with ``params`` for whatever it does not set."""
+    name, settings = parse_spec(spec)
+    p = dataclasses.replace(params or DefenseParams(), **settings)  # type: ignore[arg-type]
     if name in ("ap", "hywf-ap") and p.histograms is None:
         raise ValueError(f"defence {name!r} needs AP histograms (adaptive_padding.fit_histograms)")
     hist = p.histograms

@@ -47,6 +47,7 @@ from braid_eval.experiments import failover, latency
 from braid_wf import confusion, loadercheck, wirecheck
 from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS
 from braid_wf.compare import share_band_names
+from braid_wf.defences.catalog import base_name
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
@@ -314,10 +315,13 @@ SEQUENTIAL_SPLIT = "bursts in send order, each whole on its network before the n
 
 def _split_model(meta: dict[str, Any]) -> str:
     """How the run split the loads; its mean burst where it recorded one
-    (runs before ``--ncons`` used the thesis's 20)."""
+    (runs before ``--ncons`` used the thesis's 20), which a row named
+    ``hywf:ncons=N`` sets for itself."""
     ncons = (meta.get("params") or {}).get("ncons")
+    own = any(":ncons=" in d for d in meta.get("defences", []))
     return (f"`hywf` simulated as {meta.get('hywf_split', SEQUENTIAL_SPLIT)}"
-            + (f", bursts of {ncons} packets on average" if ncons else ""))
+            + (f", bursts of {ncons} packets on average" if ncons else "")
+            + (" where the row does not name its own" if ncons and own else ""))
 
 
 # Results recorded before the simulator said how it sized adaptive
@@ -387,7 +391,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     meta, results = data["meta"], data["results"]
     attacks, names = meta["attacks"], meta["attack_names"]
     deep = any(a in DEEP_ATTACKS for a in attacks)
-    padded = any(d in ("ap", "hywf-ap") for d in results)
+    padded = any(base_name(d) in ("ap", "hywf-ap") for d in results)
     defended = list(results) != ["none"]
     against = "against the defences" if defended else "undefended"
     lines = [f"## Website fingerprinting: {', '.join(names)} {against}"
@@ -410,8 +414,8 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
         cells = [_wf_cell(row["closed"].get(a)) for a in attacks]
         lines.append(f"| {defence} | {row['overhead'] * 100:.1f} | " + " | ".join(cells) + " |")
     lines += ["", *_wf_learning_curves(results), *_wf_by_share(results), *_wf_open_world(meta, results)]
-    for defence in ("hywf", "hywf-ap"):
-        row = results.get(defence)
+    for defence in [d for d in results if base_name(d) in ("hywf", "hywf-ap")]:
+        row = results[defence]
         done = [c for c in (row or {}).get("closed", {}).values() if c.get("tpr_mean") is not None]
         if not row or not done:
             continue
@@ -420,7 +424,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
         missing = [c["attack"] for c in row["closed"].values() if c.get("tpr_mean") is None]
         verdict = ("not met" if not within else
                    f"not established ({', '.join(missing)} not run)" if missing else "met by these attacks")
-        if defence == "hywf-ap" and "padding_model" not in meta:
+        if base_name(defence) == "hywf-ap" and "padding_model" not in meta:
             verdict += ", with its overhead understated"
         lines.append(f"- `{defence}`: strongest attack run {worst['attack']} at {worst['tpr_mean'] * 100:.1f} % "
                      f"with {row['overhead'] * 100:.1f} % bandwidth overhead; goal <= {WF_TARGET_PCT:g} % at "

@@ -501,6 +501,24 @@ def test_undefended_row_without_a_finished_cell_claims_nothing(tmp_path: Path) -
     assert "Undefended, every" not in section and "no undefended row" not in section
 
 
+
+def test_rows_with_their_own_burst_get_the_goal_verdict_too(tmp_path: Path) -> None:
+    """A run comparing hywf at several mean bursts judges every such row
+    against the goal and says which rows set their own burst."""
+    sweep = {"meta": {**WF_CAPTURED_WEB_DF_META, "params": {"ncons": 20},
+                      "defences": ["hywf", "hywf:ncons=100"]}, "results": {
+        "hywf": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.37)}},
+        "hywf:ncons=100": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.29)}}}}
+    write(tmp_path, "wf-captured-web-df-hywf", sweep, nested=False)
+    text, _ = summarize(tmp_path)
+    section = text.split("## Website fingerprinting: DF against the defences")[1].split("\n## ")[0]
+    assert "bursts of 20 packets on average where the row does not name its own" in section
+    assert "| hywf:ncons=100 | 0.0 | 29.0 |" in section
+    assert "- `hywf`: strongest attack run DF at 37.0 %" in section and "**not met**" in section
+    assert "- `hywf:ncons=100`: strongest attack run DF at 29.0 %" in section
+    assert "**met by these attacks**" in section
+
+
 EVAL = str(Path(__file__).resolve().parents[2])
 
 
