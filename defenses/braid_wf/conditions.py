@@ -38,8 +38,16 @@ class Condition(NamedTuple):
 EVEN_SPLIT = (("bernoulli_adaptive", 0), ("bernoulli_permille", 500), ("bernoulli_batch", 1))
 
 
+# hywf with bursts of this many packets on average (net.mptcp.hywf_ncons)
+# instead of its 20: each network then carries whole stretches of a
+# flight, which the fingerprinting attacks read less well than the
+# thinned flights of short bursts (simulated on web-shaped loads).
+LONG_BURST = 100
+
+
 CONDITIONS = {"single": Condition("default", multipath=False), "default": Condition("default"),
-              "hywf": Condition("hywf"), "even": Condition("bernoulli", sysctls=EVEN_SPLIT),
+              "hywf": Condition("hywf"), "hywf-long": Condition("hywf", sysctls=(("hywf_ncons", LONG_BURST),)),
+              "even": Condition("bernoulli", sysctls=EVEN_SPLIT),
               "ap": Condition("default", padded=True),
               "hywf-ap": Condition("hywf", padded=True, drift=True),
               "tor-hywf": Condition("hywf", tor=True), "tor-default": Condition("default", tor=True)}

@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from braid_wf.compare import observed
+from braid_wf.conditions import LONG_BURST
 from braid_wf.defences import catalog
 from braid_wf.defences.adaptive_padding import ApHistograms, histograms_from_json
 from braid_wf.evaluate import evaluate
@@ -60,7 +61,8 @@ MIN_SPLITS = 10
 # A collected condition and the simulator of what its kernel and transport
 # do (a ``-1conn`` collection is the same defence over one connection;
 # ``tor-hywf`` is hywf on Tor mode's one connection to the bridge).
-SIMULATOR = {"hywf": "hywf", "hywf-ap": "hywf-ap", "even": "even", "tor-hywf": "hywf"}
+SIMULATOR = {"hywf": "hywf", "hywf-long": f"hywf:ncons={LONG_BURST}", "hywf-ap": "hywf-ap", "even": "even",
+             "tor-hywf": "hywf"}
 # braid-proxy pads with these unless told otherwise (wf collect's default)
 PROXY_HISTOGRAMS = Path(__file__).resolve().parents[2] / "proxy/internal/padding/default_histograms.json"
 

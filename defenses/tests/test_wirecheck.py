@@ -15,7 +15,8 @@ import pytest
 
 from braid_wf import wirecheck
 from braid_wf.compare import observed
-from braid_wf.defences import catalog
+from braid_wf.conditions import CONDITIONS
+from braid_wf.defences import catalog, hywf_sim
 from braid_wf.synth import synthetic_dataset
 from braid_wf.trace import Dataset, Trace, save_dataset
 
@@ -36,6 +37,10 @@ def hywf_captures(ds: Dataset, seed: int) -> Dataset:
 def test_simulator_names() -> None:
     assert wirecheck.simulator_of("hywf-ap-1conn") == "hywf-ap"
     assert wirecheck.simulator_of("hywf") == "hywf"
+    # the long-burst condition's simulator bursts as its kernel setting does
+    ncons = dict(CONDITIONS["hywf-long"].sysctls)["hywf_ncons"]
+    assert catalog.parse_spec(wirecheck.simulator_of("hywf-long")) == ("hywf", {"ncons": ncons})
+    assert ncons > hywf_sim.NCONS
     try:
         wirecheck.simulator_of("default")
     except ValueError as err:
