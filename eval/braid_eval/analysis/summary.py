@@ -12,9 +12,10 @@ OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
 OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json,
 OUT/wf-captured-df-200.json, OUT/wf-captured-web-kfp.json,
 OUT/wf-captured-web-deep.json, OUT/wf-captured-web-tiktok-rf.json,
-OUT/wf-captured-web-df-hywf.json and OUT/wf-captured-web-df-hywf-ap.json
-(``braid-wf defenses --json``, the last ten on a captured corpus, the last
-five of web-shaped sites),
+OUT/wf-captured-web-df-hywf.json, OUT/wf-captured-web-df-hywf-ap.json,
+OUT/wf-captured-web-kfp-ncons.json and OUT/wf-captured-web-df-hywf-ncons100.json
+(``braid-wf defenses --json``, the last twelve on a captured corpus, the
+last seven of web-shaped sites),
 OUT/wf-captured-confusion.json, OUT/wf-captured-confusion-df.json and
 OUT/wf-captured-web-confusion.json (``braid-wf confusion --json``: which
 sites k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
@@ -47,7 +48,9 @@ from braid_eval.experiments import failover, latency
 from braid_wf import confusion, loadercheck, wirecheck
 from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS
 from braid_wf.compare import share_band_names
+from braid_wf.deep.train import RECIPES
 from braid_wf.defences.catalog import base_name
+from braid_wf.defences.hywf_sim import NCONS
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
 E3_TARGET_S = 1.0  # gwsteer's median time to 90 % of the surviving capacity
@@ -424,6 +427,12 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
         missing = [c["attack"] for c in row["closed"].values() if c.get("tpr_mean") is None]
         verdict = ("not met" if not within else
                    f"not established ({', '.join(missing)} not run)" if missing else "met by these attacks")
+        # a deep attack stopped short of its recipe's epochs is not yet the published attack
+        short = [a for a in row["closed"] if a in RECIPES and meta.get("epochs")
+                 and meta["epochs"] < RECIPES[a].epochs]
+        if within and short:
+            verdict += (f", {', '.join(ATTACK_NAMES[a] for a in short)} trained for {meta['epochs']} of the "
+                        f"published {max(RECIPES[a].epochs for a in short)} epochs: more may raise it")
         if base_name(defence) == "hywf-ap" and "padding_model" not in meta:
             verdict += ", with its overhead understated"
         lines.append(f"- `{defence}`: strongest attack run {worst['attack']} at {worst['tpr_mean'] * 100:.1f} % "
@@ -431,7 +440,11 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
     if lines[-1]:
         lines.append("")
-    lines += [_wf_corpus_caveat(meta, defended) + _wf_undefended_note(results, attacks, names, defended)
+    own_burst = (meta.get("params") or {}).get("ncons", NCONS) != NCONS or any(":ncons=" in d for d in results)
+    lines += [_wf_corpus_caveat(meta, defended)
+              + (f"Only `hywf`'s default burst ({NCONS} packets) is checked against the wire; the other bursts "
+                 "here are simulated only. " if defended and own_burst else "")
+              + _wf_undefended_note(results, attacks, names, defended)
               + ("" if deep else f" The deep attacks ({', '.join(ATTACK_NAMES[a] for a in DEEP_ATTACKS)}) are "
                  "not in this run: at this size each trains for hours on a CPU."), ""]
     return lines
@@ -659,7 +672,8 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "wf-captured-confusion": wf_confusion_section, "wf-captured-confusion-df": wf_confusion_section,
     "wf-captured-web-kfp": wf_deep_section, "wf-captured-web-deep": wf_deep_section,
     "wf-captured-web-tiktok-rf": wf_deep_section, "wf-captured-web-df-hywf": wf_deep_section,
-    "wf-captured-web-df-hywf-ap": wf_deep_section,
+    "wf-captured-web-df-hywf-ap": wf_deep_section, "wf-captured-web-kfp-ncons": wf_deep_section,
+    "wf-captured-web-df-hywf-ncons100": wf_deep_section,
     "wf-captured-web-confusion": wf_confusion_section,
     "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}

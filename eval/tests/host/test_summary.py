@@ -206,6 +206,16 @@ WF_CAPTURED_WEB_DF_HYWF_AP = {
     "meta": {**WF_CAPTURED_WEB_DF_META, "epochs": 20},
     "results": {"hywf-ap": {"overhead": 0.341, "closed": {"df": {
         **wf_cell("DF", 0.32), "curve": [[[10, 0.2], [20, 0.32]]]}}}}}
+# k-FP against hywf at several mean bursts, one row each
+WF_CAPTURED_WEB_KFP_NCONS = {
+    "meta": {**WF_CAPTURED_WEB_META, "params": {"ncons": 20}, "defences": ["hywf", "hywf:ncons=100"]},
+    "results": {d: {"overhead": 0.0, "closed": {"kfp": wf_cell("k-FP", tpr)}}
+                for d, tpr in (("hywf", 0.267), ("hywf:ncons=100", 0.231))}}
+# DF against hywf with bursts of 100 packets, 20 epochs
+WF_CAPTURED_WEB_DF_HYWF_NCONS100 = {
+    "meta": {**WF_CAPTURED_WEB_DF_META, "epochs": 20, "params": {"ncons": 100}, "defences": ["hywf"]},
+    "results": {"hywf": {"overhead": 0.0, "closed": {"df": {
+        **wf_cell("DF", 0.28), "curve": [[[10, 0.19], [20, 0.28]]]}}}}}
 
 
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
@@ -318,6 +328,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-web-tiktok-rf", WF_CAPTURED_WEB_TIKTOK_RF, nested=False)
     write(tmp_path, "wf-captured-web-df-hywf", WF_CAPTURED_WEB_DF_HYWF, nested=False)
     write(tmp_path, "wf-captured-web-df-hywf-ap", WF_CAPTURED_WEB_DF_HYWF_AP, nested=False)
+    write(tmp_path, "wf-captured-web-kfp-ncons", WF_CAPTURED_WEB_KFP_NCONS, nested=False)
+    write(tmp_path, "wf-captured-web-df-hywf-ncons100", WF_CAPTURED_WEB_DF_HYWF_NCONS100, nested=False)
     write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
@@ -351,7 +363,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "`hywf`: strongest attack run DF at 40.0 % with 0.0 % bandwidth overhead" in web_df_hywf
     assert "| defence | attack | 0-20 % | 20-40 % | 40-60 % | 60-80 % | 80-100 % |" in web_df_hywf
     assert "| hywf | DF | 10.0 (10) | 20.0 (10) | - | 50.0 (10) | 80.0 (10) |" in web_df_hywf
-    assert "**not met**" in web_df_hywf
+    assert "**not met**" in web_df_hywf and "simulated only" not in web_df_hywf
     assert "This run has no undefended row: the undefended figures on these loads are in their own sections." \
         in web_df_hywf and "Undefended, every" not in web_df_hywf
     web_df_hywf_ap = text.split("## Website fingerprinting: DF against the defences (20 epochs), captured loads of "
@@ -362,6 +374,18 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     web_kfp = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
                          "web-shaped sites")[1].split("\n## ")[0]
     assert "| hywf-ap | 22.8 | 18.0 |" in web_kfp
+    by_burst = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
+                          "web-shaped sites")[2].split("\n## ")[0]
+    assert "| hywf | 0.0 | 26.7 |" in by_burst and "| hywf:ncons=100 | 0.0 | 23.1 |" in by_burst
+    assert "bursts of 20 packets on average where the row does not name its own" in by_burst
+    assert "Only `hywf`'s default burst (20 packets) is checked against the wire" in by_burst
+    long_df = text.split("## Website fingerprinting: DF against the defences (20 epochs), captured loads of "
+                         "web-shaped sites")[2].split("\n## ")[0]
+    assert "the other bursts here are simulated only" in long_df
+    assert "bursts of 100 packets on average;" in long_df and "| hywf | DF | 10: 19.0, 20: 28.0 |" in long_df
+    assert "`hywf`: strongest attack run DF at 28.0 % with 0.0 % bandwidth overhead" in long_df
+    assert ("**met by these attacks, DF trained for 20 of the published 30 epochs: more may raise it**"
+            in long_df)
     deep = text.split("## Website fingerprinting: which sites DF confuses")[1].split("\n## ")[0]
     assert "full-size attack, 20 epochs, closed world" in deep and "DF: 50.0 % of 6 test loads" in deep
     loaders = text.split("## Website fingerprinting: the synthetic loader against a browser")[1].split("\n## ")[0]
@@ -392,7 +416,8 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "Undefended, every attack reaches 90 %." in thirty
     # recorded before results named their padding: dummies of the last packet's size
     assert "AP's dummies each its end's last packet, most often a 35-byte empty frame" in twelve
-    assert "**met by these attacks, with its overhead understated**" in twelve
+    assert ("**met by these attacks, RF, DF trained for 12 of the published 30 epochs: more may raise it, "
+            "with its overhead understated**") in twelve
     kfp = text.split("## Website fingerprinting: k-FP against the defences")[1].split("\n## ")[0]
     assert kfp.startswith("\n\n(synthetic corpus; 2026-12-04; 1 random split, attacker trained on originals + 1 "
                           "protected copy per load; `hywf` simulated as both at once; AP's dummies each its end's "
@@ -478,7 +503,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
                        "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-kfp",
                        "wf-captured-web-deep", "wf-captured-web-tiktok-rf", "wf-captured-web-df-hywf",
-                       "wf-captured-web-df-hywf-ap", "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
+                       "wf-captured-web-df-hywf-ap", "wf-captured-web-kfp-ncons", "wf-captured-web-df-hywf-ncons100",
+                       "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
                        "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
