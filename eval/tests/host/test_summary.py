@@ -218,6 +218,11 @@ WF_CAPTURED_WEB_DF_HYWF_NCONS100 = {
         **wf_cell("DF", 0.28), "curve": [[[10, 0.19], [20, 0.28]]]}}}}}
 
 
+def section_of(text: str, heading: str, nth: int = 1) -> str:
+    """The page's ``nth`` section under that heading, up to the next one."""
+    return text.split(heading)[nth].split("\n## ")[0]
+
+
 def e3(g: float | None, k: float | None, kernel: str = "6.18-host",
        sysctls: dict[str, str] | None = None) -> dict[str, object]:
     runs = [{"mode": m, "outage_s": 2.0, "t90_s": v, "first_gw1_s": 0.4, "dup_bytes": copies}
@@ -337,27 +342,27 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-loaders", LOADER_CHECK, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
-    confused = text.split("## Website fingerprinting: which sites k-FP confuses")[1].split("\n## ")[0]
+    confused = section_of(text, "## Website fingerprinting: which sites k-FP confuses")
     assert "k-FP: 50.0 % of 6 test loads (6 training), 3 sites, 3 errors." in confused
     assert "| % | 0 | 10 | 25 | 50 | 75 | 90 | 100 |" in confused
     assert "| 0, 1 | 2 | 67 % | 5 / 100 | 6 / 120 |" in confused and "| 1, 2 | 1 | 100 % |" in confused
     assert "67 % of the errors are between such sites, and 33.3 % of all site pairs" in confused
     assert "as the site generator (seed 1) made them" in confused
-    web = text.split("## Website fingerprinting: which sites k-FP confuses, web-shaped sites")[1].split("\n## ")[0]
+    web = section_of(text, "## Website fingerprinting: which sites k-FP confuses, web-shaped sites")
     assert "as the site generator (seed 1, web profile) made them" in web
-    web_deep = text.split("## Website fingerprinting: DF, Tik-Tok undefended (30 epochs), captured loads of "
-                          "web-shaped sites")[1].split("\n## ")[0]
+    web_deep = section_of(text, "## Website fingerprinting: DF, Tik-Tok undefended (30 epochs), captured loads of "
+                                "web-shaped sites")
     assert "| none | 0.0 | 93.0 | - |" in web_deep
     assert "Undefended, every attack run reaches 90 % (Tik-Tok not run)." in web_deep
     assert "The pages are shaped like today's home pages" in web_deep
     assert "the loads last tenths of a second and their answers come as one flight per wave" in web_deep
-    web_tiktok_rf = text.split("## Website fingerprinting: Tik-Tok, RF undefended (30 epochs), captured loads of "
-                               "web-shaped sites")[1].split("\n## ")[0]
+    web_tiktok_rf = section_of(text, "## Website fingerprinting: Tik-Tok, RF undefended (30 epochs), captured loads of "
+                                     "web-shaped sites")
     assert "RF's TAM over 0.8 s" in web_tiktok_rf and "| none | 0.0 | 92.0 | 85.0 |" in web_tiktok_rf
     assert "| none | RF | 10: 60.0, 30: 85.0 |" in web_tiktok_rf
     assert "Undefended, RF stays below the 90 % that proves an attack works as published." in web_tiktok_rf
-    web_df_hywf = text.split("## Website fingerprinting: DF against the defences (30 epochs), captured loads of "
-                             "web-shaped sites")[1].split("\n## ")[0]
+    web_df_hywf = section_of(text, "## Website fingerprinting: DF against the defences (30 epochs), captured loads of "
+                                   "web-shaped sites")
     assert "attacker trained on originals + 1 protected copy per load" in web_df_hywf
     assert "| hywf | 0.0 | 40.0 |" in web_df_hywf and "| hywf | DF | 10: 30.0, 30: 40.0 |" in web_df_hywf
     assert "`hywf`: strongest attack run DF at 40.0 % with 0.0 % bandwidth overhead" in web_df_hywf
@@ -366,29 +371,29 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "**not met**" in web_df_hywf and "simulated only" not in web_df_hywf
     assert "This run has no undefended row: the undefended figures on these loads are in their own sections." \
         in web_df_hywf and "Undefended, every" not in web_df_hywf
-    web_df_hywf_ap = text.split("## Website fingerprinting: DF against the defences (20 epochs), captured loads of "
-                                "web-shaped sites")[1].split("\n## ")[0]
+    web_df_hywf_ap = section_of(text, "## Website fingerprinting: DF against the defences (20 epochs), "
+                                      "captured loads of web-shaped sites")
     assert "| hywf-ap | 34.1 | 32.0 |" in web_df_hywf_ap and "| hywf-ap | DF | 10: 20.0, 20: 32.0 |" in web_df_hywf_ap
     assert "`hywf-ap`: strongest attack run DF at 32.0 % with 34.1 % bandwidth overhead" in web_df_hywf_ap
     assert "**not met**" in web_df_hywf_ap
-    web_kfp = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
-                         "web-shaped sites")[1].split("\n## ")[0]
+    web_kfp = section_of(text, "## Website fingerprinting: k-FP against the defences, captured loads of "
+                               "web-shaped sites")
     assert "| hywf-ap | 22.8 | 18.0 |" in web_kfp
-    by_burst = text.split("## Website fingerprinting: k-FP against the defences, captured loads of "
-                          "web-shaped sites")[2].split("\n## ")[0]
+    by_burst = section_of(text, "## Website fingerprinting: k-FP against the defences, captured loads of "
+                                "web-shaped sites", 2)
     assert "| hywf | 0.0 | 26.7 |" in by_burst and "| hywf:ncons=100 | 0.0 | 23.1 |" in by_burst
     assert "bursts of 20 packets on average where the row does not name its own" in by_burst
     assert "Only `hywf`'s default burst (20 packets) is checked against the wire" in by_burst
-    long_df = text.split("## Website fingerprinting: DF against the defences (20 epochs), captured loads of "
-                         "web-shaped sites")[2].split("\n## ")[0]
+    long_df = section_of(text, "## Website fingerprinting: DF against the defences (20 epochs), captured loads of "
+                               "web-shaped sites", 2)
     assert "the other bursts here are simulated only" in long_df
     assert "bursts of 100 packets on average;" in long_df and "| hywf | DF | 10: 19.0, 20: 28.0 |" in long_df
     assert "`hywf`: strongest attack run DF at 28.0 % with 0.0 % bandwidth overhead" in long_df
     assert ("**met by these attacks, DF trained for 20 of the published 30 epochs: more may raise it**"
             in long_df)
-    deep = text.split("## Website fingerprinting: which sites DF confuses")[1].split("\n## ")[0]
+    deep = section_of(text, "## Website fingerprinting: which sites DF confuses")
     assert "full-size attack, 20 epochs, closed world" in deep and "DF: 50.0 % of 6 test loads" in deep
-    loaders = text.split("## Website fingerprinting: the synthetic loader against a browser")[1].split("\n## ")[0]
+    loaders = section_of(text, "## Website fingerprinting: the synthetic loader against a browser")
     assert "(`single-chromium`, Chrome/156.0); 300 loads of 30 sites" in loaders and "chance 3.3 %" in loaders
     assert "| kB out | 17.2 | 9.6 | 0.50 |" in loaders and "| load time, ms (loader's clock) | 16 | 110 | |" in loaders
     assert "| connections | 10 (one per object) | 6 | |" in loaders
@@ -402,7 +407,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "1 of 2 checks within ±5 points" in wire and "2 with too few splits to tell" in wire
     # recorded before results named their split: the thesis simulator's
     assert "`hywf` simulated as bursts in send order, each whole on its network before the next" in wire
-    tor = text.split("## Website fingerprinting: Tor mode on the wire")[1].split("\n## ")[0]
+    tor = section_of(text, "## Website fingerprinting: Tor mode on the wire")
     assert ("| tor-hywf | kfp | 400 | 3 | 80.0 ± 0.0 | 22.0 ± 2.0 | 25.0 ± 0.0 | -3.0 ± 1.2 | yes (too few splits) |"
             in tor)
     assert "Strongest attack on one network's Tor-mode traces: rf at 30.0 % (goal <= 30 %, chance 5 %)" in tor
@@ -418,7 +423,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "AP's dummies each its end's last packet, most often a 35-byte empty frame" in twelve
     assert ("**met by these attacks, RF, DF trained for 12 of the published 30 epochs: more may raise it, "
             "with its overhead understated**") in twelve
-    kfp = text.split("## Website fingerprinting: k-FP against the defences")[1].split("\n## ")[0]
+    kfp = section_of(text, "## Website fingerprinting: k-FP against the defences")
     assert kfp.startswith("\n\n(synthetic corpus; 2026-12-04; 1 random split, attacker trained on originals + 1 "
                           "protected copy per load; `hywf` simulated as both at once; AP's dummies each its end's "
                           "last data frame; closed-world")
@@ -428,7 +433,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| none | not run (time) | - |" in kfp and "| hywf-ap | 20.0 / 5.0 | 30.0 |" in kfp
     assert "Open world" not in twelve  # a run without open-world figures has no such table
     assert "Simulated loads, not captures" in kfp and "Captured loads" not in kfp
-    captured = text.split("## Website fingerprinting: k-FP against the defences, captured loads")[1].split("\n## ")[0]
+    captured = section_of(text, "## Website fingerprinting: k-FP against the defences, captured loads")
     assert captured.startswith("\n\n(captured corpus (`braid-wf collect`, condition `single`); 2026-12-04;")
     assert "Simulated loads, not captures" not in captured
     assert ("Captured loads, simulated defences: the loads are packets captured on the wire through braid-proxy "
@@ -441,14 +446,14 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "Undefended, DF stays below the 90 % that proves an attack works as published." in deep
     assert "lower bound" not in deep and "goal" not in deep
     assert "Learning curve" not in deep
-    rf = text.split("## Website fingerprinting: RF undefended (30 epochs), captured loads")[1].split("\n## ")[0]
+    rf = section_of(text, "## Website fingerprinting: RF undefended (30 epochs), captured loads")
     assert "| none | RF | 10: 55.0, 30: 74.0 |" in rf and "| none | 0.0 | 74.0 |" in rf
     assert "Undefended, RF stays below the 90 % that proves an attack works as published." in rf
-    curve = text.split("## Website fingerprinting: DF undefended (60 epochs), captured loads")[1].split("\n## ")[0]
+    curve = section_of(text, "## Website fingerprinting: DF undefended (60 epochs), captured loads")
     assert "deep attacks 60 epochs; closed-world" in curve and "TAM" not in curve
     assert "| none | DF | 10: 50.0, 60: 88.0 |" in curve and "| none | 0.0 | 88.0 |" in curve
     assert "Over the second half of the training: DF (none) +38.0 points from epoch 10 to 60." in curve
-    grown = text.split("## Website fingerprinting: DF undefended (20 epochs), captured loads")[1].split("\n## ")[0]
+    grown = section_of(text, "## Website fingerprinting: DF undefended (20 epochs), captured loads")
     assert grown.startswith("\n\n(captured corpus (`braid-wf collect`, condition `single`), 20000 loads;")
     assert "| none | DF | 5: 60.0, 10: 85.0, 20: 91.0 |" in grown and "| none | 0.0 | 91.0 |" in grown
     assert "Undefended, every attack reaches 90 %." in grown
@@ -482,7 +487,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "client scheduler `default`" in text.split("## E3")[5]
     assert "| 01 balanced bwidth | 7906 | 7418 | 8001 **FAIL** |" in text
     assert "Passed: default 1/1, delaybal 0/1." in text
-    variable = text.split("## E2: message delay against load (thesis ch. 5), variable slow link")[1].split("\n## ")[0]
+    variable = section_of(text, "## E2: message delay against load (thesis ch. 5), variable slow link")
     assert "| 0.90 | 20.0 | 25.0 | 70.0 |" in variable
     assert ("On the variable slow link at 0.9: adaptive `bernoulli` 20.0 ms, `bernoulli-plim` 70.0 ms, "
             "3.5x below it (target 3x): **met**; the best reference, `delaybal`, 25.0 ms "
@@ -512,20 +517,24 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
             "bench-sched") in text
 
 
+def df_section(tmp_path: Path, result: dict[str, object]) -> str:
+    """The page's section of a DF-against-the-defences result alone."""
+    write(tmp_path, "wf-captured-web-df-hywf", result, nested=False)
+    text, _ = summarize(tmp_path)
+    return section_of(text, "## Website fingerprinting: DF against the defences")
+
+
 def test_undefended_row_without_a_finished_cell_claims_nothing(tmp_path: Path) -> None:
     """A run stopped before any undefended cell finished says so, rather
     than that every attack works."""
     stopped = {"meta": {**WF_CAPTURED_WEB_DF_META, "params": {"ncons": 40}}, "results": {
         "none": {"overhead": 0.0, "closed": {"df": wf_cell("DF", None)}},
         "hywf": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.4)}}}}
-    write(tmp_path, "wf-captured-web-df-hywf", stopped, nested=False)
-    text, _ = summarize(tmp_path)
-    section = text.split("## Website fingerprinting: DF against the defences")[1].split("\n## ")[0]
+    section = df_section(tmp_path, stopped)
     assert "No undefended cell of this run finished" in section
     # a run that recorded its mean burst names it
     assert "`hywf` simulated as both at once, bursts of 40 packets on average" in section
     assert "Undefended, every" not in section and "no undefended row" not in section
-
 
 
 def test_rows_with_their_own_burst_get_the_goal_verdict_too(tmp_path: Path) -> None:
@@ -535,9 +544,7 @@ def test_rows_with_their_own_burst_get_the_goal_verdict_too(tmp_path: Path) -> N
                       "defences": ["hywf", "hywf:ncons=100"]}, "results": {
         "hywf": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.37)}},
         "hywf:ncons=100": {"overhead": 0.0, "closed": {"df": wf_cell("DF", 0.29)}}}}
-    write(tmp_path, "wf-captured-web-df-hywf", sweep, nested=False)
-    text, _ = summarize(tmp_path)
-    section = text.split("## Website fingerprinting: DF against the defences")[1].split("\n## ")[0]
+    section = df_section(tmp_path, sweep)
     assert "bursts of 20 packets on average where the row does not name its own" in section
     assert "| hywf:ncons=100 | 0.0 | 29.0 |" in section
     assert "- `hywf`: strongest attack run DF at 37.0 %" in section and "**not met**" in section
