@@ -36,7 +36,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ from braid_wf import confusion, loadercheck, wirecheck
 from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS
 from braid_wf.compare import share_band_names
 from braid_wf.deep.train import RECIPES
-from braid_wf.defences.catalog import base_name
+from braid_wf.defences.catalog import base_name, parse_spec
 from braid_wf.defences.hywf_sim import NCONS
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
@@ -316,12 +316,17 @@ def _wf_cell(cell: dict[str, Any] | None) -> str:
 SEQUENTIAL_SPLIT = "bursts in send order, each whole on its network before the next"
 
 
+def _rows_set_burst(defences: Iterable[str]) -> bool:
+    """Whether any row is named with a mean burst of its own (``hywf:ncons=N``)."""
+    return any("ncons" in parse_spec(d)[1] for d in defences)
+
+
 def _split_model(meta: dict[str, Any]) -> str:
     """How the run split the loads; its mean burst where it recorded one
     (runs before ``--ncons`` used the thesis's 20), which a row named
     ``hywf:ncons=N`` sets for itself."""
     ncons = (meta.get("params") or {}).get("ncons")
-    own = any(":ncons=" in d for d in meta.get("defences", []))
+    own = _rows_set_burst(meta.get("defences", []))
     return (f"`hywf` simulated as {meta.get('hywf_split', SEQUENTIAL_SPLIT)}"
             + (f", bursts of {ncons} packets on average" if ncons else "")
             + (" where the row does not name its own" if ncons and own else ""))
@@ -440,7 +445,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
     if lines[-1]:
         lines.append("")
-    own_burst = (meta.get("params") or {}).get("ncons", NCONS) != NCONS or any(":ncons=" in d for d in results)
+    own_burst = (meta.get("params") or {}).get("ncons", NCONS) != NCONS or _rows_set_burst(results)
     lines += [_wf_corpus_caveat(meta, defended)
               + (f"Only `hywf`'s default burst ({NCONS} packets) is checked against the wire; the other bursts "
                  "here are simulated only. " if defended and own_burst else "")
