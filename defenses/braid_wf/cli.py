@@ -799,9 +799,13 @@ def main(argv: list[str] | None = None) -> int:
                    "scaled again to its loads' median duration)")
     args = p.parse_args(argv)
     if args.cmd == "defenses":
-        if args.budget < 0 or args.idle <= 0 or args.n_chp < 0 or args.ncons < 1 or args.front_n < 1:
-            p.error("defenses: --budget >= 0, --idle > 0, --n-chp >= 0, --ncons >= 1 and --front-n >= 1 "
-                    "are required")
+        try:
+            defense_catalog.check_params(
+                defense_catalog.DefenseParams(budget=args.budget, idle=args.idle, n_chp=args.n_chp,
+                                              ncons=args.ncons, front_n=args.front_n),
+                names={f: "--" + f.replace("_", "-") for f in defense_catalog.SETTINGS})
+        except ValueError as err:
+            p.error(f"defenses: {err}")
         if args.jobs < 1 or (args.epochs is not None and args.epochs < 1) or not 0 < args.base_rate < 1 \
                 or args.repeats < 1 or args.copies < 1 or args.curve_every < 0:
             p.error("defenses: --jobs, --epochs, --repeats, --copies >= 1, --curve-every >= 0 and "

@@ -28,7 +28,7 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -74,9 +74,10 @@ SETTINGS: dict[str, tuple[type, tuple[str, ...]]] = {
 }
 
 
-def check_params(p: DefenseParams) -> None:
-    """ValueError unless every setting is in its range."""
-    bad = [f"{field} {rule} (got {value})" for field, value, ok, rule in (
+def check_params(p: DefenseParams, names: Mapping[str, str] | None = None) -> None:
+    """ValueError unless every setting is in its range, naming each field
+    as ``names`` say (e.g. a command's flags) or by its own name."""
+    bad = [f"{(names or {}).get(field, field)} {rule} (got {value})" for field, value, ok, rule in (
         ("budget", p.budget, p.budget is None or p.budget >= 0, ">= 0"), ("idle", p.idle, p.idle > 0, "> 0"),
         ("n_chp", p.n_chp, p.n_chp >= 0, ">= 0"), ("ncons", p.ncons, p.ncons >= 1, ">= 1"),
         ("front_n", p.front_n, p.front_n >= 1, ">= 1")) if not ok]
