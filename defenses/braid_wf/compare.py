@@ -68,7 +68,7 @@ import numpy.typing as npt
 
 from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS, UNMONITORED, feature_function, make_attack
 from braid_wf.defences.adaptive_padding import fit_histograms
-from braid_wf.defences.catalog import Defense, DefenseParams, base_name, make_defense
+from braid_wf.defences.catalog import ADAPTIVE, Defense, DefenseParams, base_name, make_defense
 from braid_wf.evaluate import Score, split_indices
 from braid_wf.parallel import chunks, submit, workers
 from braid_wf.trace import Dataset, Trace
@@ -225,7 +225,7 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
     """Every (world, defence, attack) cell; ``deadline`` in seconds from
     ``start`` (time.monotonic(); default now)."""
     t0 = time.monotonic() if start is None else start
-    if params.histograms is None and any(base_name(n) in ("ap", "hywf-ap") for n in names):
+    if params.histograms is None and any(base_name(n) in ADAPTIVE for n in names):
         params = dataclasses.replace(params, histograms=fit_histograms(ds.traces))
     y = np.asarray(ds.labels, dtype=np.int64)
     has_unmonitored = bool((y < 0).any())

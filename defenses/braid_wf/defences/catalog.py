@@ -43,6 +43,7 @@ Defense = Callable[[Trace, np.random.Generator], Defended]
 NAMES = ("none", "even", "hywf", "hywf-drift", "ap", "hywf-ap", "front")
 SPLITS = ("even", "hywf", "hywf-drift", "hywf-ap")  # two networks' traces
 PADDING = ("ap", "hywf-ap", "front")
+ADAPTIVE = ("ap", "hywf-ap")  # pad with adaptive padding's delay histograms
 
 
 @dataclasses.dataclass
@@ -68,8 +69,8 @@ class DefenseParams:
 SETTINGS: dict[str, tuple[type, tuple[str, ...]]] = {
     "ncons": (int, ("hywf", "hywf-drift", "hywf-ap")),
     "n_chp": (int, ("hywf-drift", "hywf-ap")),
-    "budget": (float, ("ap", "hywf-ap")),
-    "idle": (float, ("ap", "hywf-ap", "front")),
+    "budget": (float, ADAPTIVE),
+    "idle": (float, (*ADAPTIVE, "front")),
     "front_n": (int, ("front",)),
 }
 
@@ -123,7 +124,7 @@ def make_defense(spec: str, params: DefenseParams | None = None) -> Defense:
     own if any), with ``params`` for whatever it does not set."""
     name, settings = parse_spec(spec)
     p = dataclasses.replace(params or DefenseParams(), **settings)  # type: ignore[arg-type]
-    if name in ("ap", "hywf-ap") and p.histograms is None:
+    if name in ADAPTIVE and p.histograms is None:
         raise ValueError(f"defence {name!r} needs AP histograms (adaptive_padding.fit_histograms)")
     hist = p.histograms
     if name == "none":

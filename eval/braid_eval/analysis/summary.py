@@ -49,7 +49,7 @@ from braid_wf import confusion, loadercheck, wirecheck
 from braid_wf.attacks import ATTACK_NAMES, DEEP_ATTACKS
 from braid_wf.compare import share_band_names
 from braid_wf.deep.train import RECIPES
-from braid_wf.defences.catalog import base_name, parse_spec
+from braid_wf.defences.catalog import ADAPTIVE, base_name, parse_spec
 from braid_wf.defences.hywf_sim import NCONS
 
 E1_TARGET = 1.8  # x single-gateway TCP at <= 0.1 % loss
@@ -399,7 +399,7 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
     meta, results = data["meta"], data["results"]
     attacks, names = meta["attacks"], meta["attack_names"]
     deep = any(a in DEEP_ATTACKS for a in attacks)
-    padded = any(base_name(d) in ("ap", "hywf-ap") for d in results)
+    padded = any(base_name(d) in ADAPTIVE for d in results)
     defended = list(results) != ["none"]
     against = "against the defences" if defended else "undefended"
     lines = [f"## Website fingerprinting: {', '.join(names)} {against}"
