@@ -18,8 +18,9 @@ OUT/wf-captured-web-kfp-ncons.json and OUT/wf-captured-web-df-hywf-ncons100.json
 last seven of web-shaped sites),
 OUT/wf-captured-confusion.json, OUT/wf-captured-confusion-df.json and
 OUT/wf-captured-web-confusion.json (``braid-wf confusion --json``: which
-sites k-FP and DF confuse), OUT/wf-wire-check.json and OUT/wf-tor.json
-(``braid-wf wirecheck --json``: the simulators against the wire, Tor mode), OUT/wf-loaders.json
+sites k-FP and DF confuse), OUT/wf-wire-check.json, OUT/wf-wire-check-long.json
+and OUT/wf-tor.json (``braid-wf wirecheck --json``: the simulators against the
+wire, the same with hywf's 100-packet bursts, Tor mode), OUT/wf-loaders.json
 (``braid-wf loadercheck --json``: the synthetic loader against a browser) and OUT/relay-capacity.json
 (proxy/bench/capacity.py) exists
 (each also accepted as OUT/<name>.json or OUT/<name>/<name>.json), names
@@ -520,7 +521,9 @@ def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
     same loads (braid_wf.wirecheck)."""
     meta, checks = data["meta"], wirecheck.from_json(data)
     held = sum(c.holds for c in checks)
-    return ["## Website fingerprinting: the simulators against the wire", "",
+    # one file per collection: the heading tells them apart
+    collected = ", ".join(dict.fromkeys(f"`{c.condition}`" for c in checks))
+    return [f"## Website fingerprinting: the simulators against the wire, {collected}", "",
             f"(loads collected in braid's kernel under `{meta['root']}`, originals `{meta['originals']}`; "
             f"braid {meta['braid']}, {meta['date']}; closed world, the defence-aware model on network 1's "
             "protected test traces, mean ± sd over each row's splits (a split of the loads into training "
@@ -680,7 +683,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "wf-captured-web-df-hywf-ap": wf_deep_section, "wf-captured-web-kfp-ncons": wf_deep_section,
     "wf-captured-web-df-hywf-ncons100": wf_deep_section,
     "wf-captured-web-confusion": wf_confusion_section,
-    "wf-wire-check": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
+    "wf-wire-check": wf_wire_check_section, "wf-wire-check-long": wf_wire_check_section, "wf-tor": wf_tor_section, "wf-loaders": wf_loaders_section,
     "relay-capacity": relay_capacity_section}
 
 

@@ -278,6 +278,15 @@ WIRE_CHECK = {"meta": {"root": "out/wf", "originals": "out/wf/hywf/all", "repeat
                          {"condition": "hywf-ap", "attack": "df", "loads": 600, "wire": [0.3, 0.3],
                           "simulated": [0.2, 0.2]}]}
 
+# a second collection's check, in a file of its own
+WIRE_CHECK_LONG = {"meta": {"root": "out/wf4", "originals": "out/wf4/hywf-long/all", "repeats": 10, "full": False,
+                            "padding_budget": 0.4, "n_chp": 100, "braid": "0.1.0", "date": "2026-12-07",
+                            "tolerance_points": 5.0},
+                   "checks": [{"condition": "hywf-long", "attack": "kfp", "loads": 600,
+                               "wire": [0.3 + 0.01 * (i % 2) for i in range(10)],
+                               "simulated": [0.28 + 0.01 * (i % 2) for i in range(10)],
+                               "undefended": [0.9] * 10}]}
+
 
 TOR_CHECK = {"meta": {"root": "out/wft", "originals": "out/wft/tor-hywf/all", "sites": 20, "repeats": 3,
                       "full": False, "padding_budget": 0.4, "n_chp": 100, "braid": "0.1.0",
@@ -338,6 +347,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-captured-web-confusion", WF_CAPTURED_WEB_CONFUSION, nested=False)
     write(tmp_path, "relay-capacity", RELAY_CAPACITY, nested=False)
     write(tmp_path, "wf-wire-check", WIRE_CHECK, nested=False)
+    write(tmp_path, "wf-wire-check-long", WIRE_CHECK_LONG, nested=False)
     write(tmp_path, "wf-tor", TOR_CHECK, nested=False)
     write(tmp_path, "wf-loaders", LOADER_CHECK, nested=False)
     text, missing = summarize(tmp_path)
@@ -399,7 +409,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "| connections | 10 (one per object) | 6 | |" in loaders
     assert "| kfp | 79.0 ± 1.4 | 76.0 ± 0.0 | 41.0 ± 1.4 | 42.0 ± 2.8 | 28.0 ± 2.8 | 23.0 ± 1.4 |" in loaders
     assert "| under hywf, network 1, synthetic loader, % | under hywf, network 1, browser loader, % |" in loaders
-    wire = text.split("## Website fingerprinting: the simulators against the wire")[1]
+    wire = section_of(text, "## Website fingerprinting: the simulators against the wire, `hywf`, `hywf-ap`")
     assert ("| hywf | kfp | 600 | 2 | 91.0 ± 1.4 | 40.0 ± 2.8 | 37.0 ± 2.8 | +3.0 ± 0.0 | yes (too few splits) |"
             in wire)
     # recorded without the undefended figure
@@ -407,6 +417,12 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     assert "1 of 2 checks within ±5 points" in wire and "2 with too few splits to tell" in wire
     # recorded before results named their split: the thesis simulator's
     assert "`hywf` simulated as bursts in send order, each whole on its network before the next" in wire
+    assert "hywf-long" not in wire
+    long_burst = section_of(text, "## Website fingerprinting: the simulators against the wire, `hywf-long`")
+    assert "under `out/wf4`, originals `out/wf4/hywf-long/all`" in long_burst
+    assert ("| hywf-long | kfp | 600 | 10 | 90.0 ± 0.0 | 30.5 ± 0.5 | 28.5 ± 0.5 | +2.0 ± 0.0 | yes |"
+            in long_burst)
+    assert "1 of 1 checks within ±5 points" in long_burst and "too few splits" not in long_burst
     tor = section_of(text, "## Website fingerprinting: Tor mode on the wire")
     assert ("| tor-hywf | kfp | 400 | 3 | 80.0 ± 0.0 | 22.0 ± 2.0 | 25.0 ± 0.0 | -3.0 ± 1.2 | yes (too few splits) |"
             in tor)
@@ -509,8 +525,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
                        "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-kfp",
                        "wf-captured-web-deep", "wf-captured-web-tiktok-rf", "wf-captured-web-df-hywf",
                        "wf-captured-web-df-hywf-ap", "wf-captured-web-kfp-ncons", "wf-captured-web-df-hywf-ncons100",
-                       "wf-captured-web-confusion", "wf-wire-check", "wf-tor",
-                       "wf-loaders", "relay-capacity"]
+                       "wf-captured-web-confusion", "wf-wire-check", "wf-wire-check-long",
+                       "wf-tor", "wf-loaders", "relay-capacity"]
     assert "-> **not met**" in text
     assert "Missing (no result file under" in text
     assert ("e1, e1b, e2, e2-variable, e3-braid-delaybal, e3-braid-bernoulli, e3-braid-hywf, e3-braid-default, "
