@@ -11,10 +11,48 @@ shown as "-".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import math
+import statistics
+from collections.abc import Iterator, Sequence
 
 Results = dict[str, dict[str, float]]
 Row = tuple[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class PairedRatio:
+    """The median over items of one condition's figure divided by the
+    baseline's on the same item, with a distribution-free confidence
+    interval for that median (at least ``level`` coverage; with too few
+    items for it, the smallest and largest ratio)."""
+
+    median: float
+    low: float
+    high: float
+    items: int
+    level: float = 0.95
+
+
+def paired_ratio(values: Sequence[float], base: Sequence[float], level: float = 0.95) -> PairedRatio:
+    """Per-item ratios ``values[i] / base[i]``: the same pages under two
+    conditions, so that how long a page takes anyway cancels out (the
+    medians of two runs of differently sized pages do not tell 10 % apart
+    with tens of pages). The interval is the order statistics whose
+    binomial tail probabilities leave at most (1 - level) / 2 outside
+    each side; ValueError for unpaired or empty input or a zero base."""
+    if len(values) != len(base) or not values:
+        raise ValueError(f"paired_ratio: need the same nonzero count of items (got {len(values)}, {len(base)})")
+    if any(b <= 0 for b in base):
+        raise ValueError("paired_ratio: a baseline figure <= 0 has no ratio")
+    ratios = sorted(v / b for v, b in zip(values, base, strict=True))
+    n = len(ratios)
+    # k: how many order statistics the interval leaves out below (and above)
+    tail, k = 0.0, 0
+    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - level) / 2:
+        tail += math.comb(n, k) / 2**n
+        k += 1
+    return PairedRatio(statistics.median(ratios), ratios[max(k - 1, 0)], ratios[n - max(k, 1)], n, level)
 
 
 def ratio(value: float, base: float) -> str:

@@ -26,8 +26,12 @@ captures, for the per-page wan1 share), or with ``--corpus`` loads of the
 website-fingerprinting corpus (``websites.py``: an HTML document, then 1-3
 waves of objects over up to 6 connections), as ``wf collect`` loads them.
 Prints median, mean and p90 page-load time per scheduler and the ratio to
-the first one; with pages, also the per-page wan1 share spread and the
-proxy's join-wait counters. Nothing here asserts a target.
+the first one, and the median of the per-page ratios to the first one
+with its confidence interval (every condition loads the same pages, so
+the ratio page by page leaves out how long a page takes anyway; the JSON
+keeps each page's time, ``page_times_s``); with pages, also the per-page
+wan1 share spread and the proxy's join-wait counters. Nothing here
+asserts a target.
 
 Run inside braid's kernel::
 
@@ -35,7 +39,7 @@ Run inside braid's kernel::
     kernel/vm run --timeout 2400 -- python3 -m braid_eval.bench.pageload --corpus --pages 100
     kernel/vm run -- python3 -m braid_eval.bench.pageload --quick
     kernel/vm run --timeout 3000 -- python3 -m braid_eval.bench.pageload --corpus \
-        --conditions default hywf ap hywf-ap --pages 60 --out out/bench-pageload-defences.json
+        --conditions default hywf ap hywf-ap hywf-long --pages 40 --out out/bench-pageload-defences.json
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ import time
 from pathlib import Path
 
 from braid_eval.analysis.provenance import provenance
-from braid_eval.bench.comparison import text_table
+from braid_eval.bench.comparison import paired_ratio, text_table
 from braid_eval.measure.page_split import PageServer, traced_pages
 from braid_eval.measure.proxy_pair import BraidProxyPair
 from braid_eval.measure.transfer import read_mib
@@ -101,8 +105,10 @@ def summary(times: list[float], shares: list[float], wire: int, held: int, gave_
 
 def run(names: list[str], pages: int, rounds: int, corpus: bool, workdir: Path,
         padding_budget: float = conditions.PADDING_BUDGET,
-        n_chp: int = conditions.N_CHP) -> dict[str, dict[str, float]]:
-    """Every condition loads ``pages`` pages, ``pages // rounds`` per round."""
+        n_chp: int = conditions.N_CHP) -> tuple[dict[str, dict[str, float]], dict[str, list[float]]]:
+    """Every condition loads ``pages`` pages, ``pages // rounds`` per round:
+    the figures per condition, and each condition's load times (s) in
+    page order, the same pages in the same order for every condition."""
     per_round = max(1, pages // rounds)
     times: dict[str, list[float]] = {n: [] for n in names}
     shares: dict[str, list[float]] = {n: [] for n in names}
@@ -146,7 +152,7 @@ def run(names: list[str], pages: int, rounds: int, corpus: bool, workdir: Path,
                 block = times[name][-per_round:]
                 progress.step(f"round {r + 1}/{rounds}, {name}: {len(block)} pages, "
                               f"median {statistics.median(block):.2f} s")
-    return {n: summary(times[n], shares[n], wire[n], *counters[n]) for n in names}
+    return {n: summary(times[n], shares[n], wire[n], *counters[n]) for n in names}, times
 
 
 # Figures per scheduler, side by side with their ratios to the baseline.
@@ -190,7 +196,8 @@ def main() -> int:
     if not 1 <= rounds <= pages:
         p.error("--rounds must be between 1 and --pages")
     with tempfile.TemporaryDirectory(prefix="braid-bench-pl-") as tmp:
-        results = run(args.conditions, pages, rounds, args.corpus, Path(tmp), args.padding_budget, args.n_chp)
+        results, times = run(args.conditions, pages, rounds, args.corpus, Path(tmp), args.padding_budget,
+                             args.n_chp)
     base = args.conditions[0]
     what = "corpus loads (HTML, then 1-3 waves over up to 6 connections)" if args.corpus \
         else "8 objects per page"
@@ -198,10 +205,16 @@ def main() -> int:
           f"braid-proxy, {results[base]['pages']} pages per condition interleaved in {rounds} rounds; "
           "both ends run the scheduler")
     print("\n".join(text_table(results, args.conditions, ROWS, digits=3)))
+    for name in args.conditions[1:]:
+        r = paired_ratio(times[name], times[base])
+        print(f"page-load time {name}/{base}, median of the per-page ratios: {r.median:.3f} "
+              f"({100 * r.level:.0f} % CI {r.low:.3f}-{r.high:.3f}, {r.items} pages)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     params = {"conditions": args.conditions, "pages": pages, "rounds": rounds, "corpus": args.corpus,
               "padding_budget": args.padding_budget, "n_chp": args.n_chp, "quick": args.quick, **provenance()}
-    args.out.write_text(json.dumps({"params": params, "results": results}, indent=2) + "\n")
+    page_times = {n: [round(t, 4) for t in times[n]] for n in args.conditions}
+    args.out.write_text(json.dumps({"params": params, "results": results, "page_times_s": page_times},
+                                   indent=2) + "\n")
     return 0
 
 

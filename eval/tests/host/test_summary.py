@@ -103,6 +103,30 @@ def test_defences_overheads_beside_the_goal(tmp_path: Path) -> None:
             "goal <= +40 % / <= +10 %: **not met**.") in text
 
 
+def test_defences_page_load_overhead_is_judged_page_by_page(tmp_path: Path) -> None:
+    """With each page's time recorded, the time overhead is the median of
+    the per-page ratios, judged by its whole confidence interval: met,
+    missed, or not resolved by the pages."""
+    base = [0.5 + 0.05 * i for i in range(40)]
+    steady = [t * 1.05 for t in base]  # +5 % on every page
+    slow = [t * 1.3 for t in base]
+    noisy = [t * (0.8 if i % 2 else 1.4) for i, t in enumerate(base)]  # half -20 %, half +40 %
+    data = {"params": {"conditions": ["default", "hywf", "ap", "hywf-ap"], "pages": 40, "rounds": 5, "corpus": True,
+                       "padding_budget": 0.4, "n_chp": 100, "quick": False, "kernel": "6.12-braid",
+                       "braid": "abc1234", "date": "2026-12-07"},
+            "results": {n: {"median_s": 1.0, "mean_s": 1.0, "p90_s": 2.0, "wire_kb_per_page": 500.0,
+                            "join_waits": 0, "join_wait_timeouts": 0} for n in ("default", "hywf", "ap", "hywf-ap")},
+            "page_times_s": {"default": base, "hywf": steady, "ap": slow, "hywf-ap": noisy}}
+    write(tmp_path, "bench-pageload-defences", data)
+    text = summarize(tmp_path)[0].split("## Page-load benchmark: the defences")[1]
+    assert "each page's time under the defence divided by the same page's under `default`" in text
+    assert ("- `hywf`: bandwidth overhead +0.0 %, page-load time overhead +5.0 % (95 % CI +5.0 to +5.0 %, "
+            "40 pages) over `default`; goal <= +40 % / <= +10 %: met.") in text
+    assert "- `ap`: bandwidth overhead +0.0 %, page-load time overhead +30.0 % (95 %" in text
+    assert text.split("- `ap`:")[1].split("\n")[0].endswith("**not met**.")
+    assert text.split("- `hywf-ap`:")[1].split("\n")[0].endswith("not resolved by 40 pages.")
+
+
 SIMULT_FLOWS = {"params": {"test": "simult_flows.sh", "schedulers": ["default", "delaybal"],
                            "kernel": "6.12-braid", "braid": "abc1234"},
                 "results": {s: [{"n": 1, "test": "balanced bwidth", "ms": ms, "max_ms": 7906, "ok": ms <= 7906}]
