@@ -6,7 +6,9 @@ that both show the same rows and the same ratios.
 A row is (label, key). A label that starts with a space qualifies the row
 above it ("  of WAN capacity"); rows whose key the baseline lacks (parts of
 a benchmark that were not run) are left out; a ratio to a zero baseline is
-shown as "-".
+shown as "-". :func:`paired_ratio` compares two conditions item by item
+(the same pages under each) where a ratio of two medians would mix in how
+the items differ.
 """
 
 from __future__ import annotations
