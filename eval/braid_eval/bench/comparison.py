@@ -14,6 +14,7 @@ the items differ.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 from collections.abc import Iterator, Sequence
@@ -49,12 +50,11 @@ def paired_ratio(values: Sequence[float], base: Sequence[float], level: float = 
         raise ValueError("paired_ratio: a baseline figure <= 0 has no ratio")
     ratios = sorted(v / b for v, b in zip(values, base, strict=True))
     n = len(ratios)
-    # k: how many order statistics the interval leaves out below (and above)
-    tail, k = 0.0, 0
-    while k < n // 2 and tail + math.comb(n, k) / 2**n <= (1 - level) / 2:
-        tail += math.comb(n, k) / 2**n
-        k += 1
-    return PairedRatio(statistics.median(ratios), ratios[max(k - 1, 0)], ratios[n - max(k, 1)], n, level)
+    # Leaving out m ratios on each side misses the median with probability
+    # 2 P(Bin(n, 1/2) <= m): leave out the most that keeps it within the level.
+    cdf = itertools.accumulate(math.comb(n, i) / 2**n for i in range(n // 2))
+    out = max((m for m, p in enumerate(cdf) if p <= (1 - level) / 2), default=0)
+    return PairedRatio(statistics.median(ratios), ratios[out], ratios[n - 1 - out], n, level)
 
 
 def ratio(value: float, base: float) -> str:
