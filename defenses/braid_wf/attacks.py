@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -347,12 +348,15 @@ class WangKnn:
 
 def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0,
                 progress: Callable[[str], None] | None = None, *, epochs: int | None = None,
-                tam_seconds: float | None = None, n_jobs: int = 1, curve_every: int = 0) -> Attack:
+                tam_seconds: float | None = None, n_jobs: int = 1, curve_every: int = 0,
+                checkpoints: Path | None = None) -> Attack:
     """``progress`` gets the deep attacks' line per epoch (they train for
     minutes to hours); ``epochs`` replaces a deep attack's number of epochs,
     ``tam_seconds`` the time RF's full TAM spans (the paper's 80 s);
     ``n_jobs``: k-FP's forest trains on that many threads; ``curve_every``:
-    a deep attack's learning-curve interval (braid_wf.deep.train)."""
+    a deep attack's learning-curve interval, ``checkpoints``: the directory
+    it saves its training in after every epoch, to go on from there
+    (braid_wf.deep.train)."""
     if name == "kfp":
         return KFingerprinting(trees=200 if quick else 1000, open_world=open_world, seed=seed, n_jobs=n_jobs)
     if name == "cumul":
@@ -364,9 +368,10 @@ def make_attack(name: str, quick: bool, open_world: bool, seed: int = 0,
 
         if quick:
             return DeepAttack(name, size=QUICK_SIZES[name], epochs=epochs or QUICK_EPOCHS, batch=QUICK_BATCH,
-                              seed=seed, progress=progress, tam_seconds=tam_seconds, curve_every=curve_every)
+                              seed=seed, progress=progress, tam_seconds=tam_seconds, curve_every=curve_every,
+                              checkpoints=checkpoints)
         return DeepAttack(name, seed=seed, progress=progress, epochs=epochs, tam_seconds=tam_seconds,
-                          curve_every=curve_every)
+                          curve_every=curve_every, checkpoints=checkpoints)
     raise ValueError(f"unknown attack {name!r} ({', '.join(ALL_ATTACKS)})")
 
 

@@ -333,6 +333,7 @@ DEFENSES_FULL = (50, 30, 500)
 SYNTH_FRONT_N = 400
 SYNTH_FRONT_W_S = (0.05, 0.7)
 SYNTH_LOAD_S = 0.42
+DEEP_CHECKPOINTS = Path("out/wf-checkpoints")
 
 
 def front_window(ds: Dataset) -> tuple[float, float]:
@@ -383,7 +384,9 @@ def cmd_defenses(args: argparse.Namespace) -> int:
         import jax
 
         devices = [str(d) for d in jax.devices()]
-        log(f"JAX {jax.__version__} on {', '.join(devices)}")
+        log(f"JAX {jax.__version__} on {', '.join(devices)}; "
+            + (f"training saved after every epoch in {args.checkpoints}" if args.checkpoints
+               else "no checkpoints"))
     params = defense_catalog.DefenseParams(budget=args.budget, idle=args.idle, n_chp=args.n_chp, ncons=args.ncons,
                                            front_n=args.front_n, front_w=(args.front_w[0], args.front_w[1]))
     open_world = any(lab < 0 for lab in ds.labels)
@@ -442,9 +445,12 @@ def cmd_defenses(args: argparse.Namespace) -> int:
         rows = compare(ds, args.defenses, params, attacks=args.attacks, repeats=args.repeats, quick=not args.full,
                        open_world=open_world, copies=args.copies, seed=args.seed, jobs=args.jobs,
                        epochs=args.epochs, tam_seconds=args.tam_seconds, deadline=args.deadline, start=start,
-                       base_rate=args.base_rate, curve_every=args.curve_every, progress=log, on_cell=on_cell)
+                       base_rate=args.base_rate, curve_every=args.curve_every, checkpoints=args.checkpoints,
+                       progress=log, on_cell=on_cell)
     except KeyboardInterrupt:
-        log("interrupted: writing the cells done so far")
+        log("interrupted: writing the cells done so far"
+            + ("; the same command goes on from the deep attacks' last saved epochs"
+               if args.checkpoints and any(a in DEEP_ATTACKS for a in args.attacks) else ""))
         meta["interrupted"] = True
         write(latest, done=False, final=True)
         return 130
@@ -787,6 +793,12 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--curve-every", type=int, default=0, metavar="N",
                    help="deep attacks: also score the model on the test loads every N epochs and after the "
                    "last (a learning curve in the JSON; the training is the same; default 0: off)")
+    d.add_argument("--checkpoints", type=Path, default=DEEP_CHECKPOINTS, metavar="DIR",
+                   help="deep attacks: save each cell's training here after every epoch; the same command "
+                   "started again goes on from there, and a finished cell is not trained again (default "
+                   f"{DEEP_CHECKPOINTS}, about 40 MB a cell)")
+    d.add_argument("--no-checkpoints", dest="checkpoints", action="store_const", const=None,
+                   help="deep attacks: train from the first epoch, save nothing")
     d.add_argument("--tam-seconds", type=float,
                    help="RF: the time its 1800-slot TAM spans (default the paper's 80 s)")
     d.add_argument("--deadline", type=float,

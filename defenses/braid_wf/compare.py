@@ -31,7 +31,10 @@ are reported as each completes (``on_cell``); with a ``deadline`` a cell
 whose estimated time (from the attack's time per training trace so far)
 would end past it is skipped and marked so. With ``curve_every`` a deep
 attack also records its learning curve on the cell's test traces
-(braid_wf.deep.train).
+(braid_wf.deep.train); with ``checkpoints`` (a directory) a deep attack
+saves its training there after every epoch, so that the same run started
+again goes on from the last epoch of every cell (a finished cell's
+training is not done again).
 
 For a split defence each closed-world cell also records its accuracy by
 the share of the load's bytes that network 1 carried (``by_share``,
@@ -220,7 +223,7 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
             quick: bool, open_world: bool, copies: int = 2, seed: int = 1, jobs: int = 1,
             epochs: int | None = None, tam_seconds: float | None = None, deadline: float | None = None,
             start: float | None = None, base_rate: float = BASE_RATE, curve_every: int = 0,
-            progress: Callable[[str], None] = lambda s: None,
+            checkpoints: Path | None = None, progress: Callable[[str], None] = lambda s: None,
             on_cell: Callable[[list[DefenseResult]], None] = lambda r: None) -> list[DefenseResult]:
     """Every (world, defence, attack) cell; ``deadline`` in seconds from
     ``start`` (time.monotonic(); default now)."""
@@ -323,7 +326,8 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                     + (f"; waited {waited:.1f} s for the workers' features" if waited > 0.5 else ""))
                 stage = time.monotonic()
                 model = make_attack(a, quick, world == "open", seed + rep, say, epochs=epochs,
-                                    tam_seconds=tam_seconds, n_jobs=jobs, curve_every=curve_every)
+                                    tam_seconds=tam_seconds, n_jobs=jobs, curve_every=curve_every,
+                                    checkpoints=checkpoints)
                 truth, labels = y[te], [int(v) for v in ys]
                 if curve_every and a in DEEP_ATTACKS:
                     from braid_wf.deep.train import DeepAttack

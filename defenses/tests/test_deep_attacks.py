@@ -21,19 +21,31 @@ attack, 7.4e-5 for the three.
 Learning curve: DF scored on the test loads during training gives the
 same model, to the prediction, as DF trained without it, and its last
 point is that model's accuracy.
+
+Checkpoints: DF stopped after some epochs and started again goes on from
+its last epoch and ends with the same model, to the prediction, and the
+same curve, as DF trained without a stop; a finished checkpoint is scored
+without training; another training (other labels) does not take it, and a
+file that claims its name is refused. `wf defenses` run again scores the
+saved training to the same results.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from braid_wf import cli
 from braid_wf.attacks import QUICK_EPOCHS, QUICK_SIZES, make_attack
 from braid_wf.deep import inputs
+from braid_wf.deep.checkpoint import CheckpointMismatch
 from braid_wf.deep.models import DFNet, RFNet
 from braid_wf.deep.train import DeepAttack, encoder
 from braid_wf.synth import synthetic_dataset
@@ -125,3 +137,70 @@ def test_learning_curve_scores_held_out_loads_without_changing_the_training(
     assert [epoch for epoch, _ in watched.curve] == [4, 8, QUICK_EPOCHS]
     assert watched.curve[-1][1] == float((pred == truth).mean())
     assert pred.tolist() == plain.predict(test).tolist()
+
+
+class Stop(Exception):
+    """What a killed run is to the training: it ends mid-way."""
+
+
+def test_a_stopped_training_goes_on_from_its_checkpoint_to_the_same_model(
+        tmp_path: Path, corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray]) -> None:
+    train, labels, test, truth = corpus
+    encode = encoder("df", QUICK_SIZES["df"])
+    x, x_test, held_out = encode(train), encode(test), (encode(test), list(truth))
+    plain = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
+    assert isinstance(plain, DeepAttack)
+    plain.fit_features(x, labels, held_out=held_out)
+    epochs_seen: list[str] = []
+
+    def stop_in_epoch_6(line: str) -> None:
+        epochs_seen.append(line)
+        if "epoch 6/" in line:
+            raise Stop
+
+    stopped = make_attack("df", quick=True, open_world=False, seed=1, progress=stop_in_epoch_6, curve_every=4)
+    assert isinstance(stopped, DeepAttack)
+    stopped.checkpoints = tmp_path
+    with pytest.raises(Stop):
+        stopped.fit_features(x, labels, held_out=held_out)
+    resumed = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
+    assert isinstance(resumed, DeepAttack)
+    resumed.checkpoints = tmp_path
+    resumed.fit_features(x, labels, held_out=held_out)
+    assert resumed.resumed_from == 5 and resumed.checkpoint == stopped.checkpoint
+    assert resumed.curve == plain.curve
+    assert resumed.predict_features(x_test).tolist() == plain.predict_features(x_test).tolist()
+
+    again = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
+    assert isinstance(again, DeepAttack)
+    again.checkpoints = tmp_path
+    again.fit_features(x, labels, held_out=held_out)
+    assert again.resumed_from == QUICK_EPOCHS
+    assert again.predict_features(x_test).tolist() == plain.predict_features(x_test).tolist()
+
+    other = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
+    assert isinstance(other, DeepAttack)
+    other.checkpoints = tmp_path
+    shuffled = list(np.random.default_rng(3).permutation(labels))
+    other.recipe = dataclasses.replace(other.recipe, epochs=1)
+    other.fit_features(x, shuffled, held_out=held_out)
+    assert other.resumed_from == 0 and other.checkpoint != resumed.checkpoint
+    assert resumed.checkpoint is not None and other.checkpoint is not None
+    other.checkpoint.unlink()
+    resumed.checkpoint.rename(other.checkpoint)
+    with pytest.raises(CheckpointMismatch, match=str(other.checkpoint)):
+        other.fit_features(x, shuffled, held_out=held_out)
+
+
+def test_wf_defenses_run_again_scores_its_saved_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["defenses", "--sites", "4", "--instances", "6", "--unmonitored", "0", "--repeats", "1",
+            "--copies", "1", "--defenses", "none", "--attacks", "df", "--checkpoints", str(tmp_path / "ck")]
+    assert cli.main([*args, "--json", str(tmp_path / "first.json")]) == 0
+    assert len(list((tmp_path / "ck").glob("df-*.npz"))) == 1
+    capsys.readouterr()
+    assert cli.main([*args, "--json", str(tmp_path / "again.json")]) == 0
+    assert f"{QUICK_EPOCHS} of {QUICK_EPOCHS} epochs done" in capsys.readouterr().err
+    first, again = (json.loads((tmp_path / f"{n}.json").read_text())["results"]["none"]["closed"]["df"]
+                    for n in ("first", "again"))
+    assert first.pop("seconds") > again.pop("seconds")  # no training the second time
+    assert first == again

@@ -30,6 +30,12 @@ the batch-norm statistics recomputed as for prediction. The training is
 the same with or without it (same steps, same random keys): the curve
 shows whether more epochs would have helped, it does not choose the
 epoch.
+
+With ``checkpoints`` (a directory) the training is saved there after
+every epoch, under a name that the training's data and recipe determine,
+and goes on from its last epoch when the same training is started again
+(braid_wf.deep.checkpoint): a 30-epoch run on a CPU takes hours, longer
+than a session may last.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from braid_wf.deep import checkpoint as ckpt
 from braid_wf.deep import inputs, require_jax
 from braid_wf.evaluate import score
 from braid_wf.trace import Trace
@@ -161,7 +169,7 @@ class DeepAttack:
     def __init__(self, attack: str, *, size: int | None = None, epochs: int | None = None,
                  batch: int | None = None, seed: int = 0,
                  progress: Callable[[str], None] | None = None, tam_seconds: float | None = None,
-                 curve_every: int = 0) -> None:
+                 curve_every: int = 0, checkpoints: Path | None = None) -> None:
         if attack not in RECIPES:
             raise ValueError(f"unknown deep attack {attack!r} ({', '.join(RECIPES)})")
         require_jax()
@@ -174,6 +182,9 @@ class DeepAttack:
         self.progress = progress
         self.curve_every = curve_every
         self.curve: list[tuple[int, float]] = []  # (epoch, held-out accuracy)
+        self.checkpoints = checkpoints
+        self.checkpoint: Path | None = None  # the last fit's checkpoint file
+        self.resumed_from = 0  # epochs the last fit found done in it
         self._encode = encoder(attack, self.recipe.size, tam_seconds)
 
     def fit(self, traces: Sequence[Trace], labels: Sequence[int]) -> None:
@@ -199,8 +210,24 @@ class DeepAttack:
         params, state = c.net.init(init_key)
         opt_state = c.opt.init(params)
         rng = np.random.default_rng(self.seed)
+        digest = self._fingerprint(x, y, held_out)
+        first = 0
+        self.checkpoint = self.checkpoints / f"{self.attack}-{digest}.npz" if self.checkpoints else None
+        saved = ckpt.load(self.checkpoint, digest) if self.checkpoint else None
+        if saved is not None:
+            params, state, opt_state, key = self._restore(saved, params, state, opt_state)
+            rng.bit_generator.state = saved.rng
+            self.curve = list(saved.curve)
+            first = saved.epoch
+            if self.progress:
+                self.progress(f"{self.name}: {first} of {self.recipe.epochs} epochs done in {self.checkpoint}; "
+                              "going on from there")
+        self.resumed_from = first
         start = time.monotonic()
-        for epoch in range(self.recipe.epochs):
+        if first == self.recipe.epochs:  # finished before: only the prediction's statistics are left
+            self.compiled, self.params = c, params
+            self.state = self._batch_statistics(xd, batch, state, key)
+        for epoch in range(first, self.recipe.epochs):
             order = rng.permutation(len(x))
             losses, accs = [], []
             lr = np.float32(learning_rate(self.recipe, epoch))
@@ -212,7 +239,7 @@ class DeepAttack:
                 accs.append(acc)
             if self.progress:
                 done = time.monotonic() - start
-                eta = done / (epoch + 1) * (self.recipe.epochs - epoch - 1)
+                eta = done / (epoch + 1 - first) * (self.recipe.epochs - epoch - 1)
                 self.progress(f"{self.name}: epoch {epoch + 1}/{self.recipe.epochs}, "
                               f"loss {float(np.mean(losses)):.3f}, train accuracy {float(np.mean(accs)):.3f}, "
                               f"{done:.0f} s, ETA {eta:.0f} s")
@@ -226,6 +253,37 @@ class DeepAttack:
                 if self.progress:
                     self.progress(f"{self.name}: held-out accuracy after epoch {epoch + 1}: "
                                   f"{100 * self.curve[-1][1]:.1f} %")
+            if self.checkpoint:
+                leaves = [jax.tree_util.tree_leaves(jax.device_get(t)) for t in (params, state, opt_state)]
+                ckpt.save(self.checkpoint, digest, ckpt.Saved(
+                    epoch + 1, params=leaves[0], state=leaves[1], opt_state=leaves[2],
+                    key=np.asarray(jax.random.key_data(key)), rng=dict(rng.bit_generator.state), curve=self.curve))
+
+    def _fingerprint(self, x: npt.NDArray[Any], y: npt.NDArray[Any],
+                     held_out: tuple[npt.NDArray[Any], Sequence[int]] | None) -> str:
+        """What a checkpoint must have been trained on to be continued:
+        the recipe, the seed, the data and (for the curve) the held-out
+        loads and when they are scored."""
+        r = self.recipe
+        extra: list[Any] = [] if held_out is None else [np.asarray(held_out[0], dtype=np.float32),
+                                                        np.asarray(held_out[1], dtype=np.int64),
+                                                        self.curve_every]
+        return ckpt.fingerprint(self.attack, r.size, r.optimizer, r.lr, r.batch, r.epochs, self.seed,
+                                self.classes, x, y, *extra)
+
+    @staticmethod
+    def _restore(saved: ckpt.Saved, params: Any, state: Any, opt_state: Any) -> tuple[Any, Any, Any, Any]:
+        """The saved leaves in the structure of a fresh network's."""
+        import jax
+
+        def tree(like: Any, leaves: list[npt.NDArray[Any]]) -> Any:
+            structure = jax.tree_util.tree_structure(like)
+            if len(jax.tree_util.tree_leaves(like)) != len(leaves):
+                raise ckpt.CheckpointMismatch("the checkpoint's network differs from this one")
+            return jax.device_put(jax.tree_util.tree_unflatten(structure, leaves))
+
+        return (tree(params, saved.params), tree(state, saved.state), tree(opt_state, saved.opt_state),
+                jax.random.wrap_key_data(jax.device_put(saved.key)))
 
     def _batch_statistics(self, x: Any, batch: int, state: Any, key: Any) -> Any:
         """The batch-norm state for prediction: every training batch's own
