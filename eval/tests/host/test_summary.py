@@ -376,6 +376,11 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "wf-loaders", LOADER_CHECK, nested=False)
     text, missing = summarize(tmp_path)
     assert missing == []
+    goal_heading = "## Website fingerprinting: braid's defences against the privacy goal"
+    goal = section_of(text, goal_heading)
+    assert text.split("## Website fingerprinting: ")[1].startswith("braid's defences against the privacy goal")
+    assert "| hywf:ncons=100 | DF 28.0 | DF 28.0 (20 ep.), k-FP 23.1 | +0.0 / - | - | not established:" in goal
+    assert "| hywf | DF 40.0 | DF 40.0 (30 ep.), k-FP 26.7 | +0.0 / +0.0 | +5.0 (median) | **not met** |" in goal
     confused = section_of(text, "## Website fingerprinting: which sites k-FP confuses")
     assert "k-FP: 50.0 % of 6 test loads (6 training), 3 sites, 3 errors." in confused
     assert "| % | 0 | 10 | 25 | 50 | 75 | 90 | 100 |" in confused

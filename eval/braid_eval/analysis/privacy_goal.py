@@ -1,0 +1,162 @@
+"""braid's fingerprinting defences against the privacy goal, one row each,
+from every result that bears on it.
+
+The goal: against the strongest attack, closed-world accuracy on one
+network's traces at most WF_TARGET_PCT, at most WF_OVERHEAD_PCT more bytes
+and at most WF_TIME_PCT more page-load time than ``default``.
+
+The accuracies are those of ``braid-wf defenses`` runs on the captured
+corpus of web-shaped sites (the corpus closest to real pages), the highest
+of each attack over every run of it against the defence; a row is the
+defence with the mean burst it ran with (``hywf`` in a run with ``--ncons
+100`` is ``hywf:ncons=100``). The overheads are the bandwidth the simulator
+adds on that corpus and, where the page-load benchmark ran the defence's
+condition in braid's kernel, its bytes and page-load time on the wire
+(the time as the median of per-page ratios with its confidence interval).
+
+A defence meets the goal only when every published attack (k-FP, DF,
+Tik-Tok, RF) ran against it for its paper's epochs, none is above the
+accuracy bound, both bandwidth figures are within theirs, and the
+page-load time's whole interval is within its bound; it misses it when a
+figure is beyond its bound (for the page-load time, the whole interval);
+otherwise it is not established, and the row says what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from braid_eval.bench.comparison import PairedRatio, paired_ratio
+from braid_wf.attacks import ATTACK_NAMES
+from braid_wf.deep.train import RECIPES
+from braid_wf.defences.catalog import NAMES, SETTINGS, parse_spec
+from braid_wf.defences.hywf_sim import NCONS
+from braid_wf.wirecheck import SIMULATOR
+
+WF_TARGET_PCT = 30.0  # closed-world accuracy on one network's traces, strongest attack
+WF_OVERHEAD_PCT = 40.0  # at most this bandwidth overhead
+WF_TIME_PCT = 10.0  # at most this page-load time overhead
+GOAL_ATTACKS = ("kfp", "df", "tiktok", "rf")  # the attacks the goal is judged against
+
+
+def defence_label(defence: str, meta: dict[str, Any]) -> str:
+    """The defence with the mean burst it ran with where that is not
+    hywf's default: ``hywf`` in a run with ``--ncons 100`` and the row
+    ``hywf:ncons=100`` are both ``hywf:ncons=100``."""
+    base, own = parse_spec(defence)
+    ncons = own.get("ncons", (meta.get("params") or {}).get("ncons", NCONS))
+    own.pop("ncons", None)
+    if base in SETTINGS["ncons"][1] and ncons != NCONS:
+        own["ncons"] = ncons
+    return base + "".join(f":{k}={v}" for k, v in sorted(own.items()))
+
+
+@dataclass
+class Evidence:
+    """What the results say about one defence."""
+
+    accuracy: dict[str, tuple[float, int | None]] = field(default_factory=dict)  # attack -> (highest, epochs)
+    overhead: float | None = None  # simulated bandwidth overhead on the corpus, the largest seen
+    wire_bytes: float | None = None  # bytes on the wire per page over default's
+    page_time: PairedRatio | None = None
+    page_time_median: float | None = None  # median over default's, where pages were not kept
+
+
+def web_runs(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs on the captured corpus of web-shaped sites."""
+    return [r for r in runs if (r["meta"].get("collection") or {}).get("profile") == "web"]
+
+
+def evidence(runs: Iterable[dict[str, Any]], bench: dict[str, Any] | None) -> dict[str, Evidence]:
+    """Per defence label, from ``braid-wf defenses`` results and the
+    page-load benchmark's run of the defences."""
+    rows: dict[str, Evidence] = {}
+    for run in web_runs(runs):
+        meta = run["meta"]
+        for defence, row in run["results"].items():
+            ev = rows.setdefault(defence_label(defence, meta), Evidence())
+            ev.overhead = max(ev.overhead or 0.0, row["overhead"])
+            for attack, cell in row["closed"].items():
+                if cell.get("tpr_mean") is None:
+                    continue
+                epochs = (meta.get("epochs") or RECIPES[attack].epochs) if attack in RECIPES else None
+                if cell["tpr_mean"] > ev.accuracy.get(attack, (-1.0, None))[0]:
+                    ev.accuracy[attack] = (cell["tpr_mean"], epochs)
+    if bench:
+        conditions, results = bench["params"]["conditions"], bench["results"]
+        base, times = conditions[0], bench.get("page_times_s")
+        for cond in conditions[1:]:
+            ev = rows.setdefault(defence_label(SIMULATOR.get(cond, cond), {}), Evidence())
+            ev.wire_bytes = results[cond]["wire_kb_per_page"] / results[base]["wire_kb_per_page"]
+            if times:
+                ev.page_time = paired_ratio(times[cond], times[base])
+            else:
+                ev.page_time_median = results[cond]["median_s"] / results[base]["median_s"]
+    return rows
+
+
+def verdict(ev: Evidence) -> str:
+    """met, **not met**, or not established with what is missing."""
+    time_low = ev.page_time.low if ev.page_time else ev.page_time_median
+    measured = [(max((acc for acc, _ in ev.accuracy.values()), default=None), WF_TARGET_PCT),
+                (ev.overhead, WF_OVERHEAD_PCT),
+                (None if ev.wire_bytes is None else ev.wire_bytes - 1, WF_OVERHEAD_PCT),
+                (None if time_low is None else time_low - 1, WF_TIME_PCT)]
+    if any(value is not None and 100 * value > bound for value, bound in measured):
+        return "**not met**"
+    missing = [ATTACK_NAMES[a] for a in GOAL_ATTACKS if a not in ev.accuracy]
+    short = [f"{ATTACK_NAMES[a]} {epochs} of {RECIPES[a].epochs} epochs" for a, (_, epochs) in ev.accuracy.items()
+             if a in RECIPES and epochs is not None and epochs < RECIPES[a].epochs]
+    gaps = ([f"{', '.join(missing)} not run"] if missing else []) + (
+        [f"trained for {', '.join(short)}"] if short else [])
+    if ev.page_time is None and ev.page_time_median is None:
+        gaps.append("page-load time not measured")
+    elif ev.page_time is not None and 100 * (ev.page_time.high - 1) > WF_TIME_PCT:
+        gaps.append(f"page-load time not resolved by {ev.page_time.items} pages")
+    if ev.wire_bytes is None:
+        gaps.append("bytes on the wire not measured")
+    return "met" if not gaps else f"not established: {'; '.join(gaps)}"
+
+
+def _pct(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{100 * (ratio - 1):+.1f}"
+
+
+def _order(label: str) -> tuple[bool, int, tuple[float, ...]]:
+    """`none` first, then the catalog's order, settings by value."""
+    base, own = parse_spec(label)
+    return label != "none", NAMES.index(base), tuple(v for _, v in sorted(own.items()))
+
+
+def goal_section(runs: Iterable[dict[str, Any]], bench: dict[str, Any] | None) -> list[str]:
+    """The section, or nothing when no run on the web-shaped corpus is there."""
+    runs = list(runs)
+    if not web_runs(runs):
+        return []
+    rows = evidence(runs, bench)
+    lines = ["## Website fingerprinting: braid's defences against the privacy goal", "",
+             f"(goal: against the strongest attack, closed-world accuracy of one network's observer <= "
+             f"{WF_TARGET_PCT:g} %, at <= +{WF_OVERHEAD_PCT:g} % bandwidth and <= +{WF_TIME_PCT:g} % page-load "
+             "time over `default`. Accuracy: the captured corpus of web-shaped sites, 100 sites, chance 1 %, "
+             "defences simulated, the highest of each attack over every run of it in the sections below. "
+             "Bandwidth: simulated on that corpus / on the wire in the page-load benchmark; page-load time: "
+             "the benchmark's median of per-page ratios, 95 % CI)", "",
+             "| defence | strongest attack, % | every attack run, % | bandwidth overhead %, simulated / wire "
+             "| page-load time overhead % | goal |",
+             "|---|---|---|---|---|---|"]
+    for label, ev in sorted(rows.items(), key=lambda kv: _order(kv[0])):
+        ranked = sorted(ev.accuracy.items(), key=lambda kv: -kv[1][0])
+        strongest = f"{ATTACK_NAMES[ranked[0][0]]} {100 * ranked[0][1][0]:.1f}" if ranked else "-"
+        every = ", ".join(f"{ATTACK_NAMES[a]} {100 * acc:.1f}" + (f" ({epochs} ep.)" if epochs is not None else "")
+                          for a, (acc, epochs) in ranked) or "-"
+        sim = "-" if ev.overhead is None else f"{100 * ev.overhead:+.1f}"
+        if ev.page_time:
+            r = ev.page_time
+            time_text = f"{_pct(r.median)} ({_pct(r.low)} to {_pct(r.high)}, {r.items} pages)"
+        else:
+            time_text = _pct(ev.page_time_median) + (" (median)" if ev.page_time_median is not None else "")
+        goal = "undefended" if label == "none" else verdict(ev)
+        lines.append(f"| {label} | {strongest} | {every} | {sim} / {_pct(ev.wire_bytes)} | {time_text} | {goal} |")
+    return [*lines, ""]
