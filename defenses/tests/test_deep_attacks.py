@@ -26,8 +26,11 @@ Checkpoints: DF stopped after some epochs and started again goes on from
 its last epoch and ends with the same model, to the prediction, and the
 same curve, as DF trained without a stop; a finished checkpoint is scored
 without training; another training (other labels) does not take it, and a
-file that claims its name is refused. `wf defenses` run again scores the
-saved training to the same results.
+file that claims its name is refused. DF trained for half the epochs goes
+on to all of them, to the same model and curve as trained for all from
+the start (its learning rate is constant); a checkpoint of more epochs
+than asked for is refused. `wf defenses` run again scores the saved
+training to the same results.
 """
 
 from __future__ import annotations
@@ -123,15 +126,22 @@ def test_attack_learns_and_learns_nothing_from_shuffled_labels(
     assert p > 1 / 40_320
 
 
+@pytest.fixture(scope="module")
+def watched(corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray]) -> DeepAttack:
+    """DF trained on the corpus with its learning curve every 4 epochs."""
+    train, labels, test, truth = corpus
+    model = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
+    assert isinstance(model, DeepAttack)
+    encode = encoder("df", QUICK_SIZES["df"])
+    model.fit_features(encode(train), labels, held_out=(encode(test), list(truth)))
+    return model
+
+
 def test_learning_curve_scores_held_out_loads_without_changing_the_training(
-        corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray]) -> None:
+        corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray], watched: DeepAttack) -> None:
     train, labels, test, truth = corpus
     plain = make_attack("df", quick=True, open_world=False, seed=1)
     plain.fit(train, labels)
-    watched = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
-    assert isinstance(watched, DeepAttack)
-    encode = encoder("df", QUICK_SIZES["df"])
-    watched.fit_features(encode(train), labels, held_out=(encode(test), list(truth)))
     pred = watched.predict(test)
     # Every 4th of the 10 quick epochs, and the last, whose point is the model's score.
     assert [epoch for epoch, _ in watched.curve] == [4, 8, QUICK_EPOCHS]
@@ -144,17 +154,13 @@ class Stop(Exception):
 
 
 def test_a_stopped_training_goes_on_from_its_checkpoint_to_the_same_model(
-        tmp_path: Path, corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray]) -> None:
+        tmp_path: Path, corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray], watched: DeepAttack) -> None:
     train, labels, test, truth = corpus
     encode = encoder("df", QUICK_SIZES["df"])
     x, x_test, held_out = encode(train), encode(test), (encode(test), list(truth))
-    plain = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
-    assert isinstance(plain, DeepAttack)
-    plain.fit_features(x, labels, held_out=held_out)
-    epochs_seen: list[str] = []
+    plain = watched  # trained without a stop, with the same curve
 
     def stop_in_epoch_6(line: str) -> None:
-        epochs_seen.append(line)
         if "epoch 6/" in line:
             raise Stop
 
@@ -177,6 +183,12 @@ def test_a_stopped_training_goes_on_from_its_checkpoint_to_the_same_model(
     again.fit_features(x, labels, held_out=held_out)
     assert again.resumed_from == QUICK_EPOCHS
     assert again.predict_features(x_test).tolist() == plain.predict_features(x_test).tolist()
+
+    shorter = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4, epochs=QUICK_EPOCHS // 2)
+    assert isinstance(shorter, DeepAttack)
+    shorter.checkpoints = tmp_path
+    with pytest.raises(CheckpointMismatch, match=f"holds {QUICK_EPOCHS} epochs"):
+        shorter.fit_features(x, labels, held_out=held_out)
 
     other = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
     assert isinstance(other, DeepAttack)
@@ -204,3 +216,22 @@ def test_wf_defenses_run_again_scores_its_saved_training(tmp_path: Path, capsys:
                     for n in ("first", "again"))
     assert first.pop("seconds") > again.pop("seconds")  # no training the second time
     assert first == again
+
+
+def test_a_finished_training_goes_on_to_more_epochs_under_a_constant_rate(
+        tmp_path: Path, corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray], watched: DeepAttack) -> None:
+    train, labels, test, truth = corpus
+    encode = encoder("df", QUICK_SIZES["df"])
+    x, held_out = encode(train), (encode(test), list(truth))
+    half = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4, epochs=QUICK_EPOCHS // 2)
+    assert isinstance(half, DeepAttack)
+    half.checkpoints = tmp_path
+    half.fit_features(x, labels, held_out=held_out)
+    assert [e for e, _ in half.curve] == [4, QUICK_EPOCHS // 2]
+    whole = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
+    assert isinstance(whole, DeepAttack)
+    whole.checkpoints = tmp_path
+    whole.fit_features(x, labels, held_out=held_out)
+    assert whole.resumed_from == QUICK_EPOCHS // 2 and whole.checkpoint == half.checkpoint
+    assert whole.curve == watched.curve
+    assert whole.predict_features(held_out[0]).tolist() == watched.predict_features(held_out[0]).tolist()

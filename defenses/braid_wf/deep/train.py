@@ -35,7 +35,11 @@ With ``checkpoints`` (a directory) the training is saved there after
 every epoch, under a name that the training's data and recipe determine,
 and goes on from its last epoch when the same training is started again
 (braid_wf.deep.checkpoint): a 30-epoch run on a CPU takes hours, longer
-than a session may last.
+than a session may last. Under a constant learning rate (DF, Tik-Tok) the
+number of epochs is not part of that name, so that a finished training
+goes on to more epochs, to the model a longer training from the start
+would have made; RF's rate decays over the epochs asked for, so its
+checkpoints are per number of epochs.
 """
 
 from __future__ import annotations
@@ -215,10 +219,17 @@ class DeepAttack:
         self.checkpoint = self.checkpoints / f"{self.attack}-{digest}.npz" if self.checkpoints else None
         saved = ckpt.load(self.checkpoint, digest) if self.checkpoint else None
         if saved is not None:
+            if saved.epoch > self.recipe.epochs:
+                raise ckpt.CheckpointMismatch(
+                    f"{self.checkpoint} holds {saved.epoch} epochs of this training, more than the "
+                    f"{self.recipe.epochs} asked for: ask for at least {saved.epoch}, or give another "
+                    "checkpoint directory")
             params, state, opt_state, key = self._restore(saved, params, state, opt_state)
             rng.bit_generator.state = saved.rng
-            self.curve = list(saved.curve)
             first = saved.epoch
+            # a shorter training's last point is not on a longer one's curve
+            self.curve = [(e, a) for e, a in saved.curve
+                          if e == self.recipe.epochs or (self.curve_every and e % self.curve_every == 0)]
             if self.progress:
                 self.progress(f"{self.name}: {first} of {self.recipe.epochs} epochs done in {self.checkpoint}; "
                               "going on from there")
@@ -262,13 +273,15 @@ class DeepAttack:
     def _fingerprint(self, x: npt.NDArray[Any], y: npt.NDArray[Any],
                      held_out: tuple[npt.NDArray[Any], Sequence[int]] | None) -> str:
         """What a checkpoint must have been trained on to be continued:
-        the recipe, the seed, the data and (for the curve) the held-out
-        loads and when they are scored."""
+        the recipe (its number of epochs only where the learning rate
+        depends on it), the seed, the data and (for the curve) the
+        held-out loads and when they are scored."""
         r = self.recipe
         extra: list[Any] = [] if held_out is None else [np.asarray(held_out[0], dtype=np.float32),
                                                         np.asarray(held_out[1], dtype=np.int64),
                                                         self.curve_every]
-        return ckpt.fingerprint(self.attack, r.size, r.optimizer, r.lr, r.batch, r.epochs, self.seed,
+        schedule = r.epochs if r.optimizer != "adamax" else "constant rate"  # see learning_rate()
+        return ckpt.fingerprint(self.attack, r.size, r.optimizer, r.lr, r.batch, schedule, self.seed,
                                 self.classes, x, y, *extra)
 
     @staticmethod
