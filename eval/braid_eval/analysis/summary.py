@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from braid_eval.analysis.privacy_goal import WF_OVERHEAD_PCT, WF_TARGET_PCT, WF_TIME_PCT, goal_section
+from braid_eval.analysis.privacy_goal import WF_OVERHEAD_PCT, WF_TARGET_PCT, WF_TIME_PCT, defence_label, goal_section
 from braid_eval.analysis.provenance import installed_version
 from braid_eval.bench.comparison import markdown_table, paired_ratio
 from braid_eval.bench.pageload import ROWS as PAGELOAD_ROWS
@@ -459,7 +459,8 @@ def wf_deep_section(data: dict[str, Any]) -> list[str]:
                         f"published {max(RECIPES[a].epochs for a in short)} epochs: more may raise it")
         if base_name(defence) == "hywf-ap" and "padding_model" not in meta:
             verdict += ", with its overhead understated"
-        lines.append(f"- `{defence}`: strongest attack run {worst['attack']} at {worst['tpr_mean'] * 100:.1f} % "
+        lines.append(f"- `{defence_label(defence, meta)}`: strongest attack run {worst['attack']} at "
+                     f"{worst['tpr_mean'] * 100:.1f} % "
                      f"with {row['overhead'] * 100:.1f} % bandwidth overhead; goal <= {WF_TARGET_PCT:g} % at "
                      f"<= {WF_OVERHEAD_PCT:g} %: **{verdict}**.")
     if lines[-1]:

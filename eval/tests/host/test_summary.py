@@ -427,7 +427,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
                                "web-shaped sites", 2)
     assert "the other bursts here are simulated only" in long_df
     assert "bursts of 100 packets on average;" in long_df and "| hywf | DF | 10: 19.0, 20: 28.0 |" in long_df
-    assert "`hywf`: strongest attack run DF at 28.0 % with 0.0 % bandwidth overhead" in long_df
+    assert "`hywf:ncons=100`: strongest attack run DF at 28.0 % with 0.0 % bandwidth overhead" in long_df
     assert ("**met by these attacks, DF trained for 20 of the published 30 epochs: more may raise it**"
             in long_df)
     deep = section_of(text, "## Website fingerprinting: which sites DF confuses")
