@@ -22,23 +22,22 @@ Learning curve: DF scored on the test loads during training gives the
 same model, to the prediction, as DF trained without it, and its last
 point is that model's accuracy.
 
-Checkpoints: DF stopped after some epochs and started again goes on from
-its last epoch and ends with the same model, to the prediction, and the
-same curve, as DF trained without a stop; a finished checkpoint is scored
-without training; another training (other labels) does not take it, and a
-file that claims its name is refused. DF trained for half the epochs goes
-on to all of them, to the same model and curve as trained for all from
-the start (its learning rate is constant); a checkpoint of more epochs
-than asked for is refused. `wf defenses` run again scores the saved
+Checkpoints: DF trained for half the epochs goes on to all of them (its
+learning rate is constant), is killed in the middle and started again,
+and ends with the same model, to the prediction, and the same curve, as
+DF trained for all of them without a stop; a finished checkpoint is
+scored without training, and one of more epochs than asked for is
+refused; another training (other labels) does not take it, and a file
+that claims its name is refused. `wf defenses` run again scores the saved
 training to the same results.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -153,53 +152,50 @@ class Stop(Exception):
     """What a killed run is to the training: it ends mid-way."""
 
 
-def test_a_stopped_training_goes_on_from_its_checkpoint_to_the_same_model(
+def df(**settings: Any) -> DeepAttack:
+    model = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4, **settings)
+    assert isinstance(model, DeepAttack)
+    return model
+
+
+def test_checkpoints_carry_a_training_on_to_the_same_model(
         tmp_path: Path, corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray], watched: DeepAttack) -> None:
+    """``watched`` is the same training, uninterrupted."""
     train, labels, test, truth = corpus
     encode = encoder("df", QUICK_SIZES["df"])
-    x, x_test, held_out = encode(train), encode(test), (encode(test), list(truth))
-    plain = watched  # trained without a stop, with the same curve
+    x, x_test = encode(train), encode(test)
+    held_out = (x_test, list(truth))
+    half = df(epochs=QUICK_EPOCHS // 2, checkpoints=tmp_path)
+    half.fit_features(x, labels, held_out=held_out)
+    assert [e for e, _ in half.curve] == [4, QUICK_EPOCHS // 2]
 
-    def stop_in_epoch_6(line: str) -> None:
-        if "epoch 6/" in line:
+    def stop_in_epoch_8(line: str) -> None:
+        if "epoch 8/" in line:
             raise Stop
 
-    stopped = make_attack("df", quick=True, open_world=False, seed=1, progress=stop_in_epoch_6, curve_every=4)
-    assert isinstance(stopped, DeepAttack)
-    stopped.checkpoints = tmp_path
+    stopped = df(checkpoints=tmp_path, progress=stop_in_epoch_8)  # more epochs, then killed
     with pytest.raises(Stop):
         stopped.fit_features(x, labels, held_out=held_out)
-    resumed = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
-    assert isinstance(resumed, DeepAttack)
-    resumed.checkpoints = tmp_path
+    assert stopped.resumed_from == QUICK_EPOCHS // 2 and stopped.checkpoint == half.checkpoint
+    resumed = df(checkpoints=tmp_path)
     resumed.fit_features(x, labels, held_out=held_out)
-    assert resumed.resumed_from == 5 and resumed.checkpoint == stopped.checkpoint
-    assert resumed.curve == plain.curve
-    assert resumed.predict_features(x_test).tolist() == plain.predict_features(x_test).tolist()
+    assert resumed.resumed_from == 7 and resumed.checkpoint == half.checkpoint
+    assert resumed.curve == watched.curve
+    assert resumed.predict_features(x_test).tolist() == watched.predict_features(x_test).tolist()
 
-    again = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
-    assert isinstance(again, DeepAttack)
-    again.checkpoints = tmp_path
+    again = df(checkpoints=tmp_path)
     again.fit_features(x, labels, held_out=held_out)
     assert again.resumed_from == QUICK_EPOCHS
-    assert again.predict_features(x_test).tolist() == plain.predict_features(x_test).tolist()
-
-    shorter = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4, epochs=QUICK_EPOCHS // 2)
-    assert isinstance(shorter, DeepAttack)
-    shorter.checkpoints = tmp_path
+    assert again.predict_features(x_test).tolist() == watched.predict_features(x_test).tolist()
     with pytest.raises(CheckpointMismatch, match=f"holds {QUICK_EPOCHS} epochs"):
-        shorter.fit_features(x, labels, held_out=held_out)
+        df(epochs=QUICK_EPOCHS // 2, checkpoints=tmp_path).fit_features(x, labels, held_out=held_out)
 
-    other = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
-    assert isinstance(other, DeepAttack)
-    other.checkpoints = tmp_path
+    other = df(epochs=1, checkpoints=tmp_path)
     shuffled = list(np.random.default_rng(3).permutation(labels))
-    other.recipe = dataclasses.replace(other.recipe, epochs=1)
     other.fit_features(x, shuffled, held_out=held_out)
-    assert other.resumed_from == 0 and other.checkpoint != resumed.checkpoint
-    assert resumed.checkpoint is not None and other.checkpoint is not None
-    other.checkpoint.unlink()
-    resumed.checkpoint.rename(other.checkpoint)
+    assert other.resumed_from == 0 and other.checkpoint not in (None, half.checkpoint)
+    assert half.checkpoint is not None and other.checkpoint is not None
+    half.checkpoint.replace(other.checkpoint)
     with pytest.raises(CheckpointMismatch, match=str(other.checkpoint)):
         other.fit_features(x, shuffled, held_out=held_out)
 
@@ -216,22 +212,3 @@ def test_wf_defenses_run_again_scores_its_saved_training(tmp_path: Path, capsys:
                     for n in ("first", "again"))
     assert first.pop("seconds") > again.pop("seconds")  # no training the second time
     assert first == again
-
-
-def test_a_finished_training_goes_on_to_more_epochs_under_a_constant_rate(
-        tmp_path: Path, corpus: tuple[list[Trace], list[int], list[Trace], np.ndarray], watched: DeepAttack) -> None:
-    train, labels, test, truth = corpus
-    encode = encoder("df", QUICK_SIZES["df"])
-    x, held_out = encode(train), (encode(test), list(truth))
-    half = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4, epochs=QUICK_EPOCHS // 2)
-    assert isinstance(half, DeepAttack)
-    half.checkpoints = tmp_path
-    half.fit_features(x, labels, held_out=held_out)
-    assert [e for e, _ in half.curve] == [4, QUICK_EPOCHS // 2]
-    whole = make_attack("df", quick=True, open_world=False, seed=1, curve_every=4)
-    assert isinstance(whole, DeepAttack)
-    whole.checkpoints = tmp_path
-    whole.fit_features(x, labels, held_out=held_out)
-    assert whole.resumed_from == QUICK_EPOCHS // 2 and whole.checkpoint == half.checkpoint
-    assert whole.curve == watched.curve
-    assert whole.predict_features(held_out[0]).tolist() == watched.predict_features(held_out[0]).tolist()
