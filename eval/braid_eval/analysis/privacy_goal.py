@@ -58,6 +58,7 @@ class Evidence:
     """What the results say about one defence."""
 
     accuracy: dict[str, tuple[float, int | None]] = field(default_factory=dict)  # attack -> (highest, epochs)
+    most_epochs: dict[str, int] = field(default_factory=dict)  # deep attack -> the longest training run
     overhead: float | None = None  # simulated bandwidth overhead on the corpus, the largest seen
     wire_bytes: float | None = None  # bytes on the wire per page over default's
     page_time: PairedRatio | None = None
@@ -82,6 +83,8 @@ def evidence(runs: Iterable[dict[str, Any]], bench: dict[str, Any] | None) -> di
                 if cell.get("tpr_mean") is None:
                     continue
                 epochs = (meta.get("epochs") or RECIPES[attack].epochs) if attack in RECIPES else None
+                if epochs is not None:
+                    ev.most_epochs[attack] = max(epochs, ev.most_epochs.get(attack, 0))
                 if cell["tpr_mean"] > ev.accuracy.get(attack, (-1.0, None))[0]:
                     ev.accuracy[attack] = (cell["tpr_mean"], epochs)
     if bench:
@@ -107,8 +110,8 @@ def verdict(ev: Evidence) -> str:
     if any(value is not None and 100 * value > bound for value, bound in measured):
         return "**not met**"
     missing = [ATTACK_NAMES[a] for a in GOAL_ATTACKS if a not in ev.accuracy]
-    short = [f"{ATTACK_NAMES[a]} {epochs} of {RECIPES[a].epochs} epochs" for a, (_, epochs) in ev.accuracy.items()
-             if a in RECIPES and epochs is not None and epochs < RECIPES[a].epochs]
+    short = [f"{ATTACK_NAMES[a]} {n} of {RECIPES[a].epochs} epochs" for a, n in ev.most_epochs.items()
+             if n < RECIPES[a].epochs]
     gaps = ([f"{', '.join(missing)} not run"] if missing else []) + (
         [f"trained for {', '.join(short)}"] if short else [])
     if ev.page_time is None and ev.page_time_median is None:

@@ -49,7 +49,11 @@ def test_every_run_of_an_attack_counts_with_its_highest_accuracy() -> None:
     assert set(rows) == {"hywf", "hywf:ncons=100"}
     assert rows["hywf"].accuracy == {"kfp": (0.267, None)}
     assert rows["hywf:ncons=100"].accuracy == {"kfp": (0.231, None), "df": (0.29, 30)}
+    assert rows["hywf:ncons=100"].most_epochs == {"df": 30}
     assert rows["hywf:ncons=100"].page_time is not None and rows["hywf:ncons=100"].page_time.items == PAGES
+    # a shorter training that scored higher counts, but the attack has run in full
+    rows = evidence([run({"hywf": {"df": 0.3}}, epochs=20), run({"hywf": {"df": 0.2}})], None)
+    assert rows["hywf"].accuracy == {"df": (0.3, 20)} and "epochs" not in verdict(rows["hywf"])
 
 
 def test_met_only_with_every_attack_in_full_and_the_whole_interval_inside() -> None:
