@@ -98,6 +98,8 @@ class Cell(Score):
     tpr_on_originals: list[float] = dataclasses.field(default_factory=list)
     precision: list[float] = dataclasses.field(default_factory=list)
     curves: list[list[tuple[int, float]]] = dataclasses.field(default_factory=list)
+    # per repeat, the epochs a deep attack found done in its checkpoint
+    resumed: list[int] = dataclasses.field(default_factory=list)
     # per band of SHARE_BANDS: [test loads, named right], over the repeats
     by_share: list[list[int]] = dataclasses.field(default_factory=list)
     train_size: int = 0
@@ -337,6 +339,8 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                     cell.curves.append(model.curve)
                 else:
                     model.fit_features(x, labels)
+                resumed = getattr(model, "resumed_from", 0)
+                cell.resumed.append(resumed)
                 pred = model.predict_features(x_test)
                 mon = truth >= 0
                 t = float((pred[mon] == truth[mon]).mean())
@@ -362,8 +366,10 @@ def compare(ds: Dataset, names: Sequence[str], params: DefenseParams, *, attacks
                 secs = time.monotonic() - stage
                 cell.seconds += secs
                 cell.test_size = len(te)
-                # The lowest so far: a first fit of a shape also compiles (deep attacks).
-                rate[a] = min(rate.get(a, math.inf), secs / max(len(x), 1))
+                # The lowest so far: a first fit of a shape also compiles (deep attacks);
+                # a training carried on from a checkpoint did only part of the work.
+                if not resumed:
+                    rate[a] = min(rate.get(a, math.inf), secs / max(len(x), 1))
                 say(f"{world} world, {res.name}, {ATTACK_NAMES[a]}: {msg}; {secs:.1f} s "
                     f"({1000 * secs / max(len(x), 1):.2f} ms per training trace); {left(n_cell + 1)}")
             on_cell(results)
@@ -385,7 +391,9 @@ def to_json(results: list[DefenseResult], attacks: Sequence[str], base_rate: flo
     """The results as plain JSON values (NaN as null): per defence its
     overheads and, per world and attack, the per-repeat lists, their mean
     and sd, sizes, seconds and ``skipped``; ``curve``: per repeat the
-    learning curve's [epoch, accuracy] pairs, if recorded."""
+    learning curve's [epoch, accuracy] pairs, if recorded;
+    ``resumed_from_epoch``: per repeat, the epochs a deep attack's training
+    found done in its checkpoint, where any did."""
     out: dict[str, Any] = {}
     for r in results:
         d: dict[str, Any] = {"overhead": _finite(r.overhead), "overhead_median": _finite(r.overhead_median),
@@ -407,6 +415,8 @@ def to_json(results: list[DefenseResult], attacks: Sequence[str], base_rate: flo
                          seconds=round(c.seconds, 2), skipped=c.skipped)
                 if c.curves:
                     e["curve"] = [[[epoch, acc] for epoch, acc in curve] for curve in c.curves]
+                if any(c.resumed):  # its seconds are this run's part of the training only
+                    e["resumed_from_epoch"] = c.resumed
                 if c.by_share:
                     e["by_share"] = [{"share_from": lo, "loads": n, "right": r}
                                      for lo, (n, r) in zip(SHARE_BANDS, c.by_share, strict=True)]

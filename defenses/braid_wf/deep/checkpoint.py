@@ -9,14 +9,17 @@ Resuming from it therefore gives the same model, to the prediction, as a
 training that never stopped (tests/test_deep_attacks.py checks it).
 
 Each checkpoint is tied to one training by a fingerprint of its inputs,
-labels, held-out data and recipe: a checkpoint of another training is
-refused with the path to remove, never silently continued. A finished
+labels, held-out data, recipe and code (the networks, the optimisers, the
+JAX version): a checkpoint of another training is refused with the path
+to remove, never silently continued, and a change to a network starts its
+trainings afresh. A finished
 training keeps its checkpoint, so that running the same command again
 scores the finished model without training it again.
 
 The file is an ``.npz`` (numpy arrays, no pickle), written to a temporary
 name and renamed, so that a stop during the write leaves the previous
-epoch's checkpoint whole.
+epoch's checkpoint whole. A checkpoint that cannot be written (a full
+disk) is reported and the training goes on without it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,17 +71,24 @@ class Saved:
 
 
 def save(path: Path, digest: str, saved: Saved) -> None:
+    """Write ``saved`` as the checkpoint of the training ``digest`` names:
+    to a temporary file of its own (two runs of one training do not mix
+    their writes), then renamed over ``path``."""
     meta = {"format": FORMAT, "fingerprint": digest, "epoch": saved.epoch, "rng": saved.rng,
             "curve": saved.curve, "leaves": [len(saved.params), len(saved.state), len(saved.opt_state)]}
     contents: dict[str, Any] = {"meta": np.asarray(json.dumps(meta)), "key": saved.key}
     contents.update((f"leaf{i}", a) for i, a in enumerate([*saved.params, *saved.state, *saved.opt_state]))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **contents)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **contents)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def load(path: Path, digest: str) -> Saved | None:

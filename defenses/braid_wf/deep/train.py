@@ -167,6 +167,21 @@ def _compile(network: str, size: int, classes: int, optimizer: str) -> Compiled:
     return Compiled(net, opt, jax.jit(step, donate_argnums=(0, 1, 2)), jax.jit(stats), jax.jit(predict))
 
 
+@lru_cache(maxsize=1)
+def _code_version() -> str:
+    """The networks, their layers, the optimisers and the JAX that runs
+    them: a checkpoint made by other code is not continued."""
+    import inspect
+
+    import jax
+    import optax
+
+    from braid_wf.deep import layers, models
+
+    return ckpt.fingerprint(inspect.getsource(models), inspect.getsource(layers), inspect.getsource(_optimizer),
+                            inspect.getsource(_compile), jax.__version__, optax.__version__)
+
+
 class DeepAttack:
     """One of DF, Tik-Tok, RF; ``progress`` gets a line per epoch."""
 
@@ -266,23 +281,28 @@ class DeepAttack:
                                   f"{100 * self.curve[-1][1]:.1f} %")
             if self.checkpoint:
                 leaves = [jax.tree_util.tree_leaves(jax.device_get(t)) for t in (params, state, opt_state)]
-                ckpt.save(self.checkpoint, digest, ckpt.Saved(
-                    epoch + 1, params=leaves[0], state=leaves[1], opt_state=leaves[2],
-                    key=np.asarray(jax.random.key_data(key)), rng=dict(rng.bit_generator.state), curve=self.curve))
+                try:
+                    ckpt.save(self.checkpoint, digest, ckpt.Saved(
+                        epoch + 1, params=leaves[0], state=leaves[1], opt_state=leaves[2],
+                        key=np.asarray(jax.random.key_data(key)), rng=dict(rng.bit_generator.state),
+                        curve=self.curve))
+                except OSError as err:
+                    if self.progress:
+                        self.progress(f"{self.name}: epoch {epoch + 1} not saved ({err}); the training goes on")
 
     def _fingerprint(self, x: npt.NDArray[Any], y: npt.NDArray[Any],
                      held_out: tuple[npt.NDArray[Any], Sequence[int]] | None) -> str:
         """What a checkpoint must have been trained on to be continued:
-        the recipe (its number of epochs only where the learning rate
-        depends on it), the seed, the data and (for the curve) the
-        held-out loads and when they are scored."""
+        the code that trains, the recipe (its number of epochs only where
+        the learning rate depends on it), the seed, the data and (for the
+        curve) the held-out loads and when they are scored."""
         r = self.recipe
         extra: list[Any] = [] if held_out is None else [np.asarray(held_out[0], dtype=np.float32),
                                                         np.asarray(held_out[1], dtype=np.int64),
                                                         self.curve_every]
         schedule = r.epochs if r.optimizer != "adamax" else "constant rate"  # see learning_rate()
-        return ckpt.fingerprint(self.attack, r.size, r.optimizer, r.lr, r.batch, schedule, self.seed,
-                                self.classes, x, y, *extra)
+        return ckpt.fingerprint(_code_version(), self.attack, r.size, r.optimizer, r.lr, r.batch, schedule,
+                                self.seed, self.classes, x, y, *extra)
 
     @staticmethod
     def _restore(saved: ckpt.Saved, params: Any, state: Any, opt_state: Any) -> tuple[Any, Any, Any, Any]:

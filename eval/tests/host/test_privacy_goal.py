@@ -16,7 +16,8 @@ PAGES = 40
 def run(rows: dict[str, dict[str, float]], epochs: int | None = 30, ncons: int = 20,
         collection: dict[str, str] | None = WEB) -> dict[str, Any]:
     """A ``braid-wf defenses`` result: per defence, attack -> accuracy."""
-    return {"meta": {"collection": collection, "epochs": epochs, "params": {"ncons": ncons}},
+    return {"meta": {"collection": collection, "epochs": epochs, "params": {"ncons": ncons}, "sites": 100,
+                     "full": True},
             "results": {d: {"overhead": 0.3 if "ap" in d else 0.0,
                             "closed": {a: {"attack": a, "tpr_mean": acc} for a, acc in cells.items()}}
                         for d, cells in rows.items()}}
@@ -25,6 +26,7 @@ def run(rows: dict[str, dict[str, float]], epochs: int | None = 30, ncons: int =
 def bench(factors: dict[str, float], wire: dict[str, float] | None = None) -> dict[str, Any]:
     """The page-load benchmark with every page ``factor`` times default's."""
     base = [0.5 + 0.05 * i for i in range(PAGES)]
+    factors = {**factors, "bernoulli": 1.0}  # a bare scheduler too: the benchmark compares those as well
     conditions = ["default", *factors]
     return {"params": {"conditions": conditions},
             "results": {c: {"median_s": 1.0, "wire_kb_per_page": 100.0 * (wire or {}).get(c, 1.0)}
@@ -44,7 +46,8 @@ def test_every_run_of_an_attack_counts_with_its_highest_accuracy() -> None:
     runs = [run({"hywf": {"kfp": 0.267}, "hywf:ncons=100": {"kfp": 0.231}}, epochs=None),
             run({"hywf": {"df": 0.276}}, epochs=20, ncons=100),
             run({"hywf": {"df": 0.29}}, ncons=100),
-            run({"hywf": {"df": 0.9}}, collection={"condition": "single"})]  # not the web-shaped corpus
+            run({"hywf": {"df": 0.9}}, collection={"condition": "single"}),  # not the web-shaped corpus
+            {**run({"hywf": {"df": 0.95}}), "meta": {**run({})["meta"], "full": False}}]  # quick attacks
     rows = evidence(runs, bench({"hywf-long": 1.05}))
     assert set(rows) == {"hywf", "hywf:ncons=100"}
     assert rows["hywf"].accuracy == {"kfp": (0.267, None)}
@@ -70,6 +73,10 @@ def test_met_only_with_every_attack_in_full_and_the_whole_interval_inside() -> N
     noisy["page_times_s"]["hywf"] = [t * (0.8 if i % 2 else 1.4) for i, t in enumerate(noisy["page_times_s"]["hywf"])]
     rows = evidence([run({"hywf": every})], noisy)
     assert verdict(rows["hywf"]) == f"not established: page-load time not resolved by {PAGES} pages"
+    median_only = bench({"hywf": 1.0})
+    del median_only["page_times_s"]
+    rows = evidence([run({"hywf": every})], median_only)
+    assert verdict(rows["hywf"]) == "not established: page-load time without a confidence interval"
 
 
 def test_the_section_lists_none_first_and_needs_a_web_run() -> None:
