@@ -796,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--checkpoints", type=Path, default=DEEP_CHECKPOINTS, metavar="DIR",
                    help="deep attacks: save each cell's training here after every epoch; the same command "
                    "started again goes on from there, and a finished cell is not trained again (default "
-                   f"{DEEP_CHECKPOINTS}, about 40 MB a cell)")
+                   f"{DEEP_CHECKPOINTS}; tens of MB a cell)")
     d.add_argument("--no-checkpoints", dest="checkpoints", action="store_const", const=None,
                    help="deep attacks: train from the first epoch, save nothing")
     d.add_argument("--tam-seconds", type=float,

@@ -12,9 +12,9 @@ Each checkpoint is tied to one training by a fingerprint of its inputs,
 labels, held-out data, recipe and code (the networks, the optimisers, the
 JAX version): a checkpoint of another training is refused with the path
 to remove, never silently continued, and a change to a network starts its
-trainings afresh. A finished
-training keeps its checkpoint, so that running the same command again
-scores the finished model without training it again.
+trainings afresh. A finished training keeps its checkpoint, so that
+running the same command again scores the finished model without
+training it again.
 
 The file is an ``.npz`` (numpy arrays, no pickle), written to a temporary
 name and renamed, so that a stop during the write leaves the previous
