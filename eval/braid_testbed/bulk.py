@@ -176,11 +176,13 @@ def receive_stream(sock: socket.socket, nbytes: int,
 class Upload:
     """How an upload ends: ``deadline`` (monotonic, 0: none) stops the data
     early; ``hold`` makes the sender wait, connection open and idle, until
-    that file exists (at most ``hold_s``) before it half-closes."""
+    that file exists (at most ``hold_s``) before it half-closes;
+    ``before_half_close`` is called with the socket just before that."""
 
     deadline: float = 0.0
     hold: Path | None = None
     hold_s: float = IDLE_TIMEOUT_S
+    before_half_close: Callable[[socket.socket], None] | None = None
 
     def over(self) -> bool:
         return bool(self.deadline) and time.monotonic() >= self.deadline
@@ -192,6 +194,8 @@ class Upload:
                 if time.monotonic() > limit:
                     raise TimeoutError(f"{self.hold} did not appear within {self.hold_s:.0f} s")
                 time.sleep(0.05)
+        if self.before_half_close:
+            self.before_half_close(sock)
         sock.shutdown(socket.SHUT_WR)
 
 
@@ -347,6 +351,11 @@ def handle(conn: socket.socket, progress: Path | None = None,
         if mode == MODE_UPLOAD:
             try:
                 digest, got, secs = receive_stream(conn, nbytes, progress_writer(progress, conn))
+                # The reply waits for the sender's half-close, so that the
+                # sender's last look at its connection (its subflows' ids)
+                # comes before this end can close it.
+                if got == nbytes and conn.recv(1):
+                    return  # more than announced: no reply, the sender fails
                 conn.sendall(REPLY.pack(digest, got, secs))
             except ConnectionError:
                 return  # a sender stopped mid-upload (experiments.timevarying stops its own): its side reports
@@ -492,6 +501,15 @@ def transfer(args: argparse.Namespace, seed: int,
     """One connection in the requested mode; returns its JSON-able result.
     On a ``reused`` socket it disconnects at the end instead of closing."""
     sock = reused or client_socket(args)
+    seen_ids: list[list[int] | None] = []
+
+    def note_subflow_ids(s: socket.socket) -> None:
+        """The subflows' ids, taken once, before this end half-closes or
+        closes: the peer closes once it has seen that, and a kernel that
+        then closes the first subflow resets its id to 0 (upstream does)."""
+        if args.mptcp and not seen_ids:
+            seen_ids.append(subflow_ids(s))
+
     start_wall = time.time()
     sock.connect((args.host, args.port))
     mode = MODES[args.mode]
@@ -500,7 +518,7 @@ def transfer(args: argparse.Namespace, seed: int,
     result: dict[str, object] = {"mode": args.mode, "seed": seed, "start": start_wall}
     start = time.monotonic()
     upload = Upload(deadline=start + args.seconds if args.seconds else 0.0,
-                    hold=args.hold_file, hold_s=args.timeout)
+                    hold=args.hold_file, hold_s=args.timeout, before_half_close=note_subflow_ids)
     if args.mode == "paced":
         sent_digest, sent, windows = send_paced(sock, seed, args.bytes, args.rates, upload)
         digest, got, _ = REPLY.unpack(recv_exact(sock, REPLY.size))
@@ -535,6 +553,7 @@ def transfer(args: argparse.Namespace, seed: int,
             recv_exact(sock, 1)  # the server has every byte of this phase
             windows.append([t0, time.time()])
             combined.update(phase_digest.digest())
+        note_subflow_ids(sock)
         sock.shutdown(socket.SHUT_WR)
         digest, got, _ = REPLY.unpack(recv_exact(sock, REPLY.size))
         secs = time.monotonic() - start
@@ -556,6 +575,7 @@ def transfer(args: argparse.Namespace, seed: int,
             ok &= digest == expected.digest() and n == args.bytes
             got += n
             windows.append([t0, time.time()])
+        note_subflow_ids(sock)
         sock.shutdown(socket.SHUT_WR)
         secs = time.monotonic() - start
         result["phases"] = windows
@@ -578,7 +598,8 @@ def transfer(args: argparse.Namespace, seed: int,
             "mean": round(sum(latencies) / len(latencies), 3),
         }
     if args.mptcp:
-        result["subflow_ids"] = subflow_ids(sock)
+        note_subflow_ids(sock)
+        result["subflow_ids"] = seen_ids[0]
     if reused:
         disconnect(sock)
     else:
