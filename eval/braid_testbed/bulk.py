@@ -6,9 +6,12 @@ VM as ``python3 eval/braid_testbed/bulk.py``.
 
 Protocol: the client sends a header ``BRD1 | mode | nbytes | seed``. In
 ``upload`` mode it then streams ``nbytes`` of a seeded pseudo-random stream and
-half-closes; the server answers with the SHA-256 of what it received and the
-receive duration. In ``download`` mode the server streams the same kind of data
-and the client checks the digest itself. The client prints one JSON line::
+half-closes; the server answers, once it has seen that half-close, with the
+SHA-256 of what it received and the receive duration. In ``download`` mode the
+server streams the same kind of data and the client checks the digest itself.
+An MPTCP client's result names its subflows' ids (``subflow_ids``), read
+before it half-closes or closes, while the connection is whole. The client
+prints one JSON line::
 
     {"mode": "upload", "bytes": 10485760, "seconds": 4.2, "goodput_mbit": 19.9,
      "digest_ok": true}
