@@ -356,9 +356,14 @@ def handle(conn: socket.socket, progress: Path | None = None,
                 digest, got, secs = receive_stream(conn, nbytes, progress_writer(progress, conn))
                 # The reply waits for the sender's half-close, so that the
                 # sender's last look at its connection (its subflows' ids)
-                # comes before this end can close it.
-                if got == nbytes and conn.recv(1):
-                    return  # more than announced: no reply, the sender fails
+                # comes before this end can close it; a sender that holds
+                # its connection open longer than the timeout is answered
+                # when the timeout ends.
+                try:
+                    if got == nbytes and conn.recv(1):
+                        return  # more than announced: no reply, the sender fails
+                except TimeoutError:
+                    pass
                 conn.sendall(REPLY.pack(digest, got, secs))
             except ConnectionError:
                 return  # a sender stopped mid-upload (experiments.timevarying stops its own): its side reports

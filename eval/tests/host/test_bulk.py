@@ -22,12 +22,12 @@ def free_port(family: int = socket.AF_INET, host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def serve_one(host: str, port: int, progress: Path) -> threading.Thread:
+def serve_one(host: str, port: int, progress: Path, extra: tuple[str, ...] = ()) -> threading.Thread:
     """A bulk.py server for one connection, in a thread; returns once it
     listens (it says so on its output after listen())."""
     out = io.StringIO()
     t = threading.Thread(target=bulk.main, args=(["serve", "--bind", host, "--port", str(port), "--count", "1",
-                                                  "--progress", str(progress)], out, io.StringIO()),
+                                                  "--progress", str(progress), *extra], out, io.StringIO()),
                          daemon=True)
     t.start()
     deadline = time.monotonic() + 30  # generous: the suite may share the cores with a VM
@@ -78,6 +78,20 @@ def test_hold_file_keeps_the_connection_open_until_it_exists(tmp_path: Path) -> 
     server.join(10)
     rc, result, err = done[0]
     assert rc == 0 and result["digest_ok"] is True and result["bytes"] == 64 << 10, err
+
+
+def test_a_hold_longer_than_the_server_s_timeout_is_answered(tmp_path: Path) -> None:
+    """The server answers an upload once the sender has half-closed, or,
+    for a sender that holds its connection open past the server's
+    --timeout, when that timeout ends: the upload still checks out."""
+    port = free_port()
+    server = serve_one("127.0.0.1", port, tmp_path / "progress", ("--timeout", "0.3"))
+    release = tmp_path / "release"
+    threading.Timer(1.0, release.touch).start()
+    rc, result, err = send(["--host", "127.0.0.1", "--port", str(port), "--bytes", "64K",
+                            "--hold-file", str(release)])
+    server.join(10)
+    assert rc == 0 and result["digest_ok"] is True, err
 
 
 def test_upload_over_ipv6(tmp_path: Path) -> None:
