@@ -90,8 +90,9 @@ class VmError(RuntimeError):
     """The VM could not be started or did not finish in time."""
 
 
-def guest_script(command: list[str], image: KernelImage, cwd: Path) -> str:
-    """Shell run inside the guest: verify the kernel, then exec the command."""
+def guest_script(command: list[str], image: KernelImage, cwd: Path, started: Path | None = None) -> str:
+    """Shell run inside the guest: create ``started`` (if given: the host
+    then knows the guest ran), verify the kernel, then exec the command."""
     marker = image.marker
     env = {"PYTHONPATH": GUEST_PYTHONPATH} | {
         k: v for k, v in os.environ.items()
@@ -99,8 +100,9 @@ def guest_script(command: list[str], image: KernelImage, cwd: Path) -> str:
         or k in ("PATH", "PYTHONPATH", "HOME", "GOPATH", "GOCACHE", "MPLCONFIGDIR")
     }
     env_exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in env.items())
+    mark_started = f": > {shlex.quote(str(started))}; " if started else ""
     return (
-        f"if ! grep -q {shlex.quote(marker)} /proc/version; then "
+        f"{mark_started}if ! grep -q {shlex.quote(marker)} /proc/version; then "
         f"echo 'vm: booted kernel is not braid {marker}:' \"$(cat /proc/version)\" >&2; "
         f"exit {WRONG_KERNEL_STATUS}; fi; "
         f"{guest_pth_prelude(Path(sysconfig.get_paths()['purelib']))}"
@@ -183,16 +185,37 @@ def run_in_vm(
     # on x86): a long command after the exports did not boot, exit 255 and
     # no message. The guest sees the host's file system, so the script goes
     # in a file and the command line carries its path.
-    with tempfile.NamedTemporaryFile("w", prefix="vm-exec-", suffix=".sh", dir=cache_dir()) as script:
-        script.write(guest_script(command, image, work))
+    # The guest marks that it started in a directory of its own that it may
+    # write: a VM that stops without the mark never ran the command.
+    with tempfile.NamedTemporaryFile("w", prefix="vm-exec-", suffix=".sh", dir=cache_dir()) as script, \
+            tempfile.TemporaryDirectory(prefix="vm-started-", dir=cache_dir()) as mark_dir:
+        started = Path(mark_dir) / "started"
+        script.write(guest_script(command, image, work, started))
         script.flush()
         vng = vng_command(image, f"sh {shlex.quote(script.name)}", cpus or min(2, os.cpu_count() or 1),
-                          memory, dirs)
+                          memory, [*dirs, Path(mark_dir)])
         # TCG VMs are CPU-bound: two at once on a small machine make both slow
         # enough for timing-sensitive tests to fail, so VMs take turns.
         with exclusive(cache_dir() / "vm.lock",
                        "another braid VM is running on this machine; waiting for it to finish"):
-            return _boot(vng, image, command, timeout_s)
+            return boot_until_started(vng, image, command, timeout_s, started)
+
+
+def boot_until_started(vng: list[str], image: KernelImage, command: list[str], timeout_s: float,
+                       started: Path, tries: int = 2) -> int:
+    """Boot, and boot again (up to ``tries`` boots) while the VM stops
+    before its guest created ``started``: qemu itself failed (it has
+    segfaulted on start on this host, status 255 and no message), and as
+    the command never ran, running it now repeats nothing. A boot that
+    times out is not repeated."""
+    status = _boot(vng, image, command, timeout_s)
+    for attempt in range(2, tries + 1):
+        if started.exists() or status == TIMEOUT_STATUS:
+            break
+        print(f"vm: the VM stopped with status {status} before its guest started; "
+              f"booting it again (boot {attempt} of {tries})", file=sys.stderr, flush=True)
+        status = _boot(vng, image, command, timeout_s)
+    return status
 
 
 def _boot(vng: list[str], image: KernelImage, command: list[str], timeout_s: float) -> int:

@@ -102,3 +102,35 @@ def test_guest_finds_every_package_braid_installs() -> None:
         assert str(Path(where).parent) in vmrun.PACKAGE_ROOTS, package
     for root in vmrun.PACKAGE_ROOTS:
         assert (vmrun.REPO_DIR / root).is_dir(), root
+
+
+def test_guest_marks_that_it_started_before_anything_else(tmp_path: Path) -> None:
+    """The guest script's first step creates the started mark: run on this
+    machine (not braid's kernel), it marks, then refuses the kernel."""
+    image = KernelImage(bzimage=tmp_path / "bzImage", config=tmp_path / "config", build_hash="0" * 64)
+    started = tmp_path / "started"
+    script = vmrun.guest_script(["true"], image, tmp_path, started)
+    run = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, check=False)
+    assert run.returncode == vmrun.WRONG_KERNEL_STATUS
+    assert started.exists()
+
+
+def test_a_vm_that_never_started_its_guest_is_booted_again(tmp_path: Path) -> None:
+    """A boot that stops before the guest's mark (qemu failing on start) is
+    tried again, once; one whose guest started is not, whatever its
+    status, and neither is one that timed out."""
+    image = KernelImage(bzimage=tmp_path / "bzImage", config=tmp_path / "config", build_hash="0" * 64)
+    boots, started = tmp_path / "boots", tmp_path / "started"
+
+    def boot(shell: str, timeout_s: float = 30) -> tuple[int, int]:
+        boots.unlink(missing_ok=True)
+        started.unlink(missing_ok=True)
+        status = vmrun.boot_until_started(["sh", "-c", f"echo >> {boots}; {shell}"], image, ["cmd"],
+                                          timeout_s, started)
+        return status, len(boots.read_text().splitlines())
+
+    assert boot("exit 255") == (255, 2)
+    # the second boot's guest starts: its status is the run's
+    assert boot(f"if [ -e {started}.once ]; then : > {started}; exit 0; fi; : > {started}.once; exit 255") == (0, 2)
+    assert boot(f": > {started}; exit 3") == (3, 1)
+    assert boot("sleep 5", timeout_s=0.5) == (vmrun.TIMEOUT_STATUS, 1)
