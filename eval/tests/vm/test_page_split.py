@@ -26,7 +26,7 @@ import pytest
 from scipy import stats
 
 from braid_eval.analysis.false_failure import FALSE_FAILURE, least_count, prob_below
-from braid_eval.measure.page_split import FirstFlight, PageServer, PageTrace, model_shares, traced_pages
+from braid_eval.measure.page_split import PageServer, PageTrace, model_shares, traced_pages
 from braid_eval.measure.proxy_pair import BraidProxyPair
 from braid_eval.measure.transfer import read_mib
 from braid_testbed import LinkSpec, StandardTestbed
@@ -88,11 +88,11 @@ def strays_allowed(pages: list[PageTrace], timeouts: int) -> int:
     return timeouts + max((p.capture_drops for p in pages), default=0)
 
 
-def check_strays(label: str, way: str, flights: list[FirstFlight], pages: list[PageTrace],
-                 timeouts: int) -> None:
-    """At most strays_allowed of ``flights`` left before their join; a
-    failure names the series, the allowance and the first stray's
-    timeline."""
+def check_strays(label: str, way: str, pages: list[PageTrace], timeouts: int) -> None:
+    """At most strays_allowed of the first flights of ``pages`` one ``way``
+    ("request" or "answer") left before their join; a failure names the
+    series, the allowance and the first stray's timeline."""
+    flights = [f for p in pages for f in (p.first_requests if way == "request" else p.first_answers)]
     strays = [f for f in flights if f.before_join]
     allowed = strays_allowed(pages, timeouts)
     assert len(strays) <= allowed, (
@@ -493,21 +493,17 @@ def test_small_first_flights_follow_the_split(bed: PageBed) -> None:
         assert len(requests) >= len(pages) * PAGE_OBJECTS * 3 // 4
     held, proxy, off = (series[k][1] for k in ("no spares, held", "no spares, proxy holds",
                                                  "no spares, hold off"))
-    traced = {label: s[0] for label, s in series.items()}
     # A spare taken before its join had finished (take prefers joined
     # ones) is held like a connection dialled when asked for.
     for label in ("spares", "no spares, held"):
         pages, c = series[label]
-        check_strays(label, "request", [f for p in pages for f in p.first_requests], pages,
-                     c["client SchedJoinWaitTimeout"])
-        check_strays(label, "answer", [f for p in pages for f in p.first_answers], pages,
-                     c["SchedJoinWaitTimeout"])
+        check_strays(label, "request", pages, c["client SchedJoinWaitTimeout"])
+        check_strays(label, "answer", pages, c["SchedJoinWaitTimeout"])
     # the client holds its requests; the join is then done before any answer
     assert held["client SchedJoinWait"] >= 1 and off["client SchedJoinWait"] == 0
     # the client does not: its requests beat the join, the proxy holds answers
     assert sent["no spares, proxy holds"] >= 10 and proxy["SchedJoinWait"] >= 1
-    pages = traced["no spares, proxy holds"]
-    check_strays("no spares, proxy holds", "answer", [f for p in pages for f in p.first_answers], pages,
+    check_strays("no spares, proxy holds", "answer", series["no spares, proxy holds"][0],
                  proxy["SchedJoinWaitTimeout"])
     # The control: with both holds off, requests beat the join in this
     # setting (by the hundred). Whether an unheld answer does depends on
