@@ -79,12 +79,25 @@ u32 harness_hywf_next_burst(struct hywf_epoch *e, u32 ps_permille, u32 ncons,
 }
 
 u32 harness_hywf_take_burst(struct hywf_epoch *e, u32 ncons, u32 n,
-			    u32 now_ms, u32 idle_ms, u32 *burst_pkts)
+			    u32 now_ms, u32 idle_ms, u32 *burst_pkts,
+			    u32 *piece_seq)
 {
 	struct hywf_params p = { .ps_permille = 500, .ncons = ncons };
 
 	return hywf_take_burst(e, &p, n, now_ms, idle_ms, NULL, &rnd,
-			       burst_pkts);
+			       burst_pkts, piece_seq);
+}
+
+bool harness_hywf_give_back(struct hywf_epoch *e, u32 n, u32 piece_seq,
+			    u32 pkts, u32 now_ms, u32 idle_ms)
+{
+	return hywf_give_back(e, n, piece_seq, pkts, now_ms, idle_ms);
+}
+
+u32 harness_hywf_take_back(struct hywf_epoch *e, u32 n, u32 piece_seq,
+			   u32 pkts, u32 now_ms, u32 idle_ms)
+{
+	return hywf_take_back(e, n, piece_seq, pkts, now_ms, idle_ms);
 }
 
 u32 harness_hywf_next_burst_drift(struct hywf_epoch *e, struct hywf_drift *d,

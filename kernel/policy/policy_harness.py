@@ -31,6 +31,7 @@ class HywfEpoch(ctypes.Structure):
         ("last_ms", ctypes.c_uint32),
         ("draws", ctypes.c_uint32),
         ("burst_left", ctypes.c_uint32),
+        ("burst_seq", ctypes.c_uint32),
         ("nr_paths", ctypes.c_uint8),
         ("burst_path", ctypes.c_uint8),
     )
@@ -73,8 +74,12 @@ def load_harness() -> ctypes.CDLL:
     lib.harness_hywf_next_burst.argtypes = [
         ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst.restype = u32
-    lib.harness_hywf_take_burst.argtypes = [ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, p_u32]
+    lib.harness_hywf_take_burst.argtypes = [ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, p_u32, p_u32]
     lib.harness_hywf_take_burst.restype = u32
+    lib.harness_hywf_give_back.argtypes = [ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, u32]
+    lib.harness_hywf_give_back.restype = ctypes.c_bool
+    lib.harness_hywf_take_back.argtypes = [ctypes.POINTER(HywfEpoch), u32, u32, u32, u32, u32]
+    lib.harness_hywf_take_back.restype = u32
     lib.harness_hywf_next_burst_drift.argtypes = [
         ctypes.POINTER(HywfEpoch), ctypes.POINTER(HywfDrift), u32, u32, u32, u32, u32, p_u32]
     lib.harness_hywf_next_burst_drift.restype = u32

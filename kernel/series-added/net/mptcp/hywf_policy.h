@@ -230,6 +230,8 @@ static inline bool hywf_idle_expired(u32 now_ms, u32 last_ms, u32 idle_ms)
  * @last_ms: time of the last burst decision in the epoch, for idle detection
  * @draws: number of splits drawn so far (observable by tests)
  * @burst_left: packets of the page's current burst not yet handed out
+ * @burst_seq: names the page's current burst, never 0: a piece given back
+ *	(hywf_give_back()) must be of the burst still under way
  * @nr_paths: number of paths @weight was drawn for; 0 before the first draw
  * @burst_path: the path of the page's current burst
  */
@@ -238,6 +240,7 @@ struct hywf_epoch {
 	u32 last_ms;
 	u32 draws;
 	u32 burst_left;
+	u32 burst_seq;
 	u8 nr_paths;
 	u8 burst_path;
 };
@@ -429,6 +432,8 @@ static inline u32 hywf_next_burst(struct hywf_epoch *e,
  * @d: the connection's drifting split (hywf_drift_weights()), or NULL
  * @rnd: random source
  * @burst_pkts: out, length of the piece in packets
+ * @piece_seq: out, the page's burst the piece is of (@e's @burst_seq), 0
+ *	for a burst of the connection's own, which is never given back
  *
  * HyWF's bursts belong to the page, as its split does. Were each of a
  * page's connections to draw bursts of its own, the connections sending
@@ -440,8 +445,9 @@ static inline u32 hywf_next_burst(struct hywf_epoch *e,
  * ncons / HYWF_PIECE_DIV packets: connections sending at once take
  * successive pieces of one burst, on one path, and the page moves to its
  * next burst when the pieces handed out add up to the burst's length. A
- * piece is not given back when its connection runs out of data first: the
- * page's burst is that much shorter.
+ * connection that runs out of data before its piece does gives the rest
+ * back (hywf_give_back()): a page of small objects, each a piece's first
+ * packets, still crosses a network in runs of ncons on average.
  *
  * A connection with fewer paths than the split (one not yet joined)
  * numbers the paths differently, and one with a single path is outside
@@ -454,7 +460,8 @@ static inline u32 hywf_take_burst(struct hywf_epoch *e,
 				  const struct hywf_params *p, u32 n,
 				  u32 now_ms, u32 idle_ms,
 				  struct hywf_drift *d,
-				  struct hywf_rand *rnd, u32 *burst_pkts)
+				  struct hywf_rand *rnd, u32 *burst_pkts,
+				  u32 *piece_seq)
 {
 	u32 piece = p->ncons / HYWF_PIECE_DIV;
 	u32 path, len;
@@ -469,16 +476,77 @@ static inline u32 hywf_take_burst(struct hywf_epoch *e,
 		path = hywf_next_burst(e, p, n, now_ms, idle_ms, d, rnd, &len);
 		if (n < 2 || n != e->nr_paths) {
 			*burst_pkts = len;
+			*piece_seq = 0;
 			return path;
 		}
 		e->burst_path = path;
 		e->burst_left = len;
+		if (!++e->burst_seq)
+			e->burst_seq = 1;
 	}
 	if (!piece)
 		piece = 1;
 	*burst_pkts = e->burst_left < piece ? e->burst_left : piece;
 	e->burst_left -= *burst_pkts;
+	*piece_seq = e->burst_seq;
 	return path;
+}
+
+/**
+ * hywf_give_back - a connection ran out of data with part of its piece left
+ * @e: the epoch the piece came from
+ * @n: number of usable paths of the connection when it took the piece
+ * @piece_seq: the piece's burst, from hywf_take_burst()
+ * @pkts: packets of the piece not sent
+ * @now_ms: current time, wrapping milliseconds
+ * @idle_ms: idle gap that starts a new page load
+ *
+ * The rest of the piece goes back to the page's burst if that burst is
+ * still the page's current one: the next connection to send takes it, on
+ * the same path. Once the page has moved on to its next burst (another
+ * connection took the last piece and then found the burst spent), or
+ * gone idle, the rest is dropped: it must not lengthen a burst it is not
+ * part of, nor revive a page that is over.
+ *
+ * Return: true if the packets went back to the page's burst.
+ */
+static inline bool hywf_give_back(struct hywf_epoch *e, u32 n, u32 piece_seq,
+				  u32 pkts, u32 now_ms, u32 idle_ms)
+{
+	if (!piece_seq || piece_seq != e->burst_seq || n != e->nr_paths ||
+	    hywf_idle_expired(now_ms, e->last_ms, idle_ms))
+		return false;
+	e->burst_left += pkts;
+	return true;
+}
+
+/**
+ * hywf_take_back - a connection that gave packets back sends again
+ * @e: the epoch it gave them to
+ * @n: number of usable paths of the connection when it took the piece
+ * @piece_seq: the piece's burst, from hywf_take_burst()
+ * @pkts: packets it gave back (hywf_give_back())
+ * @now_ms: current time, wrapping milliseconds
+ * @idle_ms: idle gap that starts a new page load
+ *
+ * A sender whose queue ran dry between two writes gives back the rest of
+ * its piece and then has data again at once: it goes on with what no
+ * other connection has taken meanwhile, as if it had kept it.
+ *
+ * Return: the packets taken back, at most @pkts; 0 once the page has
+ * moved on to its next burst or gone idle.
+ */
+static inline u32 hywf_take_back(struct hywf_epoch *e, u32 n, u32 piece_seq,
+				 u32 pkts, u32 now_ms, u32 idle_ms)
+{
+	if (!piece_seq || piece_seq != e->burst_seq || n != e->nr_paths ||
+	    hywf_idle_expired(now_ms, e->last_ms, idle_ms))
+		return 0;
+	if (pkts > e->burst_left)
+		pkts = e->burst_left;
+	e->burst_left -= pkts;
+	e->last_ms = now_ms;
+	return pkts;
 }
 
 #endif /* __MPTCP_HYWF_POLICY_H */

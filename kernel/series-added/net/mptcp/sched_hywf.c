@@ -63,8 +63,11 @@
  * observer would see the whole page thinned into runs of a few packets,
  * which classifiers read almost as well as the page itself. So the epoch
  * holds the page's current burst, and each connection takes it in pieces
- * of ncons / 4 packets (hywf_take_burst()): the page's packets cross the
- * networks in runs of ncons on average, whichever connections carry them.
+ * of ncons / 4 packets (hywf_take_burst()); a connection whose data runs
+ * out first gives the rest of its piece back (hywf_burst_unused();
+ * MPTcpExtSchedPieceGivenBack counts them). The page's packets cross the
+ * networks in runs of ncons on average, whichever connections carry them,
+ * small objects included.
  *
  * Bursts are counted in segments on the wire: the push path cuts a piece
  * of L at exactly L packets of the MSS in use.
@@ -150,12 +153,18 @@ enum hywf_join {
  * @drift: the connection's split drifting around its epoch's (hywf_nchp)
  * @epoch_touch_ms: when the connection last refreshed its epoch, or drew
  *	from it (hywf_epoch_touch_due())
+ * @piece_seq: the page's burst the current burst is a piece of, 0 for a
+ *	burst of the connection's own (hywf_take_burst())
+ * @lent: segments of the piece given back to the page while the queue was
+ *	empty, which the connection takes back when it sends again
  */
 struct hywf_sock {
 	struct hywf_epoch own;
 	struct hywf_drift drift;
 	u32 last_ms;
 	u32 epoch_touch_ms;
+	u32 piece_seq;
+	u32 lent;
 	struct mptcp_sched_burst burst;
 	u32 join_start_ms;
 	u8 join;
@@ -305,6 +314,8 @@ static struct hywf_epoch *hywf_peer_epoch(struct hywf_pernet *pn,
 	if (!peer)
 		return NULL;
 	peer->addr = *addr;
+	/* a piece of a freed entry's burst must not match this one's */
+	peer->epoch.burst_seq = get_random_u32();
 	hash_add(pn->peers, &peer->node, hash);
 	pn->nr_peers++;
 	return &peer->epoch;
@@ -333,7 +344,8 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 	if (scope == HYWF_SCOPE_CONNECTION) {
 		draws = hs->own.draws;
 		path = hywf_take_burst(&hs->own, &params, n, now, idle_ms,
-				       &hs->drift, &hywf_rand, pkts);
+				       &hs->drift, &hywf_rand, pkts,
+				       &hs->piece_seq);
 		if (hs->own.draws != draws)
 			MPTCP_INC_STATS(net, MPTCP_MIB_SCHEDSPLITDRAWN);
 		return path;
@@ -352,45 +364,82 @@ static u32 hywf_new_burst(struct mptcp_sock *msk, u32 n, u32 now, u32 *pkts)
 	}
 	draws = epoch->draws;
 	path = hywf_take_burst(epoch, &params, n, now, idle_ms, &hs->drift,
-			       &hywf_rand, pkts);
+			       &hywf_rand, pkts, &hs->piece_seq);
 	if (epoch->draws != draws)
 		MPTCP_INC_STATS(net, MPTCP_MIB_SCHEDSPLITDRAWN);
 	spin_unlock_bh(&pn->lock);
+	if (epoch == &hs->own)	/* not the peer's: nothing to give back */
+		hs->piece_seq = 0;
 	return path;
 }
 
+/* The epoch of the connection's page, for a connection already using
+ * it: a peer's entry is looked up, never made (one freed meanwhile held a
+ * page that is over), so the result may be NULL. A shared epoch comes
+ * with pn->lock held; hywf_epoch_put() releases it.
+ */
+static struct hywf_epoch *hywf_epoch_get(struct mptcp_sock *msk, u32 scope)
+{
+	struct hywf_pernet *pn = hywf_pernet(msk);
+	struct in6_addr local, remote;
+
+	if (scope == HYWF_SCOPE_CONNECTION)
+		return &hywf_sk(msk)->own;
+	spin_lock_bh(&pn->lock);
+	if (scope == HYWF_SCOPE_NAMESPACE)
+		return &pn->ns_epoch;
+	mptcp_sched_sk_addrs((struct sock *)msk, &local, &remote);
+	return hywf_peer_find(pn, &remote, hywf_peer_hash(pn, &remote));
+}
+
+static void hywf_epoch_put(struct mptcp_sock *msk, u32 scope)
+{
+	if (scope != HYWF_SCOPE_CONNECTION)
+		spin_unlock_bh(&hywf_pernet(msk)->lock);
+}
+
 /* The connection's burst goes on: keep its page's split alive (see
- * hywf_epoch_touch_due()). A peer's entry is looked up, never made: one
- * freed meanwhile held a page that is over.
+ * hywf_epoch_touch_due()).
  */
 static void hywf_keep_epoch(struct mptcp_sock *msk, u32 n, u32 now,
 			    u32 idle_ms)
 {
-	struct hywf_pernet *pn = hywf_pernet(msk);
 	struct hywf_sock *hs = hywf_sk(msk);
-	struct in6_addr local, remote;
 	struct hywf_epoch *epoch;
 	u32 scope;
 
 	if (n < 2 || !hywf_epoch_touch_due(&hs->epoch_touch_ms, now, idle_ms))
 		return;
-	scope = READ_ONCE(pn->cfg.scope);
-	if (scope == HYWF_SCOPE_CONNECTION) {
-		hywf_epoch_touch(&hs->own, n, now, idle_ms);
-		return;
-	}
-	if (scope == HYWF_SCOPE_NAMESPACE) {
-		spin_lock_bh(&pn->lock);
-		hywf_epoch_touch(&pn->ns_epoch, n, now, idle_ms);
-		spin_unlock_bh(&pn->lock);
-		return;
-	}
-	mptcp_sched_sk_addrs((struct sock *)msk, &local, &remote);
-	spin_lock_bh(&pn->lock);
-	epoch = hywf_peer_find(pn, &remote, hywf_peer_hash(pn, &remote));
+	scope = READ_ONCE(hywf_pernet(msk)->cfg.scope);
+	epoch = hywf_epoch_get(msk, scope);
 	if (epoch)
 		hywf_epoch_touch(epoch, n, now, idle_ms);
-	spin_unlock_bh(&pn->lock);
+	hywf_epoch_put(msk, scope);
+}
+
+/* The connection sends again after giving the rest of its piece back
+ * (hywf_burst_unused()): its burst goes on with what no other connection
+ * has taken meanwhile, and ends if that is nothing. A burst that ended
+ * meanwhile (its subflow closed) claims nothing.
+ */
+static void hywf_reclaim(struct mptcp_sock *msk, u32 now)
+{
+	struct hywf_pernet *pn = hywf_pernet(msk);
+	struct hywf_sock *hs = hywf_sk(msk);
+	struct hywf_epoch *epoch;
+	u32 scope, back = 0;
+
+	if (msk->snd_burst > 0) {
+		scope = READ_ONCE(pn->cfg.scope);
+		epoch = hywf_epoch_get(msk, scope);
+		if (epoch)
+			back = hywf_take_back(epoch, hs->burst_paths,
+					      hs->piece_seq, hs->lent, now,
+					      READ_ONCE(pn->cfg.idle_ms));
+		hywf_epoch_put(msk, scope);
+		mptcp_sched_set_burst(msk, back);
+	}
+	hs->lent = 0;
 }
 
 /* Hold the first flight of a connection that has had one subflow only,
@@ -444,12 +493,17 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 
 	/* the same networks in the same order in every connection */
 	n = mptcp_sched_paths(msk, paths, HYWF_MAX_PATHS, &backup);
-	if (!n)	/* the policy's burst is over: it starts afresh on recovery */
+	if (!n) {	/* the policy's burst is over: afresh on recovery */
+		hs->piece_seq = 0;
+		hs->lent = 0;
 		return mptcp_sched_burst_backup(msk, &hs->burst, backup);
+	}
 
 	now = hywf_now_ms();
 	if (hywf_hold_for_join(msk, n, now))
 		return -EINVAL;
+	if (hs->lent)
+		hywf_reclaim(msk, now);
 
 	idle_ms = READ_ONCE(pn->cfg.idle_ms);
 	cur = mptcp_sched_burst_find(&hs->burst, paths, n);
@@ -463,6 +517,7 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 		if (cur == n && hs->burst.subflow_id && msk->snd_burst > 0)
 			mptcp_sched_burst_moved(msk);
 		cur = hywf_new_burst(msk, n, now, &pkts);
+		hs->lent = 0;
 		hs->last_ms = now;
 		hs->epoch_touch_ms = now;
 		hs->burst_paths = n;
@@ -475,6 +530,46 @@ static int hywf_get_subflow(struct mptcp_sock *msk,
 
 	mptcp_sched_wait_end(&hs->burst.wait);
 	return mptcp_sched_pick(paths[cur].ssk);
+}
+
+/* The connection has sent all its data with @segs segments of its burst
+ * left. If the burst was a piece of its page's, the rest goes back to the
+ * page (hywf_give_back()): the page's next packets, whichever connection
+ * sends them, continue the burst on its path, as HyWF's bursts of a page
+ * do, instead of the page's burst ending that much shorter. The
+ * connection keeps its burst as a claim on what it gave: when it has data
+ * again it takes back what no other connection took (hywf_reclaim()), so a
+ * sender whose queue runs dry between two writes goes on as if it had
+ * kept it. A piece of a page that moved on ends here; one of a
+ * connection whose peer found no room in the table is not given back.
+ *
+ * Return: true to end the burst now.
+ */
+static bool hywf_burst_unused(struct mptcp_sock *msk, int segs)
+{
+	struct hywf_pernet *pn = hywf_pernet(msk);
+	struct hywf_sock *hs = hywf_sk(msk);
+	struct hywf_epoch *epoch;
+	bool given = false;
+	u32 scope;
+
+	if (!hs->piece_seq || hs->lent)
+		return false;
+	scope = READ_ONCE(pn->cfg.scope);
+	epoch = hywf_epoch_get(msk, scope);
+	if (epoch)
+		given = hywf_give_back(epoch, hs->burst_paths, hs->piece_seq,
+				       segs, hywf_now_ms(),
+				       READ_ONCE(pn->cfg.idle_ms));
+	hywf_epoch_put(msk, scope);
+	if (!given) {
+		hs->piece_seq = 0;
+		return true;
+	}
+	hs->lent = segs;
+	MPTCP_INC_STATS(sock_net((struct sock *)msk),
+			MPTCP_MIB_SCHEDPIECEGIVENBACK);
+	return false;
 }
 
 /* The burst's subflow is closing with segments of its burst to send: the
@@ -496,6 +591,7 @@ static struct mptcp_sched_ops mptcp_sched_hywf = {
 	.get_subflow	= hywf_get_subflow,
 	.init		= hywf_init,
 	.subflow_closed	= hywf_subflow_closed,
+	.burst_unused	= hywf_burst_unused,
 	.name		= "hywf",
 	.flags		= MPTCP_SCHED_FLAG_SEGMENT_BURST |
 			  MPTCP_SCHED_FLAG_FULL_PACKET_END |
