@@ -31,8 +31,6 @@ from braid_testbed.netns import stop_process
 from braid_testbed.pcap import MptcpConnection, TcpPacket, TimeIndex, mptcp_connections
 
 PAGES_TOOL = TOOLS_DIR / "pages.py"
-# hywf_policy.h's HYWF_PIECE_DIV: a page's burst is taken in pieces of ncons / 4
-PIECE_DIV = 4
 PAGE_PORT = 8080
 # sched_hywf.c's largest hywf_ncons
 HYWF_NCONS_MAX = 10000
@@ -94,6 +92,9 @@ class PageTrace:
     # packets the WAN captures holding this page lost (kernel drops, both
     # WANs, over the whole series): each may hide a join from first_*
     capture_drops: int = 0
+    # per direction, per relay connection of the page: the payload of its
+    # data packets on both WANs, in the order they passed (wire_packets)
+    wire: dict[str, list[list[int]]] = dataclasses.field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -112,30 +113,52 @@ def relay_payload(packets: TimeIndex, start: float, end: float, direction: str) 
     return sum(p.payload_len for p in window if p.sport == SERVER_PORT)
 
 
-def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down",
-                  since: float = 0.0) -> list[FirstFlight]:
-    """For every relay connection: its first payload byte in ``direction``
-    ("down" from the server, "up" to it), on whichever subflow, and when its
-    first join completed.
+def relay_connections(captured: dict[int, list[TcpPacket]], since: float = 0.0) -> list[MptcpConnection]:
+    """braid's relay connections in the captures (to the braid server).
 
     Connections that started before ``since``, when the last capture began,
     are left out: their join may predate a capture that would have shown
     it. (Captures start one after the other, a spare may open in between,
     and its join then looked missing: its data on the other WAN belonged
     to no connection, and its first flight seemed to leave unjoined.)"""
+    return [conn for conn in mptcp_connections(captured).values()
+            if conn.first[1][3] == SERVER_PORT and min((p.ts for _, p in conn.packets), default=since) >= since]
+
+
+def data_packets(conn: MptcpConnection, direction: str) -> list[TcpPacket]:
+    """``conn``'s packets with payload in ``direction`` ("down" from the
+    server, "up" to it), on both WANs, in the order they passed."""
+    return sorted((p for _, p in conn.packets
+                   if p.payload_len and (p.sport if direction == "down" else p.dport) == SERVER_PORT),
+                  key=lambda p: p.ts)
+
+
+def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down",
+                  since: float = 0.0, conns: list[MptcpConnection] | None = None) -> list[FirstFlight]:
+    """For every relay connection (``relay_connections``, or ``conns``
+    found in the captures already): its first payload byte in
+    ``direction``, on whichever subflow, and when its first join completed."""
     out = []
-    for conn in mptcp_connections(captured).values():
-        if conn.first[1][3] != SERVER_PORT:
-            continue
-        if min((p.ts for _, p in conn.packets), default=since) < since:
-            continue
-        times = [p.ts for _, p in conn.packets
-                 if p.payload_len and (p.sport if direction == "down" else p.dport) == SERVER_PORT]
-        if times:
-            flight = FirstFlight(min(times), conn.joined_at)
+    for conn in relay_connections(captured, since) if conns is None else conns:
+        if packets := data_packets(conn, direction):
+            flight = FirstFlight(packets[0].ts, conn.joined_at)
             if flight.before_join:
                 flight = dataclasses.replace(flight, timeline=connection_timeline(conn))
             out.append(flight)
+    return out
+
+
+def wire_packets(conns: list[MptcpConnection], start: float, end: float, direction: str) -> list[list[int]]:
+    """Per relay connection whose first packet in ``direction`` passed in
+    [start, end]: its packets' payload sizes that way, in order. The wire's
+    packets, not the objects' bytes cut into full ones: braid-proxy's hello
+    and its reply are packets of their own beside an object's request and
+    response, and a page's bursts are counted in packets."""
+    out = []
+    for conn in conns:
+        packets = data_packets(conn, direction)
+        if packets and start <= packets[0].ts <= end:
+            out.append([p.payload_len for p in packets])
     return out
 
 
@@ -164,7 +187,9 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
     captured = {1: cap1.packets, 2: cap2.packets}
     drops = sum(c.dropped or 0 for c in (cap1, cap2))
     since = max(c.started_at or 0.0 for c in (cap1, cap2))
-    answers, requests = first_flights(captured, "down", since), first_flights(captured, "up", since)
+    conns = relay_connections(captured, since)
+    answers = first_flights(captured, "down", conns=conns)
+    requests = first_flights(captured, "up", conns=conns)
     indexed = {w: TimeIndex(pk) for w, pk in captured.items()}
     traces = []
     for r in results:
@@ -172,7 +197,8 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
         traces.append(PageTrace(r, {(w, d): relay_payload(pk, start, end, d)
                                     for w, pk in indexed.items() for d in ("up", "down")},
                                 [f for f in answers if start <= f.sent_at <= end],
-                                [f for f in requests if start <= f.sent_at <= end], drops))
+                                [f for f in requests if start <= f.sent_at <= end], drops,
+                                {d: wire_packets(conns, start, end, d) for d in ("up", "down")}))
     cap1.cleanup()
     cap2.cleanup()
     return traces
@@ -185,11 +211,13 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
 
     Per page load (``per_page``) or per connection, a split p ~ U[0, 1] and
     bursts of Geometric(1 / ncons) packets, each on wan1 with probability
-    p; each object's response (request) is cut into WIRE_MSS packets. Per
-    page the bursts are the page's: its connections take each burst in
-    pieces of ncons / PIECE_DIV packets (hywf_take_burst() in
-    sched_hywf.c's policy), and a piece that an object leaves unused is
-    lost to the burst. Per connection each object's bursts are its own.
+    p. The packets are each connection's on the wire where the page was
+    captured (``PageTrace.wire``), otherwise its object's bytes cut into
+    WIRE_MSS packets. Per page the bursts are the page's: its connections
+    take each burst in pieces and give back what they leave of a piece
+    (hywf_take_burst() and hywf_give_back() in sched_hywf.c's policy), so
+    the page's packets, connection after connection, run on in its bursts.
+    Per connection each connection's bursts are its own.
     Burst noise makes a page's share differ from its p (a page of a few
     hundred packets has a dozen bursts; upstream, where each request is a
     packet or three, a page's requests are a burst or two), so measured
@@ -205,37 +233,40 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
     # Geometric(1 / ncons) packets is a run of slots, each after the first
     # starting a new burst with probability 1 / ncons.
     rng = np.random.default_rng(seed)
-    column = 0 if direction == "down" else 1
-    piece = max(1, ncons // PIECE_DIV) if per_page else None
     new_burst_p = 1.0 / ncons if ncons > 1 else 1.0
-    sizes = [[int(obj[column]) for obj in page.result["objects"]] for page in pages]  # type: ignore[attr-defined]
-    counts = np.array([len(s) for s in sizes])
-    flat = np.array([b for s in sizes for b in s], dtype=np.int64)
+    sizes, conn_of = zip(*(_page_packets(page, direction) for page in pages), strict=True)
+    nconns = np.array([int(c[-1]) + 1 if len(c) else 0 for c in conn_of])
+    slots = np.array([len(p) for p in sizes])
     chosen = rng.integers(len(pages), size=draws)
-    # the chosen pages' objects, in order, and the draw each belongs to
-    nobj = counts[chosen]
-    first = np.repeat(np.cumsum(counts)[chosen] - nobj, nobj)
-    rank = np.arange(nobj.sum()) - np.repeat(np.cumsum(nobj) - nobj, nobj)
-    obj_bytes = flat[first + rank]
-    obj_draw = np.repeat(np.arange(draws), nobj)
-    slots = (obj_bytes + WIRE_MSS - 1) // WIRE_MSS
-    last = obj_bytes - (slots - 1) * WIRE_MSS  # the last packet's bytes
-    totals = np.bincount(obj_draw, weights=obj_bytes, minlength=draws)
-    # Draws in chunks of at most MODEL_CHUNK_SLOTS slots (and at least one
-    # draw): a stream keeps room for the piece each object may lose.
-    room = np.bincount(obj_draw, weights=slots + (piece or 1) - 1, minlength=draws).astype(np.int64)
-    room_end = np.cumsum(room)
-    wan1 = np.zeros(draws)
+    # Draws in chunks of at most MODEL_CHUNK_SLOTS slots (and at least one draw).
+    slots_end = np.cumsum(slots[chosen])
+    wan1, totals = np.zeros(draws), np.zeros(draws)
     d0 = 0
     while d0 < draws:
-        before = int(room_end[d0 - 1]) if d0 else 0
-        d1 = max(d0 + 1, int(np.searchsorted(room_end, before + MODEL_CHUNK_SLOTS, side="right")))
-        o0, o1 = np.searchsorted(obj_draw, [d0, d1])
-        part = (slots[o0:o1], last[o0:o1], obj_draw[o0:o1] - d0)
-        wan1[d0:d1] = (_per_connection_wan1(rng, *part, d1 - d0, new_burst_p) if piece is None
-                       else _per_page_wan1(rng, *part, rank[o0:o1], room[d0:d1], new_burst_p, piece))
+        before = int(slots_end[d0 - 1]) if d0 else 0
+        d1 = max(d0 + 1, int(np.searchsorted(slots_end, before + MODEL_CHUNK_SLOTS, side="right")))
+        part = chosen[d0:d1]
+        size = np.concatenate([sizes[i] for i in part])
+        conn_base = np.cumsum(nconns[part]) - nconns[part]
+        conn = np.concatenate([conn_of[i] + base for i, base in zip(part, conn_base, strict=True)])
+        draw = np.repeat(np.arange(d1 - d0), slots[part])
+        wan1[d0:d1] = _wan1_bytes(rng, size, conn, draw, d1 - d0, new_burst_p, per_page)
+        totals[d0:d1] = np.bincount(draw, weights=size, minlength=d1 - d0)
         d0 = d1
     return [float(w / t) for w, t in zip(wan1, totals, strict=True)]
+
+
+def _page_packets(page: PageTrace, direction: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A page's packets in ``direction`` (payload bytes) and the index of
+    the connection each belongs to: the wire's where captured, otherwise
+    each object's bytes cut into WIRE_MSS packets."""
+    conns = page.wire.get(direction) or [
+        [WIRE_MSS] * (nbytes // WIRE_MSS) + ([nbytes % WIRE_MSS] if nbytes % WIRE_MSS else [])
+        for nbytes in (int(obj[0 if direction == "down" else 1])
+                       for obj in page.result["objects"])]  # type: ignore[attr-defined]
+    size = np.array([b for c in conns for b in c], dtype=np.int64)
+    conn = np.repeat(np.arange(len(conns)), [len(c) for c in conns]).astype(np.int64)
+    return size, conn
 
 
 def _flags(rng: np.random.Generator, new_burst: npt.NDArray[np.bool_],
@@ -248,51 +279,20 @@ def _flags(rng: np.random.Generator, new_burst: npt.NDArray[np.bool_],
     return on_wan1
 
 
-def _per_connection_wan1(rng: np.random.Generator, slots: npt.NDArray[np.int64],
-                         last: npt.NDArray[np.int64], obj_draw: npt.NDArray[np.int64], draws: int,
-                         new_burst_p: float) -> npt.NDArray[np.float64]:
-    """Each object its own split and bursts, the first starting with it."""
-    obj_of_slot = np.repeat(np.arange(len(slots)), slots)
-    first_slot = np.cumsum(slots) - slots
-    new_burst = rng.random(len(obj_of_slot)) < new_burst_p
-    new_burst[first_slot[slots > 0]] = True
-    flags = _flags(rng, new_burst, rng.random(len(slots))[obj_of_slot])
-    nbytes = np.full(len(obj_of_slot), WIRE_MSS, dtype=np.int64)
-    nbytes[(first_slot + slots - 1)[slots > 0]] = last[slots > 0]
-    return np.bincount(obj_draw[obj_of_slot], weights=nbytes * flags, minlength=draws).astype(np.float64)
-
-
-def _per_page_wan1(rng: np.random.Generator, slots: npt.NDArray[np.int64], last: npt.NDArray[np.int64],
-                   obj_draw: npt.NDArray[np.int64], rank: npt.NDArray[np.int64], room: npt.NDArray[np.int64],
-                   new_burst_p: float, piece: int) -> npt.NDArray[np.float64]:
-    """One split and one run of bursts per page, which its objects take in
-    order, a piece of ``piece`` slots at a time; the rest of an object's
-    last piece is lost, and the next object starts at the next piece."""
-    # Each draw's stream (``room``): its objects and the most they can lose.
-    draws = len(room)
-    base = np.cumsum(room) - room
-    length = int(room.sum()) + 1  # and a last slot that ends every stream
-    draw_of_slot = np.repeat(np.arange(draws), room)
-    new_burst = rng.random(length) < new_burst_p
-    new_burst[base] = True
-    new_burst[-1] = True
-    p_draw = np.append(rng.random(draws), 0.0)
-    flags = _flags(rng, new_burst, p_draw[np.append(draw_of_slot, draws)])
-    index = np.arange(length)
-    burst_start = np.maximum.accumulate(np.where(new_burst, index, 0))
-    at_piece = (index - burst_start) % piece == 0
-    # next_piece[i]: the first piece boundary at or after slot i
-    next_piece = np.minimum.accumulate(np.where(at_piece, index, length)[::-1])[::-1]
-    on1 = np.concatenate([[0], np.cumsum(flags)])
-    wan1 = np.zeros(draws)
-    pos = base.copy()
-    for k in range(int(rank.max()) + 1 if len(rank) else 0):
-        which = rank == k
-        d = obj_draw[which]
-        n, tail = slots[which], last[which]
-        start, end = pos[d], pos[d] + n
-        used = n > 0
-        wan1[d] += np.where(used, WIRE_MSS * (on1[end] - on1[start])
-                            - (WIRE_MSS - tail) * flags[np.maximum(end - 1, 0)], 0)
-        pos[d] = next_piece[end]
-    return wan1
+def _wan1_bytes(rng: np.random.Generator, size: npt.NDArray[np.int64], conn: npt.NDArray[np.int64],
+                draw: npt.NDArray[np.int64], draws: int, new_burst_p: float,
+                per_page: bool) -> npt.NDArray[np.float64]:
+    """Each draw's bytes on wan1, from its packets (``size``, the
+    connection and the draw of each). Per page one split and one run of
+    bursts, which the page's connections continue one after the other; per
+    connection each connection its own split and bursts, the first
+    starting with it."""
+    new_burst = rng.random(len(size)) < new_burst_p
+    if per_page:
+        new_burst[np.flatnonzero(np.diff(draw, prepend=-1))] = True
+        p_of_slot = rng.random(draws)[draw]
+    else:
+        new_burst[np.flatnonzero(np.diff(conn, prepend=-1))] = True
+        p_of_slot = rng.random(int(conn[-1]) + 1 if len(conn) else 0)[conn]
+    flags = _flags(rng, new_burst, p_of_slot)
+    return np.bincount(draw, weights=size * flags, minlength=draws).astype(np.float64)

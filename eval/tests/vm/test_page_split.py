@@ -144,13 +144,16 @@ class PageBed:
         """The proxy's hywf counters, and the client's join holds ("client
         ..."): the client holds requests, the proxy answers. Also the
         splits each end drew (one a page unless a page idled longer than
-        hywf_idle_ms one way) and the joins each end saw, which tell a join
-        never tried from one that failed."""
+        hywf_idle_ms one way), the pieces of a page's bursts each end gave
+        back, and the joins each end saw, which tell a join never tried
+        from one that failed."""
         out = {}
         for node, prefix, names in (
                 ("proxy", "", ("SchedSplitDrawn", "SchedJoinWait", "SchedJoinWaitTimeout",
-                               "SchedBurstMoved", "MPCapableIdleACK", "MPJoinSynRx", "MPJoinAckRx")),
+                               "SchedBurstMoved", "SchedPieceGivenBack", "MPCapableIdleACK",
+                               "MPJoinSynRx", "MPJoinAckRx")),
                 ("client", "client ", ("SchedSplitDrawn", "SchedJoinWait", "SchedJoinWaitTimeout",
+                                       "SchedPieceGivenBack",
                                        "MPCapableSYNACKRX", "MPJoinSynTx", "MPJoinSynAckRx",
                                        "MPJoinSynTxConnectErr", "MPJoinSynTxBindErr",
                                        "MPJoinSynTxCreatSkErr"))):
@@ -302,8 +305,13 @@ def test_a_page_s_requests_share_its_bursts(
         page_scope_series: tuple[list[PageTrace], dict[str, int]], bed: PageBed) -> None:
     """A page's connections send at once and take the page's bursts in
     pieces (hywf_take_burst), so requests sent together share a burst and
-    cross one WAN. Were each connection's bursts its own, each request
-    (a packet or three) would be a burst of its own and a page of
+    cross one WAN. A connection's upstream (braid-proxy's hello and the
+    request, a few packets) is shorter than a piece, and the client gives
+    the rest of the piece back to the page's burst (hywf_give_back, at
+    least once per connection: MPTcpExtSchedPieceGivenBack), so the
+    page's requests follow each other in its bursts. Were each
+    connection's bursts its own, each request would be a burst of its
+    own and a page of
     PAGE_OBJECTS requests would cross one WAN whole with probability
     2 / (PAGE_OBJECTS + 1) = 0.22; with the page's bursts shared, with the
     probability the page-scope model gives for the test's pages (about 0.6).
@@ -317,6 +325,7 @@ def test_a_page_s_requests_share_its_bursts(
     each end drew in both samples: more than one a page means a page's
     split was redrawn, not that its bursts failed to spread."""
     pages, moved = page_scope_series
+    assert moved["client SchedPieceGivenBack"] >= PAGES * PAGE_OBJECTS // 2, moved
     whole, least = whole_pages(pages)
     if whole >= least:
         return
