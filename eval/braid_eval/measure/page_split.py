@@ -16,6 +16,7 @@ Usage::
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import subprocess
@@ -133,33 +134,53 @@ def data_packets(conn: MptcpConnection, direction: str) -> list[TcpPacket]:
                   key=lambda p: p.ts)
 
 
-def first_flights(captured: dict[int, list[TcpPacket]], direction: str = "down",
-                  since: float = 0.0, conns: list[MptcpConnection] | None = None) -> list[FirstFlight]:
-    """For every relay connection (``relay_connections``, or ``conns``
-    found in the captures already): its first payload byte in
-    ``direction``, on whichever subflow, and when its first join completed."""
+@dataclasses.dataclass(frozen=True)
+class RelayFlow:
+    """A relay connection's data one way: its packets with payload, on
+    both WANs, in the order they passed (``data_packets``)."""
+
+    conn: MptcpConnection
+    packets: list[TcpPacket]
+
+    @property
+    def sent_at(self) -> float:
+        """When its first byte that way left."""
+        return self.packets[0].ts
+
+
+def relay_flows(conns: list[MptcpConnection], direction: str) -> list[RelayFlow]:
+    """The flows of ``conns`` that carried data in ``direction``, by when
+    each began. Sorted once per series: a page takes its own with
+    ``flows_between``, which under braid's emulated VM is the difference
+    between seconds and a minute a series."""
+    flows = [RelayFlow(conn, packets) for conn in conns if (packets := data_packets(conn, direction))]
+    return sorted(flows, key=lambda f: f.sent_at)
+
+
+def flows_between(flows: list[RelayFlow], start: float, end: float) -> list[RelayFlow]:
+    """The flows of ``flows`` (from ``relay_flows``) that began in [start, end]."""
+    begins = [f.sent_at for f in flows]
+    return flows[bisect.bisect_left(begins, start):bisect.bisect_right(begins, end)]
+
+
+def first_flights(flows: list[RelayFlow]) -> list[FirstFlight]:
+    """For every flow: when its connection's first byte that way left, on
+    whichever subflow, and when its first join completed."""
     out = []
-    for conn in relay_connections(captured, since) if conns is None else conns:
-        if packets := data_packets(conn, direction):
-            flight = FirstFlight(packets[0].ts, conn.joined_at)
-            if flight.before_join:
-                flight = dataclasses.replace(flight, timeline=connection_timeline(conn))
-            out.append(flight)
+    for flow in flows:
+        flight = FirstFlight(flow.sent_at, flow.conn.joined_at)
+        if flight.before_join:
+            flight = dataclasses.replace(flight, timeline=connection_timeline(flow.conn))
+        out.append(flight)
     return out
 
 
-def wire_packets(conns: list[MptcpConnection], start: float, end: float, direction: str) -> list[list[int]]:
-    """Per relay connection whose first packet in ``direction`` passed in
-    [start, end]: its packets' payload sizes that way, in order. The wire's
-    packets, not the objects' bytes cut into full ones: braid-proxy's hello
-    and its reply are packets of their own beside an object's request and
+def wire_packets(flows: list[RelayFlow]) -> list[list[int]]:
+    """Per flow: its packets' payload sizes, in order. The wire's packets,
+    not the objects' bytes cut into full ones: braid-proxy's hello and its
+    reply are packets of their own beside an object's request and
     response, and a page's bursts are counted in packets."""
-    out = []
-    for conn in conns:
-        packets = data_packets(conn, direction)
-        if packets and start <= packets[0].ts <= end:
-            out.append([p.payload_len for p in packets])
-    return out
+    return [[p.payload_len for p in flow.packets] for flow in flows]
 
 
 def connection_timeline(conn: MptcpConnection, limit: int = 16) -> str:
@@ -188,17 +209,16 @@ def traced_pages(tb: StandardTestbed, socks: str, count: int, extra: list[str] |
     drops = sum(c.dropped or 0 for c in (cap1, cap2))
     since = max(c.started_at or 0.0 for c in (cap1, cap2))
     conns = relay_connections(captured, since)
-    answers = first_flights(captured, "down", conns=conns)
-    requests = first_flights(captured, "up", conns=conns)
+    flows = {d: relay_flows(conns, d) for d in ("up", "down")}
     indexed = {w: TimeIndex(pk) for w, pk in captured.items()}
     traces = []
     for r in results:
         start, end = float(r["start"]), float(r["end"])
+        page = {d: flows_between(f, start, end) for d, f in flows.items()}
         traces.append(PageTrace(r, {(w, d): relay_payload(pk, start, end, d)
                                     for w, pk in indexed.items() for d in ("up", "down")},
-                                [f for f in answers if start <= f.sent_at <= end],
-                                [f for f in requests if start <= f.sent_at <= end], drops,
-                                {d: wire_packets(conns, start, end, d) for d in ("up", "down")}))
+                                first_flights(page["down"]), first_flights(page["up"]), drops,
+                                {d: wire_packets(f) for d, f in page.items()}))
     cap1.cleanup()
     cap2.cleanup()
     return traces
@@ -234,8 +254,8 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
     # starting a new burst with probability 1 / ncons.
     rng = np.random.default_rng(seed)
     new_burst_p = 1.0 / ncons if ncons > 1 else 1.0
-    sizes, conn_of = zip(*(_page_packets(page, direction) for page in pages), strict=True)
-    nconns = np.array([int(c[-1]) + 1 if len(c) else 0 for c in conn_of])
+    sizes, conn_of, conn_counts = zip(*(_page_packets(page, direction) for page in pages), strict=True)
+    nconns = np.array(conn_counts)
     slots = np.array([len(p) for p in sizes])
     chosen = rng.integers(len(pages), size=draws)
     # Draws in chunks of at most MODEL_CHUNK_SLOTS slots (and at least one draw).
@@ -256,17 +276,19 @@ def model_shares(pages: list[PageTrace], per_page: bool, ncons: int, draws: int,
     return [float(w / t) for w, t in zip(wan1, totals, strict=True)]
 
 
-def _page_packets(page: PageTrace, direction: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """A page's packets in ``direction`` (payload bytes) and the index of
-    the connection each belongs to: the wire's where captured, otherwise
-    each object's bytes cut into WIRE_MSS packets."""
+def _page_packets(page: PageTrace,
+                  direction: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """A page's packets in ``direction`` (payload bytes), the index of the
+    connection each belongs to, and how many connections: the wire's
+    where captured, otherwise each object's bytes cut into WIRE_MSS
+    packets."""
     conns = page.wire.get(direction) or [
         [WIRE_MSS] * (nbytes // WIRE_MSS) + ([nbytes % WIRE_MSS] if nbytes % WIRE_MSS else [])
         for nbytes in (int(obj[0 if direction == "down" else 1])
                        for obj in page.result["objects"])]  # type: ignore[attr-defined]
     size = np.array([b for c in conns for b in c], dtype=np.int64)
     conn = np.repeat(np.arange(len(conns)), [len(c) for c in conns]).astype(np.int64)
-    return size, conn
+    return size, conn, len(conns)
 
 
 def _flags(rng: np.random.Generator, new_burst: npt.NDArray[np.bool_],

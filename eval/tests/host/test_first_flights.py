@@ -1,9 +1,9 @@
 """First flights against joins: a connection is judged only if every
-capture was running when it opened (page_split.first_flights)."""
+capture was running when it opened (page_split.relay_connections)."""
 
 from __future__ import annotations
 
-from braid_eval.measure.page_split import first_flights
+from braid_eval.measure.page_split import first_flights, relay_connections, relay_flows
 from braid_eval.measure.proxy_pair import SERVER_PORT
 from braid_testbed.pcap import MPTCP_SUB_CAPABLE, TcpPacket
 
@@ -26,6 +26,7 @@ def test_a_connection_opened_before_a_capture_started_is_not_judged() -> None:
     2.0, proves nothing; the one opened at 1.5 never joined, and its
     request did leave before its join."""
     wan1 = opened_then_sent(0xA, 40000, 0.5, 2.0) + opened_then_sent(0xB, 40002, 1.5, 2.5)
-    flights = first_flights({1: wan1, 2: []}, "up", since=1.0)
+    captured = {1: wan1, 2: []}
+    flights = first_flights(relay_flows(relay_connections(captured, since=1.0), "up"))
     assert [(f.sent_at, f.before_join) for f in flights] == [(2.5, True)]
-    assert len(first_flights({1: wan1, 2: []}, "up")) == 2
+    assert len(first_flights(relay_flows(relay_connections(captured), "up"))) == 2
