@@ -493,6 +493,25 @@ static inline u32 hywf_take_burst(struct hywf_epoch *e,
 }
 
 /**
+ * hywf_piece_current - whether a piece's burst is still the page's own
+ * @e: the epoch the piece came from
+ * @n: number of usable paths of the connection when it took the piece
+ * @piece_seq: the piece's burst, from hywf_take_burst()
+ * @now_ms: current time, wrapping milliseconds
+ * @idle_ms: idle gap that starts a new page load
+ *
+ * A piece of a burst of the connection's own (@piece_seq 0), of a burst
+ * the page has moved on from, of a split over a different number of
+ * paths, or of a page gone idle is not.
+ */
+static inline bool hywf_piece_current(const struct hywf_epoch *e, u32 n,
+				      u32 piece_seq, u32 now_ms, u32 idle_ms)
+{
+	return piece_seq && piece_seq == e->burst_seq && n == e->nr_paths &&
+	       !hywf_idle_expired(now_ms, e->last_ms, idle_ms);
+}
+
+/**
  * hywf_give_back - a connection ran out of data with part of its piece left
  * @e: the epoch the piece came from
  * @n: number of usable paths of the connection when it took the piece
@@ -513,8 +532,7 @@ static inline u32 hywf_take_burst(struct hywf_epoch *e,
 static inline bool hywf_give_back(struct hywf_epoch *e, u32 n, u32 piece_seq,
 				  u32 pkts, u32 now_ms, u32 idle_ms)
 {
-	if (!piece_seq || piece_seq != e->burst_seq || n != e->nr_paths ||
-	    hywf_idle_expired(now_ms, e->last_ms, idle_ms))
+	if (!hywf_piece_current(e, n, piece_seq, now_ms, idle_ms))
 		return false;
 	e->burst_left += pkts;
 	return true;
@@ -539,8 +557,7 @@ static inline bool hywf_give_back(struct hywf_epoch *e, u32 n, u32 piece_seq,
 static inline u32 hywf_take_back(struct hywf_epoch *e, u32 n, u32 piece_seq,
 				 u32 pkts, u32 now_ms, u32 idle_ms)
 {
-	if (!piece_seq || piece_seq != e->burst_seq || n != e->nr_paths ||
-	    hywf_idle_expired(now_ms, e->last_ms, idle_ms))
+	if (!hywf_piece_current(e, n, piece_seq, now_ms, idle_ms))
 		return 0;
 	if (pkts > e->burst_left)
 		pkts = e->burst_left;
