@@ -150,9 +150,9 @@ class RelayFlow:
 
 def relay_flows(conns: list[MptcpConnection], direction: str) -> list[RelayFlow]:
     """The flows of ``conns`` that carried data in ``direction``, by when
-    each began. Sorted once per series: a page takes its own with
-    ``flows_between``, which under braid's emulated VM is the difference
-    between seconds and a minute a series."""
+    each began. Sorted once per series, and a page takes its own with
+    ``flows_between``: sorting every connection again for every page made
+    the page-split tests' series markedly slower under braid's emulated VM."""
     flows = [RelayFlow(conn, packets) for conn in conns if (packets := data_packets(conn, direction))]
     return sorted(flows, key=lambda f: f.sent_at)
 
