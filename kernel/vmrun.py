@@ -57,6 +57,15 @@ DEFAULT_MEMORY = "2G"
 # well: numpy sorted 2-4x faster, a loopback socket moved data 2.7x faster,
 # pure-Python floating point ran 2x faster, measured in this VM.
 GUEST_CPU = "Nehalem"
+# Ports per virtio-serial device. virtme-ng gives each of its seven streams
+# (stdin, stdout, ret, ...) a virtio-serial-pci device of its own, and
+# qemu's default of 31 ports makes each device 64 queues with an eventfd
+# apiece: qemu's main loop polled some 400 descriptors at each of the
+# thousands of wake-ups a second that the guest's timers cause, and took a
+# third of a host core doing it, beside the two vCPU threads on a 2-core
+# host (with two ports, a seventh). Two ports, the console's reserved
+# port 0 and virtme-ng's one, are all a device carries.
+SERIAL_PORTS = 2
 ROOT_9P_FLAGS = "rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=loose"
 
 
@@ -141,7 +150,7 @@ def vng_command(image: KernelImage, script: str, cpus: int, memory: str,
     for d in rwdirs:
         cmd += ["--rwdir", str(d)]
     # After virtme-ng's own -cpu: qemu takes the last one.
-    cmd += [f"--qemu-opts=-cpu {GUEST_CPU}"]
+    cmd += [f"--qemu-opts=-cpu {GUEST_CPU} -global virtio-serial-pci.max_ports={SERIAL_PORTS}"]
     cmd += ["--exec", script]
     return cmd
 

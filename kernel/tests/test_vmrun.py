@@ -60,9 +60,32 @@ def test_guest_cpu_model_replaces_virtme_ngs_max() -> None:
     source = Path(virtme_run.__file__).read_text()
     assert source.index("qemuargs.extend(args.qemu_opts)") > source.index("qemuargs.extend(arch.qemuargs("), \
         "virtme-ng puts --qemu-opts before its own -cpu"
+    assert qemu_opts()[:2] == ["-cpu", vmrun.GUEST_CPU]
+
+
+def qemu_opts() -> list[str]:
+    """The options braid adds to virtme-ng's qemu command line."""
     image = KernelImage(bzimage=Path("bzImage"), config=Path("config"), build_hash="0" * 64)
     cmd = vmrun.vng_command(image, "true", 2, "2G", [])
-    assert f"--qemu-opts=-cpu {vmrun.GUEST_CPU}" in cmd
+    [opts] = [arg.removeprefix("--qemu-opts=") for arg in cmd if arg.startswith("--qemu-opts=")]
+    return opts.split()
+
+
+def test_serial_devices_get_only_the_ports_they_carry() -> None:
+    """virtme-ng gives each stream a virtio-serial-pci device of its own
+    with one port (read from the installed virtme-ng: a change fails here);
+    braid caps every such device at two ports, the console's reserved port
+    0 and that one."""
+    import virtme.architectures as virtme_arch
+    import virtme.commands.run as virtme_run
+
+    assert virtme_arch.get("x86_64").virtio_dev_type("serial") == "virtio-serial-pci"
+    source = Path(virtme_run.__file__).read_text()
+    one_port = source[source.index("def add_serial_port"):].split("\n\n")[0]
+    assert one_port.count('virtio_dev_type("serial")') == one_port.count("virtserialport,name=") == 1
+    opts = qemu_opts()
+    assert opts[opts.index("-global") + 1] == f"virtio-serial-pci.max_ports={vmrun.SERIAL_PORTS}"
+    assert vmrun.SERIAL_PORTS == 2
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
