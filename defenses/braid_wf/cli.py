@@ -222,7 +222,9 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
                                           progress=log))
             save()
     structures = [s for c in args.conditions
-                  if (s := wirecheck.structure(c, args.root, originals_dir, originals.names, params, args.seed))]
+                  if (s := wirecheck.structure(c, args.root, originals_dir, originals.names, params, args.seed,
+                                               link_mbit=collection.link_rate_mbit(
+                                                   collection.description(args.root / c) or {})))]
     save(structures)
     size = "published" if args.full else "quick-mode"
     text = "\n".join([f"# The simulators against the wire ({args.root})", "",
@@ -230,7 +232,9 @@ def cmd_wirecheck(args: argparse.Namespace) -> int:
                       f"over the splits; {size} attacks; the same loads and splits in both "
                       "columns; undefended: trained and tested on the unsplit loads.", "",
                       *wirecheck.table(checks), "",
-                      "How the loads cross the networks, on the wire / simulated (medians over loads):", "",
+                      "How the loads cross the networks, on the wire / simulated (medians over loads); the "
+                      "wire is captured past each network's link, and the last column passes the simulated "
+                      "networks through links of the collection's rate:", "",
                       *wirecheck.structure_table(structures), "",
                       f"_{time.monotonic() - start:.0f} s_", ""])
     emit(text, args.report)
@@ -515,7 +519,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     todo = collection.plan(args.out, label, args.sites, args.instances, args.unmonitored, args.gap_ms)
     collection.describe(todo.root, {
         "condition": args.condition, "loader": args.loader, "host": args.host,
-        "links": "unshaped" if args.host else f"{args.rate_mbit:g} Mbit/s, {args.delay_ms:g} ms one way",
+        "links": collection.links_description(None if args.host else args.rate_mbit, args.delay_ms),
         "one_connection": args.one_connection, "seed": args.seed, "profile": args.profile, "gap_ms": args.gap_ms,
         "sites": args.sites, "instances": args.instances, "unmonitored": args.unmonitored})
     log(f"{label}: {len(todo.loads) - len(todo.todo)} of {len(todo.loads)} loads already collected")

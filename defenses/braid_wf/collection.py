@@ -51,6 +51,23 @@ SAME_FOR_EVERY_LOAD = ("condition", "loader", "host", "links", "one_connection",
 BEFORE_THE_FIELD = {"profile": "small"}
 
 
+def links_description(rate_mbit: float | None, delay_ms: float = 0.0) -> str:
+    """collection.json's ``links``: each network's emulated link, or
+    "unshaped" (``rate_mbit`` None: the host's kernel, no netem)."""
+    return "unshaped" if rate_mbit is None else f"{rate_mbit:g} Mbit/s, {delay_ms:g} ms one way"
+
+
+def link_rate_mbit(how: dict[str, Any]) -> float | None:
+    """Each network's link rate in a collection.json (``how``), as
+    links_description wrote it; None when its links were unshaped or it
+    does not say."""
+    rate, _, unit = str(how.get("links", "")).partition(",")[0].partition(" ")
+    try:
+        return float(rate) if unit == "Mbit/s" else None
+    except ValueError:
+        return None
+
+
 def describe(root: Path, how: dict[str, Any]) -> None:
     """Write ``root``'s collection.json: ``how`` (condition, loader, links,
     ...) and the kernel that carries the loads. A resumed collection must

@@ -38,6 +38,7 @@ are matched by name (site and instance fix a load's content).
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from pathlib import Path
@@ -163,7 +164,9 @@ def to_json(checks: Sequence[Check], meta: dict[str, Any], structures: Sequence[
             ) -> dict[str, Any]:
     return {"meta": {**meta, "tolerance_points": TOLERANCE_POINTS},
             "checks": [dataclasses.asdict(c) for c in checks],
-            "structure": [dataclasses.asdict(r) for r in structures]}
+            "structure": [{**dataclasses.asdict(r),  # JSON has no nan: null
+                           "runs_behind_links": [None if math.isnan(v) else v for v in r.runs_behind_links]}
+                          for r in structures]}
 
 
 def from_json(data: dict[str, Any]) -> list[Check]:
@@ -171,8 +174,14 @@ def from_json(data: dict[str, Any]) -> list[Check]:
 
 
 def structures_from_json(data: dict[str, Any]) -> list[Structure]:
-    pair = ("runs_up", "runs_down", "extra_packets", "extra_bytes", "tail_s")
-    return [Structure(r["condition"], r["loads"], *(tuple(r[k]) for k in pair)) for r in data.get("structure", [])]
+    def pair(values: Sequence[float | None]) -> tuple[float, float]:
+        a, b = (math.nan if v is None else float(v) for v in values)
+        return a, b
+
+    return [Structure(r["condition"], r["loads"], pair(r["runs_up"]), pair(r["runs_down"]),
+                      pair(r["extra_packets"]), pair(r["extra_bytes"]), pair(r["tail_s"]),
+                      pair(r.get("runs_behind_links", (None, None))))
+            for r in data.get("structure", [])]
 
 
 def _mean_sd(values: Sequence[float]) -> str:
@@ -214,6 +223,33 @@ def mean_runs(parts: Sequence[Trace], direction: int) -> float:
     return len(network) / (1 + int(np.count_nonzero(np.diff(network))))
 
 
+def behind_links(parts: Sequence[Trace], rate_mbit: float) -> list[Trace]:
+    """``parts`` as a capture past each network's link sees them: each
+    network's packets, one direction at a time, leave a queue that sends
+    at ``rate_mbit`` (a packet leaves once it has come and the one before
+    it has left, plus its own time on the link).
+
+    The wire's captures are taken past the links' queues (a gateway's
+    client-facing side). When a burst moves from one network to the other
+    faster than a link drains, the first network's queue still empties as
+    the second's starts, and in the networks' merged time order their
+    packets alternate: runs come out shorter than the simulator's parts
+    show, which keep each packet's time in the original load."""
+    byte_s = rate_mbit * 1e6 / 8
+    out = []
+    for p in parts:
+        times = p.times.copy()
+        for direction in (1, -1):
+            i = np.flatnonzero(np.sign(p.sizes) == direction)
+            on_link = np.abs(p.sizes[i]) / byte_s
+            sent = np.cumsum(on_link)
+            # leave_k = sent_k + max over j <= k of (come_j - sent_(j-1))
+            times[i] = sent + np.maximum.accumulate(p.times[i] - (sent - on_link))
+        order = np.argsort(times, kind="stable")
+        out.append(Trace(times[order], p.sizes[order]))
+    return out
+
+
 @dataclasses.dataclass
 class Structure:
     """How one condition's loads cross the networks, (wire, simulated):
@@ -222,7 +258,9 @@ class Structure:
     load gained over its original (padding; 0 when unpadded), and how much
     later than the original's its last packet comes (adaptive padding runs
     up to its idle bound past a page's last real packet, if a connection
-    is open to carry it)."""
+    is open to carry it). ``runs_behind_links``: the simulated runs (up,
+    down) as a capture past links of the collection's rate would see them
+    (:func:`behind_links`; nan for unshaped links or an older record)."""
 
     condition: str
     loads: int
@@ -231,6 +269,7 @@ class Structure:
     extra_packets: tuple[float, float]
     extra_bytes: tuple[float, float]
     tail_s: tuple[float, float]
+    runs_behind_links: tuple[float, float] = (math.nan, math.nan)
 
 
 def _wire_loads(root: Path, condition: str, originals: Path, names: Sequence[str]
@@ -253,32 +292,46 @@ def _shape(parts: Sequence[Trace], original: Trace) -> tuple[float, float, float
 
 
 def structure(condition: str, root: Path, originals: Path, names: Sequence[str],
-              params: catalog.DefenseParams, seed: int = 1) -> Structure | None:
+              params: catalog.DefenseParams, seed: int = 1,
+              link_mbit: float | None = None) -> Structure | None:
     """``condition``'s captures of both networks beside its simulator
-    applied to the originals of the same loads (``names``); None when no
-    load was captured on both networks."""
+    applied to the originals of the same loads (``names``), and, given the
+    links' rate, the simulated runs behind them; None when no load was
+    captured on both networks."""
     defend = catalog.make_defense(simulator_of(condition), params)
-    wire_rows, sim_rows = [], []
+    wire_rows, sim_rows, linked_rows = [], [], []
     for i, (orig, wire) in enumerate(_wire_loads(root, condition, originals, names)):
         if not len(orig):
             continue
         wire_rows.append(_shape(wire, orig))
-        sim_rows.append(_shape(defend(orig, np.random.default_rng((seed, i))).parts, orig))
+        parts = defend(orig, np.random.default_rng((seed, i))).parts
+        sim_rows.append(_shape(parts, orig))
+        if link_mbit is not None:
+            linked = behind_links(parts, link_mbit)
+            linked_rows.append((mean_runs(linked, 1), mean_runs(linked, -1)))
     if not wire_rows:
         return None
     wire_med, sim_med = (np.nanmedian(np.array(rows), axis=0) for rows in (wire_rows, sim_rows))
     runs_up, runs_down, packets, nbytes, tail = (
         (float(w), float(m)) for w, m in zip(wire_med, sim_med, strict=True))
-    return Structure(condition, len(wire_rows), runs_up, runs_down, packets, nbytes, tail)
+    behind = (math.nan, math.nan)
+    if linked_rows:
+        up, down = np.nanmedian(np.array(linked_rows), axis=0)
+        behind = (float(up), float(down))
+    return Structure(condition, len(wire_rows), runs_up, runs_down, packets, nbytes, tail, behind)
 
 
 def structure_table(rows: Sequence[Structure]) -> list[str]:
-    """Markdown rows: per condition, wire against simulated."""
+    """Markdown rows: per condition, wire against simulated, and the
+    simulated runs as a capture past the links would see them."""
     lines = ["| condition | loads | run upstream, packets | run downstream, packets | extra packets | "
-             "extra bytes | tail, ms |", "|---|---|---|---|---|---|---|"]
+             "extra bytes | tail, ms | simulated runs behind the links, up / down |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r.condition} | {r.loads} | {r.runs_up[0]:.1f} / {r.runs_up[1]:.1f} | "
               f"{r.runs_down[0]:.1f} / {r.runs_down[1]:.1f} | {100 * r.extra_packets[0]:.0f} / "
               f"{100 * r.extra_packets[1]:.0f} % | {100 * r.extra_bytes[0]:.0f} / {100 * r.extra_bytes[1]:.0f} % | "
-              f"{1000 * r.tail_s[0]:.0f} / {1000 * r.tail_s[1]:.0f} |"
+              f"{1000 * r.tail_s[0]:.0f} / {1000 * r.tail_s[1]:.0f} | "
+              + (" / ".join(f"{v:.1f}" for v in r.runs_behind_links)
+                 if not any(map(math.isnan, r.runs_behind_links)) else "—") + " |"
               for r in rows]
     return lines

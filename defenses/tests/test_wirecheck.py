@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from braid_wf import wirecheck
+from braid_wf import collection, wirecheck
 from braid_wf.compare import observed
 from braid_wf.conditions import CONDITIONS
 from braid_wf.defences import catalog, hywf_sim
@@ -177,3 +177,54 @@ def test_tail_shows_padding_past_the_page_s_last_packet(tmp_path: Path) -> None:
     assert padded is not None and padded.tail_s[0] == 0.0 and padded.tail_s[1] > 0.01, padded
     assert padded.extra_packets[0] == 0.0 < padded.extra_packets[1]
     assert wirecheck.structures_from_json(json.loads(json.dumps(wirecheck.to_json([], {}, [padded])))) == [padded]
+
+
+def test_behind_links_queues_each_network_and_direction_at_the_link_rate() -> None:
+    """A packet leaves its network's link once it has come and the one
+    before it has left, plus its own time on the link; the other direction
+    and the other network have links of their own."""
+    # 1500 B at 12 Mbit/s: 1 ms on the link
+    one = Trace(np.array([0.0, 0.0, 0.0005, 0.005]), np.array([-1500, -1500, 1500, -1500]))
+    two = Trace(np.array([0.0]), np.array([-1500]))
+    linked_one, linked_two = wirecheck.behind_links([one, two], 12.0)
+    np.testing.assert_allclose(linked_one.times, [0.001, 0.0015, 0.002, 0.006])
+    assert list(linked_one.sizes) == [-1500, 1500, -1500, -1500]
+    np.testing.assert_allclose(linked_two.times, [0.001])
+
+
+def test_behind_links_shortens_runs_when_a_burst_moves_faster_than_a_link_drains() -> None:
+    """Network 1's burst of ten packets, then network 2's, sent faster
+    than either link drains: merged in sending time they are two runs; past
+    the links the two queues empty at once and the packets alternate."""
+    sent = np.arange(20, dtype=np.float64) / 10_000  # 0.1 ms apart; 1 ms each on the link
+    one = Trace(sent[:10], np.full(10, -1500))
+    two = Trace(sent[10:], np.full(10, -1500))
+    assert wirecheck.mean_runs([one, two], -1) == 10.0
+    assert wirecheck.mean_runs(wirecheck.behind_links([one, two], 12.0), -1) < 2.0
+
+
+def test_structure_gives_the_simulated_runs_behind_links_of_the_collection_s_rate(tmp_path: Path) -> None:
+    """The simulated runs behind links are computed for a shaped collection
+    (its collection.json's links) and kept through JSON; an older record
+    without them reads as not computed."""
+    ds = corpus()
+    captured(ds, tmp_path, "hywf", "hywf", seed=3)
+    (tmp_path / "hywf" / "collection.json").write_text(json.dumps({"links": collection.links_description(20, 10)}))
+    assert collection.link_rate_mbit(collection.description(tmp_path / "hywf") or {}) == 20.0
+    assert collection.link_rate_mbit({"links": collection.links_description(None)}) is None
+    assert collection.link_rate_mbit({}) is None
+    params = catalog.DefenseParams()
+    plain = wirecheck.structure("hywf", tmp_path, tmp_path / "hywf" / "all", ds.names, params)
+    linked = wirecheck.structure("hywf", tmp_path, tmp_path / "hywf" / "all", ds.names, params, link_mbit=20.0)
+    assert plain is not None and linked is not None
+    assert all(np.isnan(plain.runs_behind_links)) and not any(np.isnan(linked.runs_behind_links))
+    assert linked.runs_up == plain.runs_up and linked.runs_down == plain.runs_down
+    table = wirecheck.structure_table([plain, linked])
+    assert table[2].endswith("| — |") and table[3].endswith(
+        f"| {linked.runs_behind_links[0]:.1f} / {linked.runs_behind_links[1]:.1f} |")
+    text = json.dumps(wirecheck.to_json([], {}, [plain, linked]))
+    assert "NaN" not in text
+    assert wirecheck.structures_from_json(json.loads(text))[1] == linked
+    older = json.loads(text)
+    del older["structure"][1]["runs_behind_links"]
+    assert all(np.isnan(wirecheck.structures_from_json(older)[1].runs_behind_links))

@@ -560,7 +560,11 @@ def wf_wire_check_section(data: dict[str, Any]) -> list[str]:
                f"{wirecheck.RESOLVED_SE_POINTS:g} points)."
                if (unresolved := sum(not c.resolved for c in checks)) else ""), "",
             *(["How the loads cross the networks, on the wire / simulated (medians over loads; a run is "
-               "consecutive packets of one direction on one network):", "",
+               "consecutive packets of one direction on one network, both networks' packets merged in time). "
+               "The wire is captured past each network's link: when a burst moves to the other network "
+               "faster than a link drains, the first link's queue still empties as the second's fills, and "
+               "the merged packets alternate. The last column passes the simulated networks through links "
+               "of the collection's rate, as the wire's captures see them (— where not computed):", "",
                *wirecheck.structure_table(structures), ""] if (structures := wirecheck.structures_from_json(data))
               else [])]
 
