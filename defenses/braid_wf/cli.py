@@ -686,13 +686,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="how the corpus's sites are made: small (2-36 objects) or web (shaped like today's "
                    "home pages, 66 objects and 2.6 MB a median one; websites.py's doc; default small)")
     c.add_argument("--padding-budget", type=float, default=conditions.PADDING_BUDGET,
-                   help="the ap and hywf-ap conditions: braid's adaptive padding at both ends, padding "
-                   "bytes at most this many times each end's data bytes (default 0.4)")
+                   help="the padded conditions (ap, hywf-ap, hywf-ap-long): braid's adaptive padding at both "
+                   "ends, padding bytes at most this many times each end's data bytes (default 0.4)")
     c.add_argument("--padding-histograms", type=Path,
-                   help="the ap and hywf-ap conditions: delay histograms for both ends (JSON, as `wf "
+                   help="the padded conditions: delay histograms for both ends (JSON, as `wf "
                    "histograms` writes; default: braid-proxy's built-in ones)")
     c.add_argument("--n-chp", type=int, default=conditions.N_CHP,
-                   help="hywf-ap: the kernel's p-drift at both ends, mean packets between redraws of "
+                   help="hywf-ap and hywf-ap-long: the kernel's p-drift at both ends, mean packets between redraws of "
                    "the split (net.mptcp.hywf_nchp; default 100, the thesis's)")
     w = sub.add_parser("wirecheck", help="attacks on captured protected traces vs the simulator on the same loads",
                        description=wirecheck.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -50,6 +50,7 @@ CONDITIONS = {"single": Condition("default", multipath=False), "default": Condit
               "even": Condition("bernoulli", sysctls=EVEN_SPLIT),
               "ap": Condition("default", padded=True),
               "hywf-ap": Condition("hywf", padded=True, drift=True),
+              "hywf-ap-long": Condition("hywf", padded=True, drift=True, sysctls=(("hywf_ncons", LONG_BURST),)),
               "tor-hywf": Condition("hywf", tor=True), "tor-default": Condition("default", tor=True)}
 
 

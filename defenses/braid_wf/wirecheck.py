@@ -62,8 +62,8 @@ MIN_SPLITS = 10
 # A collected condition and the simulator of what its kernel and transport
 # do (a ``-1conn`` collection is the same defence over one connection;
 # ``tor-hywf`` is hywf on Tor mode's one connection to the bridge).
-SIMULATOR = {"hywf": "hywf", "hywf-long": f"hywf:ncons={LONG_BURST}", "hywf-ap": "hywf-ap", "even": "even",
-             "tor-hywf": "hywf"}
+SIMULATOR = {"hywf": "hywf", "hywf-long": f"hywf:ncons={LONG_BURST}", "hywf-ap": "hywf-ap",
+             "hywf-ap-long": f"hywf-ap:ncons={LONG_BURST}", "even": "even", "tor-hywf": "hywf"}
 # braid-proxy pads with these unless told otherwise (wf collect's default)
 PROXY_HISTOGRAMS = Path(__file__).resolve().parents[2] / "proxy/internal/padding/default_histograms.json"
 

@@ -41,6 +41,10 @@ def test_simulator_names() -> None:
     ncons = dict(CONDITIONS["hywf-long"].sysctls)["hywf_ncons"]
     assert catalog.parse_spec(wirecheck.simulator_of("hywf-long")) == ("hywf", {"ncons": ncons})
     assert ncons > hywf_sim.NCONS
+    # and padded: HyWF-AP at the long burst, in the kernel and simulated
+    padded = CONDITIONS["hywf-ap-long"]
+    assert padded.padded and padded.drift and dict(padded.sysctls)["hywf_ncons"] == ncons
+    assert catalog.parse_spec(wirecheck.simulator_of("hywf-ap-long")) == ("hywf-ap", {"ncons": ncons})
     try:
         wirecheck.simulator_of("default")
     except ValueError as err:

@@ -177,7 +177,8 @@ def main() -> int:
     p.add_argument("--padding-budget", type=float, default=conditions.PADDING_BUDGET,
                    help=f"padded conditions: braid-proxy's padding budget (default {conditions.PADDING_BUDGET})")
     p.add_argument("--n-chp", type=int, default=conditions.N_CHP,
-                   help=f"hywf-ap: the kernel's p-drift, net.mptcp.hywf_nchp (default {conditions.N_CHP})")
+                   help=f"hywf-ap and hywf-ap-long: the kernel's p-drift, net.mptcp.hywf_nchp "
+                   f"(default {conditions.N_CHP})")
     p.add_argument("--quick", action="store_true", help="12 pages per condition in 2 rounds, for a smoke run")
     p.add_argument("--out", type=Path, default=Path("out/bench-pageload.json"))
     args = p.parse_args()

@@ -48,8 +48,10 @@ def test_every_run_of_an_attack_counts_with_its_highest_accuracy() -> None:
             run({"hywf": {"df": 0.29}}, ncons=100),
             run({"hywf": {"df": 0.9}}, collection={"condition": "single"}),  # not the web-shaped corpus
             {**run({"hywf": {"df": 0.95}}), "meta": {**run({})["meta"], "full": False}}]  # quick attacks
-    rows = evidence(runs, bench({"hywf-long": 1.05}))
-    assert set(rows) == {"hywf", "hywf:ncons=100"}
+    rows = evidence(runs, bench({"hywf-long": 1.05, "hywf-ap-long": 1.08}))
+    assert set(rows) == {"hywf", "hywf:ncons=100", "hywf-ap:ncons=100"}
+    # the padded long-burst condition's page loads land on its simulator's row
+    assert rows["hywf-ap:ncons=100"].page_time is not None and not rows["hywf-ap:ncons=100"].accuracy
     assert rows["hywf"].accuracy == {"kfp": (0.267, None)}
     assert rows["hywf:ncons=100"].accuracy == {"kfp": (0.231, None), "df": (0.29, 30)}
     assert rows["hywf:ncons=100"].most_epochs == {"df": 30}
