@@ -6,8 +6,9 @@ Reads whatever of OUT/e1/e1.json, OUT/e1b/e1b.json, OUT/e2/e2.json,
 OUT/e2-variable/e2.json (E2 on the variable slow link alone),
 OUT/e3/e3.json, OUT/e3-braid-delaybal/e3.json, OUT/e3-braid-bernoulli/e3.json,
 OUT/e3-braid-hywf/e3.json and OUT/e3-braid-default/e3.json (E3 in braid's kernel), OUT/bench-sched.json,
-OUT/bench-pageload.json and
-OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json,
+OUT/bench-pageload.json, OUT/bench-pageload-defences.json and
+OUT/bench-pageload-repeat.json (the page-load benchmark under the defences,
+and a second run of some of them), OUT/simult-flows.json (braid_eval.analysis.selftest_record), OUT/wf-deep-12ep.json,
 OUT/wf-deep-30ep.json, OUT/wf-kfp.json, OUT/wf-captured-kfp.json,
 OUT/wf-captured-deep.json, OUT/wf-captured-rf.json, OUT/wf-captured-df-curve.json,
 OUT/wf-captured-df-200.json, OUT/wf-captured-web-kfp.json,
@@ -265,13 +266,16 @@ def bench_pageload_section(data: dict[str, Any]) -> list[str]:
             *markdown_table(results, names, PAGELOAD_ROWS, 3), ""]
 
 
-def bench_pageload_defences_section(data: dict[str, Any]) -> list[str]:
+PAGELOAD_DEFENCES_HEADING = "## Page-load benchmark: the defences' overheads on the wire (braid_eval.bench.pageload)"
+
+
+def bench_pageload_defences_section(data: dict[str, Any], heading: str = PAGELOAD_DEFENCES_HEADING) -> list[str]:
     """The page-load benchmark under the fingerprinting defences: their
     bandwidth and page-load-time overheads on the wire, beside the goal."""
     params, results = data["params"], data["results"]
     names = list(params["conditions"])
     base = names[0]
-    lines = ["## Page-load benchmark: the defences' overheads on the wire (braid_eval.bench.pageload)", "",
+    lines = [heading, "",
              f"({_env(params)}; {params['pages']} loads of the website-fingerprinting corpus per condition "
              f"through braid-proxy, interleaved in {params['rounds']} rounds; padding budget "
              f"{params['padding_budget']}, hywf-ap's p-drift {params['n_chp']}; bytes on the wire: both WAN "
@@ -300,6 +304,17 @@ def bench_pageload_defences_section(data: dict[str, Any]) -> list[str]:
         lines.append(f"- `{name}`: bandwidth overhead {100 * (bandwidth - 1):+.1f} %, {time_text} over `{base}`; "
                      f"goal <= +{WF_OVERHEAD_PCT:g} % / <= +{WF_TIME_PCT:g} %: {verdict}.")
     return [*lines, ""]
+
+
+def bench_pageload_repeat_section(data: dict[str, Any]) -> list[str]:
+    """A second run of the page-load benchmark on some of the defences'
+    conditions: how far one run's figures move in the next, which each
+    run's per-page interval does not cover."""
+    conditions = ", ".join(f"`{c}`" for c in data["params"]["conditions"])
+    return [*bench_pageload_defences_section(data, f"## Page-load benchmark: a second run, {conditions}"),
+            "Beside the run above: each run's interval covers the variation among its own pages, not the "
+            "variation from one run to the next, so a defence's page-load time is established only where "
+            "runs agree.", ""]
 
 
 def simult_flows_section(data: dict[str, Any]) -> list[str]:
@@ -698,6 +713,7 @@ SECTIONS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "e3-braid-hywf": e3_section, "e3-braid-default": e3_section,
     "bench-sched": bench_sched_section, "bench-pageload": bench_pageload_section,
     "bench-pageload-defences": bench_pageload_defences_section,
+    "bench-pageload-repeat": bench_pageload_repeat_section,
     "simult-flows": simult_flows_section, "wf-deep-12ep": wf_deep_section, "wf-deep-30ep": wf_deep_section,
     "wf-kfp": wf_deep_section, "wf-captured-kfp": wf_deep_section, "wf-captured-deep": wf_deep_section,
     "wf-captured-rf": wf_deep_section,

@@ -39,7 +39,7 @@ Run inside braid's kernel::
     kernel/vm run --timeout 2400 -- python3 -m braid_eval.bench.pageload --corpus --pages 100
     kernel/vm run -- python3 -m braid_eval.bench.pageload --quick
     kernel/vm run --timeout 3000 -- python3 -m braid_eval.bench.pageload --corpus \
-        --conditions default hywf ap hywf-ap hywf-long --pages 80 --rounds 8 \
+        --conditions default hywf ap hywf-ap hywf-long hywf-ap-long --pages 80 --rounds 8 \
         --out out/bench-pageload-defences.json
 """
 

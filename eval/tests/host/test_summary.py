@@ -103,6 +103,24 @@ def test_defences_overheads_beside_the_goal(tmp_path: Path) -> None:
             "goal <= +40 % / <= +10 %: **not met**.") in text
 
 
+def test_a_second_run_has_its_own_section_after_the_first(tmp_path: Path) -> None:
+    """A second run of some conditions sits after the defences' run, named
+    by its conditions, and says that runs, not one run's interval, settle
+    a defence's page-load time."""
+    write(tmp_path, "bench-pageload-defences", BENCH_PAGELOAD_DEFENCES)
+    again = json.loads(json.dumps(BENCH_PAGELOAD_DEFENCES))
+    again["params"]["conditions"] = ["default", "hywf"]
+    write(tmp_path, "bench-pageload-repeat", again)
+    text = summarize(tmp_path)[0]
+    first = text.index("## Page-load benchmark: the defences")
+    second = text.index("## Page-load benchmark: a second run, `default`, `hywf`")
+    assert first < second
+    repeat = text[second:]
+    assert "- `hywf`: bandwidth overhead +0.0 %, page-load time overhead +5.0 % (median)" in repeat
+    assert "- `hywf-ap`" not in repeat.split("\n## ")[0]
+    assert "established only where runs agree" in repeat
+
+
 def test_defences_page_load_overhead_is_judged_page_by_page(tmp_path: Path) -> None:
     """With each page's time recorded, the time overhead is the median of
     the per-page ratios, judged by its whole confidence interval: met,
@@ -350,6 +368,7 @@ def test_every_experiment_with_verdicts(tmp_path: Path) -> None:
     write(tmp_path, "bench-sched", BENCH_SCHED, nested=False)
     write(tmp_path, "bench-pageload", BENCH_PAGELOAD, nested=False)
     write(tmp_path, "bench-pageload-defences", BENCH_PAGELOAD_DEFENCES, nested=False)
+    write(tmp_path, "bench-pageload-repeat", BENCH_PAGELOAD_DEFENCES, nested=False)
     write(tmp_path, "simult-flows", SIMULT_FLOWS, nested=False)
     write(tmp_path, "wf-deep-12ep", wf_deep(12, 0.25), nested=False)
     write(tmp_path, "wf-deep-30ep", wf_deep(30, None), nested=False)
@@ -549,7 +568,8 @@ def test_e3_target_not_met(tmp_path: Path, g: float | None, k: float | None) -> 
     text, missing = summarize(tmp_path)
     assert missing == ["e1", "e1b", "e2", "e2-variable", "e3-braid-delaybal", "e3-braid-bernoulli", "e3-braid-hywf",
                        "e3-braid-default", "bench-sched", "bench-pageload", "bench-pageload-defences",
-                       "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp", "wf-captured-kfp",
+                       "bench-pageload-repeat", "simult-flows", "wf-deep-12ep", "wf-deep-30ep", "wf-kfp",
+                       "wf-captured-kfp",
                        "wf-captured-deep", "wf-captured-rf", "wf-captured-df-curve", "wf-captured-df-200",
                        "wf-captured-confusion", "wf-captured-confusion-df", "wf-captured-web-kfp",
                        "wf-captured-web-deep", "wf-captured-web-tiktok-rf", "wf-captured-web-df-hywf",
