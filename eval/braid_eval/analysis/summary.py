@@ -753,7 +753,8 @@ def summarize(out: Path) -> tuple[str, list[str]]:
     for name, section in SECTIONS.items():
         if name == GOAL_BEFORE:
             lines += goal_section((data for n, data in files.items() if SECTIONS[n] is wf_deep_section),
-                                  files.get("bench-pageload-defences"))
+                                  files.get("bench-pageload-defences"),
+                                  [files["bench-pageload-repeat"]] if "bench-pageload-repeat" in files else [])
         if name not in files:
             continue
         try:

@@ -91,3 +91,24 @@ def test_the_section_lists_none_first_and_needs_a_web_run() -> None:
     table = "\n".join(lines)
     assert "| none | DF 95.0 | DF 95.0 (30 ep.), k-FP 90.0 | +0.0 / - | - | undefended |" in table
     assert "| hywf | k-FP 40.0 | k-FP 40.0 | +0.0 / +0.0 | +2.0 (+2.0 to +2.0, 40 pages) | **not met** |" in table
+
+
+def test_a_further_run_settles_the_page_load_time_only_where_runs_agree() -> None:
+    """One run's interval covers its own pages, not the next run's move:
+    the time is within the goal when every run's interval is, beyond it
+    when every run's is, and otherwise the runs disagree."""
+    every = {"kfp": 0.2, "df": 0.25, "tiktok": 0.22, "rf": 0.3}
+    runs = [run({"hywf": every, "hywf-ap": every})]
+    first = bench({"hywf": 1.05, "hywf-ap": 1.2})
+    inside, beyond = bench({"hywf": 1.02}), bench({"hywf": 1.3, "hywf-ap": 1.25})
+    assert verdict(evidence(runs, first, [inside])["hywf"]) == "met"
+    rows = evidence(runs, first, [beyond])
+    assert verdict(rows["hywf"]) == "not established: page-load time runs disagree (2 runs)"
+    assert verdict(rows["hywf-ap"]) == "**not met**"  # beyond in both runs
+    # a run without per-page times, or of a defence no result names, adds nothing
+    median_only = bench({"hywf": 1.3})
+    del median_only["page_times_s"]
+    rows = evidence(runs, first, [median_only, bench({"front": 1.3})])
+    assert not rows["hywf"].page_time_again and "front" not in rows
+    table = "\n".join(goal_section(runs, first, [beyond]))
+    assert "| +5.0 (+5.0 to +5.0, 40 pages); again +30.0 (+30.0 to +30.0, 40 pages) |" in table
