@@ -86,6 +86,16 @@ def _catalog_name(condition: str) -> str | None:
         return None
 
 
+def _defence_conditions(bench: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(baseline, condition, defence label) for each defence a page-load
+    benchmark run measured against ``default``, the goal's baseline; none
+    for a run against another baseline."""
+    base, *conditions = bench["params"]["conditions"]
+    if base != "default":
+        return []
+    return [(base, cond, label) for cond in conditions if (label := _catalog_name(cond)) is not None]
+
+
 def evidence(runs: Iterable[dict[str, Any]], bench: dict[str, Any] | None,
              again: Iterable[dict[str, Any]] = ()) -> dict[str, Evidence]:
     """Per defence label, from ``braid-wf defenses`` results, the
@@ -106,13 +116,9 @@ def evidence(runs: Iterable[dict[str, Any]], bench: dict[str, Any] | None,
                     ev.most_epochs[attack] = max(epochs, ev.most_epochs.get(attack, 0))
                 if cell["tpr_mean"] > ev.accuracy.get(attack, (-1.0, None))[0]:
                     ev.accuracy[attack] = (cell["tpr_mean"], epochs)
-    if bench and bench["params"]["conditions"][0] == "default":  # the goal's baseline
-        conditions, results = bench["params"]["conditions"], bench["results"]
-        base, times = conditions[0], bench.get("page_times_s")
-        for cond in conditions[1:]:
-            label = _catalog_name(cond)
-            if label is None:
-                continue
+    if bench:
+        results, times = bench["results"], bench.get("page_times_s")
+        for base, cond, label in _defence_conditions(bench):
             ev = rows.setdefault(label, Evidence())
             ev.wire_bytes = results[cond]["wire_kb_per_page"] / results[base]["wire_kb_per_page"]
             if times:
@@ -120,12 +126,11 @@ def evidence(runs: Iterable[dict[str, Any]], bench: dict[str, Any] | None,
             else:
                 ev.page_time_median = results[cond]["median_s"] / results[base]["median_s"]
     for run in again:
-        conditions, times = run["params"]["conditions"], run.get("page_times_s")
-        if conditions[0] != "default" or not times:
+        if not (times := run.get("page_times_s")):
             continue
-        for cond in conditions[1:]:
-            if (label := _catalog_name(cond)) is not None and label in rows:
-                rows[label].page_time_again.append(paired_ratio(times[cond], times[conditions[0]]))
+        for base, cond, label in _defence_conditions(run):
+            if label in rows:
+                rows[label].page_time_again.append(paired_ratio(times[cond], times[base]))
     return rows
 
 
@@ -145,7 +150,7 @@ def verdict(ev: Evidence) -> str:
                 (None if ev.wire_bytes is None else ev.wire_bytes - 1, WF_OVERHEAD_PCT),
                 (None if ev.page_time_median is None else ev.page_time_median - 1, WF_TIME_PCT)]
     outcomes = {page_time_goal(r) for r in [ev.page_time, *ev.page_time_again] if r is not None}
-    time_inside = outcomes.pop() if len(outcomes) == 1 else None
+    time_inside = next(iter(outcomes)) if len(outcomes) == 1 else None
     if time_inside is False or any(value is not None and 100 * value > bound for value, bound in measured):
         return "**not met**"
     missing = [ATTACK_NAMES[a] for a in GOAL_ATTACKS if a not in ev.accuracy]
